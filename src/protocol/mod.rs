@@ -1,0 +1,7 @@
+//! The sans-IO protocol core: no sockets, no tasks, no clock reads. Time is passed in.
+//!
+//! - [`netcode`]: the secure connection layer (netcode.io 1.02 on the wire).
+//! - [`session`]: protocol version and session parameters agreed after connecting.
+
+pub mod netcode;
+pub mod session;

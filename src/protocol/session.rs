@@ -1,0 +1,216 @@
+//! Session negotiation: after netcode connects, client and server agree on volley's protocol
+//! version and the server announces its session parameters (tick and snapshot rates).
+//!
+//! It travels in netcode payloads whose first byte is [`CONTROL_FRAME`]; every other first
+//! byte belongs to the game channel. The client repeats its hello at 10 Hz until answered, so
+//! a lost packet only delays it.
+
+use std::time::Duration;
+
+/// The first byte of a payload that carries a session control message.
+pub const CONTROL_FRAME: u8 = 0xC5;
+/// volley's protocol version; both sides must speak the same.
+pub const PROTOCOL_VERSION: u16 = 1;
+const MAGIC: [u8; 4] = *b"VLLY";
+const HELLO_INTERVAL: Duration = Duration::from_millis(100);
+
+/// What the server tells a client about the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionParams {
+    /// The server's protocol version.
+    pub protocol_version: u16,
+    /// Simulation ticks per second.
+    pub tick_rate_hz: u16,
+    /// Snapshots sent per second.
+    pub snapshot_rate_hz: u16,
+    /// Largest payload the server sends or accepts, in bytes.
+    pub max_payload_bytes: u16,
+}
+
+/// Why the server refused a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RejectReason {
+    /// The versions differ.
+    #[error("protocol version mismatch: server speaks {server}, client {client}")]
+    VersionMismatch {
+        /// Server's version.
+        server: u16,
+        /// Client's version.
+        client: u16,
+    },
+}
+
+/// A session control message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Client → server: the version it speaks.
+    Hello {
+        /// Client's protocol version.
+        protocol_version: u16,
+    },
+    /// Server → client: accepted, with the session's parameters.
+    Welcome(SessionParams),
+    /// Server → client: refused.
+    Reject(RejectReason),
+}
+
+/// A control message that could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("malformed session control message")]
+pub struct Malformed;
+
+impl Control {
+    /// Encodes into `out` (at least 16 bytes); returns the length.
+    pub fn encode(&self, out: &mut [u8; 16]) -> usize {
+        out[0] = CONTROL_FRAME;
+        out[1..5].copy_from_slice(&MAGIC);
+        let put = |out: &mut [u8; 16], at: usize, v: u16| out[at..at + 2].copy_from_slice(&v.to_le_bytes());
+        match self {
+            Self::Hello { protocol_version } => {
+                out[5] = 0;
+                put(out, 6, *protocol_version);
+                8
+            }
+            Self::Welcome(p) => {
+                out[5] = 1;
+                put(out, 6, p.protocol_version);
+                put(out, 8, p.tick_rate_hz);
+                put(out, 10, p.snapshot_rate_hz);
+                put(out, 12, p.max_payload_bytes);
+                14
+            }
+            Self::Reject(RejectReason::VersionMismatch { server, client }) => {
+                out[5] = 2;
+                put(out, 6, *server);
+                put(out, 8, *client);
+                10
+            }
+        }
+    }
+
+    /// Decodes a payload that starts with [`CONTROL_FRAME`].
+    ///
+    /// # Errors
+    /// When it is not a control message of this protocol.
+    pub fn decode(bytes: &[u8]) -> Result<Self, Malformed> {
+        if bytes.len() < 8 || bytes[0] != CONTROL_FRAME || bytes[1..5] != MAGIC {
+            return Err(Malformed);
+        }
+        let get = |at: usize| bytes.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or(Malformed);
+        match (bytes[5], bytes.len()) {
+            (0, 8) => Ok(Self::Hello { protocol_version: get(6)? }),
+            (1, 14) => Ok(Self::Welcome(SessionParams {
+                protocol_version: get(6)?,
+                tick_rate_hz: get(8)?,
+                snapshot_rate_hz: get(10)?,
+                max_payload_bytes: get(12)?,
+            })),
+            (2, 10) => Ok(Self::Reject(RejectReason::VersionMismatch { server: get(6)?, client: get(8)? })),
+            _ => Err(Malformed),
+        }
+    }
+}
+
+/// The server's answer to a hello.
+pub fn answer_hello(client_version: u16, params: SessionParams) -> Control {
+    if client_version == params.protocol_version {
+        Control::Welcome(params)
+    } else {
+        Control::Reject(RejectReason::VersionMismatch { server: params.protocol_version, client: client_version })
+    }
+}
+
+/// The client's side of the negotiation.
+#[derive(Debug, Clone)]
+pub enum ClientSession {
+    /// Waiting for the server's answer.
+    Negotiating {
+        /// When the last hello went out.
+        last_hello: Option<Duration>,
+    },
+    /// Agreed.
+    Established(SessionParams),
+    /// Refused.
+    Rejected(RejectReason),
+}
+
+impl Default for ClientSession {
+    fn default() -> Self {
+        Self::Negotiating { last_hello: None }
+    }
+}
+
+impl ClientSession {
+    /// A hello to send now, if one is due.
+    pub fn poll_hello(&mut self, now: Duration) -> Option<Control> {
+        let Self::Negotiating { last_hello } = self else { return None };
+        if last_hello.is_some_and(|t| now.saturating_sub(t) < HELLO_INTERVAL) {
+            return None;
+        }
+        *last_hello = Some(now);
+        Some(Control::Hello { protocol_version: PROTOCOL_VERSION })
+    }
+
+    /// Takes the server's answer; repeated answers are harmless.
+    pub fn on_control(&mut self, control: Control) {
+        if let Self::Negotiating { .. } = self {
+            match control {
+                Control::Welcome(p) => *self = Self::Established(p),
+                Control::Reject(r) => *self = Self::Rejected(r),
+                Control::Hello { .. } => {}
+            }
+        }
+    }
+
+    /// The agreed parameters, once established.
+    pub fn params(&self) -> Option<SessionParams> {
+        match self {
+            Self::Established(p) => Some(*p),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARAMS: SessionParams = SessionParams {
+        protocol_version: PROTOCOL_VERSION,
+        tick_rate_hz: 60,
+        snapshot_rate_hz: 30,
+        max_payload_bytes: 1200,
+    };
+
+    #[test]
+    fn messages_round_trip_and_garbage_is_rejected() {
+        let mut buf = [0u8; 16];
+        for c in [
+            Control::Hello { protocol_version: 7 },
+            Control::Welcome(PARAMS),
+            Control::Reject(RejectReason::VersionMismatch { server: 1, client: 2 }),
+        ] {
+            let n = c.encode(&mut buf);
+            assert_eq!(Control::decode(&buf[..n]), Ok(c));
+            assert_eq!(Control::decode(&buf[..n - 1]), Err(Malformed));
+        }
+        assert_eq!(Control::decode(&[CONTROL_FRAME, b'V', b'L', b'L', b'Y', 9, 0, 0]), Err(Malformed));
+        assert_eq!(Control::decode(&[0; 8]), Err(Malformed));
+    }
+
+    #[test]
+    fn negotiation_resends_until_answered_and_checks_versions() {
+        let mut s = ClientSession::default();
+        let t = Duration::from_secs(5);
+        assert!(s.poll_hello(t).is_some());
+        assert!(s.poll_hello(t + Duration::from_millis(50)).is_none());
+        let Some(Control::Hello { protocol_version }) = s.poll_hello(t + HELLO_INTERVAL) else { panic!("resend") };
+        s.on_control(answer_hello(protocol_version, PARAMS));
+        assert_eq!(s.params(), Some(PARAMS));
+        assert!(s.poll_hello(t + Duration::from_secs(1)).is_none());
+
+        let mut s = ClientSession::default();
+        s.on_control(answer_hello(PROTOCOL_VERSION + 1, PARAMS));
+        assert!(matches!(s, ClientSession::Rejected(RejectReason::VersionMismatch { .. })));
+    }
+}
