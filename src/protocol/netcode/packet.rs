@@ -14,8 +14,8 @@ use super::{
 
 /// Size of a connection request packet: requests of any other size are dropped.
 pub const REQUEST_PACKET_BYTES: usize = 1 + 13 + 8 + 8 + 24 + CONNECT_TOKEN_PRIVATE_BYTES;
-/// The smallest encrypted packet: prefix, one sequence byte, tag.
-pub const MIN_ENCRYPTED_PACKET_BYTES: usize = 1 + 1 + MAC_BYTES;
+/// The smallest encrypted packet: prefix and tag (sequence 0 may be sent in zero bytes).
+pub const MIN_ENCRYPTED_PACKET_BYTES: usize = 1 + MAC_BYTES;
 /// The largest packet either side sends.
 pub const MAX_PACKET_BYTES: usize = 1 + 8 + MAX_PAYLOAD_BYTES + MAC_BYTES;
 
@@ -244,8 +244,10 @@ pub fn read_header(buf: &[u8]) -> Result<Header, DropReason> {
     if buf.len() < MIN_ENCRYPTED_PACKET_BYTES || buf.len() > MAX_PACKET_BYTES {
         return Err(DropReason::BadLength);
     }
+    // The standard writes 1 to 8 sequence bytes; renetcode writes sequence 0 in zero bytes,
+    // which is unambiguous, so we accept it too (we always write at least one).
     let seq_bytes = (prefix >> 4) as usize;
-    if !(1..=8).contains(&seq_bytes) {
+    if seq_bytes > 8 {
         return Err(DropReason::BadSequence);
     }
     if buf.len() < 1 + seq_bytes + MAC_BYTES {
@@ -383,7 +385,7 @@ mod tests {
         assert_eq!(open(&mut b[..n], ALL, PID, &KEY, None), Err(DropReason::BadSequence));
         let mut b = pristine;
         b[0] = PacketKind::Payload as u8;
-        assert_eq!(open(&mut b[..n], ALL, PID, &KEY, None), Err(DropReason::BadSequence));
+        assert_eq!(open(&mut b[..n], ALL, PID, &KEY, None), Err(DropReason::Decrypt), "0 sequence bytes: sequence 0");
         let mut b = pristine;
         b[0] = PacketKind::Disconnect as u8 | 1 << 4;
         assert_eq!(open(&mut b[..n], ALL, PID, &KEY, None), Err(DropReason::Decrypt), "prefix is authenticated");
