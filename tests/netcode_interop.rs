@@ -80,8 +80,11 @@ fn to_ours(t: &renetcode::ConnectToken) -> ConnectToken {
     }
 }
 
-/// renetcode's client against our server; returns (payloads at our server, at their client).
-fn their_client_our_server(token: renetcode::ConnectToken) -> (Vec<Vec<u8>>, Vec<Vec<u8>>, Option<[u8; 256]>) {
+/// Payloads received at the server, at the client, and the user data the server read.
+type Outcome = (Vec<Vec<u8>>, Vec<Vec<u8>>, Option<[u8; 256]>);
+
+/// renetcode's client against our server.
+fn their_client_our_server(token: renetcode::ConnectToken) -> Outcome {
     let config = ServerConfig::new(PROTOCOL, KEY, vec![server_addr()], 4);
     let mut server = Server::new(config, T0).unwrap();
     let mut client = NetcodeClient::new(T0, ClientAuthentication::Secure { connect_token: token }).unwrap();

@@ -89,7 +89,7 @@ impl Net {
             self.clients[i].1.update(self.now, &mut wire);
             let from = self.clients[i].0;
             for (_, bytes) in wire {
-                self.to_server(from, bytes);
+                self.deliver_to_server(from, bytes);
             }
         }
         let mut to_clients: Wire = Vec::new();
@@ -101,7 +101,7 @@ impl Net {
 
     /// Delivers one datagram to the server, checks the no-amplification rule on the replies
     /// and delivers them. Returns what the server made of it.
-    fn to_server(&mut self, from: SocketAddr, mut bytes: Vec<u8>) -> Option<DropReason> {
+    fn deliver_to_server(&mut self, from: SocketAddr, mut bytes: Vec<u8>) -> Option<DropReason> {
         if !self.deliver_responses && bytes.first().is_some_and(|b| b & 0x0f == 3) {
             return None;
         }
@@ -130,10 +130,9 @@ impl Net {
             return;
         }
         for (to, mut bytes) in wire {
-            if let Some(i) = self.clients.iter().position(|(a, _)| *a == to) {
-                if let Ok(Some(data)) = self.clients[i].1.process(self.now, server_addr(), &mut bytes) {
-                    self.payloads_at_clients.push((i, data.to_vec()));
-                }
+            let Some(i) = self.clients.iter().position(|(a, _)| *a == to) else { continue };
+            if let Ok(Some(data)) = self.clients[i].1.process(self.now, server_addr(), &mut bytes) {
+                self.payloads_at_clients.push((i, data.to_vec()));
             }
         }
     }
@@ -166,7 +165,7 @@ fn a_client_connects_and_payloads_flow_both_ways() {
     net.clients[0].1.send_payload(net.now, b"input", &mut wire).unwrap();
     let from = net.clients[0].0;
     for (_, b) in wire {
-        net.to_server(from, b);
+        net.deliver_to_server(from, b);
     }
     assert_eq!(net.payloads_at_server, vec![(index, b"input".to_vec())]);
 
@@ -198,7 +197,7 @@ fn an_expired_token_is_refused_by_server_and_client() {
     let mut wire: Wire = Vec::new();
     c.update(net.now, &mut wire);
     let (_, req) = wire.pop().unwrap();
-    assert_eq!(net.to_server(client_addr(0), req), Some(DropReason::TokenExpired));
+    assert_eq!(net.deliver_to_server(client_addr(0), req), Some(DropReason::TokenExpired));
 
     // The client measures the token's lifetime (30 s) on its own clock.
     let mut net = Net::new(2);
@@ -226,21 +225,21 @@ fn requests_with_bad_tokens_are_dropped_by_reason() {
     let mut p = params(1);
     p.protocol_id += 1;
     let wrong_protocol = ConnectToken::generate(&p, &KEY).unwrap();
-    assert_eq!(net.to_server(client_addr(0), request_for(&wrong_protocol)), Some(DropReason::WrongProtocol));
+    assert_eq!(net.deliver_to_server(client_addr(0), request_for(&wrong_protocol)), Some(DropReason::WrongProtocol));
 
     let wrong_key = ConnectToken::generate(&params(1), &[1u8; 32]).unwrap();
-    assert_eq!(net.to_server(client_addr(0), request_for(&wrong_key)), Some(DropReason::TokenInvalid));
+    assert_eq!(net.deliver_to_server(client_addr(0), request_for(&wrong_key)), Some(DropReason::TokenInvalid));
 
     let mut p = params(1);
     p.server_addresses = vec!["127.0.0.1:40001".parse().unwrap()];
     let other_server = ConnectToken::generate(&p, &KEY).unwrap();
-    assert_eq!(net.to_server(client_addr(0), request_for(&other_server)), Some(DropReason::NotForThisServer));
+    assert_eq!(net.deliver_to_server(client_addr(0), request_for(&other_server)), Some(DropReason::NotForThisServer));
 
     let mut req = request_for(&token(1));
     req[1] = b'X';
-    assert_eq!(net.to_server(client_addr(0), req.clone()), Some(DropReason::WrongVersion));
+    assert_eq!(net.deliver_to_server(client_addr(0), req.clone()), Some(DropReason::WrongVersion));
     req.truncate(100);
-    assert_eq!(net.to_server(client_addr(0), req), Some(DropReason::BadLength));
+    assert_eq!(net.deliver_to_server(client_addr(0), req), Some(DropReason::BadLength));
     assert_eq!(net.server.drops().get(DropReason::TokenInvalid), 1);
     assert_eq!(net.server.pending_handshakes(), 0, "nothing is kept for bad requests");
 }
@@ -250,9 +249,9 @@ fn a_token_is_accepted_from_one_address_only_and_once() {
     let mut net = Net::new(4);
     let t = token(5);
     let req = request_for(&t);
-    assert_eq!(net.to_server(client_addr(0), req.clone()), None);
-    assert_eq!(net.to_server(client_addr(0), req.clone()), None, "same address may repeat its request");
-    assert_eq!(net.to_server(client_addr(1), req.clone()), Some(DropReason::TokenReused));
+    assert_eq!(net.deliver_to_server(client_addr(0), req.clone()), None);
+    assert_eq!(net.deliver_to_server(client_addr(0), req.clone()), None, "same address may repeat its request");
+    assert_eq!(net.deliver_to_server(client_addr(1), req.clone()), Some(DropReason::TokenReused));
 
     // Once the handshake completes, the token is spent even for its own address.
     let mut net = Net::new(4);
@@ -260,14 +259,14 @@ fn a_token_is_accepted_from_one_address_only_and_once() {
     net.run(Duration::from_millis(200));
     assert_eq!(net.state(0), ClientState::Connected);
     // From a connected address only that connection's packets are accepted.
-    assert_eq!(net.to_server(client_addr(0), req.clone()), Some(DropReason::NotAllowed));
+    assert_eq!(net.deliver_to_server(client_addr(0), req.clone()), Some(DropReason::NotAllowed));
     let mut wire: Wire = Vec::new();
     net.clients[0].1.disconnect(net.now, &mut wire);
     for (_, b) in wire {
-        net.to_server(client_addr(0), b);
+        net.deliver_to_server(client_addr(0), b);
     }
     assert_eq!(net.server.connected_clients(), 0);
-    assert_eq!(net.to_server(client_addr(0), req), Some(DropReason::TokenReused));
+    assert_eq!(net.deliver_to_server(client_addr(0), req), Some(DropReason::TokenReused));
 }
 
 #[test]
@@ -276,7 +275,10 @@ fn a_second_connection_with_a_connected_client_id_is_refused() {
     net.add_client(token(5));
     net.run(Duration::from_millis(200));
     let other_token_same_id = token(5);
-    assert_eq!(net.to_server(client_addr(9), request_for(&other_token_same_id)), Some(DropReason::ClientIdInUse));
+    assert_eq!(
+        net.deliver_to_server(client_addr(9), request_for(&other_token_same_id)),
+        Some(DropReason::ClientIdInUse)
+    );
 }
 
 #[test]
@@ -352,8 +354,8 @@ fn replayed_packets_are_dropped() {
     let mut wire: Wire = Vec::new();
     net.clients[0].1.send_payload(net.now, b"fire", &mut wire).unwrap();
     let (_, packet) = wire.pop().unwrap();
-    assert_eq!(net.to_server(client_addr(0), packet.clone()), None);
-    assert_eq!(net.to_server(client_addr(0), packet), Some(DropReason::Replayed));
+    assert_eq!(net.deliver_to_server(client_addr(0), packet.clone()), None);
+    assert_eq!(net.deliver_to_server(client_addr(0), packet), Some(DropReason::Replayed));
     assert_eq!(net.payloads_at_server.len(), 1);
 }
 
@@ -368,7 +370,7 @@ fn disconnects_reach_the_other_side() {
     assert_eq!(wire.len(), 10, "redundant disconnect packets");
     assert_eq!(net.state(0), ClientState::Disconnected);
     for (_, b) in wire {
-        net.to_server(client_addr(0), b);
+        net.deliver_to_server(client_addr(0), b);
     }
     assert_eq!(net.disconnected.len(), 1);
     assert_eq!(net.disconnected[0].reason, DisconnectReason::ByPeer);
@@ -397,8 +399,9 @@ fn more_than_256_clients_connect() {
 fn a_flooding_address_is_rate_limited_without_affecting_others() {
     let mut net = Net::new(4);
     let flood = request_for(&token(9));
-    let drops: usize =
-        (0..1_000).filter(|_| net.to_server(client_addr(99), flood.clone()) == Some(DropReason::RateLimited)).count();
+    let drops: usize = (0..1_000)
+        .filter(|_| net.deliver_to_server(client_addr(99), flood.clone()) == Some(DropReason::RateLimited))
+        .count();
     assert!(drops >= 900, "only the burst gets through: {drops} of 1000 dropped");
     net.add_client(token(1));
     net.run(Duration::from_millis(200));
@@ -413,7 +416,7 @@ fn keep_alive_and_payload_from_an_unknown_address_are_dropped() {
     let mut wire: Wire = Vec::new();
     net.clients[0].1.send_payload(net.now, b"x", &mut wire).unwrap();
     let (_, packet) = wire.pop().unwrap();
-    assert_eq!(net.to_server(client_addr(7), packet), Some(DropReason::UnknownAddress));
+    assert_eq!(net.deliver_to_server(client_addr(7), packet), Some(DropReason::UnknownAddress));
 }
 
 #[test]
@@ -437,7 +440,7 @@ proptest! {
                 *b = (*b & 0xf0) | (who % 8); // exercise every packet type
             }
             let from = client_addr(who as u16);
-            net.to_server(from, bytes.clone());
+            net.deliver_to_server(from, bytes.clone());
             let _ = net.clients[0].1.process(net.now, server_addr(), &mut bytes);
         }
         prop_assert_eq!(net.server.connected_clients(), 0);
