@@ -111,10 +111,8 @@ fn their_client_our_server(token: renetcode::ConnectToken) -> Outcome {
                 _ => {}
             }
         }
-        if let Some(index) = server.client_index(client.client_id()) {
-            if step % 10 == 5 {
-                server.send_payload(now, index, format!("to them {step}").as_bytes(), &mut replies).unwrap();
-            }
+        if let Some(index) = server.client_index(client.client_id()).filter(|_| step % 10 == 5) {
+            server.send_payload(now, index, format!("to them {step}").as_bytes(), &mut replies).unwrap();
         }
         server.update(now, &mut replies, &mut Vec::new());
         for (_, mut bytes) in replies {
