@@ -4,7 +4,12 @@
 //!
 //! - [`protocol`] — the sans-IO core: wire format, connection state machines, reliability,
 //!   quantization and the delta snapshot codec. Deterministic, tested without sockets.
+//! - [`util`] — small helpers (hex for keys and tokens).
 //!
 //! See `README.md` for the guide and `BENCHMARKS.md` for measured figures.
 
 pub mod protocol;
+pub mod util;
+
+/// The protocol id of volley's own examples and bots; a game picks its own.
+pub const DEFAULT_PROTOCOL_ID: u64 = 0x766f_6c6c_6579_0001;

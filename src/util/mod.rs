@@ -1,0 +1,3 @@
+//! Small helpers shared by the binary, the configuration and tests.
+
+pub mod hex;

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: lints, bounded fuzzing, then every test.
+# Installs what it needs on a fresh machine (cargo-fuzz from crates.io).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+step() { printf '\n== %s ==\n' "$*"; }
+
+step "format"
+cargo fmt --all -- --check
+
+step "clippy"
+cargo clippy --all-targets --locked -- -D warnings
+
+step "docs"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet
+
+if [ "$FUZZ_SECONDS" -gt 0 ]; then
+  step "fuzz (${FUZZ_SECONDS}s per target)"
+  command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --quiet
+  # cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP lets the stable toolchain accept them.
+  export RUSTC_BOOTSTRAP=1
+  (cd fuzz && cargo fuzz build --quiet)
+  for target in $(cd fuzz && cargo fuzz list); do
+    mkdir -p "fuzz/corpus/$target"
+    (cd fuzz && cargo fuzz run "$target" -- -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 2>&1 \
+      | grep -E '^(stat::number_of_executed_units|Done|==|SUMMARY|thread)' || true)
+    # A crash leaves an artifact; fail on it.
+    if compgen -G "fuzz/artifacts/$target/crash-*" >/dev/null; then
+      echo "fuzz target $target crashed: see fuzz/artifacts/$target"; exit 1
+    fi
+  done
+  unset RUSTC_BOOTSTRAP
+fi
+
+step "tests"
+cargo nextest run --locked --no-fail-fast
