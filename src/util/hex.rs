@@ -36,7 +36,7 @@ pub fn encode(bytes: &[u8]) -> String {
 /// On an odd length or a non-hex character.
 pub fn decode(s: &str) -> Result<Vec<u8>, HexError> {
     let s = s.trim().as_bytes();
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(HexError::OddLength(s.len()));
     }
     let digit = |i: usize| -> Result<u8, HexError> {
