@@ -61,7 +61,7 @@ impl ServerConfig {
             public_addresses,
             max_clients,
             handshake_rate_per_address: Rate { per_second: 30.0, burst: 60.0 },
-            handshake_rate_total: Rate { per_second: 50_000.0, burst: 50_000.0 },
+            handshake_rate_total: Rate { per_second: 20_000.0, burst: 20_000.0 },
             connection_rate: Rate { per_second: 1_000.0, burst: 2_000.0 },
             rate_table_capacity: 16_384,
         }
