@@ -21,7 +21,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked --quiet
   # cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP lets the stable toolchain accept them.
   export RUSTC_BOOTSTRAP=1
-  (cd fuzz && cargo fuzz build --quiet)
+  (cd fuzz && cargo fuzz build 2>&1 | tail -n 2)
   for target in $(cd fuzz && cargo fuzz list); do
     mkdir -p "fuzz/corpus/$target"
     (cd fuzz && cargo fuzz run "$target" -- -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 2>&1 \
