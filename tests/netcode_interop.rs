@@ -207,3 +207,77 @@ fn our_client_connects_to_renetcode_server_with_our_token() {
     let (at_server, at_client) = our_client_their_server(our_token(24));
     assert!(at_server.len() >= 8 && at_client.len() >= 8);
 }
+
+/// The same interop over real UDP sockets on 127.0.0.1: renetcode's client and our server,
+/// each driven by its own thread and the wall clock.
+#[test]
+fn renetcode_client_and_our_server_over_real_udp() {
+    use std::net::UdpSocket;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+    let unix_now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let server_socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let server_addr = server_socket.local_addr().unwrap();
+    server_socket.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let server_stop = stop.clone();
+    let server_thread = std::thread::spawn(move || {
+        let config = ServerConfig::new(PROTOCOL, KEY, vec![server_addr], 4);
+        let mut server = Server::new(config, unix_now()).unwrap();
+        let mut echoed = 0usize;
+        let mut buf = [0u8; 1500];
+        while !server_stop.load(Ordering::Relaxed) {
+            let mut out: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+            if let Ok((n, from)) = server_socket.recv_from(&mut buf) {
+                let now = unix_now();
+                let echo = match server.process(now, from, &mut buf[..n], &mut out) {
+                    Received::Payload { client_index, data } => Some((client_index, data.to_vec())),
+                    _ => None,
+                };
+                if let Some((index, data)) = echo {
+                    server.send_payload(now, index, &data, &mut out).unwrap();
+                    echoed += 1;
+                }
+            }
+            server.update(unix_now(), &mut out, &mut Vec::new());
+            for (to, bytes) in out {
+                server_socket.send_to(&bytes, to).unwrap();
+            }
+        }
+        echoed
+    });
+
+    let token =
+        renetcode::ConnectToken::generate(unix_now(), PROTOCOL, 30, 99, 5, vec![server_addr], None, &KEY).unwrap();
+    let mut client = NetcodeClient::new(unix_now(), ClientAuthentication::Secure { connect_token: token }).unwrap();
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+    let start = Instant::now();
+    let mut last = Instant::now();
+    let (mut sent, mut echoes) = (0usize, 0usize);
+    let mut buf = [0u8; 1500];
+    while echoes < 20 && start.elapsed() < Duration::from_secs(10) {
+        let dt = last.elapsed();
+        last = Instant::now();
+        if let Some((bytes, to)) = client.update(dt) {
+            socket.send_to(bytes, to).unwrap();
+        }
+        if client.is_connected() && sent < 40 {
+            let (to, bytes) = client.generate_payload_packet(format!("ping {sent}").as_bytes()).unwrap();
+            socket.send_to(bytes, to).unwrap();
+            sent += 1;
+        }
+        if let Ok((n, _)) = socket.recv_from(&mut buf) {
+            if let Some(p) = client.process_packet(&mut buf[..n]) {
+                assert!(p.starts_with(b"ping "), "echo intact");
+                echoes += 1;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let echoed = server_thread.join().unwrap();
+    assert!(client.is_connected(), "{:?}", client.disconnect_reason());
+    assert!(echoes >= 20, "echoes received over UDP: {echoes} (server echoed {echoed})");
+}
