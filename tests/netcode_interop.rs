@@ -269,11 +269,10 @@ fn renetcode_client_and_our_server_over_real_udp() {
             socket.send_to(bytes, to).unwrap();
             sent += 1;
         }
-        if let Ok((n, _)) = socket.recv_from(&mut buf) {
-            if let Some(p) = client.process_packet(&mut buf[..n]) {
-                assert!(p.starts_with(b"ping "), "echo intact");
-                echoes += 1;
-            }
+        let Ok((n, _)) = socket.recv_from(&mut buf) else { continue };
+        if let Some(p) = client.process_packet(&mut buf[..n]) {
+            assert!(p.starts_with(b"ping "), "echo intact");
+            echoes += 1;
         }
     }
     stop.store(true, Ordering::Relaxed);
