@@ -3,5 +3,7 @@
 //! - [`netcode`]: the secure connection layer (netcode.io 1.02 on the wire).
 //! - [`session`]: protocol version and session parameters agreed after connecting.
 
+pub mod bits;
 pub mod netcode;
+pub mod quant;
 pub mod session;

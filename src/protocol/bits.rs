@@ -1,0 +1,330 @@
+//! Bit-level writer and reader with bounds checks.
+//!
+//! The writer fills a caller's buffer and never allocates; writing past its end sets a sticky
+//! overflow flag that [`BitWriter::finish`] reports, so hot loops need no `Result` per field.
+//! The reader returns [`BitError`] past the end of its input and never panics.
+
+/// Reading past the end of the input, or writing past the end of the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("bit stream ended early or overflowed its buffer")]
+pub struct BitError;
+
+/// Writes bits, least significant first, into a byte buffer.
+#[derive(Debug)]
+pub struct BitWriter<'a> {
+    buf: &'a mut [u8],
+    scratch: u64,
+    scratch_bits: u32,
+    pos: usize,
+    overflow: bool,
+}
+
+impl<'a> BitWriter<'a> {
+    /// A writer over `buf`.
+    pub fn new(buf: &'a mut [u8]) -> Self {
+        Self { buf, scratch: 0, scratch_bits: 0, pos: 0, overflow: false }
+    }
+
+    /// Bits written so far.
+    pub fn bits_written(&self) -> usize {
+        self.pos * 8 + self.scratch_bits as usize
+    }
+
+    /// Bits that still fit.
+    pub fn bits_left(&self) -> usize {
+        (self.buf.len() * 8).saturating_sub(self.bits_written())
+    }
+
+    /// Writes the low `bits` bits of `value` (0 to 32 bits).
+    #[inline]
+    pub fn write(&mut self, value: u32, bits: u32) {
+        debug_assert!(bits <= 32);
+        if bits == 0 {
+            return;
+        }
+        let masked = u64::from(value) & ((1u64 << bits) - 1);
+        self.scratch |= masked << self.scratch_bits;
+        self.scratch_bits += bits;
+        while self.scratch_bits >= 8 {
+            match self.buf.get_mut(self.pos) {
+                Some(b) => *b = self.scratch as u8,
+                None => self.overflow = true,
+            }
+            self.pos += usize::from(!self.overflow);
+            self.scratch >>= 8;
+            self.scratch_bits -= 8;
+        }
+    }
+
+    /// Writes one bit.
+    #[inline]
+    pub fn write_bool(&mut self, v: bool) {
+        self.write(u32::from(v), 1);
+    }
+
+    /// Writes a 64-bit value in two halves.
+    pub fn write_u64(&mut self, v: u64) {
+        self.write(v as u32, 32);
+        self.write((v >> 32) as u32, 32);
+    }
+
+    /// Writes whole bytes (after any bits already written).
+    pub fn write_bytes(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write(u32::from(*b), 8);
+        }
+    }
+
+    /// Writes `v` in Exp-Golomb code of order `k`: small values take few bits, any `u32` fits.
+    #[inline]
+    pub fn write_golomb(&mut self, v: u32, k: u32) {
+        let v = u64::from(v) + (1u64 << k);
+        let len = 64 - v.leading_zeros(); // bits in v, at least k + 1
+        let prefix = len - 1 - k;
+        self.write(0, prefix.min(32));
+        if prefix > 32 {
+            self.write(0, prefix - 32);
+        }
+        // Write v's `len` bits, most significant (the 1 that ends the prefix) first.
+        let mut remaining = len;
+        while remaining > 0 {
+            let take = remaining.min(32);
+            remaining -= take;
+            let chunk = (v >> remaining) as u32 & (((1u64 << take) - 1) as u32);
+            self.write(reverse_bits(chunk, take), take);
+        }
+    }
+
+    /// Flushes the last partial byte; returns the bytes written.
+    ///
+    /// # Errors
+    /// If anything was written past the end of the buffer.
+    pub fn finish(mut self) -> Result<usize, BitError> {
+        if self.scratch_bits > 0 {
+            let pad = 8 - self.scratch_bits;
+            self.write(0, pad);
+        }
+        if self.overflow { Err(BitError) } else { Ok(self.pos) }
+    }
+
+    /// Whether a write went past the end so far.
+    pub fn overflowed(&self) -> bool {
+        self.overflow
+    }
+}
+
+/// Reverses the low `bits` bits, so that codes read most-significant-first can be written
+/// with the least-significant-first writer.
+#[inline]
+fn reverse_bits(v: u32, bits: u32) -> u32 {
+    if bits == 0 { 0 } else { v.reverse_bits() >> (32 - bits) }
+}
+
+/// Reads bits written by [`BitWriter`].
+#[derive(Debug, Clone)]
+pub struct BitReader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    scratch: u64,
+    scratch_bits: u32,
+}
+
+impl<'a> BitReader<'a> {
+    /// A reader over `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Self { buf, pos: 0, scratch: 0, scratch_bits: 0 }
+    }
+
+    /// Bits not yet read (including padding of the last byte).
+    pub fn bits_left(&self) -> usize {
+        (self.buf.len() - self.pos) * 8 + self.scratch_bits as usize
+    }
+
+    /// Reads `bits` bits (0 to 32).
+    ///
+    /// # Errors
+    /// Past the end of the input.
+    #[inline]
+    pub fn read(&mut self, bits: u32) -> Result<u32, BitError> {
+        debug_assert!(bits <= 32);
+        while self.scratch_bits < bits {
+            let b = *self.buf.get(self.pos).ok_or(BitError)?;
+            self.scratch |= u64::from(b) << self.scratch_bits;
+            self.scratch_bits += 8;
+            self.pos += 1;
+        }
+        let v = (self.scratch & ((1u64 << bits) - 1)) as u32;
+        self.scratch >>= bits;
+        self.scratch_bits -= bits;
+        Ok(v)
+    }
+
+    /// Reads one bit.
+    ///
+    /// # Errors
+    /// Past the end of the input.
+    #[inline]
+    pub fn read_bool(&mut self) -> Result<bool, BitError> {
+        Ok(self.read(1)? == 1)
+    }
+
+    /// Reads a 64-bit value.
+    ///
+    /// # Errors
+    /// Past the end of the input.
+    pub fn read_u64(&mut self) -> Result<u64, BitError> {
+        let lo = self.read(32)?;
+        let hi = self.read(32)?;
+        Ok(u64::from(lo) | u64::from(hi) << 32)
+    }
+
+    /// Reads `out.len()` whole bytes.
+    ///
+    /// # Errors
+    /// Past the end of the input.
+    pub fn read_bytes(&mut self, out: &mut [u8]) -> Result<(), BitError> {
+        for b in out {
+            *b = self.read(8)? as u8;
+        }
+        Ok(())
+    }
+
+    /// Reads an Exp-Golomb code of order `k`.
+    ///
+    /// # Errors
+    /// Past the end of the input, or a code for a value beyond `u32`.
+    #[inline]
+    pub fn read_golomb(&mut self, k: u32) -> Result<u32, BitError> {
+        let mut prefix = 0u32;
+        while !self.read_bool()? {
+            prefix += 1;
+            if prefix + k > 32 {
+                return Err(BitError);
+            }
+        }
+        // The leading 1 was consumed; read the remaining prefix + k bits, MSB first.
+        let rest_bits = prefix + k;
+        let rest = reverse_bits(self.read(rest_bits)?, rest_bits);
+        let v = (1u64 << rest_bits | u64::from(rest)) - (1u64 << k);
+        u32::try_from(v).map_err(|_| BitError)
+    }
+}
+
+/// Maps signed to unsigned so that small magnitudes get small codes: 0, -1, 1, -2, …
+#[inline]
+pub fn zigzag(v: i32) -> u32 {
+    ((v << 1) ^ (v >> 31)) as u32
+}
+
+/// The inverse of [`zigzag`].
+#[inline]
+pub fn unzigzag(v: u32) -> i32 {
+    (v >> 1) as i32 ^ -((v & 1) as i32)
+}
+
+/// Bits needed to hold values `0..=max`.
+pub const fn bits_for(max: u32) -> u32 {
+    32 - max.leading_zeros()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Bits(u32, u32),
+        Golomb(u32, u32),
+        U64(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            (0u32..=32)
+                .prop_flat_map(|n| (
+                    any::<u32>().prop_map(move |v| if n == 32 { v } else { v & ((1 << n) - 1) }),
+                    Just(n)
+                ))
+                .prop_map(|(v, n)| Op::Bits(v, n)),
+            (any::<u32>(), 0u32..8).prop_map(|(v, k)| Op::Golomb(v >> (k % 4 * 8), k)),
+            any::<u64>().prop_map(Op::U64),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn everything_written_reads_back(ops in proptest::collection::vec(op(), 0..64)) {
+            let mut buf = [0u8; 1024];
+            let mut w = BitWriter::new(&mut buf);
+            for o in &ops {
+                match *o {
+                    Op::Bits(v, n) => w.write(v, n),
+                    Op::Golomb(v, k) => w.write_golomb(v, k),
+                    Op::U64(v) => w.write_u64(v),
+                }
+            }
+            let n = w.finish().unwrap();
+            let mut r = BitReader::new(&buf[..n]);
+            for o in &ops {
+                match *o {
+                    Op::Bits(v, n) => prop_assert_eq!(r.read(n).unwrap(), v),
+                    Op::Golomb(v, k) => prop_assert_eq!(r.read_golomb(k).unwrap(), v),
+                    Op::U64(v) => prop_assert_eq!(r.read_u64().unwrap(), v),
+                }
+            }
+            prop_assert!(r.bits_left() < 8);
+        }
+
+        #[test]
+        fn reading_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64), k in 0u32..8) {
+            let mut r = BitReader::new(&bytes);
+            while r.read_golomb(k).is_ok() {}
+            let mut r = BitReader::new(&bytes);
+            while r.read(13).is_ok() {}
+        }
+
+        #[test]
+        fn zigzag_round_trips(v in any::<i32>()) {
+            prop_assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    #[test]
+    fn overflow_is_reported_not_panicked() {
+        let mut buf = [0u8; 2];
+        let mut w = BitWriter::new(&mut buf);
+        w.write(0xffff, 16);
+        assert!(!w.overflowed());
+        w.write(1, 1);
+        assert_eq!(w.finish(), Err(BitError));
+        let mut r = BitReader::new(&[0xff]);
+        assert_eq!(r.read(8), Ok(0xff));
+        assert_eq!(r.read(1), Err(BitError));
+    }
+
+    #[test]
+    fn golomb_code_lengths() {
+        let len = |v, k| {
+            let mut buf = [0u8; 16];
+            let mut w = BitWriter::new(&mut buf);
+            w.write_golomb(v, k);
+            w.bits_written()
+        };
+        assert_eq!(len(0, 0), 1);
+        assert_eq!(len(1, 0), 3);
+        assert_eq!(len(0, 2), 3);
+        assert_eq!(len(3, 2), 3);
+        assert_eq!(len(4, 2), 5);
+        assert_eq!(len(u32::MAX, 0), 65);
+        assert_eq!(bits_for(0), 0);
+        assert_eq!(bits_for(1), 1);
+        assert_eq!(bits_for(511), 9);
+    }
+
+    #[test]
+    fn an_all_zero_prefix_is_an_error_not_a_loop() {
+        let mut r = BitReader::new(&[0u8; 16]);
+        assert_eq!(r.read_golomb(0), Err(BitError));
+    }
+}
