@@ -7,3 +7,4 @@ pub mod bits;
 pub mod netcode;
 pub mod quant;
 pub mod session;
+pub mod snapshot;

@@ -1,0 +1,287 @@
+//! Bit coding of entity records: full state, and field deltas against a baseline.
+//!
+//! A changed entity carries a bit per field (when its kind has more than one) saying which
+//! fields changed. Each changed component is coded against the baseline's: a selector bit,
+//! then either the zigzagged difference in Exp-Golomb code (small moves are cheap) or the raw
+//! value (whichever is shorter). Fields declared "at rest" (velocities) spend one bit saying
+//! whether they are all zero, and nothing more when they are.
+
+use super::schema::KindSchema;
+use crate::protocol::bits::{BitError, BitReader, BitWriter, unzigzag, zigzag};
+
+/// Something bits go into: the writer, or a counter for sizing.
+pub(crate) trait Sink {
+    fn bits(&mut self, v: u32, n: u32);
+    fn golomb(&mut self, v: u32, k: u32);
+}
+
+impl Sink for BitWriter<'_> {
+    #[inline]
+    fn bits(&mut self, v: u32, n: u32) {
+        self.write(v, n);
+    }
+    #[inline]
+    fn golomb(&mut self, v: u32, k: u32) {
+        self.write_golomb(v, k);
+    }
+}
+
+/// Counts bits without writing them.
+#[derive(Debug, Default)]
+pub(crate) struct Counter(pub u32);
+
+impl Sink for Counter {
+    #[inline]
+    fn bits(&mut self, _: u32, n: u32) {
+        self.0 += n;
+    }
+    #[inline]
+    fn golomb(&mut self, v: u32, k: u32) {
+        self.0 += golomb_len(v, k);
+    }
+}
+
+/// Length of the Exp-Golomb code of `v` with order `k`.
+#[inline]
+pub(crate) fn golomb_len(v: u32, k: u32) -> u32 {
+    let n = u64::from(v) + (1u64 << k);
+    2 * (64 - n.leading_zeros()) - 1 - k
+}
+
+#[inline]
+fn mask(bits: u32) -> u32 {
+    if bits >= 32 { u32::MAX } else { (1u32 << bits) - 1 }
+}
+
+/// Exp-Golomb order for deltas of a component `width` bits wide.
+#[inline]
+fn order(width: u32) -> u32 {
+    (width / 3).saturating_sub(1)
+}
+
+#[inline]
+fn signed_diff(base: u32, cur: u32, width: u32) -> i32 {
+    let d = cur.wrapping_sub(base) & mask(width);
+    if width >= 32 {
+        d as i32
+    } else if d >= 1 << (width - 1) {
+        (i64::from(d) - (1i64 << width)) as i32
+    } else {
+        d as i32
+    }
+}
+
+#[inline]
+fn write_component<S: Sink>(base: u32, cur: u32, width: u32, s: &mut S) {
+    let z = zigzag(signed_diff(base, cur, width));
+    let k = order(width);
+    if golomb_len(z, k) < width {
+        s.bits(0, 1);
+        s.golomb(z, k);
+    } else {
+        s.bits(1, 1);
+        s.bits(cur, width);
+    }
+}
+
+#[inline]
+fn read_component(base: u32, width: u32, r: &mut BitReader<'_>) -> Result<u32, BitError> {
+    if r.read_bool()? {
+        return Ok(r.read(width)? & mask(width));
+    }
+    let d = unzigzag(r.read_golomb(order(width))?);
+    Ok(base.wrapping_add(d as u32) & mask(width))
+}
+
+fn field_words<'a>(kind: &KindSchema, words: &'a [u32], field: usize) -> &'a [u32] {
+    let start = kind.offsets()[field] as usize;
+    let n = kind.fields()[field].components as usize;
+    words.get(start..start + n).unwrap_or(&[])
+}
+
+/// Writes every field in full.
+pub(crate) fn write_full<S: Sink>(kind: &KindSchema, words: &[u32], s: &mut S) {
+    for (f, spec) in kind.fields().iter().enumerate() {
+        let w = field_words(kind, words, f);
+        if spec.at_rest {
+            let rest = w.iter().all(|c| *c == 0);
+            s.bits(u32::from(rest), 1);
+            if rest {
+                continue;
+            }
+        }
+        for (c, width) in w.iter().zip(spec.widths()) {
+            s.bits(*c, u32::from(*width));
+        }
+    }
+}
+
+/// Reads a full entity into `out` (the kind's word count).
+pub(crate) fn read_full(kind: &KindSchema, r: &mut BitReader<'_>, out: &mut [u32]) -> Result<(), BitError> {
+    for (f, spec) in kind.fields().iter().enumerate() {
+        let start = kind.offsets()[f] as usize;
+        let slot = out.get_mut(start..start + spec.components as usize).ok_or(BitError)?;
+        if spec.at_rest && r.read_bool()? {
+            slot.fill(0);
+            continue;
+        }
+        for (c, width) in slot.iter_mut().zip(spec.widths()) {
+            *c = r.read(u32::from(*width))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the fields of `cur` that differ from `base` (the caller knows at least one does).
+pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32], s: &mut S) {
+    let nfields = kind.fields().len();
+    if nfields > 1 {
+        for f in 0..nfields {
+            s.bits(u32::from(field_words(kind, base, f) != field_words(kind, cur, f)), 1);
+        }
+    }
+    for (f, spec) in kind.fields().iter().enumerate() {
+        let (b, c) = (field_words(kind, base, f), field_words(kind, cur, f));
+        if nfields > 1 && b == c {
+            continue;
+        }
+        if spec.at_rest {
+            let rest = c.iter().all(|x| *x == 0);
+            s.bits(u32::from(rest), 1);
+            if rest {
+                continue;
+            }
+        }
+        for ((bw, cw), width) in b.iter().zip(c).zip(spec.widths()) {
+            write_component(*bw, *cw, u32::from(*width), s);
+        }
+    }
+}
+
+/// Reads a delta against `base` into `out` (both the kind's word count).
+pub(crate) fn read_delta(
+    kind: &KindSchema,
+    base: &[u32],
+    r: &mut BitReader<'_>,
+    out: &mut [u32],
+) -> Result<(), BitError> {
+    if base.len() != out.len() {
+        return Err(BitError);
+    }
+    out.copy_from_slice(base);
+    let nfields = kind.fields().len();
+    let mut changed = u64::MAX;
+    if nfields > 1 {
+        changed = 0;
+        for f in 0..nfields {
+            changed |= u64::from(r.read_bool()?) << f;
+        }
+    }
+    for (f, spec) in kind.fields().iter().enumerate() {
+        if changed >> f & 1 == 0 {
+            continue;
+        }
+        let start = kind.offsets()[f] as usize;
+        let slot = out.get_mut(start..start + spec.components as usize).ok_or(BitError)?;
+        if spec.at_rest && r.read_bool()? {
+            slot.fill(0);
+            continue;
+        }
+        for (c, width) in slot.iter_mut().zip(spec.widths()) {
+            *c = read_component(*c, u32::from(*width), r)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::quant::FieldSpec;
+    use proptest::prelude::*;
+
+    fn kind() -> KindSchema {
+        KindSchema::new(
+            "test",
+            vec![
+                FieldSpec { components: 3, widths: [18, 18, 14, 0], at_rest: false },
+                FieldSpec { components: 4, widths: [2, 9, 9, 9], at_rest: false },
+                FieldSpec { components: 3, widths: [11, 11, 11, 0], at_rest: true },
+                FieldSpec::single(32),
+                FieldSpec::single(1),
+            ],
+        )
+    }
+
+    fn words() -> impl Strategy<Value = Vec<u32>> {
+        let k = kind();
+        let widths: Vec<u32> = k.fields().iter().flat_map(|f| f.widths().iter().map(|w| u32::from(*w))).collect();
+        widths.into_iter().map(|w| any::<u32>().prop_map(move |v| v & mask(w))).collect::<Vec<_>>()
+    }
+
+    proptest! {
+        #[test]
+        fn full_and_delta_round_trip_and_the_counter_agrees(base in words(), cur in words(), rest in any::<bool>()) {
+            let k = kind();
+            let mut cur = cur;
+            if rest {
+                cur[9..12].fill(0);
+            }
+            let mut buf = [0u8; 256];
+            let mut w = BitWriter::new(&mut buf);
+            write_full(&k, &cur, &mut w);
+            let full_bits = w.bits_written() as u32;
+            write_delta(&k, &base, &cur, &mut w);
+            let delta_bits = w.bits_written() as u32 - full_bits;
+            let n = w.finish().unwrap();
+
+            let mut c = Counter::default();
+            write_full(&k, &cur, &mut c);
+            prop_assert_eq!(c.0, full_bits);
+            let mut c = Counter::default();
+            write_delta(&k, &base, &cur, &mut c);
+            prop_assert_eq!(c.0, delta_bits);
+
+            let mut r = BitReader::new(&buf[..n]);
+            let mut out = vec![0u32; k.words()];
+            read_full(&k, &mut r, &mut out).unwrap();
+            prop_assert_eq!(&out, &cur);
+            read_delta(&k, &base, &mut r, &mut out).unwrap();
+            prop_assert_eq!(&out, &cur);
+        }
+
+        #[test]
+        fn small_moves_are_cheap(base in words(), dx in -40i32..40) {
+            let k = kind();
+            let mut cur = base.clone();
+            cur[0] = (cur[0] as i64 + i64::from(dx)).rem_euclid(1 << 18) as u32;
+            prop_assume!(cur != base);
+            let mut c = Counter::default();
+            write_delta(&k, &base, &cur, &mut c);
+            prop_assert!(c.0 <= 5 + 3 + 10, "{} bits for a move of {dx}", c.0);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let k = kind();
+            let mut out = vec![0u32; k.words()];
+            let base = vec![7u32; k.words()];
+            let _ = read_full(&k, &mut BitReader::new(&bytes), &mut out);
+            let _ = read_delta(&k, &base, &mut BitReader::new(&bytes), &mut out);
+        }
+    }
+
+    #[test]
+    fn golomb_len_matches_the_writer() {
+        for k in 0..6 {
+            for v in [0u32, 1, 2, 7, 100, 65_535, u32::MAX] {
+                let mut c = Counter::default();
+                c.golomb(v, k);
+                let mut buf = [0u8; 16];
+                let mut w = BitWriter::new(&mut buf);
+                w.write_golomb(v, k);
+                assert_eq!(c.0 as usize, w.bits_written(), "v={v} k={k}");
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The merged delta snapshot: what the world sends each player every snapshot tick.
+//!
+//! - [`schema`]: entity kinds and their quantized fields, declared with
+//!   [`replicated!`](crate::replicated).
+//! - [`world`]: one tick's quantized state, shared (`Arc`) by every player.
+//! - [`sender`]: per player, the history of sent snapshots and the encoder of a delta against
+//!   the newest snapshot the player acknowledged (full snapshot when there is none), within a
+//!   byte budget, with a priority accumulator.
+//! - [`receiver`]: per client, the decoder and the ring of snapshots it can be based on.
+//!
+//! Wire format (bits, least significant first): tick (32), has-baseline (1) and
+//! `tick - baseline - 1` (Exp-Golomb k=2), record count (k=4), then records in id order:
+//! id gap (k=1), an operation when there is a baseline (`0` changed, `10` created, `11`
+//! destroyed), and for created entities the kind and every field, for changed ones a
+//! per-field change mask and component deltas. Unchanged entities cost nothing.
+
+mod codec;
+pub mod receiver;
+pub mod schema;
+pub mod sender;
+pub mod world;
+
+pub use receiver::SnapshotReceiver;
+pub use schema::{EntityId, KindId, KindSchema, Replicate, Schema, SchemaError};
+pub use sender::{EncodeStats, Interest, SenderConfig, SnapshotSender};
+pub use world::{EntityRef, SnapshotBuilder, WorldError, WorldSnapshot};
+
+use crate::protocol::bits::BitError;
+
+/// Why a snapshot could not be encoded or decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotError {
+    /// The input ended early or is inconsistent.
+    #[error("malformed snapshot")]
+    Malformed,
+    /// A kind the schema does not have.
+    #[error("unknown entity kind")]
+    UnknownKind,
+    /// The delta's baseline is no longer (or was never) held by the receiver.
+    #[error("baseline snapshot missing")]
+    BaselineMissing,
+    /// Ticks passed to the sender must increase.
+    #[error("snapshot ticks must increase")]
+    TickNotIncreasing,
+    /// Not even the header fits in the budget.
+    #[error("snapshot does not fit in its budget")]
+    OverBudget,
+}
+
+impl From<BitError> for SnapshotError {
+    fn from(_: BitError) -> Self {
+        Self::Malformed
+    }
+}
+
+/// Bits of a kind id on the wire.
+fn kind_bits(schema: &Schema) -> u32 {
+    crate::protocol::bits::bits_for(schema.len().saturating_sub(1) as u32)
+}

@@ -1,0 +1,153 @@
+//! The client's side: rebuilding snapshots from merged deltas.
+
+use std::sync::Arc;
+
+use super::codec;
+use super::schema::Schema;
+use super::world::WorldSnapshot;
+use super::{SnapshotError, kind_bits};
+use crate::protocol::bits::BitReader;
+
+/// Rebuilds the server's snapshots on the client. Keeps the last `history` snapshots it
+/// decoded, so any of them can serve as the baseline of a later delta.
+#[derive(Debug)]
+pub struct SnapshotReceiver {
+    schema: Arc<Schema>,
+    ring: Vec<Option<WorldSnapshot>>,
+    spare: WorldSnapshot,
+    newest: Option<u32>,
+}
+
+impl SnapshotReceiver {
+    /// A receiver keeping `history` snapshots (at least twice the server's history is safe).
+    pub fn new(schema: Arc<Schema>, history: usize) -> Self {
+        Self {
+            schema,
+            ring: (0..history.max(2)).map(|_| None).collect(),
+            spare: WorldSnapshot::default(),
+            newest: None,
+        }
+    }
+
+    /// The newest snapshot decoded: the tick to acknowledge.
+    pub fn newest_tick(&self) -> Option<u32> {
+        self.newest
+    }
+
+    /// A decoded snapshot by tick, if still kept.
+    pub fn get(&self, tick: u32) -> Option<&WorldSnapshot> {
+        self.ring[tick as usize % self.ring.len()].as_ref().filter(|s| s.tick() == tick)
+    }
+
+    /// The newest snapshot decoded.
+    pub fn latest(&self) -> Option<&WorldSnapshot> {
+        self.get(self.newest?)
+    }
+
+    /// Decodes one snapshot; returns its tick. A snapshot already decoded is skipped.
+    ///
+    /// # Errors
+    /// Malformed input, an unknown kind, or a baseline this receiver no longer has.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<u32, SnapshotError> {
+        let mut r = BitReader::new(bytes);
+        let tick = r.read(32)?;
+        if self.get(tick).is_some() {
+            return Ok(tick);
+        }
+        let n = self.ring.len();
+        let base_tick = if r.read_bool()? {
+            let back = r.read_golomb(2)?;
+            Some(tick.checked_sub(back).and_then(|t| t.checked_sub(1)).ok_or(SnapshotError::Malformed)?)
+        } else {
+            None
+        };
+        if base_tick.is_some_and(|b| b as usize % n == tick as usize % n) {
+            return Err(SnapshotError::BaselineMissing);
+        }
+        let count = r.read_golomb(4)? as usize;
+        if count > r.bits_left() {
+            return Err(SnapshotError::Malformed);
+        }
+        let mut out = std::mem::take(&mut self.spare);
+        out.reset(tick);
+        let empty = WorldSnapshot::default();
+        let base = match base_tick {
+            Some(b) => self.get(b).ok_or(SnapshotError::BaselineMissing),
+            None => Ok(&empty),
+        };
+        let result = base.and_then(|base| rebuild(&self.schema, base, base_tick.is_some(), count, &mut r, &mut out));
+        match result {
+            Ok(()) => {
+                let slot = tick as usize % n;
+                self.spare = self.ring[slot].take().unwrap_or_default();
+                self.ring[slot] = Some(out);
+                if self.newest.is_none_or(|t| tick > t) {
+                    self.newest = Some(tick);
+                }
+                Ok(tick)
+            }
+            Err(e) => {
+                self.spare = out;
+                Err(e)
+            }
+        }
+    }
+}
+
+fn rebuild(
+    schema: &Schema,
+    base: &WorldSnapshot,
+    has_base: bool,
+    count: usize,
+    r: &mut BitReader<'_>,
+    out: &mut WorldSnapshot,
+) -> Result<(), SnapshotError> {
+    let kind_bits = kind_bits(schema);
+    let mut bi = 0usize; // next baseline entity to copy
+    let mut next_id = 0u64;
+    let copy_until = |out: &mut WorldSnapshot, bi: &mut usize, id: u64| {
+        while let Some(e) = base.get(*bi).filter(|e| u64::from(e.id) < id) {
+            out.push_raw(e.id, e.kind, e.words);
+            *bi += 1;
+        }
+    };
+    for _ in 0..count {
+        let id64 = next_id + u64::from(r.read_golomb(1)?);
+        let id = u32::try_from(id64).map_err(|_| SnapshotError::Malformed)?;
+        next_id = id64 + 1;
+        copy_until(out, &mut bi, id64);
+        let in_base = base.get(bi).filter(|e| e.id == id);
+        let op = if !has_base || !r.read_bool()? {
+            if has_base { 0 } else { 1 }
+        } else if r.read_bool()? {
+            2
+        } else {
+            1
+        };
+        match op {
+            0 => {
+                let e = in_base.ok_or(SnapshotError::Malformed)?;
+                let k = schema.kind(e.kind).ok_or(SnapshotError::UnknownKind)?;
+                let words = out.push_zeroed(id, e.kind, k.words());
+                codec::read_delta(k, e.words, r, words)?;
+                bi += 1;
+            }
+            1 => {
+                let kind = r.read(kind_bits)? as u16;
+                let k = schema.kind(kind).ok_or(SnapshotError::UnknownKind)?;
+                let words = out.push_zeroed(id, kind, k.words());
+                codec::read_full(k, r, words)?;
+                if in_base.is_some() {
+                    bi += 1;
+                }
+            }
+            _ => {
+                in_base.ok_or(SnapshotError::Malformed)?;
+                bi += 1;
+            }
+        }
+    }
+    copy_until(out, &mut bi, u64::MAX);
+    debug_assert!(out.last_id().is_none() || out.ids().windows(2).all(|w| w[0] < w[1]));
+    Ok(())
+}

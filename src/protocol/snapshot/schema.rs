@@ -1,0 +1,203 @@
+//! What the world replicates: entity kinds, their fields, and the [`replicated!`] declaration.
+//!
+//! [`replicated!`]: crate::replicated
+
+use crate::protocol::quant::FieldSpec;
+
+/// An entity's stable id, chosen by the world.
+pub type EntityId = u32;
+/// An index into the [`Schema`]'s kinds.
+pub type KindId = u16;
+
+/// A type whose values replicate as quantized fields. Implement it with [`replicated!`].
+///
+/// [`replicated!`]: crate::replicated
+pub trait Replicate: Sized {
+    /// The kind's name (for logs and the admin endpoint).
+    const NAME: &'static str;
+    /// The wire layout of each field, in declaration order.
+    fn fields() -> Vec<FieldSpec>;
+    /// Quantizes every field into `out` (exactly the kind's word count).
+    fn quantize(&self, out: &mut [u32]);
+    /// Rebuilds a value from quantized words.
+    fn dequantize(words: &[u32]) -> Self;
+}
+
+/// One entity kind's layout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindSchema {
+    /// The kind's name.
+    pub name: &'static str,
+    fields: Vec<FieldSpec>,
+    offsets: Vec<u16>,
+    words: usize,
+}
+
+impl KindSchema {
+    /// A kind from its fields.
+    pub fn new(name: &'static str, fields: Vec<FieldSpec>) -> Self {
+        let mut offsets = Vec::with_capacity(fields.len());
+        let mut words = 0usize;
+        for f in &fields {
+            offsets.push(words as u16);
+            words += f.components as usize;
+        }
+        Self { name, fields, offsets, words }
+    }
+
+    /// The fields, in order.
+    pub fn fields(&self) -> &[FieldSpec] {
+        &self.fields
+    }
+
+    /// Where each field's words start.
+    pub fn offsets(&self) -> &[u16] {
+        &self.offsets
+    }
+
+    /// Words per entity of this kind.
+    pub fn words(&self) -> usize {
+        self.words
+    }
+
+    /// Bits of a full (non-delta) entity of this kind, at most.
+    pub fn max_full_bits(&self) -> u32 {
+        self.fields.iter().map(|f| f.full_bits() + u32::from(f.at_rest)).sum()
+    }
+}
+
+/// Every replicated kind of a game, shared by server and client (same order on both).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Schema {
+    kinds: Vec<KindSchema>,
+    names: Vec<std::any::TypeId>,
+}
+
+/// A kind registered twice, or too many kinds.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// The type is registered already.
+    #[error("kind {0} is registered twice")]
+    Duplicate(&'static str),
+    /// More than 65 535 kinds.
+    #[error("too many kinds")]
+    TooMany,
+    /// The kind has no fields, or more than 64 words.
+    #[error("kind {0} must have 1 to 64 words")]
+    BadSize(&'static str),
+}
+
+impl Schema {
+    /// An empty schema.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `T`; its id is the registration order.
+    ///
+    /// # Errors
+    /// When `T` is registered already, has no fields or too many, or there are too many kinds.
+    pub fn register<T: Replicate + 'static>(&mut self) -> Result<KindId, SchemaError> {
+        let type_id = std::any::TypeId::of::<T>();
+        if self.names.contains(&type_id) {
+            return Err(SchemaError::Duplicate(T::NAME));
+        }
+        let kind = KindSchema::new(T::NAME, T::fields());
+        if kind.words == 0 || kind.words > 64 {
+            return Err(SchemaError::BadSize(T::NAME));
+        }
+        let id = KindId::try_from(self.kinds.len()).map_err(|_| SchemaError::TooMany)?;
+        self.kinds.push(kind);
+        self.names.push(type_id);
+        Ok(id)
+    }
+
+    /// The id of a registered type.
+    pub fn kind_of<T: 'static>(&self) -> Option<KindId> {
+        let t = std::any::TypeId::of::<T>();
+        self.names.iter().position(|n| *n == t).map(|i| i as KindId)
+    }
+
+    /// A kind's layout.
+    pub fn kind(&self, id: KindId) -> Option<&KindSchema> {
+        self.kinds.get(id as usize)
+    }
+
+    /// Number of kinds.
+    pub fn len(&self) -> usize {
+        self.kinds.len()
+    }
+
+    /// Whether no kind is registered.
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+}
+
+/// Declares a replicated struct: each field names its type and its quantizer once, and the
+/// macro writes the struct and its [`Replicate`] implementation — no bit code by hand.
+///
+/// ```
+/// use glam::{Quat, Vec3};
+/// use volley::protocol::quant::{Bits, QuatQ, Vec3Q};
+///
+/// volley::replicated! {
+///     /// A crate in the arena.
+///     #[derive(Debug, Clone, PartialEq)]
+///     pub struct Crate {
+///         /// Where it is, to 1/512 m.
+///         pub position: Vec3 = Vec3Q::bounded(Vec3::splat(-256.0), Vec3::splat(256.0), 1.0 / 512.0),
+///         /// Which way it faces.
+///         pub rotation: Quat = QuatQ::new(9),
+///         /// Hit points left.
+///         pub health: u8 = Bits(7),
+///     }
+/// }
+/// ```
+#[macro_export]
+macro_rules! replicated {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $( $(#[$fmeta:meta])* $fvis:vis $field:ident : $ty:ty = $quant:expr ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $( $(#[$fmeta])* $fvis $field: $ty, )*
+        }
+
+        impl $crate::protocol::snapshot::Replicate for $name {
+            const NAME: &'static str = stringify!($name);
+
+            fn fields() -> ::std::vec::Vec<$crate::protocol::quant::FieldSpec> {
+                ::std::vec![ $( $crate::protocol::quant::Quantizer::<$ty>::spec(&$quant) ),* ]
+            }
+
+            fn quantize(&self, out: &mut [u32]) {
+                let mut at = 0usize;
+                $(
+                    let q = $quant;
+                    let n = $crate::protocol::quant::Quantizer::<$ty>::spec(&q).components as usize;
+                    if let Some(slot) = out.get_mut(at..at + n) {
+                        $crate::protocol::quant::Quantizer::<$ty>::quantize(&q, &self.$field, slot);
+                    }
+                    at += n;
+                )*
+                let _ = at;
+            }
+
+            fn dequantize(words: &[u32]) -> Self {
+                let mut at = 0usize;
+                $(
+                    let q = $quant;
+                    let n = $crate::protocol::quant::Quantizer::<$ty>::spec(&q).components as usize;
+                    let $field = $crate::protocol::quant::Quantizer::<$ty>::dequantize(&q, words.get(at..at + n).unwrap_or(&[]));
+                    at += n;
+                )*
+                let _ = at;
+                Self { $( $field, )* }
+            }
+        }
+    };
+}

@@ -1,0 +1,436 @@
+//! The server's side of one player's snapshots: history, merged deltas, budget and priority.
+
+use std::sync::Arc;
+
+use super::codec::{self, Counter};
+use super::schema::{EntityId, Schema};
+use super::world::WorldSnapshot;
+use super::{SnapshotError, kind_bits};
+use crate::protocol::bits::BitWriter;
+
+/// Settings of a [`SnapshotSender`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SenderConfig {
+    /// Sent snapshots kept as possible baselines (Quake 3 keeps 32).
+    pub history: usize,
+}
+
+impl Default for SenderConfig {
+    fn default() -> Self {
+        Self { history: 32 }
+    }
+}
+
+/// One visible entity for this player: its index in the world snapshot and how much it
+/// matters this tick (added to its accumulator each tick it waits).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interest {
+    /// Index into the [`WorldSnapshot`] (ascending).
+    pub index: u32,
+    /// Priority this tick (greater first); 1.0 is a good default.
+    pub priority: f32,
+}
+
+impl Interest {
+    /// Every entity of `world` with priority 1.
+    pub fn everything(world: &WorldSnapshot, out: &mut Vec<Interest>) {
+        out.clear();
+        out.extend((0..world.len() as u32).map(|index| Interest { index, priority: 1.0 }));
+    }
+}
+
+/// What one encode did.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EncodeStats {
+    /// Bytes written.
+    pub bytes: usize,
+    /// The baseline tick, or `None` for a full snapshot.
+    pub baseline: Option<u32>,
+    /// Entities sent in full (new to this client).
+    pub created: u32,
+    /// Entities sent as deltas.
+    pub changed: u32,
+    /// Deletions sent.
+    pub destroyed: u32,
+    /// Entities that changed but wait for a later packet (over budget).
+    pub deferred: u32,
+}
+
+/// One entity as this client knows it after a given snapshot.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    id: EntityId,
+    /// Index into `sources[src]`.
+    index: u32,
+    /// Priority accumulated while waiting.
+    accum: f32,
+    src: u16,
+    /// False for an entity that is visible but not yet sent (a deferred creation).
+    present: bool,
+}
+
+/// The client's view after a snapshot: shared world snapshots plus, per entity, which one
+/// holds its state. Entities sent this tick point at this tick's world; deferred ones keep
+/// pointing at whatever the client still has.
+#[derive(Debug, Default)]
+struct SentView {
+    tick: Option<u32>,
+    sources: Vec<Arc<WorldSnapshot>>,
+    entries: Vec<Entry>,
+}
+
+impl SentView {
+    fn words(&self, e: &Entry) -> &[u32] {
+        self.sources.get(e.src as usize).map_or(&[], |w| w.words_at(e.index as usize))
+    }
+
+    fn kind(&self, e: &Entry) -> u16 {
+        self.sources.get(e.src as usize).map_or(0, |w| w.kind_at(e.index as usize))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Unchanged,
+    Changed,
+    Created,
+    Destroyed,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    id: EntityId,
+    op: Op,
+    world_index: u32,
+    /// For changed and destroyed records: the baseline entry.
+    base: Option<Entry>,
+    priority: f32,
+    /// Body bits (op and fields; not the gap), filled in on the slow path.
+    bits: u32,
+    selected: bool,
+}
+
+/// Builds one player's snapshots as merged deltas against the newest snapshot the player
+/// acknowledged, within a byte budget, with a priority accumulator so nothing starves.
+#[derive(Debug)]
+pub struct SnapshotSender {
+    schema: Arc<Schema>,
+    ring: Vec<SentView>,
+    cursor: usize,
+    acked: Option<u32>,
+    last_tick: Option<u32>,
+    records: Vec<Record>,
+    order: Vec<u32>,
+}
+
+impl SnapshotSender {
+    /// A sender with nothing sent yet.
+    pub fn new(schema: Arc<Schema>, config: SenderConfig) -> Self {
+        let history = config.history.max(2);
+        Self {
+            schema,
+            ring: (0..history).map(|_| SentView::default()).collect(),
+            cursor: 0,
+            acked: None,
+            last_tick: None,
+            records: Vec::new(),
+            order: Vec::new(),
+        }
+    }
+
+    /// Records the client's acknowledgement of the snapshot of `tick`.
+    pub fn ack(&mut self, tick: u32) {
+        if self.last_tick.is_some_and(|last| tick <= last) && self.acked.is_none_or(|a| tick > a) {
+            self.acked = Some(tick);
+        }
+    }
+
+    /// The newest acknowledged tick.
+    pub fn acked(&self) -> Option<u32> {
+        self.acked
+    }
+
+    fn baseline_slot(&self) -> Option<usize> {
+        let t = self.acked?;
+        let slot = self.ring.iter().position(|v| v.tick == Some(t))?;
+        // The slot about to be overwritten cannot serve as a baseline.
+        (slot != self.cursor).then_some(slot)
+    }
+
+    /// Encodes this player's snapshot of `world` (restricted to `interest`, ascending by
+    /// index) into `out`, whose length is the byte budget.
+    ///
+    /// # Errors
+    /// When ticks go backwards, or not even the header fits in `out`.
+    pub fn encode(
+        &mut self,
+        world: &Arc<WorldSnapshot>,
+        interest: &[Interest],
+        out: &mut [u8],
+    ) -> Result<EncodeStats, SnapshotError> {
+        let tick = world.tick();
+        if self.last_tick.is_some_and(|t| tick <= t) {
+            return Err(SnapshotError::TickNotIncreasing);
+        }
+        let base_slot = self.baseline_slot();
+        let mut view = std::mem::take(&mut self.ring[self.cursor]);
+        view.tick = None;
+        view.entries.clear();
+        view.sources.clear();
+        view.sources.push(world.clone());
+        let base = base_slot.map(|s| &self.ring[s]);
+
+        self.records.clear();
+        merge(&mut self.records, base, world, interest);
+
+        let kind_bits = kind_bits(&self.schema);
+        let has_base = base.is_some();
+        let base_tick = base.and_then(|b| b.tick);
+        for r in &mut self.records {
+            r.selected = true;
+        }
+        let mut written = write(&self.schema, &self.records, base, world, tick, base_tick, kind_bits, out);
+        if written.is_err() {
+            // Over budget: size every record, pick by priority, and retry until it fits.
+            // Gap cost is estimated against the previous record, sent or not; the write pass
+            // corrects any miss.
+            let mut prev_id = 0u32;
+            for r in &mut self.records {
+                r.bits = body_bits(&self.schema, r, base, world, has_base, kind_bits);
+                if r.op != Op::Unchanged {
+                    r.bits += codec::golomb_len(r.id.saturating_sub(prev_id), 1);
+                    prev_id = r.id.saturating_add(1);
+                }
+            }
+            select(&mut self.records, &mut self.order, out.len() as u32 * 8);
+            loop {
+                written = write(&self.schema, &self.records, base, world, tick, base_tick, kind_bits, out);
+                if written.is_ok() || !drop_lowest(&mut self.records) {
+                    break;
+                }
+            }
+        }
+        let bytes = written?;
+
+        let mut stats = EncodeStats { bytes, baseline: base_tick, ..EncodeStats::default() };
+        for r in &self.records {
+            let entry = match (r.op, r.selected) {
+                (Op::Unchanged, _) | (Op::Changed | Op::Created, true) => {
+                    match r.op {
+                        Op::Changed => stats.changed += 1,
+                        Op::Created => stats.created += 1,
+                        _ => {}
+                    }
+                    Some(Entry { id: r.id, index: r.world_index, accum: 0.0, src: 0, present: true })
+                }
+                (Op::Destroyed, true) => {
+                    stats.destroyed += 1;
+                    None
+                }
+                (Op::Created, false) => {
+                    stats.deferred += 1;
+                    Some(Entry { id: r.id, index: r.world_index, accum: r.priority, src: 0, present: false })
+                }
+                (Op::Changed | Op::Destroyed, false) => {
+                    stats.deferred += 1;
+                    r.base.zip(base).map(|(e, b)| {
+                        let accum = if r.op == Op::Changed { r.priority } else { 0.0 };
+                        Entry { accum, src: source_of(&mut view.sources, &b.sources[e.src as usize]), ..e }
+                    })
+                }
+            };
+            view.entries.extend(entry);
+        }
+        view.tick = Some(tick);
+        self.ring[self.cursor] = view;
+        self.cursor = (self.cursor + 1) % self.ring.len();
+        self.last_tick = Some(tick);
+        Ok(stats)
+    }
+
+    /// What the client holds after the snapshot of `tick`, as a world snapshot (tests, and
+    /// the admin endpoint's drill-down).
+    pub fn client_view(&self, tick: u32) -> Option<WorldSnapshot> {
+        let v = self.ring.iter().find(|v| v.tick == Some(tick))?;
+        let mut out = WorldSnapshot::new(tick);
+        for e in v.entries.iter().filter(|e| e.present) {
+            out.push_raw(e.id, v.kind(e), v.words(e));
+        }
+        Some(out)
+    }
+}
+
+fn source_of(sources: &mut Vec<Arc<WorldSnapshot>>, s: &Arc<WorldSnapshot>) -> u16 {
+    if let Some(i) = sources.iter().position(|x| Arc::ptr_eq(x, s)) {
+        return i as u16;
+    }
+    sources.push(s.clone());
+    (sources.len() - 1) as u16
+}
+
+/// Walks the baseline view and this tick's visible entities in id order.
+fn merge(records: &mut Vec<Record>, base: Option<&SentView>, world: &WorldSnapshot, interest: &[Interest]) {
+    let empty: &[Entry] = &[];
+    let entries = base.map_or(empty, |b| &b.entries);
+    let ids = world.ids();
+    let (mut i, mut j) = (0, 0);
+    let rec =
+        |id, op, world_index, base, priority| Record { id, op, world_index, base, priority, bits: 0, selected: true };
+    loop {
+        let b = entries.get(i);
+        let v = interest.get(j).and_then(|x| ids.get(x.index as usize).map(|id| (*id, x)));
+        match (b, v) {
+            (None, None) => break,
+            (Some(e), None) => {
+                if e.present {
+                    records.push(rec(e.id, Op::Destroyed, 0, Some(*e), f32::INFINITY));
+                }
+                i += 1;
+            }
+            (Some(e), Some((id, _))) if e.id < id => {
+                if e.present {
+                    records.push(rec(e.id, Op::Destroyed, 0, Some(*e), f32::INFINITY));
+                }
+                i += 1;
+            }
+            (None, Some((id, x))) => {
+                records.push(rec(id, Op::Created, x.index, None, x.priority));
+                j += 1;
+            }
+            (Some(e), Some((id, x))) if id < e.id => {
+                records.push(rec(id, Op::Created, x.index, None, x.priority));
+                j += 1;
+            }
+            (Some(e), Some((id, x))) => {
+                let b = base.expect("entries come from a baseline");
+                let priority = e.accum + x.priority;
+                let same_kind = b.kind(e) == world.kind_at(x.index as usize);
+                let op = if !e.present || !same_kind {
+                    Op::Created
+                } else if b.words(e) == world.words_at(x.index as usize) {
+                    Op::Unchanged
+                } else {
+                    Op::Changed
+                };
+                records.push(rec(id, op, x.index, Some(*e), priority));
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+}
+
+fn body_bits(
+    schema: &Schema,
+    r: &Record,
+    base: Option<&SentView>,
+    world: &WorldSnapshot,
+    has_base: bool,
+    kind_bits: u32,
+) -> u32 {
+    let mut c = Counter::default();
+    let op_bits = if has_base { 1 + u32::from(r.op != Op::Changed) } else { 0 };
+    match r.op {
+        Op::Unchanged => return 0,
+        Op::Destroyed => return op_bits,
+        Op::Created => {
+            let kind = world.kind_at(r.world_index as usize);
+            if let Some(k) = schema.kind(kind) {
+                codec::write_full(k, world.words_at(r.world_index as usize), &mut c);
+            }
+            c.0 += kind_bits;
+        }
+        Op::Changed => {
+            if let Some((e, b, k)) = r.base.zip(base).and_then(|(e, b)| Some((e, b, schema.kind(b.kind(&e))?))) {
+                codec::write_delta(k, b.words(&e), world.words_at(r.world_index as usize), &mut c);
+            }
+        }
+    }
+    c.0 + op_bits
+}
+
+/// Greedy selection by priority within `budget_bits`.
+fn select(records: &mut [Record], order: &mut Vec<u32>, budget_bits: u32) {
+    const HEADER_BITS: u32 = 32 + 1 + 12 + 20;
+    order.clear();
+    order.extend((0..records.len() as u32).filter(|i| records[*i as usize].op != Op::Unchanged));
+    order.sort_unstable_by(|a, b| records[*b as usize].priority.total_cmp(&records[*a as usize].priority));
+    let mut used = HEADER_BITS;
+    for r in records.iter_mut() {
+        r.selected = r.op == Op::Unchanged;
+    }
+    for &i in order.iter() {
+        let i = i as usize;
+        let cost = records[i].bits;
+        if used + cost <= budget_bits {
+            used += cost;
+            records[i].selected = true;
+        }
+    }
+}
+
+/// Deselects the lowest-priority selected record; false when none is left to drop.
+fn drop_lowest(records: &mut [Record]) -> bool {
+    let lowest = records
+        .iter_mut()
+        .filter(|r| r.selected && r.op != Op::Unchanged)
+        .min_by(|a, b| a.priority.total_cmp(&b.priority));
+    match lowest {
+        Some(r) => {
+            r.selected = false;
+            true
+        }
+        None => false,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn write(
+    schema: &Schema,
+    records: &[Record],
+    base: Option<&SentView>,
+    world: &WorldSnapshot,
+    tick: u32,
+    base_tick: Option<u32>,
+    kind_bits: u32,
+    out: &mut [u8],
+) -> Result<usize, SnapshotError> {
+    let mut w = BitWriter::new(out);
+    w.write(tick, 32);
+    w.write_bool(base_tick.is_some());
+    if let Some(bt) = base_tick {
+        w.write_golomb(tick.wrapping_sub(bt).wrapping_sub(1), 2);
+    }
+    let count = records.iter().filter(|r| r.selected && r.op != Op::Unchanged).count() as u32;
+    w.write_golomb(count, 4);
+    let mut next_id = 0u32; // the smallest id the next record may have
+    for r in records.iter().filter(|r| r.selected && r.op != Op::Unchanged) {
+        w.write_golomb(r.id.saturating_sub(next_id), 1);
+        next_id = r.id.saturating_add(1);
+        if base_tick.is_some() {
+            match r.op {
+                Op::Changed => w.write(0, 1),
+                Op::Created => w.write(0b01, 2),
+                _ => w.write(0b11, 2),
+            }
+        }
+        match r.op {
+            Op::Created => {
+                let kind = world.kind_at(r.world_index as usize);
+                w.write(u32::from(kind), kind_bits);
+                let k = schema.kind(kind).ok_or(SnapshotError::UnknownKind)?;
+                codec::write_full(k, world.words_at(r.world_index as usize), &mut w);
+            }
+            Op::Changed => {
+                let (e, b) = r.base.zip(base).ok_or(SnapshotError::Malformed)?;
+                let k = schema.kind(b.kind(&e)).ok_or(SnapshotError::UnknownKind)?;
+                codec::write_delta(k, b.words(&e), world.words_at(r.world_index as usize), &mut w);
+            }
+            _ => {}
+        }
+        if w.overflowed() {
+            break;
+        }
+    }
+    w.finish().map_err(|_| SnapshotError::OverBudget)
+}

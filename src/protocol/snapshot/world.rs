@@ -1,0 +1,178 @@
+//! One tick of replicated state: every entity's id, kind and quantized words, sorted by id.
+
+use super::schema::{EntityId, KindId, Replicate, Schema};
+
+/// The quantized state of a set of entities at one tick. The server makes one per tick and
+/// shares it (`Arc`) with every player; the client rebuilds one per snapshot it receives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorldSnapshot {
+    tick: u32,
+    ids: Vec<EntityId>,
+    kinds: Vec<KindId>,
+    offsets: Vec<u32>,
+    words: Vec<u32>,
+}
+
+/// A borrowed entity of a [`WorldSnapshot`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntityRef<'a> {
+    /// Its id.
+    pub id: EntityId,
+    /// Its kind.
+    pub kind: KindId,
+    /// Its quantized fields.
+    pub words: &'a [u32],
+}
+
+/// Building a snapshot went wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorldError {
+    /// The type was not registered in the schema.
+    #[error("kind {0} is not in the schema")]
+    UnknownKind(&'static str),
+    /// Two entities share an id.
+    #[error("entity id {0} appears twice")]
+    DuplicateId(EntityId),
+}
+
+impl WorldSnapshot {
+    /// An empty snapshot for `tick`.
+    pub fn new(tick: u32) -> Self {
+        Self { tick, ..Self::default() }
+    }
+
+    /// The tick.
+    pub fn tick(&self) -> u32 {
+        self.tick
+    }
+
+    /// Entities in it.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether it has no entities.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Ids, ascending.
+    pub fn ids(&self) -> &[EntityId] {
+        &self.ids
+    }
+
+    /// The entity at `index` (ids ascending).
+    pub fn get(&self, index: usize) -> Option<EntityRef<'_>> {
+        let start = *self.offsets.get(index)? as usize;
+        let end = self.offsets.get(index + 1).map_or(self.words.len(), |e| *e as usize);
+        Some(EntityRef { id: self.ids[index], kind: self.kinds[index], words: &self.words[start..end] })
+    }
+
+    /// The words of the entity at `index`; empty if out of range.
+    pub(crate) fn words_at(&self, index: usize) -> &[u32] {
+        self.get(index).map_or(&[], |e| e.words)
+    }
+
+    /// The kind of the entity at `index`.
+    pub(crate) fn kind_at(&self, index: usize) -> KindId {
+        self.kinds.get(index).copied().unwrap_or(0)
+    }
+
+    /// The index of an id.
+    pub fn find(&self, id: EntityId) -> Option<usize> {
+        self.ids.binary_search(&id).ok()
+    }
+
+    /// Reads entity `id` as `T`, if it exists and is of `T`'s kind.
+    pub fn read<T: Replicate + 'static>(&self, schema: &Schema, id: EntityId) -> Option<T> {
+        let e = self.get(self.find(id)?)?;
+        (schema.kind_of::<T>()? == e.kind).then(|| T::dequantize(e.words))
+    }
+
+    /// Every entity in id order.
+    pub fn iter(&self) -> impl Iterator<Item = EntityRef<'_>> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    /// Clears for reuse, keeping the allocations.
+    pub(crate) fn reset(&mut self, tick: u32) {
+        self.tick = tick;
+        self.ids.clear();
+        self.kinds.clear();
+        self.offsets.clear();
+        self.words.clear();
+    }
+
+    /// Appends an entity; ids must be pushed in ascending order (callers check).
+    pub(crate) fn push_raw(&mut self, id: EntityId, kind: KindId, words: &[u32]) {
+        self.ids.push(id);
+        self.kinds.push(kind);
+        self.offsets.push(self.words.len() as u32);
+        self.words.extend_from_slice(words);
+    }
+
+    /// Appends an entity with `n` zero words and returns them for the caller to fill.
+    pub(crate) fn push_zeroed(&mut self, id: EntityId, kind: KindId, n: usize) -> &mut [u32] {
+        self.ids.push(id);
+        self.kinds.push(kind);
+        let start = self.words.len();
+        self.offsets.push(start as u32);
+        self.words.resize(start + n, 0);
+        &mut self.words[start..]
+    }
+
+    /// The id of the last entity pushed.
+    pub(crate) fn last_id(&self) -> Option<EntityId> {
+        self.ids.last().copied()
+    }
+}
+
+/// Collects a tick's entities in any order; [`SnapshotBuilder::finish`] sorts them.
+#[derive(Debug)]
+pub struct SnapshotBuilder<'s> {
+    schema: &'s Schema,
+    tick: u32,
+    entries: Vec<(EntityId, KindId, u32)>,
+    words: Vec<u32>,
+}
+
+impl<'s> SnapshotBuilder<'s> {
+    /// A builder for `tick`.
+    pub fn new(schema: &'s Schema, tick: u32) -> Self {
+        Self { schema, tick, entries: Vec::new(), words: Vec::new() }
+    }
+
+    /// Adds an entity.
+    ///
+    /// # Errors
+    /// When `T` is not in the schema.
+    pub fn insert<T: Replicate + 'static>(&mut self, id: EntityId, value: &T) -> Result<(), WorldError> {
+        let kind = self.schema.kind_of::<T>().ok_or(WorldError::UnknownKind(T::NAME))?;
+        let n = self.schema.kind(kind).map_or(0, |k| k.words());
+        let start = self.words.len();
+        self.words.resize(start + n, 0);
+        value.quantize(&mut self.words[start..]);
+        self.entries.push((id, kind, start as u32));
+        Ok(())
+    }
+
+    /// The finished snapshot.
+    ///
+    /// # Errors
+    /// When two entities share an id.
+    pub fn finish(mut self) -> Result<WorldSnapshot, WorldError> {
+        self.entries.sort_unstable_by_key(|e| e.0);
+        if let Some(w) = self.entries.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(WorldError::DuplicateId(w[0].0));
+        }
+        let mut out = WorldSnapshot::new(self.tick);
+        out.ids.reserve(self.entries.len());
+        out.words.reserve(self.words.len());
+        for (id, kind, start) in &self.entries {
+            let n = self.schema.kind(*kind).map_or(0, |k| k.words());
+            let start = *start as usize;
+            out.push_raw(*id, *kind, &self.words[start..start + n]);
+        }
+        Ok(out)
+    }
+}

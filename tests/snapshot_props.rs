@@ -1,0 +1,273 @@
+//! The merged delta snapshot under random worlds, changes, loss, reordering and acks.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use glam::{Quat, Vec3};
+use proptest::prelude::*;
+use volley::protocol::quant::{Bits, Flag, QuatQ, Vec3Q, VelocityQ};
+use volley::protocol::snapshot::{
+    Interest, Schema, SenderConfig, SnapshotBuilder, SnapshotError, SnapshotReceiver, SnapshotSender, WorldSnapshot,
+};
+
+volley::replicated! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Ball {
+        pub position: Vec3 = Vec3Q::bounded(Vec3::splat(-64.0), Vec3::splat(64.0), 1.0 / 256.0),
+        pub velocity: Vec3 = VelocityQ::new(16.0, 1.0 / 64.0),
+        pub rotation: Quat = QuatQ::new(9),
+    }
+}
+
+volley::replicated! {
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Score {
+        pub points: u32 = Bits(16),
+        pub alive: bool = Flag,
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Thing {
+    Ball(Ball),
+    Score(Score),
+}
+
+fn schema() -> Arc<Schema> {
+    let mut s = Schema::new();
+    s.register::<Ball>().unwrap();
+    s.register::<Score>().unwrap();
+    Arc::new(s)
+}
+
+#[derive(Debug, Clone)]
+enum Change {
+    Create(u32, bool),
+    Destroy(u32),
+    Move(u32, f32, f32, f32),
+    Rest(u32),
+    Spin(u32, f32),
+    Score(u32, u32),
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        (0u32..150, any::<bool>()).prop_map(|(id, b)| Change::Create(id, b)),
+        (0u32..150).prop_map(Change::Destroy),
+        (0u32..150, -3.0f32..3.0, -3.0f32..3.0, -1.0f32..1.0).prop_map(|(id, x, y, z)| Change::Move(id, x, y, z)),
+        (0u32..150).prop_map(Change::Rest),
+        (0u32..150, -3.0f32..3.0).prop_map(|(id, a)| Change::Spin(id, a)),
+        (0u32..150, any::<u32>()).prop_map(|(id, p)| Change::Score(id, p)),
+    ]
+}
+
+fn apply(world: &mut BTreeMap<u32, Thing>, c: &Change) {
+    match *c {
+        Change::Create(id, ball) => {
+            let t = if ball {
+                Thing::Ball(Ball {
+                    position: Vec3::new(id as f32 * 0.3, 0.0, 1.0),
+                    velocity: Vec3::ZERO,
+                    rotation: Quat::IDENTITY,
+                })
+            } else {
+                Thing::Score(Score { points: id, alive: true })
+            };
+            world.entry(id).or_insert(t);
+        }
+        Change::Destroy(id) => {
+            world.remove(&id);
+        }
+        Change::Move(id, x, y, z) => {
+            if let Some(Thing::Ball(b)) = world.get_mut(&id) {
+                b.velocity = Vec3::new(x, y, z);
+                b.position = (b.position + b.velocity / 60.0).clamp(Vec3::splat(-64.0), Vec3::splat(64.0));
+            }
+        }
+        Change::Rest(id) => {
+            if let Some(Thing::Ball(b)) = world.get_mut(&id) {
+                b.velocity = Vec3::ZERO;
+            }
+        }
+        Change::Spin(id, a) => {
+            if let Some(Thing::Ball(b)) = world.get_mut(&id) {
+                b.rotation = (b.rotation * Quat::from_rotation_z(a)).normalize();
+            }
+        }
+        Change::Score(id, p) => {
+            if let Some(Thing::Score(s)) = world.get_mut(&id) {
+                s.points = p % 60_000;
+                s.alive = p % 3 != 0;
+            }
+        }
+    }
+}
+
+fn snapshot(schema: &Schema, tick: u32, world: &BTreeMap<u32, Thing>) -> Arc<WorldSnapshot> {
+    let mut b = SnapshotBuilder::new(schema, tick);
+    for (id, t) in world {
+        match t {
+            Thing::Ball(x) => b.insert(*id, x).unwrap(),
+            Thing::Score(x) => b.insert(*id, x).unwrap(),
+        }
+    }
+    Arc::new(b.finish().unwrap())
+}
+
+/// Entities whose id is not a multiple of `hide` are visible (a changing relevancy filter).
+fn interest(world: &WorldSnapshot, hide: u32, out: &mut Vec<Interest>) {
+    out.clear();
+    for (i, id) in world.ids().iter().enumerate() {
+        if hide == 0 || id % hide != 0 {
+            out.push(Interest { index: i as u32, priority: 1.0 + (id % 7) as f32 });
+        }
+    }
+}
+
+struct Run {
+    /// The most ticks any visible entity went without the client holding its current state,
+    /// during the changing period.
+    max_staleness: u32,
+    decoded: usize,
+    deferred: u32,
+    full: usize,
+}
+
+/// Drives one client for `ticks` changes, then `quiet` ticks with no changes and no loss.
+fn run(
+    changes: &[Vec<Change>],
+    loss: &[bool],
+    delays: &[u8],
+    budget: usize,
+    hide: &[u32],
+    quiet: u32,
+) -> Result<Run, TestCaseError> {
+    let schema = schema();
+    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig { history: 32 });
+    let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
+    let mut world = BTreeMap::new();
+    let mut in_flight: Vec<(u32, Vec<u8>)> = Vec::new(); // (deliver at tick, bytes)
+    let mut acks: Vec<(u32, u32)> = Vec::new(); // (deliver at tick, acked tick)
+    let mut buf = vec![0u8; budget];
+    let mut vis = Vec::new();
+    let mut result = Run { max_staleness: 0, decoded: 0, deferred: 0, full: 0 };
+    let mut worlds: BTreeMap<u32, Arc<WorldSnapshot>> = BTreeMap::new();
+    let mut stale_since: BTreeMap<u32, u32> = BTreeMap::new();
+    let total = changes.len() as u32 + quiet;
+    let mut last_world = None;
+    let mut last_interest = Vec::new();
+    for tick in 1..=total {
+        let i = (tick - 1) as usize;
+        let noisy = tick <= changes.len() as u32;
+        if let Some(cs) = changes.get(i) {
+            for c in cs {
+                apply(&mut world, c);
+            }
+        }
+        let snap = snapshot(&schema, tick, &world);
+        let h = if noisy { hide[i % hide.len()] } else { hide[0] };
+        interest(&snap, h, &mut vis);
+        // Acks that arrive now.
+        for (_, t) in acks.iter().filter(|(at, _)| *at <= tick) {
+            sender.ack(*t);
+        }
+        acks.retain(|(at, _)| *at > tick);
+        worlds.insert(tick, snap.clone());
+        let stats = sender.encode(&snap, &vis, &mut buf).unwrap();
+        result.deferred += stats.deferred;
+        result.full += usize::from(stats.baseline.is_none());
+        let lost = noisy && loss[i % loss.len()];
+        let delay = if noisy { u32::from(delays[i % delays.len()]) } else { 0 };
+        if !lost {
+            in_flight.push((tick + delay, buf[..stats.bytes].to_vec()));
+        }
+        // Deliver, in arrival order (reordered by delay).
+        in_flight.sort_by_key(|(at, _)| *at);
+        let arrived: Vec<_> = in_flight.iter().filter(|(at, _)| *at <= tick).cloned().collect();
+        in_flight.retain(|(at, _)| *at > tick);
+        for (_, bytes) in arrived {
+            match receiver.decode(&bytes) {
+                Ok(t) => {
+                    result.decoded += 1;
+                    // The client's reconstruction equals the server's model of it, exactly.
+                    let client = receiver.get(t).unwrap();
+                    let model = sender.client_view(t);
+                    if let Some(model) = model {
+                        prop_assert_eq!(client, &model, "tick {}", t);
+                    }
+                    if let Some(w) = worlds.get(&t).filter(|_| noisy) {
+                        for e in w.iter() {
+                            let fresh = client.find(e.id).and_then(|i| client.get(i)) == Some(e);
+                            let since = *stale_since.entry(e.id).or_insert(t);
+                            if fresh {
+                                stale_since.insert(e.id, t);
+                            } else {
+                                result.max_staleness = result.max_staleness.max(t - since);
+                            }
+                        }
+                    }
+                }
+                Err(SnapshotError::BaselineMissing) => {
+                    return Err(TestCaseError::fail("baseline missing: the client dropped one the server still uses"));
+                }
+                Err(e) => return Err(TestCaseError::fail(format!("decode error {e}"))),
+            }
+        }
+        if let Some(t) = receiver.newest_tick() {
+            let ack_lost = noisy && loss[(i + 1) % loss.len()];
+            if !ack_lost {
+                acks.push((tick + delay, t));
+            }
+        }
+        last_world = Some(snap);
+        last_interest = vis.clone();
+    }
+    // After the quiet period the client holds exactly the visible world: every deletion and
+    // every deferred change arrived.
+    let world = last_world.unwrap();
+    let latest = receiver.latest().unwrap();
+    let want: Vec<_> = last_interest.iter().map(|x| world.get(x.index as usize).unwrap()).collect();
+    let got: Vec<_> = latest.iter().collect();
+    prop_assert_eq!(got, want);
+    Ok(result)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn client_matches_server_under_loss_reordering_and_tight_budgets(
+        changes in proptest::collection::vec(proptest::collection::vec(change(), 0..30), 20..90),
+        loss in proptest::collection::vec(proptest::bool::weighted(0.25), 1..16),
+        delays in proptest::collection::vec(0u8..4, 1..16),
+        budget in prop_oneof![Just(1200usize), 60usize..400],
+        hide in proptest::collection::vec(0u32..5, 1..8),
+    ) {
+        run(&changes, &loss, &delays, budget, &hide, 200)?;
+    }
+}
+
+#[test]
+fn a_tight_budget_defers_but_never_starves() {
+    // 120 balls all moving every tick, 80 bytes a packet: most changes wait, yet every ball
+    // keeps being sent (the priority accumulator), and the client converges when they stop.
+    let mut changes = vec![(0..120).map(|id| Change::Create(id, true)).collect::<Vec<_>>()];
+    for t in 0..150 {
+        changes.push((0..120).map(|id| Change::Move(id, (t % 5) as f32 - 2.0, 1.0, 0.5)).collect());
+    }
+    let r = run(&changes, &[false], &[0], 80, &[0], 400).unwrap();
+    assert!(r.deferred > 1000, "the budget binds: {} deferred", r.deferred);
+    assert!(r.max_staleness <= 80, "an entity waited {} ticks", r.max_staleness);
+    eprintln!("tight budget: max staleness {} ticks, {} deferred", r.max_staleness, r.deferred);
+}
+
+#[test]
+fn full_snapshot_when_no_ack_arrives_and_deltas_once_it_does() {
+    let changes: Vec<Vec<Change>> = (0..10)
+        .map(|t| (0..10).map(|id| if t == 0 { Change::Create(id, true) } else { Change::Spin(id, 0.1) }).collect())
+        .collect();
+    let r = run(&changes, &[false], &[0], 1200, &[0], 5).unwrap();
+    assert_eq!(r.decoded, 15);
+    assert!(r.full >= 1 && r.full <= 2, "full snapshots: {}", r.full);
+}
