@@ -203,7 +203,7 @@ fn run(
                             if fresh {
                                 stale_since.insert(e.id, t);
                             } else {
-                                result.max_staleness = result.max_staleness.max(t - since);
+                                result.max_staleness = result.max_staleness.max(t.saturating_sub(since));
                             }
                         }
                     }

@@ -1,9 +1,9 @@
 //! Bit coding of entity records: full state, and field deltas against a baseline.
 //!
 //! A changed entity carries a bit per field (when its kind has more than one) saying which
-//! fields changed. Each changed component is coded against the baseline's: a selector bit,
-//! then either the zigzagged difference in Exp-Golomb code (small moves are cheap) or the raw
-//! value (whichever is shorter). Fields declared "at rest" (velocities) spend one bit saying
+//! fields changed. Each component of a changed field is coded against the baseline's: one bit
+//! when it is unchanged, else a selector and either the zigzagged difference in Exp-Golomb
+//! code (small moves are cheap) or the raw value (whichever is shorter). Fields declared "at rest" (velocities) spend one bit saying
 //! whether they are all zero, and nothing more when they are.
 
 use super::schema::KindSchema;
@@ -71,26 +71,34 @@ fn signed_diff(base: u32, cur: u32, width: u32) -> i32 {
     }
 }
 
+/// `0`: unchanged; `10` + Exp-Golomb(zigzag(delta) - 1): a move; `11` + raw: a jump.
 #[inline]
 fn write_component<S: Sink>(base: u32, cur: u32, width: u32, s: &mut S) {
-    let z = zigzag(signed_diff(base, cur, width));
+    if base == cur {
+        s.bits(0, 1);
+        return;
+    }
+    let z = zigzag(signed_diff(base, cur, width)) - 1;
     let k = order(width);
     if golomb_len(z, k) < width {
-        s.bits(0, 1);
+        s.bits(0b01, 2);
         s.golomb(z, k);
     } else {
-        s.bits(1, 1);
+        s.bits(0b11, 2);
         s.bits(cur, width);
     }
 }
 
 #[inline]
 fn read_component(base: u32, width: u32, r: &mut BitReader<'_>) -> Result<u32, BitError> {
+    if !r.read_bool()? {
+        return Ok(base);
+    }
     if r.read_bool()? {
         return Ok(r.read(width)? & mask(width));
     }
-    let d = unzigzag(r.read_golomb(order(width))?);
-    Ok(base.wrapping_add(d as u32) & mask(width))
+    let z = r.read_golomb(order(width))?.checked_add(1).ok_or(BitError)?;
+    Ok(base.wrapping_add(unzigzag(z) as u32) & mask(width))
 }
 
 fn field_words<'a>(kind: &KindSchema, words: &'a [u32], field: usize) -> &'a [u32] {
@@ -258,7 +266,8 @@ mod tests {
             prop_assume!(cur != base);
             let mut c = Counter::default();
             write_delta(&k, &base, &cur, &mut c);
-            prop_assert!(c.0 <= 5 + 3 + 10, "{} bits for a move of {dx}", c.0);
+            // Mask (5 fields), then x: 2 + Exp-Golomb, y and z: 1 bit each.
+            prop_assert!(c.0 <= 5 + 2 + 8 + 2, "{} bits for a move of {dx}", c.0);
         }
 
         #[test]
