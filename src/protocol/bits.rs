@@ -35,6 +35,12 @@ impl<'a> BitWriter<'a> {
         (self.buf.len() * 8).saturating_sub(self.bits_written())
     }
 
+    /// Whether everything written so far fits (checked eagerly, unlike [`Self::overflowed`],
+    /// which notices only when a whole word is flushed).
+    pub fn fits(&self) -> bool {
+        !self.overflow && self.bits_written() <= self.buf.len() * 8
+    }
+
     /// Writes the low `bits` bits of `value` (0 to 32 bits).
     #[inline]
     pub fn write(&mut self, value: u32, bits: u32) {
@@ -45,14 +51,16 @@ impl<'a> BitWriter<'a> {
         let masked = u64::from(value) & ((1u64 << bits) - 1);
         self.scratch |= masked << self.scratch_bits;
         self.scratch_bits += bits;
-        while self.scratch_bits >= 8 {
-            match self.buf.get_mut(self.pos) {
-                Some(b) => *b = self.scratch as u8,
+        if self.scratch_bits >= 32 {
+            match self.buf.get_mut(self.pos..self.pos + 4) {
+                Some(b) => {
+                    b.copy_from_slice(&(self.scratch as u32).to_le_bytes());
+                    self.pos += 4;
+                }
                 None => self.overflow = true,
             }
-            self.pos += usize::from(!self.overflow);
-            self.scratch >>= 8;
-            self.scratch_bits -= 8;
+            self.scratch >>= 32;
+            self.scratch_bits -= 32;
         }
     }
 
@@ -76,23 +84,22 @@ impl<'a> BitWriter<'a> {
     }
 
     /// Writes `v` in Exp-Golomb code of order `k`: small values take few bits, any `u32` fits.
+    /// (Bit order: the zero prefix, the marker 1, then the remaining bits least significant
+    /// first, to suit this writer.)
     #[inline]
     pub fn write_golomb(&mut self, v: u32, k: u32) {
-        let v = u64::from(v) + (1u64 << k);
-        let len = 64 - v.leading_zeros(); // bits in v, at least k + 1
+        let n = u64::from(v) + (1u64 << k);
+        let len = 64 - n.leading_zeros(); // at least k + 1
         let prefix = len - 1 - k;
-        self.write(0, prefix.min(32));
-        if prefix > 32 {
-            self.write(0, prefix - 32);
+        if prefix > 31 {
+            self.write(0, 31);
+            self.write(1 << (prefix - 31), prefix - 31 + 1);
+        } else {
+            self.write(1 << prefix, prefix + 1);
         }
-        // Write v's `len` bits, most significant (the 1 that ends the prefix) first.
-        let mut remaining = len;
-        while remaining > 0 {
-            let take = remaining.min(32);
-            remaining -= take;
-            let chunk = (v >> remaining) as u32 & (((1u64 << take) - 1) as u32);
-            self.write(reverse_bits(chunk, take), take);
-        }
+        let rest = len - 1;
+        let low = n & ((1u64 << rest) - 1);
+        self.write(low as u32, rest.min(32));
     }
 
     /// Flushes the last partial byte; returns the bytes written.
@@ -100,24 +107,20 @@ impl<'a> BitWriter<'a> {
     /// # Errors
     /// If anything was written past the end of the buffer.
     pub fn finish(mut self) -> Result<usize, BitError> {
-        if self.scratch_bits > 0 {
-            let pad = 8 - self.scratch_bits;
-            self.write(0, pad);
+        let bytes = self.scratch_bits.div_ceil(8) as usize;
+        if !self.overflow {
+            match self.buf.get_mut(self.pos..self.pos + bytes) {
+                Some(b) => b.copy_from_slice(&self.scratch.to_le_bytes()[..bytes]),
+                None => self.overflow = true,
+            }
         }
-        if self.overflow { Err(BitError) } else { Ok(self.pos) }
+        if self.overflow { Err(BitError) } else { Ok(self.pos + bytes) }
     }
 
     /// Whether a write went past the end so far.
     pub fn overflowed(&self) -> bool {
         self.overflow
     }
-}
-
-/// Reverses the low `bits` bits, so that codes read most-significant-first can be written
-/// with the least-significant-first writer.
-#[inline]
-fn reverse_bits(v: u32, bits: u32) -> u32 {
-    if bits == 0 { 0 } else { v.reverse_bits() >> (32 - bits) }
 }
 
 /// Reads bits written by [`BitWriter`].
@@ -202,10 +205,9 @@ impl<'a> BitReader<'a> {
                 return Err(BitError);
             }
         }
-        // The leading 1 was consumed; read the remaining prefix + k bits, MSB first.
-        let rest_bits = prefix + k;
-        let rest = reverse_bits(self.read(rest_bits)?, rest_bits);
-        let v = (1u64 << rest_bits | u64::from(rest)) - (1u64 << k);
+        let rest = prefix + k;
+        let low = u64::from(self.read(rest)?);
+        let v = (1u64 << rest | low) - (1u64 << k);
         u32::try_from(v).map_err(|_| BitError)
     }
 }

@@ -101,6 +101,13 @@ fn read_component(base: u32, width: u32, r: &mut BitReader<'_>) -> Result<u32, B
     Ok(base.wrapping_add(unzigzag(z) as u32) & mask(width))
 }
 
+/// Slice equality without a call into `memcmp` (entities are a few words; the call costs
+/// more than the comparison).
+#[inline]
+pub(crate) fn words_eq(a: &[u32], b: &[u32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u32, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 fn field_words<'a>(kind: &KindSchema, words: &'a [u32], field: usize) -> &'a [u32] {
     let start = kind.offsets()[field] as usize;
     let n = kind.fields()[field].components as usize;
@@ -145,12 +152,12 @@ pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32],
     let nfields = kind.fields().len();
     if nfields > 1 {
         for f in 0..nfields {
-            s.bits(u32::from(field_words(kind, base, f) != field_words(kind, cur, f)), 1);
+            s.bits(u32::from(!words_eq(field_words(kind, base, f), field_words(kind, cur, f))), 1);
         }
     }
     for (f, spec) in kind.fields().iter().enumerate() {
         let (b, c) = (field_words(kind, base, f), field_words(kind, cur, f));
-        if nfields > 1 && b == c {
+        if nfields > 1 && words_eq(b, c) {
             continue;
         }
         if spec.at_rest {

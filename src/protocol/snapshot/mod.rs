@@ -9,8 +9,8 @@
 //! - [`receiver`]: per client, the decoder and the ring of snapshots it can be based on.
 //!
 //! Wire format (bits, least significant first): tick (32), has-baseline (1) and
-//! `tick - baseline - 1` (Exp-Golomb k=2), record count (k=4), then records in id order:
-//! id gap (k=1), an operation when there is a baseline (`0` changed, `10` created, `11`
+//! `tick - baseline - 1` (Exp-Golomb k=2), record count (k=4), the gap code's order (2 bits),
+//! then records in id order: id gap (Exp-Golomb of that order), an operation when there is a baseline (`0` changed, `10` created, `11`
 //! destroyed), and for created entities the kind and every field, for changed ones a
 //! per-field change mask and component deltas. Unchanged entities cost nothing.
 

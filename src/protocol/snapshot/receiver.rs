@@ -103,6 +103,7 @@ fn rebuild(
     out: &mut WorldSnapshot,
 ) -> Result<(), SnapshotError> {
     let kind_bits = kind_bits(schema);
+    let gap_order = r.read(2)?;
     let mut bi = 0usize; // next baseline entity to copy
     let mut next_id = 0u64;
     let copy_until = |out: &mut WorldSnapshot, bi: &mut usize, id: u64| {
@@ -112,7 +113,7 @@ fn rebuild(
         }
     };
     for _ in 0..count {
-        let id64 = next_id + u64::from(r.read_golomb(1)?);
+        let id64 = next_id + u64::from(r.read_golomb(gap_order)?);
         let id = u32::try_from(id64).map_err(|_| SnapshotError::Malformed)?;
         next_id = id64 + 1;
         copy_until(out, &mut bi, id64);

@@ -307,7 +307,7 @@ fn merge(records: &mut Vec<Record>, base: Option<&SentView>, world: &WorldSnapsh
                 let same_kind = b.kind(e) == world.kind_at(x.index as usize);
                 let op = if !e.present || !same_kind {
                     Op::Created
-                } else if b.words(e) == world.words_at(x.index as usize) {
+                } else if codec::words_eq(b.words(e), world.words_at(x.index as usize)) {
                     Op::Unchanged
                 } else {
                     Op::Changed
@@ -351,7 +351,7 @@ fn body_bits(
 
 /// Greedy selection by priority within `budget_bits`.
 fn select(records: &mut [Record], order: &mut Vec<u32>, budget_bits: u32) {
-    const HEADER_BITS: u32 = 32 + 1 + 12 + 20;
+    const HEADER_BITS: u32 = 32 + 1 + 12 + 20 + 2;
     order.clear();
     order.extend((0..records.len() as u32).filter(|i| records[*i as usize].op != Op::Unchanged));
     order.sort_unstable_by(|a, b| records[*b as usize].priority.total_cmp(&records[*a as usize].priority));
@@ -401,11 +401,23 @@ fn write(
     if let Some(bt) = base_tick {
         w.write_golomb(tick.wrapping_sub(bt).wrapping_sub(1), 2);
     }
-    let count = records.iter().filter(|r| r.selected && r.op != Op::Unchanged).count() as u32;
-    w.write_golomb(count, 4);
+    let sent = || records.iter().filter(|r| r.selected && r.op != Op::Unchanged);
+    w.write_golomb(sent().count() as u32, 4);
+    // The id gaps' Exp-Golomb order is chosen per packet (2 bits): dense runs of ids (a full
+    // snapshot) want 0, sparse changes want more.
+    let mut cost = [0u32; 4];
+    let mut next_id = 0u32;
+    for r in sent() {
+        for (k, c) in cost.iter_mut().enumerate() {
+            *c += codec::golomb_len(r.id.saturating_sub(next_id), k as u32);
+        }
+        next_id = r.id.saturating_add(1);
+    }
+    let gap_order = (0..4).min_by_key(|k| cost[*k as usize]).unwrap_or(1);
+    w.write(gap_order, 2);
     let mut next_id = 0u32; // the smallest id the next record may have
-    for r in records.iter().filter(|r| r.selected && r.op != Op::Unchanged) {
-        w.write_golomb(r.id.saturating_sub(next_id), 1);
+    for r in sent() {
+        w.write_golomb(r.id.saturating_sub(next_id), gap_order);
         next_id = r.id.saturating_add(1);
         if base_tick.is_some() {
             match r.op {

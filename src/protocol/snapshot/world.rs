@@ -41,6 +41,12 @@ impl WorldSnapshot {
         Self { tick, ..Self::default() }
     }
 
+    /// The same state labelled with another tick (replays, benchmarks).
+    pub fn retick(mut self, tick: u32) -> Self {
+        self.tick = tick;
+        self
+    }
+
     /// The tick.
     pub fn tick(&self) -> u32 {
         self.tick
@@ -69,8 +75,11 @@ impl WorldSnapshot {
     }
 
     /// The words of the entity at `index`; empty if out of range.
+    #[inline]
     pub(crate) fn words_at(&self, index: usize) -> &[u32] {
-        self.get(index).map_or(&[], |e| e.words)
+        let start = self.offsets.get(index).map_or(0, |s| *s as usize);
+        let end = self.offsets.get(index + 1).map_or(self.words.len(), |e| *e as usize);
+        self.words.get(start..end).unwrap_or(&[])
     }
 
     /// The kind of the entity at `index`.

@@ -1,0 +1,83 @@
+//! Snapshot encode and decode cost: 64 visible cubes, 25 % and 100 % moving, baseline one
+//! tick back (acknowledged), as the server does it per player per snapshot.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+#[path = "../tests/support/cubes.rs"]
+mod cubes;
+
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use volley::protocol::snapshot::{Interest, SenderConfig, SnapshotReceiver, SnapshotSender, WorldSnapshot};
+
+fn scenes(moving: f32, n: u32) -> Vec<Arc<WorldSnapshot>> {
+    let schema = cubes::schema();
+    let mut scene = cubes::Scene::new(64, moving);
+    (1..=n)
+        .map(|t| {
+            scene.step();
+            scene.snapshot(&schema, t)
+        })
+        .collect()
+}
+
+fn encode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("snapshot/encode_64");
+    for (label, moving) in [("25pct_moving", 0.25), ("100pct_moving", 1.0)] {
+        // 64 ticks of motion, replayed with ever-increasing ticks. Each tick's snapshot is a
+        // fresh copy, as the server's is (built this tick, so warm in cache).
+        let worlds = scenes(moving, 64);
+        let schema = cubes::schema();
+        let mut sender = SnapshotSender::new(schema, SenderConfig::default());
+        let mut interest = Vec::with_capacity(64);
+        Interest::everything(&worlds[0], &mut interest);
+        let mut buf = [0u8; 1200];
+        let mut tick = 0u32;
+        g.bench_function(label, |b| {
+            b.iter_batched(
+                || {
+                    tick += 1;
+                    Arc::new(WorldSnapshot::clone(&worlds[tick as usize % worlds.len()]).retick(tick))
+                },
+                |world| {
+                    sender.ack(world.tick() - 1);
+                    black_box(sender.encode(&world, &interest, &mut buf).unwrap());
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+fn decode(c: &mut Criterion) {
+    let mut g = c.benchmark_group("snapshot/decode_64");
+    for (label, moving) in [("25pct_moving", 0.25), ("100pct_moving", 1.0)] {
+        let worlds = scenes(moving, 2);
+        let schema = cubes::schema();
+        let mut sender = SnapshotSender::new(schema.clone(), SenderConfig::default());
+        let mut interest = Vec::new();
+        Interest::everything(&worlds[0], &mut interest);
+        let mut first = [0u8; 1200];
+        let n1 = sender.encode(&worlds[0], &interest, &mut first).unwrap().bytes;
+        sender.ack(1);
+        let mut second = [0u8; 1200];
+        let n2 = sender.encode(&worlds[1], &interest, &mut second).unwrap().bytes;
+        g.bench_function(label, |b| {
+            b.iter_batched(
+                || {
+                    let mut r = SnapshotReceiver::new(schema.clone(), 64);
+                    r.decode(&first[..n1]).unwrap();
+                    r
+                },
+                |mut r| black_box(r.decode(&second[..n2]).unwrap()),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, encode, decode);
+criterion_main!(benches);
