@@ -6,5 +6,6 @@
 pub mod bits;
 pub mod netcode;
 pub mod quant;
+pub mod reliability;
 pub mod session;
 pub mod snapshot;

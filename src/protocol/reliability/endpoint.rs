@@ -1,0 +1,684 @@
+//! One side of a connection above netcode: packet sequence numbers and acks, a newest-wins
+//! state channel, a reliable ordered channel (with fragmentation) and unreliable events.
+//!
+//! Packet layout (inside a netcode payload):
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | 1 | frame: [`FRAME_PLAIN`] or [`FRAME_LZ4`] (the rest is an lz4 block) |
+//! | 2 | packet sequence |
+//! | 2 | newest sequence received from the peer (ack) |
+//! | 4 | ack bits: bit *i* acknowledges `ack - 1 - i` |
+//! | … | sections: `0x01` state, `0x02` reliable message, `0x03` event, `0x04` fragment |
+//!
+//! Sections carry LEB128 lengths. A reliable message or fragment carries its 16-bit message
+//! id; fragments also carry their index and count. The sender resends a reliable message
+//! until a packet carrying it is acknowledged; the receiver delivers each message once, in
+//! order, and reassembles fragments with bounded memory.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::rtt::LinkEstimate;
+use super::seq::{SequenceBuffer, newer};
+
+/// First byte of an uncompressed game packet.
+pub const FRAME_PLAIN: u8 = 0x01;
+/// First byte of an lz4-compressed game packet.
+pub const FRAME_LZ4: u8 = 0x02;
+/// Header bytes before the sections.
+pub const HEADER_BYTES: usize = 1 + 2 + 2 + 4;
+
+const TAG_STATE: u8 = 0x01;
+const TAG_RELIABLE: u8 = 0x02;
+const TAG_EVENT: u8 = 0x03;
+const TAG_FRAGMENT: u8 = 0x04;
+const FRAGMENT_BYTES: usize = 1024;
+const MAX_RELIABLE_PER_PACKET: usize = 32;
+/// Reliable messages and events in one packet, at most (the receiver parses into a fixed array).
+const MAX_SECTIONS: usize = 64;
+const SENT_PACKETS: usize = 256;
+const ACK_BITS: u16 = 32;
+
+/// Limits of an [`Endpoint`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointConfig {
+    /// Largest packet built (the netcode payload limit is 1200).
+    pub max_packet_bytes: usize,
+    /// Largest reliable message; larger ones are refused with an error.
+    pub max_message_bytes: usize,
+    /// Reliable messages (or fragments) waiting for acknowledgement, at most.
+    pub send_queue_messages: usize,
+    /// Bytes of reliable messages waiting for acknowledgement, at most.
+    pub send_queue_bytes: usize,
+    /// Reliable message ids in flight at once (also the receiver's reorder window).
+    pub reliable_window: u16,
+    /// Unreliable events waiting to be sent, and received events waiting to be read.
+    pub event_queue: usize,
+    /// Received reliable messages waiting to be read.
+    pub inbox_messages: usize,
+    /// Compress packets with lz4 when that makes them smaller.
+    pub compress: bool,
+}
+
+impl Default for EndpointConfig {
+    fn default() -> Self {
+        Self {
+            max_packet_bytes: 1200,
+            max_message_bytes: 64 * 1024,
+            send_queue_messages: 1024,
+            send_queue_bytes: 256 * 1024,
+            reliable_window: 128,
+            event_queue: 256,
+            inbox_messages: 1024,
+            compress: true,
+        }
+    }
+}
+
+/// A message could not be queued.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueueError {
+    /// The send queue is full: the peer is not acknowledging fast enough.
+    #[error("send queue full ({0} waiting)")]
+    QueueFull(usize),
+    /// Larger than the channel allows.
+    #[error("message of {size} bytes exceeds the {limit}-byte limit of this channel")]
+    MessageTooLarge {
+        /// Its size.
+        size: usize,
+        /// The channel's limit.
+        limit: usize,
+    },
+    /// The message could not be serialized.
+    #[error("serialization failed: {0}")]
+    Serialize(String),
+}
+
+/// A received packet was unusable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiveError {
+    /// Truncated, unknown section, or inconsistent.
+    #[error("malformed packet")]
+    Malformed,
+    /// An lz4 block that does not decompress within bounds.
+    #[error("bad compressed packet")]
+    Decompress,
+    /// Fragments out of order or a reassembled message over the limit.
+    #[error("fragment sequence violated")]
+    Fragment,
+    /// The application is not reading messages: the inbox is full.
+    #[error("inbox full")]
+    InboxFull,
+}
+
+/// Counters and estimates for a lagometer and the metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EndpointStats {
+    /// Packets built.
+    pub packets_sent: u64,
+    /// Packets accepted.
+    pub packets_received: u64,
+    /// Bytes of packets built.
+    pub bytes_sent: u64,
+    /// Bytes of packets accepted.
+    pub bytes_received: u64,
+    /// Reliable messages sent again after a timeout.
+    pub resends: u64,
+    /// Packets sent compressed.
+    pub compressed_packets: u64,
+    /// Bytes lz4 saved.
+    pub compression_saved_bytes: u64,
+    /// Received events dropped because the application did not read them.
+    pub events_dropped: u64,
+    /// Duplicate or too-old packets ignored.
+    pub duplicates: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SentPacket {
+    time: Duration,
+    acked: bool,
+    reliable: [u16; MAX_RELIABLE_PER_PACKET],
+    reliable_len: u8,
+}
+
+#[derive(Debug, Clone)]
+struct OutMessage {
+    id: u16,
+    data: Bytes,
+    /// `Some((index, count))` for a fragment.
+    fragment: Option<(u16, u16)>,
+    last_sent: Option<Duration>,
+    acked: bool,
+}
+
+#[derive(Debug, Clone)]
+struct InMessage {
+    data: Bytes,
+    fragment: Option<(u16, u16)>,
+}
+
+/// One side of a connection.
+#[derive(Debug)]
+pub struct Endpoint {
+    config: EndpointConfig,
+    link: LinkEstimate,
+    stats: EndpointStats,
+    // Packets.
+    local_seq: u16,
+    sent: SequenceBuffer<SentPacket>,
+    received: SequenceBuffer<()>,
+    remote_newest: Option<u16>,
+    loss_cursor: Option<u16>,
+    last_state: Option<u16>,
+    // Reliable, sending.
+    next_message_id: u16,
+    send_queue: VecDeque<OutMessage>,
+    send_queue_bytes: usize,
+    // Reliable, receiving.
+    next_expected: u16,
+    window: Vec<Option<(u16, InMessage)>>,
+    reassembly: Vec<u8>,
+    reassembly_next: Option<(u16, u16)>,
+    inbox: VecDeque<Bytes>,
+    // Events.
+    events_out: VecDeque<Bytes>,
+    events_in: VecDeque<Bytes>,
+    scratch: Vec<u8>,
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: usize) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn varint_len(v: usize) -> usize {
+    (usize::BITS - (v | 1).leading_zeros()).div_ceil(7) as usize
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn u8(&mut self) -> Result<u8, ReceiveError> {
+        let b = *self.buf.get(self.pos).ok_or(ReceiveError::Malformed)?;
+        self.pos += 1;
+        Ok(b)
+    }
+    fn u16(&mut self) -> Result<u16, ReceiveError> {
+        Ok(u16::from(self.u8()?) | u16::from(self.u8()?) << 8)
+    }
+    fn u32(&mut self) -> Result<u32, ReceiveError> {
+        Ok(u32::from(self.u16()?) | u32::from(self.u16()?) << 16)
+    }
+    fn varint(&mut self) -> Result<usize, ReceiveError> {
+        let mut v = 0usize;
+        for shift in (0..35).step_by(7) {
+            let b = self.u8()?;
+            v |= usize::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(ReceiveError::Malformed)
+    }
+    fn bytes(&mut self, n: usize) -> Result<(usize, usize), ReceiveError> {
+        let end = self.pos.checked_add(n).filter(|e| *e <= self.buf.len()).ok_or(ReceiveError::Malformed)?;
+        let range = (self.pos, end);
+        self.pos = end;
+        Ok(range)
+    }
+    fn done(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+}
+
+impl Endpoint {
+    /// A fresh endpoint.
+    pub fn new(config: EndpointConfig) -> Self {
+        let window = config.reliable_window.clamp(1, 4096);
+        Self {
+            config: EndpointConfig { reliable_window: window, ..config },
+            link: LinkEstimate::default(),
+            stats: EndpointStats::default(),
+            local_seq: 0,
+            sent: SequenceBuffer::new(SENT_PACKETS),
+            received: SequenceBuffer::new(SENT_PACKETS),
+            remote_newest: None,
+            loss_cursor: None,
+            last_state: None,
+            next_message_id: 0,
+            send_queue: VecDeque::new(),
+            send_queue_bytes: 0,
+            next_expected: 0,
+            window: (0..window).map(|_| None).collect(),
+            reassembly: Vec::new(),
+            reassembly_next: None,
+            inbox: VecDeque::new(),
+            events_out: VecDeque::new(),
+            events_in: VecDeque::new(),
+            scratch: Vec::with_capacity(config.max_packet_bytes * 2),
+        }
+    }
+
+    /// The link estimates (RTT, jitter, loss).
+    pub fn link(&self) -> &LinkEstimate {
+        &self.link
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &EndpointStats {
+        &self.stats
+    }
+
+    /// Reliable messages (or fragments) not yet acknowledged.
+    pub fn unacked_messages(&self) -> usize {
+        self.send_queue.len()
+    }
+
+    /// Queues a reliable message: delivered once and in order, resent until acknowledged.
+    /// Messages larger than about 1 KiB travel as fragments.
+    ///
+    /// # Errors
+    /// When it exceeds the message limit or the send queue is full (nothing is queued then).
+    pub fn send_reliable(&mut self, data: Bytes) -> Result<(), QueueError> {
+        let limit = self.config.max_message_bytes;
+        if data.len() > limit {
+            return Err(QueueError::MessageTooLarge { size: data.len(), limit });
+        }
+        let parts = data.len().div_ceil(FRAGMENT_BYTES).max(1);
+        if self.send_queue.len() + parts > self.config.send_queue_messages
+            || self.send_queue_bytes + data.len() > self.config.send_queue_bytes
+        {
+            return Err(QueueError::QueueFull(self.send_queue.len()));
+        }
+        self.send_queue_bytes += data.len();
+        if parts == 1 {
+            let id = self.next_message_id;
+            self.next_message_id = id.wrapping_add(1);
+            self.send_queue.push_back(OutMessage { id, data, fragment: None, last_sent: None, acked: false });
+            return Ok(());
+        }
+        for i in 0..parts {
+            let id = self.next_message_id;
+            self.next_message_id = id.wrapping_add(1);
+            let chunk = data.slice(i * FRAGMENT_BYTES..((i + 1) * FRAGMENT_BYTES).min(data.len()));
+            let fragment = Some((i as u16, parts as u16));
+            self.send_queue.push_back(OutMessage { id, data: chunk, fragment, last_sent: None, acked: false });
+        }
+        Ok(())
+    }
+
+    /// Serializes `msg` (postcard) and queues it reliably.
+    ///
+    /// # Errors
+    /// As [`Endpoint::send_reliable`], or when serialization fails.
+    pub fn send_message<T: Serialize>(&mut self, msg: &T) -> Result<(), QueueError> {
+        let v = postcard::to_allocvec(msg).map_err(|e| QueueError::Serialize(e.to_string()))?;
+        self.send_reliable(Bytes::from(v))
+    }
+
+    /// Queues an unreliable event for the next packet with room.
+    ///
+    /// # Errors
+    /// When it cannot fit in any packet (use the reliable channel), or the queue is full.
+    pub fn send_event(&mut self, data: Bytes) -> Result<(), QueueError> {
+        let limit = self.config.max_packet_bytes - HEADER_BYTES - 1 - varint_len(data.len());
+        if data.len() > limit {
+            return Err(QueueError::MessageTooLarge { size: data.len(), limit });
+        }
+        if self.events_out.len() >= self.config.event_queue {
+            return Err(QueueError::QueueFull(self.events_out.len()));
+        }
+        self.events_out.push_back(data);
+        Ok(())
+    }
+
+    /// Serializes `msg` (postcard) and queues it as an unreliable event.
+    ///
+    /// # Errors
+    /// As [`Endpoint::send_event`], or when serialization fails.
+    pub fn send_event_message<T: Serialize>(&mut self, msg: &T) -> Result<(), QueueError> {
+        let v = postcard::to_allocvec(msg).map_err(|e| QueueError::Serialize(e.to_string()))?;
+        self.send_event(Bytes::from(v))
+    }
+
+    /// The next reliable message received, in order.
+    pub fn recv_reliable(&mut self) -> Option<Bytes> {
+        self.inbox.pop_front()
+    }
+
+    /// The next reliable message, deserialized (postcard).
+    pub fn recv_message<T: DeserializeOwned>(&mut self) -> Option<Result<T, postcard::Error>> {
+        self.inbox.pop_front().map(|b| postcard::from_bytes(&b))
+    }
+
+    /// The next event received.
+    pub fn recv_event(&mut self) -> Option<Bytes> {
+        self.events_in.pop_front()
+    }
+
+    /// The next event, deserialized (postcard).
+    pub fn recv_event_message<T: DeserializeOwned>(&mut self) -> Option<Result<T, postcard::Error>> {
+        self.events_in.pop_front().map(|b| postcard::from_bytes(&b))
+    }
+
+    fn ack_bits(&self) -> (u16, u32) {
+        let Some(ack) = self.remote_newest else { return (0, 0) };
+        let mut bits = 0u32;
+        for i in 0..ACK_BITS {
+            if self.received.get(ack.wrapping_sub(1 + i)).is_some() {
+                bits |= 1 << i;
+            }
+        }
+        (ack, bits)
+    }
+
+    /// Room left for a state blob of `len` bytes plus everything else that is due.
+    pub fn state_room(&self) -> usize {
+        self.config.max_packet_bytes - HEADER_BYTES - 1 - varint_len(self.config.max_packet_bytes)
+    }
+
+    /// Builds the next packet into `out` (at least `max_packet_bytes` long): the state blob
+    /// (newest-wins, for example a snapshot or the latest inputs), then reliable messages that
+    /// are due, then events, as room allows. Returns its length.
+    ///
+    /// # Panics
+    /// Never; a state blob that does not fit is left out and the packet still goes.
+    pub fn build_packet(&mut self, now: Duration, state: Option<&[u8]>, out: &mut [u8]) -> usize {
+        let limit = self.config.max_packet_bytes.min(out.len());
+        let mut body = std::mem::take(&mut self.scratch);
+        body.clear();
+        let seq = self.local_seq;
+        self.local_seq = seq.wrapping_add(1);
+        let (ack, bits) = self.ack_bits();
+        body.push(FRAME_PLAIN);
+        body.extend_from_slice(&seq.to_le_bytes());
+        body.extend_from_slice(&ack.to_le_bytes());
+        body.extend_from_slice(&bits.to_le_bytes());
+        if let Some(s) = state.filter(|s| HEADER_BYTES + 1 + varint_len(s.len()) + s.len() <= limit) {
+            body.push(TAG_STATE);
+            put_varint(&mut body, s.len());
+            body.extend_from_slice(s);
+        }
+        let mut sent = SentPacket { time: now, acked: false, reliable: [0; MAX_RELIABLE_PER_PACKET], reliable_len: 0 };
+        let timeout = self.link.resend_timeout();
+        let oldest = self.send_queue.front().map(|m| m.id);
+        for m in self.send_queue.iter_mut() {
+            if usize::from(sent.reliable_len) == MAX_RELIABLE_PER_PACKET {
+                break;
+            }
+            if oldest.is_some_and(|o| m.id.wrapping_sub(o) >= self.config.reliable_window) {
+                break;
+            }
+            if m.acked || m.last_sent.is_some_and(|t| now.saturating_sub(t) < timeout) {
+                continue;
+            }
+            let extra = if m.fragment.is_some() { 4 } else { 0 };
+            let need = 1 + 2 + extra + varint_len(m.data.len()) + m.data.len();
+            if body.len() + need > limit {
+                continue;
+            }
+            match m.fragment {
+                None => {
+                    body.push(TAG_RELIABLE);
+                    body.extend_from_slice(&m.id.to_le_bytes());
+                }
+                Some((index, count)) => {
+                    body.push(TAG_FRAGMENT);
+                    body.extend_from_slice(&m.id.to_le_bytes());
+                    body.extend_from_slice(&index.to_le_bytes());
+                    body.extend_from_slice(&count.to_le_bytes());
+                }
+            }
+            put_varint(&mut body, m.data.len());
+            body.extend_from_slice(&m.data);
+            if m.last_sent.is_some() {
+                self.stats.resends += 1;
+            }
+            m.last_sent = Some(now);
+            sent.reliable[usize::from(sent.reliable_len)] = m.id;
+            sent.reliable_len += 1;
+        }
+        let mut sections = usize::from(sent.reliable_len);
+        while let Some(e) = self.events_out.front() {
+            let need = 1 + varint_len(e.len()) + e.len();
+            if body.len() + need > limit || sections >= MAX_SECTIONS {
+                break;
+            }
+            sections += 1;
+            body.push(TAG_EVENT);
+            put_varint(&mut body, e.len());
+            body.extend_from_slice(e);
+            self.events_out.pop_front();
+        }
+        self.sent.insert(seq, sent);
+
+        let mut len = body.len();
+        out[..len].copy_from_slice(&body);
+        if self.config.compress && len > 64 {
+            // lz4 only when it wins; bit-packed snapshots rarely shrink, text-like messages do.
+            out[0] = FRAME_LZ4;
+            if let Ok(n) = lz4_flex::block::compress_into(&body[1..], &mut out[1..limit]) {
+                if n + 1 < len {
+                    self.stats.compressed_packets += 1;
+                    self.stats.compression_saved_bytes += (len - n - 1) as u64;
+                    len = n + 1;
+                } else {
+                    out[..len].copy_from_slice(&body);
+                }
+            } else {
+                out[..len].copy_from_slice(&body);
+            }
+        }
+        self.scratch = body;
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        len
+    }
+
+    /// Takes one packet from the peer: processes its acks, delivers its reliable messages and
+    /// events to the queues, and returns its state blob if it is the newest seen.
+    ///
+    /// # Errors
+    /// When the packet is malformed; nothing of it is applied then, except acks read before the
+    /// fault.
+    pub fn receive<'a>(&'a mut self, now: Duration, packet: &'a [u8]) -> Result<Option<&'a [u8]>, ReceiveError> {
+        let (&frame, rest) = packet.split_first().ok_or(ReceiveError::Malformed)?;
+        let compressed = match frame {
+            FRAME_PLAIN => false,
+            FRAME_LZ4 => true,
+            _ => return Err(ReceiveError::Malformed),
+        };
+        let mut scratch = std::mem::take(&mut self.scratch);
+        if compressed {
+            scratch.clear();
+            scratch.resize(self.config.max_packet_bytes * 2, 0);
+            match lz4_flex::block::decompress_into(rest, &mut scratch) {
+                Ok(n) => scratch.truncate(n),
+                Err(_) => {
+                    self.scratch = scratch;
+                    return Err(ReceiveError::Decompress);
+                }
+            }
+        }
+        let body: &[u8] = if compressed { &scratch } else { rest };
+        let result = self.receive_body(now, body);
+        // Keep the decompressed body: a returned state may live in it.
+        self.scratch = scratch;
+        self.stats.bytes_received += packet.len() as u64;
+        Ok(result?.map(|(s, e)| if compressed { &self.scratch[s..e] } else { &rest[s..e] }))
+    }
+
+    fn receive_body(&mut self, now: Duration, body: &[u8]) -> Result<Option<(usize, usize)>, ReceiveError> {
+        let mut c = Cursor { buf: body, pos: 0 };
+        let seq = c.u16()?;
+        let ack = c.u16()?;
+        let bits = c.u32()?;
+        let too_old = self.remote_newest.is_some_and(|n| n.wrapping_sub(seq) < 0x8000 && n.wrapping_sub(seq) >= 200);
+        if self.received.get(seq).is_some() || too_old {
+            self.stats.duplicates += 1;
+            return Ok(None);
+        }
+        // Parse every section before applying anything, so a malformed packet changes nothing.
+        let mut state = None;
+        let mut sections = [(0u8, 0u16, 0u16, 0u16, 0usize, 0usize); MAX_SECTIONS];
+        let mut n = 0;
+        while !c.done() {
+            let tag = c.u8()?;
+            let (id, index, count) = match tag {
+                TAG_RELIABLE => (c.u16()?, 0, 0),
+                TAG_FRAGMENT => (c.u16()?, c.u16()?, c.u16()?),
+                TAG_STATE | TAG_EVENT => (0, 0, 0),
+                _ => return Err(ReceiveError::Malformed),
+            };
+            let len = c.varint()?;
+            let (s, e) = c.bytes(len)?;
+            if tag == TAG_STATE {
+                state = Some((s, e));
+                continue;
+            }
+            if n == sections.len() {
+                return Err(ReceiveError::Malformed);
+            }
+            sections[n] = (tag, id, index, count, s, e);
+            n += 1;
+        }
+        self.received.insert(seq, ());
+        if self.remote_newest.is_none_or(|r| newer(seq, r)) {
+            self.remote_newest = Some(seq);
+        }
+        self.stats.packets_received += 1;
+        self.process_acks(now, ack, bits);
+        for &(tag, id, index, count, s, e) in &sections[..n] {
+            let data = &body[s..e];
+            match tag {
+                TAG_EVENT => {
+                    if self.events_in.len() >= self.config.event_queue {
+                        self.events_in.pop_front();
+                        self.stats.events_dropped += 1;
+                    }
+                    self.events_in.push_back(Bytes::copy_from_slice(data));
+                }
+                _ => {
+                    let fragment = (tag == TAG_FRAGMENT).then_some((index, count));
+                    self.accept_reliable(id, data, fragment)?;
+                }
+            }
+        }
+        self.deliver()?;
+        let fresh_state = state.filter(|_| self.last_state.is_none_or(|l| newer(seq, l)));
+        if fresh_state.is_some() {
+            self.last_state = Some(seq);
+        }
+        Ok(fresh_state)
+    }
+
+    fn process_acks(&mut self, now: Duration, ack: u16, bits: u32) {
+        if self.sent.get(ack).is_none() {
+            return;
+        }
+        for i in 0..=ACK_BITS {
+            let s = ack.wrapping_sub(i);
+            if i > 0 && bits >> (i - 1) & 1 == 0 {
+                continue;
+            }
+            let Some(p) = self.sent.get_mut(s) else { continue };
+            if p.acked {
+                continue;
+            }
+            p.acked = true;
+            let p = *p;
+            self.link.rtt_sample(now.saturating_sub(p.time));
+            self.link.delivery(true);
+            for id in &p.reliable[..usize::from(p.reliable_len)] {
+                if let Some(m) = self.send_queue.iter_mut().find(|m| m.id == *id) {
+                    m.acked = true;
+                }
+            }
+        }
+        while self.send_queue.front().is_some_and(|m| m.acked) {
+            if let Some(m) = self.send_queue.pop_front() {
+                self.send_queue_bytes = self.send_queue_bytes.saturating_sub(m.data.len());
+            }
+        }
+        // Packets that fell out of the ack window unacknowledged were lost.
+        let horizon = ack.wrapping_sub(ACK_BITS + 1);
+        let mut cursor = self.loss_cursor.unwrap_or(horizon);
+        while newer(horizon, cursor) || cursor == horizon {
+            if self.sent.get(cursor).is_some_and(|p| !p.acked) {
+                self.link.delivery(false);
+            }
+            cursor = cursor.wrapping_add(1);
+            if cursor == horizon.wrapping_add(1) {
+                break;
+            }
+        }
+        self.loss_cursor = Some(cursor);
+    }
+
+    fn accept_reliable(&mut self, id: u16, data: &[u8], fragment: Option<(u16, u16)>) -> Result<(), ReceiveError> {
+        let ahead = id.wrapping_sub(self.next_expected);
+        if ahead >= self.config.reliable_window {
+            return Ok(()); // already delivered (a resend), or beyond what the sender may send
+        }
+        let w = self.window.len();
+        let slot = &mut self.window[id as usize % w];
+        if slot.as_ref().is_none_or(|(sid, _)| *sid != id) {
+            *slot = Some((id, InMessage { data: Bytes::copy_from_slice(data), fragment }));
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self) -> Result<(), ReceiveError> {
+        let w = self.window.len();
+        loop {
+            let slot = &mut self.window[self.next_expected as usize % w];
+            let Some((_, msg)) = slot.take_if(|(sid, _)| *sid == self.next_expected) else { break };
+            if self.inbox.len() >= self.config.inbox_messages {
+                *slot = Some((self.next_expected, msg));
+                return Err(ReceiveError::InboxFull);
+            }
+            self.next_expected = self.next_expected.wrapping_add(1);
+            match msg.fragment {
+                None => {
+                    if self.reassembly_next.is_some() {
+                        return Err(ReceiveError::Fragment);
+                    }
+                    self.inbox.push_back(msg.data);
+                }
+                Some((index, count)) => {
+                    let expected = self.reassembly_next.map_or(0, |(i, _)| i);
+                    if index != expected
+                        || count < 2
+                        || index >= count
+                        || self.reassembly_next.is_some_and(|(_, c)| c != count)
+                        || self.reassembly.len() + msg.data.len() > self.config.max_message_bytes
+                    {
+                        self.reassembly.clear();
+                        self.reassembly_next = None;
+                        return Err(ReceiveError::Fragment);
+                    }
+                    self.reassembly.extend_from_slice(&msg.data);
+                    if index + 1 == count {
+                        self.inbox.push_back(Bytes::from(std::mem::take(&mut self.reassembly)));
+                        self.reassembly_next = None;
+                    } else {
+                        self.reassembly_next = Some((index + 1, count));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

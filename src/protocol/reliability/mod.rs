@@ -1,0 +1,10 @@
+//! Reliability above the connection layer: packet acks, RTT/jitter/loss estimates, a
+//! newest-wins state channel, reliable ordered messages with fragmentation, and unreliable
+//! events (sans-IO; time is passed in).
+
+pub mod endpoint;
+pub mod rtt;
+pub mod seq;
+
+pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, QueueError, ReceiveError};
+pub use rtt::LinkEstimate;

@@ -1,0 +1,228 @@
+//! The reliability layer between two endpoints over a simulated lossy, jittery, duplicating
+//! link, stepped deterministically.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use volley::protocol::reliability::{Endpoint, EndpointConfig, QueueError};
+
+const STEP: Duration = Duration::from_millis(10);
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Link {
+    loss: f64,
+    duplicate: f64,
+    base_delay_steps: u32,
+    jitter_steps: u32,
+}
+
+struct Sim {
+    now: Duration,
+    rng: Rng,
+    link: Link,
+    a: Endpoint,
+    b: Endpoint,
+    to_a: Vec<(Duration, Vec<u8>)>,
+    to_b: Vec<(Duration, Vec<u8>)>,
+    states_at_b: Vec<u32>,
+}
+
+impl Sim {
+    fn new(link: Link, seed: u64) -> Self {
+        Self {
+            now: Duration::from_secs(1),
+            rng: Rng(seed | 1),
+            link,
+            a: Endpoint::new(EndpointConfig::default()),
+            b: Endpoint::new(EndpointConfig::default()),
+            to_a: Vec::new(),
+            to_b: Vec::new(),
+            states_at_b: Vec::new(),
+        }
+    }
+
+    fn transmit(&mut self, packet: Vec<u8>, to_b: bool) {
+        let copies = if self.rng.next() < self.link.duplicate { 2 } else { 1 };
+        for _ in 0..copies {
+            if self.rng.next() < self.link.loss {
+                continue;
+            }
+            let steps = self.link.base_delay_steps + (self.rng.next() * f64::from(self.link.jitter_steps + 1)) as u32;
+            let at = self.now + STEP * steps;
+            if to_b { self.to_b.push((at, packet.clone())) } else { self.to_a.push((at, packet.clone())) }
+        }
+    }
+
+    fn step(&mut self, tick: u32) {
+        self.now += STEP;
+        let mut buf = [0u8; 1200];
+        let state = tick.to_le_bytes();
+        let n = self.a.build_packet(self.now, Some(&state), &mut buf);
+        self.transmit(buf[..n].to_vec(), true);
+        let n = self.b.build_packet(self.now, None, &mut buf);
+        self.transmit(buf[..n].to_vec(), false);
+        let now = self.now;
+        let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.to_b).into_iter().partition(|(at, _)| *at <= now);
+        self.to_b = rest;
+        for (_, p) in due {
+            if let Some(s) = self.b.receive(now, &p).unwrap() {
+                self.states_at_b.push(u32::from_le_bytes(s.try_into().unwrap()));
+            }
+        }
+        let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut self.to_a).into_iter().partition(|(at, _)| *at <= now);
+        self.to_a = rest;
+        for (_, p) in due {
+            self.a.receive(now, &p).unwrap();
+        }
+    }
+}
+
+fn harsh() -> Link {
+    // 20 % loss, 30–80 ms one way (±25 ms jitter), 5 % duplicates.
+    Link { loss: 0.2, duplicate: 0.05, base_delay_steps: 3, jitter_steps: 5 }
+}
+
+#[test]
+fn reliable_messages_arrive_exactly_once_and_in_order_under_loss_and_jitter() {
+    let mut sim = Sim::new(harsh(), 7);
+    let mut sent = Vec::new();
+    let mut got = Vec::new();
+    for tick in 0..1500u32 {
+        if tick < 1000 && tick % 3 == 0 {
+            let msg = format!("message {tick}").into_bytes();
+            sim.a.send_reliable(Bytes::from(msg.clone())).unwrap();
+            sent.push(msg);
+        }
+        if tick == 500 {
+            // A large message travels as fragments.
+            let big: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+            sim.a.send_reliable(Bytes::from(big.clone())).unwrap();
+            sent.push(big);
+        }
+        sim.step(tick);
+        while let Some(m) = sim.b.recv_reliable() {
+            got.push(m.to_vec());
+        }
+    }
+    assert_eq!(got.len(), sent.len(), "every message, once");
+    assert!(got == sent, "in order and intact");
+    assert_eq!(sim.a.unacked_messages(), 0, "everything acknowledged");
+    assert!(sim.a.stats().resends > 0, "loss forced resends");
+}
+
+#[test]
+fn state_is_newest_wins_and_never_goes_back() {
+    let mut sim = Sim::new(harsh(), 11);
+    for tick in 0..600 {
+        sim.step(tick);
+    }
+    let s = &sim.states_at_b;
+    assert!(s.len() > 300, "most states arrive: {}", s.len());
+    assert!(s.windows(2).all(|w| w[0] < w[1]), "a state older than one already returned is never returned");
+}
+
+#[test]
+fn rtt_jitter_and_loss_estimates_follow_the_link() {
+    // Fixed 50 ms each way, 10 % loss each way.
+    let link = Link { loss: 0.1, duplicate: 0.0, base_delay_steps: 5, jitter_steps: 0 };
+    let mut sim = Sim::new(link, 3);
+    for tick in 0..3000 {
+        sim.step(tick);
+    }
+    let l = sim.a.link();
+    // A packet is acknowledged by the peer's next packet: RTT is 100 ms plus up to one step.
+    assert!(l.rtt() >= Duration::from_millis(100) && l.rtt() <= Duration::from_millis(125), "{:?}", l.rtt());
+    assert!(l.jitter() < Duration::from_millis(10), "{:?}", l.jitter());
+    // Redundant acks (32 bits) hide the reverse path's loss: only the forward loss shows.
+    assert!((l.loss() - 0.1).abs() < 0.07, "loss {}", l.loss());
+}
+
+#[test]
+fn events_arrive_at_most_once() {
+    let mut sim = Sim::new(harsh(), 5);
+    for tick in 0..400u32 {
+        if tick < 300 {
+            sim.a.send_event(Bytes::from(tick.to_le_bytes().to_vec())).unwrap();
+        }
+        sim.step(tick);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(e) = sim.b.recv_event() {
+        assert!(seen.insert(e.to_vec()), "duplicate event delivered");
+    }
+    assert!(seen.len() > 180 && seen.len() < 300, "events are unreliable: {} of 300", seen.len());
+}
+
+#[test]
+fn typed_messages_round_trip() {
+    #[derive(Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+    enum Chat {
+        Say { from: u32, text: String },
+        Leave(u32),
+    }
+    let mut sim = Sim::new(Link { loss: 0.0, duplicate: 0.0, base_delay_steps: 1, jitter_steps: 0 }, 1);
+    sim.a.send_message(&Chat::Say { from: 3, text: "gg".into() }).unwrap();
+    sim.a.send_message(&Chat::Leave(3)).unwrap();
+    sim.a.send_event_message(&Chat::Leave(4)).unwrap();
+    for tick in 0..5 {
+        sim.step(tick);
+    }
+    assert_eq!(sim.b.recv_message::<Chat>().unwrap().unwrap(), Chat::Say { from: 3, text: "gg".into() });
+    assert_eq!(sim.b.recv_message::<Chat>().unwrap().unwrap(), Chat::Leave(3));
+    assert!(sim.b.recv_message::<Chat>().is_none());
+    assert_eq!(sim.b.recv_event_message::<Chat>().unwrap().unwrap(), Chat::Leave(4));
+}
+
+#[test]
+fn limits_are_errors_not_silent_loss() {
+    let mut e = Endpoint::new(EndpointConfig { send_queue_messages: 4, ..EndpointConfig::default() });
+    for _ in 0..4 {
+        e.send_reliable(Bytes::from_static(b"x")).unwrap();
+    }
+    assert_eq!(e.send_reliable(Bytes::from_static(b"x")), Err(QueueError::QueueFull(4)));
+    let huge = Bytes::from(vec![0u8; 70_000]);
+    assert!(matches!(e.send_reliable(huge), Err(QueueError::MessageTooLarge { size: 70_000, .. })));
+    let big_event = Bytes::from(vec![0u8; 1500]);
+    assert!(matches!(e.send_event(big_event), Err(QueueError::MessageTooLarge { .. })));
+}
+
+#[test]
+fn compressible_packets_are_compressed_and_still_read() {
+    let link = Link { loss: 0.0, duplicate: 0.0, base_delay_steps: 1, jitter_steps: 0 };
+    let mut sim = Sim::new(link, 9);
+    let text = Bytes::from("the quick brown fox jumps over the lazy dog. ".repeat(20));
+    sim.a.send_reliable(text.clone()).unwrap();
+    for tick in 0..5 {
+        sim.step(tick);
+    }
+    assert_eq!(sim.b.recv_reliable(), Some(text));
+    assert!(sim.a.stats().compressed_packets >= 1);
+    assert!(sim.a.stats().compression_saved_bytes > 500);
+}
+
+proptest! {
+    #[test]
+    fn garbage_packets_are_errors_not_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1300), frame in 0u8..3) {
+        let mut e = Endpoint::new(EndpointConfig::default());
+        let mut p = bytes;
+        if let Some(b) = p.first_mut() {
+            *b = frame;
+        }
+        let _ = e.receive(Duration::from_secs(1), &p);
+        let mut buf = [0u8; 1200];
+        let n = e.build_packet(Duration::from_secs(2), None, &mut buf);
+        prop_assert!(n >= 9);
+    }
+}
