@@ -234,7 +234,7 @@ fn run(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
     fn client_matches_server_under_loss_reordering_and_tight_budgets(

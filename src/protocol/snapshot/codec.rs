@@ -108,40 +108,39 @@ pub(crate) fn words_eq(a: &[u32], b: &[u32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u32, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn field_words<'a>(kind: &KindSchema, words: &'a [u32], field: usize) -> &'a [u32] {
-    let start = kind.offsets()[field] as usize;
-    let n = kind.fields()[field].components as usize;
-    words.get(start..start + n).unwrap_or(&[])
-}
-
 /// Writes every field in full.
 pub(crate) fn write_full<S: Sink>(kind: &KindSchema, words: &[u32], s: &mut S) {
-    for (f, spec) in kind.fields().iter().enumerate() {
-        let w = field_words(kind, words, f);
-        if spec.at_rest {
-            let rest = w.iter().all(|c| *c == 0);
+    if words.len() != kind.widths.len() {
+        return;
+    }
+    for f in &kind.ranges {
+        let (a, b) = (f.start as usize, f.end as usize);
+        if f.at_rest {
+            let rest = words[a..b].iter().all(|c| *c == 0);
             s.bits(u32::from(rest), 1);
             if rest {
                 continue;
             }
         }
-        for (c, width) in w.iter().zip(spec.widths()) {
-            s.bits(*c, u32::from(*width));
+        for i in a..b {
+            s.bits(words[i], u32::from(kind.widths[i]));
         }
     }
 }
 
 /// Reads a full entity into `out` (the kind's word count).
 pub(crate) fn read_full(kind: &KindSchema, r: &mut BitReader<'_>, out: &mut [u32]) -> Result<(), BitError> {
-    for (f, spec) in kind.fields().iter().enumerate() {
-        let start = kind.offsets()[f] as usize;
-        let slot = out.get_mut(start..start + spec.components as usize).ok_or(BitError)?;
-        if spec.at_rest && r.read_bool()? {
-            slot.fill(0);
+    if out.len() != kind.widths.len() {
+        return Err(BitError);
+    }
+    for f in &kind.ranges {
+        let (a, b) = (f.start as usize, f.end as usize);
+        if f.at_rest && r.read_bool()? {
+            out[a..b].fill(0);
             continue;
         }
-        for (c, width) in slot.iter_mut().zip(spec.widths()) {
-            *c = r.read(u32::from(*width))?;
+        for i in a..b {
+            out[i] = r.read(u32::from(kind.widths[i]))?;
         }
     }
     Ok(())
@@ -149,26 +148,39 @@ pub(crate) fn read_full(kind: &KindSchema, r: &mut BitReader<'_>, out: &mut [u32
 
 /// Writes the fields of `cur` that differ from `base` (the caller knows at least one does).
 pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32], s: &mut S) {
-    let nfields = kind.fields().len();
-    if nfields > 1 {
-        for f in 0..nfields {
-            s.bits(u32::from(!words_eq(field_words(kind, base, f), field_words(kind, cur, f))), 1);
+    let n = kind.widths.len();
+    if base.len() != n || cur.len() != n {
+        return;
+    }
+    let many = kind.ranges.len() > 1;
+    // One bit a field: which changed (fields ≤ 64 words, so a u64 mask holds them).
+    let mut changed = u64::MAX;
+    if many {
+        changed = 0;
+        for (f, r) in kind.ranges.iter().enumerate() {
+            let (a, b) = (r.start as usize, r.end as usize);
+            changed |= u64::from(!words_eq(&base[a..b], &cur[a..b])) << f;
+        }
+        let nf = kind.ranges.len() as u32;
+        s.bits(changed as u32, nf.min(32));
+        if nf > 32 {
+            s.bits((changed >> 32) as u32, nf - 32);
         }
     }
-    for (f, spec) in kind.fields().iter().enumerate() {
-        let (b, c) = (field_words(kind, base, f), field_words(kind, cur, f));
-        if nfields > 1 && words_eq(b, c) {
+    for (f, r) in kind.ranges.iter().enumerate() {
+        if changed >> f & 1 == 0 {
             continue;
         }
-        if spec.at_rest {
-            let rest = c.iter().all(|x| *x == 0);
+        let (a, b) = (r.start as usize, r.end as usize);
+        if r.at_rest {
+            let rest = cur[a..b].iter().all(|x| *x == 0);
             s.bits(u32::from(rest), 1);
             if rest {
                 continue;
             }
         }
-        for ((bw, cw), width) in b.iter().zip(c).zip(spec.widths()) {
-            write_component(*bw, *cw, u32::from(*width), s);
+        for i in a..b {
+            write_component(base[i], cur[i], u32::from(kind.widths[i]), s);
         }
     }
 }
@@ -180,30 +192,30 @@ pub(crate) fn read_delta(
     r: &mut BitReader<'_>,
     out: &mut [u32],
 ) -> Result<(), BitError> {
-    if base.len() != out.len() {
+    let n = kind.widths.len();
+    if base.len() != n || out.len() != n {
         return Err(BitError);
     }
     out.copy_from_slice(base);
-    let nfields = kind.fields().len();
+    let nf = kind.ranges.len() as u32;
     let mut changed = u64::MAX;
-    if nfields > 1 {
-        changed = 0;
-        for f in 0..nfields {
-            changed |= u64::from(r.read_bool()?) << f;
+    if nf > 1 {
+        changed = u64::from(r.read(nf.min(32))?);
+        if nf > 32 {
+            changed |= u64::from(r.read(nf - 32)?) << 32;
         }
     }
-    for (f, spec) in kind.fields().iter().enumerate() {
+    for (f, fr) in kind.ranges.iter().enumerate() {
         if changed >> f & 1 == 0 {
             continue;
         }
-        let start = kind.offsets()[f] as usize;
-        let slot = out.get_mut(start..start + spec.components as usize).ok_or(BitError)?;
-        if spec.at_rest && r.read_bool()? {
-            slot.fill(0);
+        let (a, b) = (fr.start as usize, fr.end as usize);
+        if fr.at_rest && r.read_bool()? {
+            out[a..b].fill(0);
             continue;
         }
-        for (c, width) in slot.iter_mut().zip(spec.widths()) {
-            *c = read_component(*c, u32::from(*width), r)?;
+        for i in a..b {
+            out[i] = read_component(out[i], u32::from(kind.widths[i]), r)?;
         }
     }
     Ok(())

@@ -23,6 +23,14 @@ pub trait Replicate: Sized {
     fn dequantize(words: &[u32]) -> Self;
 }
 
+/// One field's place in an entity's words, flattened for the codec's inner loops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FieldRange {
+    pub start: u16,
+    pub end: u16,
+    pub at_rest: bool,
+}
+
 /// One entity kind's layout.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindSchema {
@@ -31,18 +39,26 @@ pub struct KindSchema {
     fields: Vec<FieldSpec>,
     offsets: Vec<u16>,
     words: usize,
+    pub(crate) ranges: Vec<FieldRange>,
+    /// Bit width of each word.
+    pub(crate) widths: Vec<u8>,
 }
 
 impl KindSchema {
     /// A kind from its fields.
     pub fn new(name: &'static str, fields: Vec<FieldSpec>) -> Self {
         let mut offsets = Vec::with_capacity(fields.len());
+        let mut ranges = Vec::with_capacity(fields.len());
+        let mut widths = Vec::new();
         let mut words = 0usize;
         for f in &fields {
             offsets.push(words as u16);
+            let start = words as u16;
             words += f.components as usize;
+            widths.extend_from_slice(f.widths());
+            ranges.push(FieldRange { start, end: words as u16, at_rest: f.at_rest });
         }
-        Self { name, fields, offsets, words }
+        Self { name, fields, offsets, words, ranges, widths }
     }
 
     /// The fields, in order.

@@ -229,7 +229,18 @@ impl SnapshotSender {
                 }
                 (Op::Created, false) => {
                     stats.deferred += 1;
-                    Some(Entry { id: r.id, index: r.world_index, accum: r.priority, src: 0, present: false })
+                    match r.base.filter(|e| e.present).zip(base) {
+                        // A deferred replacement (the id changed kind): the client keeps the
+                        // old entity until the new one is sent.
+                        Some((e, b)) => Some(Entry {
+                            accum: r.priority,
+                            src: source_of(&mut view.sources, &b.sources[e.src as usize]),
+                            ..e
+                        }),
+                        None => {
+                            Some(Entry { id: r.id, index: r.world_index, accum: r.priority, src: 0, present: false })
+                        }
+                    }
                 }
                 (Op::Changed | Op::Destroyed, false) => {
                     stats.deferred += 1;
