@@ -122,8 +122,8 @@ pub(crate) fn write_full<S: Sink>(kind: &KindSchema, words: &[u32], s: &mut S) {
                 continue;
             }
         }
-        for i in a..b {
-            s.bits(words[i], u32::from(kind.widths[i]));
+        for (w, width) in words[a..b].iter().zip(&kind.widths[a..b]) {
+            s.bits(*w, u32::from(*width));
         }
     }
 }
@@ -139,8 +139,8 @@ pub(crate) fn read_full(kind: &KindSchema, r: &mut BitReader<'_>, out: &mut [u32
             out[a..b].fill(0);
             continue;
         }
-        for i in a..b {
-            out[i] = r.read(u32::from(kind.widths[i]))?;
+        for (w, width) in out[a..b].iter_mut().zip(&kind.widths[a..b]) {
+            *w = r.read(u32::from(*width))?;
         }
     }
     Ok(())
@@ -179,8 +179,8 @@ pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32],
                 continue;
             }
         }
-        for i in a..b {
-            write_component(base[i], cur[i], u32::from(kind.widths[i]), s);
+        for ((bw, cw), width) in base[a..b].iter().zip(&cur[a..b]).zip(&kind.widths[a..b]) {
+            write_component(*bw, *cw, u32::from(*width), s);
         }
     }
 }
@@ -214,8 +214,8 @@ pub(crate) fn read_delta(
             out[a..b].fill(0);
             continue;
         }
-        for i in a..b {
-            out[i] = read_component(out[i], u32::from(kind.widths[i]), r)?;
+        for (w, width) in out[a..b].iter_mut().zip(&kind.widths[a..b]) {
+            *w = read_component(*w, u32::from(*width), r)?;
         }
     }
     Ok(())
