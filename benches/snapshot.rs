@@ -14,22 +14,30 @@ use volley::protocol::snapshot::{Interest, SenderConfig, SnapshotReceiver, Snaps
 fn scenes(moving: f32, n: u32) -> Vec<Arc<WorldSnapshot>> {
     let schema = cubes::schema();
     let mut scene = cubes::Scene::new(64, moving);
+    let mut prev: Option<Arc<WorldSnapshot>> = None;
     (1..=n)
         .map(|t| {
             scene.step();
-            scene.snapshot(&schema, t)
+            let w = scene.snapshot_after(&schema, t, prev.as_deref());
+            prev = Some(w.clone());
+            w
         })
         .collect()
 }
 
+/// Players per world snapshot in the benchmark: the server encodes one shared snapshot for
+/// every player each tick, so per-player cost is the figure divided by this.
+const PLAYERS: usize = 8;
+
 fn encode(c: &mut Criterion) {
-    let mut g = c.benchmark_group("snapshot/encode_64");
-    for (label, moving) in [("25pct_moving", 0.25), ("100pct_moving", 1.0)] {
+    let mut g = c.benchmark_group("snapshot/encode_64_for_8_players");
+    g.throughput(criterion::Throughput::Elements(PLAYERS as u64));
+    for (label, moving) in [("0pct_moving", 0.0), ("25pct_moving", 0.25), ("100pct_moving", 1.0)] {
         // 64 ticks of motion, replayed with ever-increasing ticks. Each tick's snapshot is a
-        // fresh copy, as the server's is (built this tick, so warm in cache).
+        // fresh copy, as the server's is, and is encoded for every player in turn.
         let worlds = scenes(moving, 64);
-        let schema = cubes::schema();
-        let mut sender = SnapshotSender::new(schema, SenderConfig::default());
+        let mut senders: Vec<_> =
+            (0..PLAYERS).map(|_| SnapshotSender::new(cubes::schema(), SenderConfig::default())).collect();
         let mut interest = Vec::with_capacity(64);
         Interest::everything(&worlds[0], &mut interest);
         let mut buf = [0u8; 1200];
@@ -41,8 +49,10 @@ fn encode(c: &mut Criterion) {
                     Arc::new(WorldSnapshot::clone(&worlds[tick as usize % worlds.len()]).retick(tick))
                 },
                 |world| {
-                    sender.ack(world.tick() - 1);
-                    black_box(sender.encode(&world, &interest, &mut buf).unwrap());
+                    for sender in &mut senders {
+                        sender.ack(world.tick() - 1);
+                        black_box(sender.encode(&world, &interest, &mut buf).unwrap());
+                    }
                 },
                 BatchSize::SmallInput,
             )

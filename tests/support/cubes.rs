@@ -66,10 +66,15 @@ impl Scene {
     }
 
     pub fn snapshot(&self, schema: &Schema, tick: u32) -> Arc<WorldSnapshot> {
+        self.snapshot_after(schema, tick, None)
+    }
+
+    /// As the server builds it: noting what is unchanged since the previous tick.
+    pub fn snapshot_after(&self, schema: &Schema, tick: u32, previous: Option<&WorldSnapshot>) -> Arc<WorldSnapshot> {
         let mut b = SnapshotBuilder::new(schema, tick);
         for (i, c) in self.cubes.iter().enumerate() {
             b.insert(i as u32, c).expect("Cube is registered");
         }
-        Arc::new(b.finish().expect("unique ids"))
+        Arc::new(b.finish_after(previous).expect("unique ids"))
     }
 }

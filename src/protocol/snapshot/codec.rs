@@ -41,6 +41,40 @@ impl Sink for Counter {
     }
 }
 
+/// Collects an entity's bits in a local word so that the hot loop keeps them in registers,
+/// handing whole 32-bit words to the sink.
+struct Acc<'s, S: Sink> {
+    acc: u64,
+    n: u32,
+    sink: &'s mut S,
+}
+
+impl<'s, S: Sink> Acc<'s, S> {
+    #[inline]
+    fn new(sink: &'s mut S) -> Self {
+        Self { acc: 0, n: 0, sink }
+    }
+
+    /// Appends the low `bits` (at most 32) of `v`; `v` must have no higher bits set.
+    #[inline]
+    fn put(&mut self, v: u32, bits: u32) {
+        self.acc |= u64::from(v) << self.n;
+        self.n += bits;
+        if self.n >= 32 {
+            self.sink.bits(self.acc as u32, 32);
+            self.acc >>= 32;
+            self.n -= 32;
+        }
+    }
+
+    #[inline]
+    fn finish(self) {
+        if self.n > 0 {
+            self.sink.bits(self.acc as u32, self.n);
+        }
+    }
+}
+
 /// Length of the Exp-Golomb code of `v` with order `k`.
 #[inline]
 pub(crate) fn golomb_len(v: u32, k: u32) -> u32 {
@@ -59,33 +93,47 @@ fn order(width: u32) -> u32 {
     (width / 3).saturating_sub(1)
 }
 
+/// `cur - base` as a signed number of `width` bits (1 to 32).
 #[inline]
 fn signed_diff(base: u32, cur: u32, width: u32) -> i32 {
-    let d = cur.wrapping_sub(base) & mask(width);
-    if width >= 32 {
-        d as i32
-    } else if d >= 1 << (width - 1) {
-        (i64::from(d) - (1i64 << width)) as i32
-    } else {
-        d as i32
-    }
+    let shift = 32 - width;
+    ((cur.wrapping_sub(base) << shift) as i32) >> shift
 }
 
 /// `0`: unchanged; `10` + Exp-Golomb(zigzag(delta) - 1): a move; `11` + raw: a jump.
+/// A move is assembled into one word and appended at once when it fits in 32 bits.
 #[inline]
-fn write_component<S: Sink>(base: u32, cur: u32, width: u32, s: &mut S) {
+fn write_component<S: Sink>(base: u32, cur: u32, width: u32, a: &mut Acc<'_, S>) {
     if base == cur {
-        s.bits(0, 1);
+        a.put(0, 1);
         return;
     }
     let z = zigzag(signed_diff(base, cur, width)) - 1;
     let k = order(width);
-    if golomb_len(z, k) < width {
-        s.bits(0b01, 2);
-        s.golomb(z, k);
+    let n = u64::from(z) + (1u64 << k);
+    let len = 64 - n.leading_zeros(); // Exp-Golomb: prefix zeros, marker, len - 1 low bits
+    let golomb = 2 * len - 1 - k;
+    if golomb >= width {
+        a.put(0b11, 2);
+        a.put(cur & mask(width), width);
+        return;
+    }
+    let prefix = len - 1 - k;
+    let total = 2 + golomb;
+    if total <= 32 {
+        // Selector 0b01, `prefix` zeros, the marker 1, then the low `len - 1` bits of n.
+        let low = n & ((1u64 << (len - 1)) - 1);
+        let code = 0b01 | 1u64 << (2 + prefix) | low << (3 + prefix);
+        a.put(code as u32, total);
     } else {
-        s.bits(0b11, 2);
-        s.bits(cur, width);
+        // Long codes (huge jumps in wide fields) go through the sink's own coder.
+        a.put(0b01, 2);
+        let n_bits = a.n;
+        let acc = a.acc;
+        a.sink.bits(acc as u32, n_bits);
+        a.acc = 0;
+        a.n = 0;
+        a.sink.golomb(z, k);
     }
 }
 
@@ -105,7 +153,14 @@ fn read_component(base: u32, width: u32, r: &mut BitReader<'_>) -> Result<u32, B
 /// more than the comparison).
 #[inline]
 pub(crate) fn words_eq(a: &[u32], b: &[u32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u32, |acc, (x, y)| acc | (x ^ y)) == 0
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut diff = 0u32;
+    for i in 0..a.len() {
+        diff |= a[i] ^ b[i];
+    }
+    diff == 0
 }
 
 /// Writes every field in full.
@@ -113,19 +168,21 @@ pub(crate) fn write_full<S: Sink>(kind: &KindSchema, words: &[u32], s: &mut S) {
     if words.len() != kind.widths.len() {
         return;
     }
+    let mut acc = Acc::new(s);
     for f in &kind.ranges {
         let (a, b) = (f.start as usize, f.end as usize);
         if f.at_rest {
             let rest = words[a..b].iter().all(|c| *c == 0);
-            s.bits(u32::from(rest), 1);
+            acc.put(u32::from(rest), 1);
             if rest {
                 continue;
             }
         }
         for (w, width) in words[a..b].iter().zip(&kind.widths[a..b]) {
-            s.bits(*w, u32::from(*width));
+            acc.put(*w & mask(u32::from(*width)), u32::from(*width));
         }
     }
+    acc.finish();
 }
 
 /// Reads a full entity into `out` (the kind's word count).
@@ -161,10 +218,13 @@ pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32],
             let (a, b) = (r.start as usize, r.end as usize);
             changed |= u64::from(!words_eq(&base[a..b], &cur[a..b])) << f;
         }
+    }
+    let mut acc = Acc::new(s);
+    if many {
         let nf = kind.ranges.len() as u32;
-        s.bits(changed as u32, nf.min(32));
+        acc.put(changed as u32 & mask(nf.min(32)), nf.min(32));
         if nf > 32 {
-            s.bits((changed >> 32) as u32, nf - 32);
+            acc.put((changed >> 32) as u32 & mask(nf - 32), nf - 32);
         }
     }
     for (f, r) in kind.ranges.iter().enumerate() {
@@ -174,15 +234,16 @@ pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32],
         let (a, b) = (r.start as usize, r.end as usize);
         if r.at_rest {
             let rest = cur[a..b].iter().all(|x| *x == 0);
-            s.bits(u32::from(rest), 1);
+            acc.put(u32::from(rest), 1);
             if rest {
                 continue;
             }
         }
         for ((bw, cw), width) in base[a..b].iter().zip(&cur[a..b]).zip(&kind.widths[a..b]) {
-            write_component(*bw, *cw, u32::from(*width), s);
+            write_component(*bw, *cw, u32::from(*width), &mut acc);
         }
     }
+    acc.finish();
 }
 
 /// Reads a delta against `base` into `out` (both the kind's word count).

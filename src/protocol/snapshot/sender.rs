@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::codec::{self, Counter};
-use super::schema::{EntityId, Schema};
+use super::schema::{EntityId, KindId, Schema};
 use super::world::WorldSnapshot;
 use super::{SnapshotError, kind_bits};
 use crate::protocol::bits::BitWriter;
@@ -65,9 +65,15 @@ struct Entry {
     /// Priority accumulated while waiting.
     accum: f32,
     src: u16,
+    kind: KindId,
+    /// The tick its state last changed, as of its source snapshot.
+    changed: u32,
     /// False for an entity that is visible but not yet sent (a deferred creation).
     present: bool,
 }
+
+/// `src` of an entry whose deletion was sent: removed before the view is stored.
+const TOMBSTONE: u16 = u16::MAX;
 
 /// The client's view after a snapshot: shared world snapshots plus, per entity, which one
 /// holds its state. Entities sent this tick point at this tick's world; deferred ones keep
@@ -83,26 +89,24 @@ impl SentView {
     fn words(&self, e: &Entry) -> &[u32] {
         self.sources.get(e.src as usize).map_or(&[], |w| w.words_at(e.index as usize))
     }
-
-    fn kind(&self, e: &Entry) -> u16 {
-        self.sources.get(e.src as usize).map_or(0, |w| w.kind_at(e.index as usize))
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Op {
-    Unchanged,
     Changed,
     Created,
     Destroyed,
 }
 
+/// An entity that needs bits this tick (changed, created or destroyed).
 #[derive(Debug, Clone, Copy)]
 struct Record {
     id: EntityId,
     op: Op,
     world_index: u32,
-    /// For changed and destroyed records: the baseline entry.
+    /// Its entry in the view being built (written as if the record is sent).
+    pos: u32,
+    /// The baseline's entry, if the baseline has this id.
     base: Option<Entry>,
     priority: f32,
     /// Body bits (op and fields; not the gap), filled in on the slow path.
@@ -181,14 +185,11 @@ impl SnapshotSender {
         let base = base_slot.map(|s| &self.ring[s]);
 
         self.records.clear();
-        merge(&mut self.records, base, world, interest);
+        merge(&mut self.records, &mut view, base, world, interest);
 
         let kind_bits = kind_bits(&self.schema);
         let has_base = base.is_some();
         let base_tick = base.and_then(|b| b.tick);
-        for r in &mut self.records {
-            r.selected = true;
-        }
         let mut written = write(&self.schema, &self.records, base, world, tick, base_tick, kind_bits, out);
         if written.is_err() {
             // Over budget: size every record, pick by priority, and retry until it fits.
@@ -196,11 +197,9 @@ impl SnapshotSender {
             // corrects any miss.
             let mut prev_id = 0u32;
             for r in &mut self.records {
-                r.bits = body_bits(&self.schema, r, base, world, has_base, kind_bits);
-                if r.op != Op::Unchanged {
-                    r.bits += codec::golomb_len(r.id.saturating_sub(prev_id), 1);
-                    prev_id = r.id.saturating_add(1);
-                }
+                r.bits = body_bits(&self.schema, r, base, world, has_base, kind_bits)
+                    + codec::golomb_len(r.id.saturating_sub(prev_id), 1);
+                prev_id = r.id.saturating_add(1);
             }
             select(&mut self.records, &mut self.order, out.len() as u32 * 8);
             loop {
@@ -212,45 +211,36 @@ impl SnapshotSender {
         }
         let bytes = written?;
 
+        // The view was written as if every record went out; undo that for those that wait.
         let mut stats = EncodeStats { bytes, baseline: base_tick, ..EncodeStats::default() };
+        let mut tombstones = false;
         for r in &self.records {
-            let entry = match (r.op, r.selected) {
-                (Op::Unchanged, _) | (Op::Changed | Op::Created, true) => {
-                    match r.op {
-                        Op::Changed => stats.changed += 1,
-                        Op::Created => stats.created += 1,
-                        _ => {}
-                    }
-                    Some(Entry { id: r.id, index: r.world_index, accum: 0.0, src: 0, present: true })
-                }
+            let slot = &mut view.entries[r.pos as usize];
+            match (r.op, r.selected) {
+                (Op::Changed, true) => stats.changed += 1,
+                (Op::Created, true) => stats.created += 1,
                 (Op::Destroyed, true) => {
                     stats.destroyed += 1;
-                    None
+                    slot.src = TOMBSTONE;
+                    tombstones = true;
                 }
-                (Op::Created, false) => {
+                (Op::Destroyed, false) => stats.deferred += 1,
+                (Op::Changed | Op::Created, false) => {
                     stats.deferred += 1;
-                    match r.base.filter(|e| e.present).zip(base) {
-                        // A deferred replacement (the id changed kind): the client keeps the
-                        // old entity until the new one is sent.
-                        Some((e, b)) => Some(Entry {
+                    *slot = match r.base.filter(|e| e.present).zip(base) {
+                        // The client keeps what it had (for a replacement: the old entity).
+                        Some((e, b)) => Entry {
                             accum: r.priority,
                             src: source_of(&mut view.sources, &b.sources[e.src as usize]),
                             ..e
-                        }),
-                        None => {
-                            Some(Entry { id: r.id, index: r.world_index, accum: r.priority, src: 0, present: false })
-                        }
-                    }
+                        },
+                        None => Entry { accum: r.priority, present: false, ..*slot },
+                    };
                 }
-                (Op::Changed | Op::Destroyed, false) => {
-                    stats.deferred += 1;
-                    r.base.zip(base).map(|(e, b)| {
-                        let accum = if r.op == Op::Changed { r.priority } else { 0.0 };
-                        Entry { accum, src: source_of(&mut view.sources, &b.sources[e.src as usize]), ..e }
-                    })
-                }
-            };
-            view.entries.extend(entry);
+            }
+        }
+        if tombstones {
+            view.entries.retain(|e| e.src != TOMBSTONE);
         }
         view.tick = Some(tick);
         self.ring[self.cursor] = view;
@@ -265,7 +255,7 @@ impl SnapshotSender {
         let v = self.ring.iter().find(|v| v.tick == Some(tick))?;
         let mut out = WorldSnapshot::new(tick);
         for e in v.entries.iter().filter(|e| e.present) {
-            out.push_raw(e.id, v.kind(e), v.words(e));
+            out.push_raw(e.id, e.kind, v.words(e));
         }
         Some(out)
     }
@@ -279,55 +269,91 @@ fn source_of(sources: &mut Vec<Arc<WorldSnapshot>>, s: &Arc<WorldSnapshot>) -> u
     (sources.len() - 1) as u16
 }
 
-/// Walks the baseline view and this tick's visible entities in id order.
-fn merge(records: &mut Vec<Record>, base: Option<&SentView>, world: &WorldSnapshot, interest: &[Interest]) {
+/// Walks the baseline view and this tick's visible entities in id order, writing the new
+/// view's entries (as if everything is sent) and a record for each entity that needs bits.
+fn merge(
+    records: &mut Vec<Record>,
+    view: &mut SentView,
+    base: Option<&SentView>,
+    world: &WorldSnapshot,
+    interest: &[Interest],
+) {
     let empty: &[Entry] = &[];
     let entries = base.map_or(empty, |b| &b.entries);
     let ids = world.ids();
     let (mut i, mut j) = (0, 0);
-    let rec =
-        |id, op, world_index, base, priority| Record { id, op, world_index, base, priority, bits: 0, selected: true };
+    let fresh = |id, x: &Interest| Entry {
+        id,
+        index: x.index,
+        accum: 0.0,
+        src: 0,
+        kind: world.kind_at(x.index as usize),
+        changed: world.changed_at(x.index as usize),
+        present: true,
+    };
     loop {
-        let b = entries.get(i);
-        let v = interest.get(j).and_then(|x| ids.get(x.index as usize).map(|id| (*id, x)));
-        match (b, v) {
+        let e = entries.get(i);
+        let v = interest.get(j).and_then(|x| Some((*ids.get(x.index as usize)?, x)));
+        let take_base = match (e, v) {
             (None, None) => break,
-            (Some(e), None) => {
-                if e.present {
-                    records.push(rec(e.id, Op::Destroyed, 0, Some(*e), f32::INFINITY));
-                }
-                i += 1;
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(e), Some((id, _))) => e.id <= id,
+        };
+        let same = matches!((e, v), (Some(e), Some((id, _))) if e.id == id);
+        let pos = view.entries.len() as u32;
+        if take_base && !same {
+            // Gone from view: the client must delete it (unless it never had it).
+            let e = entries[i];
+            i += 1;
+            if !e.present {
+                continue;
             }
-            (Some(e), Some((id, _))) if e.id < id => {
-                if e.present {
-                    records.push(rec(e.id, Op::Destroyed, 0, Some(*e), f32::INFINITY));
-                }
-                i += 1;
-            }
-            (None, Some((id, x))) => {
-                records.push(rec(id, Op::Created, x.index, None, x.priority));
-                j += 1;
-            }
-            (Some(e), Some((id, x))) if id < e.id => {
-                records.push(rec(id, Op::Created, x.index, None, x.priority));
-                j += 1;
-            }
-            (Some(e), Some((id, x))) => {
-                let b = base.expect("entries come from a baseline");
-                let priority = e.accum + x.priority;
-                let same_kind = b.kind(e) == world.kind_at(x.index as usize);
-                let op = if !e.present || !same_kind {
-                    Op::Created
-                } else if codec::words_eq(b.words(e), world.words_at(x.index as usize)) {
-                    Op::Unchanged
-                } else {
-                    Op::Changed
-                };
-                records.push(rec(id, op, x.index, Some(*e), priority));
-                i += 1;
-                j += 1;
-            }
+            let b = base.expect("entries come from a baseline");
+            let src = source_of(&mut view.sources, &b.sources[e.src as usize]);
+            view.entries.push(Entry { src, accum: 0.0, ..e });
+            records.push(Record {
+                id: e.id,
+                op: Op::Destroyed,
+                world_index: 0,
+                pos,
+                base: Some(e),
+                priority: f32::INFINITY,
+                bits: 0,
+                selected: true,
+            });
+            continue;
         }
+        let Some((id, x)) = v else { break };
+        j += 1;
+        let entry = fresh(id, x);
+        view.entries.push(entry);
+        if !same {
+            records.push(Record {
+                id,
+                op: Op::Created,
+                world_index: x.index,
+                pos,
+                base: None,
+                priority: x.priority,
+                bits: 0,
+                selected: true,
+            });
+            continue;
+        }
+        let e = entries[i];
+        i += 1;
+        let b = base.expect("entries come from a baseline");
+        let op = if !e.present || e.kind != entry.kind {
+            Op::Created
+        } else if e.changed == entry.changed || codec::words_eq(b.words(&e), world.words_at(x.index as usize)) {
+            // Same last-change tick: unchanged without looking at the words.
+            continue;
+        } else {
+            Op::Changed
+        };
+        let priority = e.accum + x.priority;
+        records.push(Record { id, op, world_index: x.index, pos, base: Some(e), priority, bits: 0, selected: true });
     }
 }
 
@@ -342,7 +368,6 @@ fn body_bits(
     let mut c = Counter::default();
     let op_bits = if has_base { 1 + u32::from(r.op != Op::Changed) } else { 0 };
     match r.op {
-        Op::Unchanged => return 0,
         Op::Destroyed => return op_bits,
         Op::Created => {
             let kind = world.kind_at(r.world_index as usize);
@@ -352,7 +377,7 @@ fn body_bits(
             c.0 += kind_bits;
         }
         Op::Changed => {
-            if let Some((e, b, k)) = r.base.zip(base).and_then(|(e, b)| Some((e, b, schema.kind(b.kind(&e))?))) {
+            if let Some((e, b, k)) = r.base.zip(base).and_then(|(e, b)| Some((e, b, schema.kind(e.kind)?))) {
                 codec::write_delta(k, b.words(&e), world.words_at(r.world_index as usize), &mut c);
             }
         }
@@ -364,11 +389,11 @@ fn body_bits(
 fn select(records: &mut [Record], order: &mut Vec<u32>, budget_bits: u32) {
     const HEADER_BITS: u32 = 32 + 1 + 12 + 20 + 2;
     order.clear();
-    order.extend((0..records.len() as u32).filter(|i| records[*i as usize].op != Op::Unchanged));
+    order.extend(0..records.len() as u32);
     order.sort_unstable_by(|a, b| records[*b as usize].priority.total_cmp(&records[*a as usize].priority));
     let mut used = HEADER_BITS;
     for r in records.iter_mut() {
-        r.selected = r.op == Op::Unchanged;
+        r.selected = false;
     }
     for &i in order.iter() {
         let i = i as usize;
@@ -382,10 +407,7 @@ fn select(records: &mut [Record], order: &mut Vec<u32>, budget_bits: u32) {
 
 /// Deselects the lowest-priority selected record; false when none is left to drop.
 fn drop_lowest(records: &mut [Record]) -> bool {
-    let lowest = records
-        .iter_mut()
-        .filter(|r| r.selected && r.op != Op::Unchanged)
-        .min_by(|a, b| a.priority.total_cmp(&b.priority));
+    let lowest = records.iter_mut().filter(|r| r.selected).min_by(|a, b| a.priority.total_cmp(&b.priority));
     match lowest {
         Some(r) => {
             r.selected = false;
@@ -412,7 +434,7 @@ fn write(
     if let Some(bt) = base_tick {
         w.write_golomb(tick.wrapping_sub(bt).wrapping_sub(1), 2);
     }
-    let sent = || records.iter().filter(|r| r.selected && r.op != Op::Unchanged);
+    let sent = || records.iter().filter(|r| r.selected);
     w.write_golomb(sent().count() as u32, 4);
     // The id gaps' Exp-Golomb order is chosen per packet (2 bits): dense runs of ids (a full
     // snapshot) want 0, sparse changes want more.
@@ -446,7 +468,7 @@ fn write(
             }
             Op::Changed => {
                 let (e, b) = r.base.zip(base).ok_or(SnapshotError::Malformed)?;
-                let k = schema.kind(b.kind(&e)).ok_or(SnapshotError::UnknownKind)?;
+                let k = schema.kind(e.kind).ok_or(SnapshotError::UnknownKind)?;
                 codec::write_delta(k, b.words(&e), world.words_at(r.world_index as usize), &mut w);
             }
             _ => {}

@@ -11,6 +11,8 @@ pub struct WorldSnapshot {
     kinds: Vec<KindId>,
     offsets: Vec<u32>,
     words: Vec<u32>,
+    /// Per entity, the tick its words last changed (see [`SnapshotBuilder::finish_after`]).
+    changed: Vec<u32>,
 }
 
 /// A borrowed entity of a [`WorldSnapshot`].
@@ -87,6 +89,12 @@ impl WorldSnapshot {
         self.kinds.get(index).copied().unwrap_or(0)
     }
 
+    /// The tick at which the entity at `index` last changed (or this snapshot's tick, when
+    /// built without a previous snapshot).
+    pub(crate) fn changed_at(&self, index: usize) -> u32 {
+        self.changed.get(index).copied().unwrap_or(self.tick)
+    }
+
     /// The index of an id.
     pub fn find(&self, id: EntityId) -> Option<usize> {
         self.ids.binary_search(&id).ok()
@@ -110,12 +118,14 @@ impl WorldSnapshot {
         self.kinds.clear();
         self.offsets.clear();
         self.words.clear();
+        self.changed.clear();
     }
 
     /// Appends an entity; ids must be pushed in ascending order (callers check).
     pub(crate) fn push_raw(&mut self, id: EntityId, kind: KindId, words: &[u32]) {
         self.ids.push(id);
         self.kinds.push(kind);
+        self.changed.push(self.tick);
         self.offsets.push(self.words.len() as u32);
         self.words.extend_from_slice(words);
     }
@@ -124,6 +134,7 @@ impl WorldSnapshot {
     pub(crate) fn push_zeroed(&mut self, id: EntityId, kind: KindId, n: usize) -> &mut [u32] {
         self.ids.push(id);
         self.kinds.push(kind);
+        self.changed.push(self.tick);
         let start = self.words.len();
         self.offsets.push(start as u32);
         self.words.resize(start + n, 0);
@@ -169,7 +180,17 @@ impl<'s> SnapshotBuilder<'s> {
     ///
     /// # Errors
     /// When two entities share an id.
-    pub fn finish(mut self) -> Result<WorldSnapshot, WorldError> {
+    pub fn finish(self) -> Result<WorldSnapshot, WorldError> {
+        self.finish_after(None)
+    }
+
+    /// The finished snapshot, noting which entities are unchanged since `previous` (the
+    /// last tick's snapshot). Done once per tick, this lets every player's encoder skip
+    /// unchanged entities without comparing their words.
+    ///
+    /// # Errors
+    /// When two entities share an id.
+    pub fn finish_after(mut self, previous: Option<&WorldSnapshot>) -> Result<WorldSnapshot, WorldError> {
         self.entries.sort_unstable_by_key(|e| e.0);
         if let Some(w) = self.entries.windows(2).find(|w| w[0].0 == w[1].0) {
             return Err(WorldError::DuplicateId(w[0].0));
@@ -177,10 +198,24 @@ impl<'s> SnapshotBuilder<'s> {
         let mut out = WorldSnapshot::new(self.tick);
         out.ids.reserve(self.entries.len());
         out.words.reserve(self.words.len());
+        let mut p = 0usize;
         for (id, kind, start) in &self.entries {
             let n = self.schema.kind(*kind).map_or(0, |k| k.words());
             let start = *start as usize;
-            out.push_raw(*id, *kind, &self.words[start..start + n]);
+            let words = &self.words[start..start + n];
+            out.push_raw(*id, *kind, words);
+            if let Some(prev) = previous {
+                let ids = prev.ids();
+                while p < ids.len() && ids[p] < *id {
+                    p += 1;
+                }
+                if let Some(e) = prev.get(p).filter(|e| e.id == *id && e.kind == *kind && e.words == words) {
+                    let _ = e;
+                    if let Some(c) = out.changed.last_mut() {
+                        *c = prev.changed_at(p);
+                    }
+                }
+            }
         }
         Ok(out)
     }
