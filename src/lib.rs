@@ -4,11 +4,18 @@
 //!
 //! - [`protocol`] — the sans-IO core: wire format, connection state machines, reliability,
 //!   quantization and the delta snapshot codec. Deterministic, tested without sockets.
+//! - [`server`] — the actor server (ractor on tokio): socket, player, world and broadcaster
+//!   actors, and the [`server::World`] trait a game implements.
+//! - [`client`] — the client library on the same core, and its UDP driver.
+//! - [`transport`] — real UDP sockets as a `Transmit` sink.
 //! - [`util`] — small helpers (hex for keys and tokens).
 //!
 //! See `README.md` for the guide and `BENCHMARKS.md` for measured figures.
 
+pub mod client;
 pub mod protocol;
+pub mod server;
+pub mod transport;
 pub mod util;
 
 /// The protocol id of volley's own examples and bots; a game picks its own.

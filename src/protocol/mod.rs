@@ -4,6 +4,7 @@
 //! - [`session`]: protocol version and session parameters agreed after connecting.
 
 pub mod bits;
+pub mod input;
 pub mod netcode;
 pub mod quant;
 pub mod reliability;

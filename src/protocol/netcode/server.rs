@@ -394,7 +394,8 @@ impl Connection {
         }
     }
 
-    fn keep_alive(&mut self, now: Duration, tx: &mut impl Transmit) {
+    /// Sends a keep-alive now (the first one tells the client it is connected).
+    pub fn keep_alive(&mut self, now: Duration, tx: &mut impl Transmit) {
         let ka = Packet::KeepAlive { client_index: self.client_index, max_clients: self.max_clients };
         self.write(now, &ka, tx);
     }

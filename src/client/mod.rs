@@ -1,0 +1,188 @@
+//! The client library: the same protocol core as the server, driven by the game's loop.
+//!
+//! [`GameClient`] is sans-IO: feed it datagrams and the time, and it hands datagrams to a
+//! [`Transmit`] sink. [`udp`] drives one over a real UDP socket.
+
+pub mod udp;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::protocol::input::{REDUNDANT_INPUTS, write_input_packet};
+use crate::protocol::netcode::client::{Client as NetcodeClient, ClientState};
+use crate::protocol::netcode::token::ConnectToken;
+use crate::protocol::netcode::{MAX_PAYLOAD_BYTES, Transmit};
+use crate::protocol::reliability::{Endpoint, EndpointConfig};
+use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, SessionParams};
+use crate::protocol::snapshot::{Schema, SnapshotReceiver, WorldSnapshot};
+
+/// What a game shows about its connection (the data for a lagometer).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ClientStats {
+    /// Smoothed round trip.
+    pub rtt: Duration,
+    /// Round-trip variation.
+    pub jitter: Duration,
+    /// Recent packet loss, 0 to 1.
+    pub loss: f64,
+    /// Snapshots decoded.
+    pub snapshots: u64,
+    /// Snapshots that could not be decoded.
+    pub snapshot_errors: u64,
+    /// Bytes of the last snapshot.
+    pub last_snapshot_bytes: usize,
+    /// Packets received.
+    pub packets_received: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+}
+
+/// A connection to a volley server.
+#[derive(Debug)]
+pub struct GameClient {
+    netcode: NetcodeClient,
+    session: ClientSession,
+    endpoint: Endpoint,
+    snapshots: SnapshotReceiver,
+    inputs: VecDeque<Vec<u8>>,
+    input_seq: u32,
+    stats: ClientStats,
+    scratch: Vec<u8>,
+}
+
+/// Sends through the netcode client; collects failures silently (they are counted nowhere
+/// but cannot happen for sizes we control).
+struct Via<'a, T: Transmit> {
+    netcode: &'a mut NetcodeClient,
+    now: Duration,
+    tx: &'a mut T,
+}
+
+impl<T: Transmit> Via<'_, T> {
+    fn payload(&mut self, bytes: &[u8]) {
+        let _ = self.netcode.send_payload(self.now, bytes, self.tx);
+    }
+}
+
+impl GameClient {
+    /// A client that starts connecting with `token` now.
+    pub fn new(token: ConnectToken, schema: Arc<Schema>, now: Duration) -> Self {
+        let mut netcode = NetcodeClient::new(token, now);
+        netcode.connect(now);
+        Self {
+            netcode,
+            session: ClientSession::default(),
+            endpoint: Endpoint::new(EndpointConfig::default()),
+            snapshots: SnapshotReceiver::new(schema, 64),
+            inputs: VecDeque::with_capacity(REDUNDANT_INPUTS),
+            input_seq: 0,
+            stats: ClientStats::default(),
+            scratch: Vec::with_capacity(MAX_PAYLOAD_BYTES),
+        }
+    }
+
+    /// The connection state (netcode's, with its error states).
+    pub fn state(&self) -> ClientState {
+        self.netcode.state()
+    }
+
+    /// Connected and the session agreed.
+    pub fn is_ready(&self) -> bool {
+        self.netcode.is_connected() && self.session.params().is_some()
+    }
+
+    /// The session parameters, once agreed.
+    pub fn session(&self) -> Option<SessionParams> {
+        self.session.params()
+    }
+
+    /// The server's address.
+    pub fn server_addr(&self) -> Option<SocketAddr> {
+        self.netcode.server_addr()
+    }
+
+    /// The slot the server gave us (the player id).
+    pub fn client_index(&self) -> u32 {
+        self.netcode.client_index()
+    }
+
+    /// The newest snapshot.
+    pub fn latest(&self) -> Option<&WorldSnapshot> {
+        self.snapshots.latest()
+    }
+
+    /// The reliability endpoint, for reliable messages and events.
+    pub fn endpoint(&mut self) -> &mut Endpoint {
+        &mut self.endpoint
+    }
+
+    /// Connection figures.
+    pub fn stats(&self) -> ClientStats {
+        let l = self.endpoint.link();
+        ClientStats { rtt: l.rtt(), jitter: l.jitter(), loss: l.loss(), ..self.stats }
+    }
+
+    /// Advances timers: netcode handshake and keep-alives, and the session hello.
+    pub fn update(&mut self, now: Duration, tx: &mut impl Transmit) {
+        self.netcode.update(now, tx);
+        if self.netcode.is_connected() {
+            if let Some(hello) = self.session.poll_hello(now) {
+                let mut b = [0u8; 16];
+                let n = hello.encode(&mut b);
+                Via { netcode: &mut self.netcode, now, tx }.payload(&b[..n]);
+            }
+        }
+    }
+
+    /// Takes one datagram; returns the tick of a newly decoded snapshot.
+    pub fn receive(&mut self, now: Duration, from: SocketAddr, buf: &mut [u8]) -> Option<u32> {
+        let payload = self.netcode.process(now, from, buf).ok()??;
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += payload.len() as u64;
+        if payload.first() == Some(&CONTROL_FRAME) {
+            if let Ok(c) = Control::decode(payload) {
+                self.session.on_control(c);
+            }
+            return None;
+        }
+        let state = self.endpoint.receive(now, payload).ok()??;
+        self.stats.last_snapshot_bytes = state.len();
+        match self.snapshots.decode(state) {
+            Ok(t) => {
+                self.stats.snapshots += 1;
+                Some(t)
+            }
+            Err(_) => {
+                self.stats.snapshot_errors += 1;
+                None
+            }
+        }
+    }
+
+    /// Sends this tick's input (with the last few repeated) and anything due on the reliable
+    /// and event channels, acknowledging the newest snapshot.
+    pub fn send_input(&mut self, now: Duration, input: &[u8], tx: &mut impl Transmit) {
+        if !self.is_ready() {
+            return;
+        }
+        if self.inputs.len() == REDUNDANT_INPUTS {
+            self.inputs.pop_back();
+        }
+        self.inputs.push_front(input.to_vec());
+        self.input_seq = self.input_seq.wrapping_add(1);
+        let refs: Vec<&[u8]> = self.inputs.iter().map(Vec::as_slice).collect();
+        let mut state = std::mem::take(&mut self.scratch);
+        write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, &refs);
+        let mut out = [0u8; MAX_PAYLOAD_BYTES];
+        let n = self.endpoint.build_packet(now, Some(&state), &mut out);
+        self.scratch = state;
+        Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+    }
+
+    /// Disconnects, telling the server.
+    pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {
+        self.netcode.disconnect(now, tx);
+    }
+}

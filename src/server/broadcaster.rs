@@ -1,0 +1,54 @@
+//! The broadcaster actor: hands each tick's shared snapshot to every player actor.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use super::player::PlayerMsg;
+use super::world::PlayerId;
+use crate::protocol::snapshot::WorldSnapshot;
+
+/// Messages to the broadcaster.
+#[derive(Debug)]
+pub enum BroadcastMsg {
+    /// A player to send snapshots to.
+    Add(PlayerId, ActorRef<PlayerMsg>),
+    /// A player that left.
+    Remove(PlayerId),
+    /// This tick's snapshot, shared (never copied per player).
+    Snapshot(Arc<WorldSnapshot>),
+}
+
+/// The broadcaster actor. Each player actor encodes its own delta, so the encoding spreads
+/// over every core of the runtime.
+#[derive(Debug, Default)]
+pub struct Broadcaster;
+
+impl Actor for Broadcaster {
+    type Msg = BroadcastMsg;
+    type State = BTreeMap<PlayerId, ActorRef<PlayerMsg>>;
+    type Arguments = ();
+
+    async fn pre_start(&self, _: ActorRef<BroadcastMsg>, _: ()) -> Result<Self::State, ActorProcessingErr> {
+        Ok(BTreeMap::new())
+    }
+
+    async fn handle(&self, _: ActorRef<BroadcastMsg>, msg: BroadcastMsg, players: &mut Self::State) -> Result<(), ActorProcessingErr> {
+        match msg {
+            BroadcastMsg::Add(p, r) => {
+                players.insert(p, r);
+            }
+            BroadcastMsg::Remove(p) => {
+                players.remove(&p);
+            }
+            BroadcastMsg::Snapshot(snap) => {
+                for r in players.values() {
+                    // A player actor that stopped is removed by its own post_stop.
+                    let _ = r.cast(PlayerMsg::Snapshot(snap.clone()));
+                }
+            }
+        }
+        Ok(())
+    }
+}

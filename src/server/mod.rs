@@ -1,0 +1,219 @@
+//! The actor server: thin ractor shells around the sans-IO protocol core.
+//!
+//! ```text
+//!            UDP                                 each tick
+//! clients ◄──────► socket actor ──datagrams──► player actors ◄──snapshot── broadcaster ◄── world actor
+//!                  (handshake,                 (netcode connection,                      (fixed timestep,
+//!                   routing, limits)            acks, deltas, inputs) ──inputs──────────►  your World)
+//! ```
+//!
+//! # Runtime semantics
+//!
+//! - **Ordering.** Each actor handles one message at a time, in the order received. A
+//!   player's datagrams reach its actor in arrival order; its inputs reach the world in the
+//!   order the client sent them (sequence-numbered, repeats skipped) and are applied at the
+//!   next tick, before [`World::tick`].
+//! - **Backpressure.** ractor mailboxes are unbounded, so the socket bounds what it queues:
+//!   at most `player_queue` datagrams wait for any one player actor; more are dropped and
+//!   counted. Handshake packets are rate-limited per address and in total, and no actor or
+//!   memory exists for an address until it answers the challenge.
+//! - **Ack processing never waits for the fan-out.** Each player actor decodes its own acks
+//!   and encodes its own snapshot; the broadcaster only clones an `Arc` per player.
+//! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
+//!   at once) and then skips ahead, counting an overrun.
+//! - **Failure.** A player actor that fails is cleaned up alone by the socket actor (its
+//!   address, slot and world membership are released; the client times out). If the world
+//!   actor fails, [`ServerHandle::wait`] reports it and the server stops.
+//! - **Shutdown.** [`ServerHandle::shutdown`] asks every player actor to send its client the
+//!   disconnect packets, waits for them to go (up to the grace period), then stops the world,
+//!   broadcaster and socket, in that order.
+
+pub mod broadcaster;
+pub mod metrics;
+pub mod player;
+pub mod socket;
+pub mod world;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ractor::{Actor, ActorRef};
+use tokio::net::UdpSocket;
+
+pub use metrics::ServerMetrics;
+pub use world::{Everything, PlayerId, Relevancy, World};
+
+use crate::protocol::netcode::Key;
+use crate::protocol::netcode::server::ServerConfig as NetcodeConfig;
+use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
+
+/// Unix time from the system clock (the netcode layer's time base).
+pub fn unix_now() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// Server settings.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Where to bind the UDP socket.
+    pub bind: SocketAddr,
+    /// The address clients are told to connect to (in tokens); the bound address if `None`.
+    pub public_addr: Option<SocketAddr>,
+    /// The game's protocol id.
+    pub protocol_id: u64,
+    /// The key shared with the token backend.
+    pub private_key: Key,
+    /// Player slots.
+    pub max_players: usize,
+    /// Simulation ticks per second.
+    pub tick_rate_hz: u16,
+    /// Snapshots per second (a divisor of the tick rate).
+    pub snapshot_rate_hz: u16,
+    /// Datagrams that may wait for one player actor.
+    pub player_queue: usize,
+    /// Time allowed for clients to be told of a shutdown.
+    pub shutdown_grace: Duration,
+}
+
+impl ServerConfig {
+    /// Defaults: 60 Hz ticks and snapshots, 1024 players, on `bind`.
+    pub fn new(bind: SocketAddr, private_key: Key) -> Self {
+        Self {
+            bind,
+            public_addr: None,
+            protocol_id: crate::DEFAULT_PROTOCOL_ID,
+            private_key,
+            max_players: 1024,
+            tick_rate_hz: 60,
+            snapshot_rate_hz: 60,
+            player_queue: 64,
+            shutdown_grace: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Starting the server failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The socket could not be bound.
+    #[error("binding {0}: {1}")]
+    Bind(SocketAddr, std::io::Error),
+    /// An actor did not start.
+    #[error("starting the {0} actor: {1}")]
+    Spawn(&'static str, String),
+    /// A setting is out of range.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+}
+
+/// A running server.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    socket: ActorRef<socket::SocketMsg>,
+    world: ActorRef<world::WorldMsg>,
+    world_task: tokio::task::JoinHandle<()>,
+    broadcaster: ActorRef<broadcaster::BroadcastMsg>,
+    metrics: Arc<ServerMetrics>,
+    grace: Duration,
+}
+
+impl ServerHandle {
+    /// The bound UDP address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Live figures.
+    pub fn metrics(&self) -> &Arc<ServerMetrics> {
+        &self.metrics
+    }
+
+    /// Tells every client, waits up to the grace period for them to be told, then stops
+    /// every actor. Returns how many players were still connected when the grace ran out.
+    pub async fn shutdown(self) -> u64 {
+        self.socket.cast(socket::SocketMsg::DisconnectAll).ok();
+        let deadline = tokio::time::Instant::now() + self.grace;
+        while ServerMetrics::get(&self.metrics.players) > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let left = ServerMetrics::get(&self.metrics.players);
+        self.world.stop(None);
+        self.broadcaster.stop(None);
+        self.socket.stop(None);
+        left
+    }
+
+    /// Waits until the world actor ends (it fails, or the server was shut down).
+    pub async fn wait(&mut self) {
+        let _ = (&mut self.world_task).await;
+    }
+
+    /// Whether the world actor is still running.
+    pub fn is_running(&self) -> bool {
+        !self.world_task.is_finished()
+    }
+}
+
+/// Starts a server running `world`.
+///
+/// # Errors
+/// When the socket cannot be bound, a setting is invalid, or an actor fails to start.
+pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHandle, StartError> {
+    if config.tick_rate_hz == 0 || config.snapshot_rate_hz == 0 || config.tick_rate_hz % config.snapshot_rate_hz != 0 {
+        return Err(StartError::Config(format!(
+            "tick rate {} must be a non-zero multiple of snapshot rate {}",
+            config.tick_rate_hz, config.snapshot_rate_hz
+        )));
+    }
+    if config.max_players == 0 {
+        return Err(StartError::Config("max players must be at least 1".into()));
+    }
+    let socket = UdpSocket::bind(config.bind).await.map_err(|e| StartError::Bind(config.bind, e))?;
+    let addr = socket.local_addr().map_err(|e| StartError::Bind(config.bind, e))?;
+    let public = config.public_addr.unwrap_or(addr);
+    let metrics = Arc::new(ServerMetrics::default());
+    let schema = Arc::new(world.schema());
+    let relevancy = world.relevancy();
+
+    let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, ())
+        .await
+        .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
+    let world_args = world::WorldArgs { world, tick_rate_hz: config.tick_rate_hz, broadcaster: broadcaster.clone(), metrics: metrics.clone() };
+    let (world_ref, world_task) = Actor::spawn(None, world::WorldActor::<W>::default(), world_args)
+        .await
+        .map_err(|e| StartError::Spawn("world", e.to_string()))?;
+    let session = SessionParams {
+        protocol_version: PROTOCOL_VERSION,
+        tick_rate_hz: config.tick_rate_hz,
+        snapshot_rate_hz: config.snapshot_rate_hz,
+        max_payload_bytes: crate::protocol::netcode::MAX_PAYLOAD_BYTES as u16,
+    };
+    let netcode = NetcodeConfig::new(config.protocol_id, config.private_key, vec![public], config.max_players);
+    let socket_args = socket::SocketArgs {
+        socket: Arc::new(socket),
+        netcode,
+        player_queue: config.player_queue,
+        schema,
+        relevancy,
+        world: world_ref.clone(),
+        broadcaster: broadcaster.clone(),
+        session,
+        snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),
+        metrics: metrics.clone(),
+        clock: unix_now,
+    };
+    let (socket_ref, _) = Actor::spawn(None, socket::SocketActor, socket_args)
+        .await
+        .map_err(|e| StartError::Spawn("socket", e.to_string()))?;
+    tracing::info!(%addr, public = %public, tick_hz = config.tick_rate_hz, "server listening");
+    Ok(ServerHandle {
+        addr,
+        socket: socket_ref,
+        world: world_ref,
+        world_task,
+        broadcaster,
+        metrics,
+        grace: config.shutdown_grace,
+    })
+}

@@ -1,0 +1,290 @@
+//! The socket actor: owns the UDP socket, answers handshakes statelessly, and hands each
+//! connected address's datagrams to its player actor.
+//!
+//! Receiving runs in one task that the actor starts: a datagram from a connected address is
+//! copied once and cast to that player's actor, unless that actor already has
+//! `player_queue` datagrams waiting (then it is dropped and counted, so one slow or flooding
+//! client never grows memory or delays the others). A datagram from any other address goes
+//! through the netcode handshake right there, rate-limited per address and in total; only a
+//! completed challenge creates a player actor. The actor itself supervises the player actors.
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::net::UdpSocket;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::broadcaster::BroadcastMsg;
+use super::metrics::ServerMetrics;
+use super::player::{PlayerActor, PlayerArgs, PlayerMsg};
+use super::world::{Relevancy, WorldMsg};
+use crate::protocol::netcode::limits::{RateLimiter, TokenBucket};
+use crate::protocol::netcode::packet::{self, PacketKind};
+use crate::protocol::netcode::server::{Connection, Handshake, Occupancy, ServerConfig as NetcodeConfig};
+use crate::protocol::session::SessionParams;
+use crate::protocol::snapshot::Schema;
+use crate::transport::udp::UdpTx;
+
+/// Control messages to the receive loop.
+#[derive(Debug)]
+pub enum SocketCtl {
+    /// A player actor ended: free its address, id and slot.
+    Release {
+        /// Its address.
+        addr: SocketAddr,
+        /// Its netcode client id.
+        client_id: u64,
+        /// Its slot.
+        slot: u32,
+    },
+    /// A player actor failed (panicked) without cleaning up.
+    Failed(ActorId),
+    /// Disconnect every player (graceful shutdown).
+    DisconnectAll,
+    /// Stop receiving.
+    Stop,
+}
+
+/// Messages to the socket actor.
+#[derive(Debug)]
+pub enum SocketMsg {
+    /// Disconnect every player, telling each client.
+    DisconnectAll,
+    /// Stop the receive loop.
+    Stop,
+}
+
+/// What the socket actor starts with.
+pub struct SocketArgs {
+    /// The bound socket.
+    pub socket: Arc<UdpSocket>,
+    /// netcode settings (protocol id, key, public address, slots, rates).
+    pub netcode: NetcodeConfig,
+    /// Datagrams a player actor may have queued before more are dropped.
+    pub player_queue: usize,
+    /// The replicated kinds.
+    pub schema: Arc<Schema>,
+    /// Who sees what.
+    pub relevancy: Arc<dyn Relevancy>,
+    /// The world actor.
+    pub world: ActorRef<WorldMsg>,
+    /// The broadcaster.
+    pub broadcaster: ActorRef<BroadcastMsg>,
+    /// Session parameters announced to clients.
+    pub session: SessionParams,
+    /// Send a snapshot every this many ticks.
+    pub snapshot_every: u32,
+    /// Figures.
+    pub metrics: Arc<ServerMetrics>,
+    /// Unix time.
+    pub clock: fn() -> Duration,
+}
+
+/// The socket actor's state.
+pub struct SocketState {
+    ctl: mpsc::UnboundedSender<SocketCtl>,
+    task: tokio::task::JoinHandle<()>,
+    metrics: Arc<ServerMetrics>,
+}
+
+/// The socket actor.
+#[derive(Debug, Default)]
+pub struct SocketActor;
+
+struct Route {
+    player: ActorRef<PlayerMsg>,
+    inflight: Arc<AtomicUsize>,
+    client_id: u64,
+    slot: u32,
+}
+
+struct Slots {
+    routes: HashMap<SocketAddr, Route>,
+    ids: HashSet<u64>,
+    free: Vec<u32>,
+    by_actor: HashMap<ActorId, SocketAddr>,
+}
+
+impl Occupancy for Slots {
+    fn addr_connected(&self, addr: &SocketAddr) -> bool {
+        self.routes.contains_key(addr)
+    }
+    fn id_connected(&self, client_id: u64) -> bool {
+        self.ids.contains(&client_id)
+    }
+    fn is_full(&self) -> bool {
+        self.free.is_empty()
+    }
+}
+
+impl Slots {
+    fn release(&mut self, addr: SocketAddr) -> Option<Route> {
+        let r = self.routes.remove(&addr)?;
+        self.ids.remove(&r.client_id);
+        self.free.push(r.slot);
+        self.by_actor.remove(&r.player.get_id());
+        Some(r)
+    }
+}
+
+impl Actor for SocketActor {
+    type Msg = SocketMsg;
+    type State = SocketState;
+    type Arguments = SocketArgs;
+
+    async fn pre_start(&self, myself: ActorRef<SocketMsg>, args: SocketArgs) -> Result<SocketState, ActorProcessingErr> {
+        let (ctl, rx) = mpsc::unbounded_channel();
+        let metrics = args.metrics.clone();
+        let task = tokio::spawn(receive_loop(args, myself.get_cell(), ctl.clone(), rx));
+        Ok(SocketState { ctl, task, metrics })
+    }
+
+    async fn handle(&self, _: ActorRef<SocketMsg>, msg: SocketMsg, s: &mut SocketState) -> Result<(), ActorProcessingErr> {
+        let _ = s.ctl.send(match msg {
+            SocketMsg::DisconnectAll => SocketCtl::DisconnectAll,
+            SocketMsg::Stop => SocketCtl::Stop,
+        });
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(&self, _: ActorRef<SocketMsg>, evt: SupervisionEvent, s: &mut SocketState) -> Result<(), ActorProcessingErr> {
+        // A player actor's end never stops the socket: a failed one is cleaned up alone.
+        if let SupervisionEvent::ActorFailed(who, err) = evt {
+            tracing::warn!(actor = %who.get_id(), error = %err, "player actor failed; disconnecting that player only");
+            s.metrics.actor_failures.fetch_add(1, Ordering::Relaxed);
+            let _ = s.ctl.send(SocketCtl::Failed(who.get_id()));
+        }
+        Ok(())
+    }
+
+    async fn post_stop(&self, _: ActorRef<SocketMsg>, s: &mut SocketState) -> Result<(), ActorProcessingErr> {
+        let _ = s.ctl.send(SocketCtl::Stop);
+        s.task.abort();
+        Ok(())
+    }
+}
+
+async fn receive_loop(args: SocketArgs, supervisor: ActorCell, ctl: mpsc::UnboundedSender<SocketCtl>, mut rx: mpsc::UnboundedReceiver<SocketCtl>) {
+    let n = &args.netcode;
+    let challenge_key = match crate::protocol::netcode::generate_key() {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::error!(error = %e, "no randomness for the challenge key; socket not serving");
+            return;
+        }
+    };
+    let mut handshake = Handshake::new(n.protocol_id, n.private_key, n.public_addresses.clone(), n.max_clients, challenge_key);
+    let now0 = (args.clock)();
+    let mut limiter = RateLimiter::new(n.handshake_rate_per_address, n.rate_table_capacity);
+    let mut total = TokenBucket::full(n.handshake_rate_total, now0);
+    let mut slots = Slots {
+        routes: HashMap::with_capacity(n.max_clients),
+        ids: HashSet::with_capacity(n.max_clients),
+        free: (0..n.max_clients as u32).rev().collect(),
+        by_actor: HashMap::new(),
+    };
+    let mut buf = vec![0u8; 2048];
+    loop {
+        tokio::select! {
+            biased;
+            c = rx.recv() => match c {
+                None | Some(SocketCtl::Stop) => break,
+                Some(SocketCtl::Release { addr, client_id, slot }) => {
+                    if slots.routes.get(&addr).is_some_and(|r| r.client_id == client_id && r.slot == slot) {
+                        slots.release(addr);
+                    }
+                }
+                Some(SocketCtl::Failed(actor)) => {
+                    if let Some(addr) = slots.by_actor.get(&actor).copied() {
+                        if let Some(r) = slots.release(addr) {
+                            let _ = args.world.cast(WorldMsg::Leave(r.slot));
+                            let _ = args.broadcaster.cast(BroadcastMsg::Remove(r.slot));
+                            args.metrics.players.fetch_sub(1, Ordering::Relaxed);
+                            args.metrics.disconnects.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                Some(SocketCtl::DisconnectAll) => {
+                    for r in slots.routes.values() {
+                        let _ = r.player.cast(PlayerMsg::Disconnect);
+                    }
+                }
+            },
+            r = args.socket.recv_from(&mut buf) => {
+                let Ok((len, from)) = r else { continue };
+                let arrived = Instant::now();
+                if let Some(route) = slots.routes.get(&from) {
+                    if route.inflight.load(Ordering::Relaxed) >= args.player_queue {
+                        args.metrics.dropped.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    route.inflight.fetch_add(1, Ordering::Relaxed);
+                    let _ = route.player.cast(PlayerMsg::Datagram(Bytes::copy_from_slice(&buf[..len]), arrived));
+                    continue;
+                }
+                let now = (args.clock)();
+                let datagram = &mut buf[..len];
+                let kind = match packet::read_header(datagram) {
+                    Ok(h) if matches!(h.kind, PacketKind::Request | PacketKind::Response) => h.kind,
+                    _ => {
+                        args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                };
+                if !limiter.allow(from, now) || !total.take(n.handshake_rate_total, now) {
+                    args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let mut tx = UdpTx::new(&args.socket);
+                if kind == PacketKind::Request {
+                    if handshake.on_request(now, from, datagram, &slots, &mut tx).is_err() {
+                        args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
+                    }
+                    continue;
+                }
+                let accepted = match handshake.on_response(now, from, datagram, &slots, &mut tx) {
+                    Ok(a) => a,
+                    Err(_) => {
+                        args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                };
+                let Some(slot) = slots.free.pop() else { continue };
+                let mut connection = Connection::new(&accepted, slot, n.max_clients as u32, n.protocol_id, n.connection_rate, now);
+                connection.keep_alive(now, &mut tx);
+                let inflight = Arc::new(AtomicUsize::new(0));
+                let player_args = PlayerArgs {
+                    connection,
+                    socket: args.socket.clone(),
+                    schema: args.schema.clone(),
+                    relevancy: args.relevancy.clone(),
+                    world: args.world.clone(),
+                    broadcaster: args.broadcaster.clone(),
+                    socket_ctl: ctl.clone(),
+                    inflight: inflight.clone(),
+                    session: args.session,
+                    snapshot_every: args.snapshot_every,
+                    metrics: args.metrics.clone(),
+                    clock: args.clock,
+                };
+                match Actor::spawn_linked(None, PlayerActor, player_args, supervisor.clone()).await {
+                    Ok((player, _)) => {
+                        slots.by_actor.insert(player.get_id(), from);
+                        slots.ids.insert(accepted.client_id);
+                        slots.routes.insert(from, Route { player, inflight, client_id: accepted.client_id, slot });
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "could not start a player actor");
+                        slots.free.push(slot);
+                    }
+                }
+            }
+        }
+    }
+}

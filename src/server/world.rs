@@ -1,0 +1,168 @@
+//! The world actor: the fixed-timestep authoritative simulation, and the [`World`] trait
+//! that a game implements to plug its own simulation in.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::time::Instant;
+
+use super::broadcaster::BroadcastMsg;
+use super::metrics::ServerMetrics;
+use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+
+/// A connected player's id: its netcode slot, stable while it is connected.
+pub type PlayerId = u32;
+
+/// Decides which entities a player sees and how much each matters.
+pub trait Relevancy: Send + Sync + 'static {
+    /// Fills `out` with the visible entities of `world` for `player`, by ascending index.
+    fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>);
+}
+
+/// Every entity, priority 1.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Everything;
+
+impl Relevancy for Everything {
+    fn interest(&self, world: &WorldSnapshot, _: PlayerId, out: &mut Vec<Interest>) {
+        Interest::everything(world, out);
+    }
+}
+
+/// What a game implements: the world actor calls it, one tick at a time, in this order:
+/// joins and leaves as they happen, each player's inputs in the order sent, then
+/// [`World::tick`], then [`World::snapshot`].
+pub trait World: Send + 'static {
+    /// The replicated kinds (the client must register the same, in the same order).
+    fn schema(&self) -> Schema;
+    /// A player connected.
+    fn join(&mut self, player: PlayerId);
+    /// A player left (disconnected or timed out).
+    fn leave(&mut self, player: PlayerId);
+    /// One input from a player, as the client sent it (decode it with your own type).
+    fn input(&mut self, player: PlayerId, input: &[u8]);
+    /// Advances the simulation by `dt`.
+    fn tick(&mut self, tick: u32, dt: Duration);
+    /// Writes the replicated state.
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>);
+    /// Who sees what; everything by default.
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        Arc::new(Everything)
+    }
+    /// The entity a player controls, if any (for games that want it in their relevancy).
+    fn avatar(&self, _player: PlayerId) -> Option<EntityId> {
+        None
+    }
+}
+
+/// Messages to the world actor.
+#[derive(Debug)]
+pub enum WorldMsg {
+    /// A player joined.
+    Join(PlayerId),
+    /// A player left.
+    Leave(PlayerId),
+    /// A player's input, applied at the next tick.
+    Input(PlayerId, Vec<u8>, Instant),
+    /// Time to step (sent by the actor's own timer).
+    Tick,
+}
+
+/// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
+pub struct WorldActor<W: World>(std::marker::PhantomData<fn() -> W>);
+
+impl<W: World> Default for WorldActor<W> {
+    fn default() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+/// Starting arguments.
+pub struct WorldArgs<W: World> {
+    /// The game.
+    pub world: W,
+    /// Ticks per second.
+    pub tick_rate_hz: u16,
+    /// Where snapshots go.
+    pub broadcaster: ActorRef<BroadcastMsg>,
+    /// Figures.
+    pub metrics: Arc<ServerMetrics>,
+}
+
+/// The world actor's state.
+pub struct WorldState<W: World> {
+    world: W,
+    schema: Schema,
+    tick: u32,
+    dt: Duration,
+    next_tick: Instant,
+    pending: Vec<(PlayerId, Vec<u8>, Instant)>,
+    previous: Option<Arc<WorldSnapshot>>,
+    broadcaster: ActorRef<BroadcastMsg>,
+    metrics: Arc<ServerMetrics>,
+}
+
+impl<W: World> Actor for WorldActor<W> {
+    type Msg = WorldMsg;
+    type State = WorldState<W>;
+    type Arguments = WorldArgs<W>;
+
+    async fn pre_start(&self, myself: ActorRef<WorldMsg>, args: WorldArgs<W>) -> Result<WorldState<W>, ActorProcessingErr> {
+        let dt = Duration::from_secs_f64(1.0 / f64::from(args.tick_rate_hz.max(1)));
+        myself.send_interval(dt, || WorldMsg::Tick);
+        Ok(WorldState {
+            schema: args.world.schema(),
+            world: args.world,
+            tick: 0,
+            dt,
+            next_tick: Instant::now() + dt,
+            pending: Vec::new(),
+            previous: None,
+            broadcaster: args.broadcaster,
+            metrics: args.metrics,
+        })
+    }
+
+    async fn handle(&self, _: ActorRef<WorldMsg>, msg: WorldMsg, s: &mut WorldState<W>) -> Result<(), ActorProcessingErr> {
+        match msg {
+            WorldMsg::Join(p) => s.world.join(p),
+            WorldMsg::Leave(p) => s.world.leave(p),
+            WorldMsg::Input(p, bytes, at) => s.pending.push((p, bytes, at)),
+            WorldMsg::Tick => {
+                // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
+                let now = Instant::now();
+                let mut ran = 0;
+                while s.next_tick <= now && ran < 5 {
+                    let lateness = now.saturating_duration_since(s.next_tick);
+                    step(s, lateness)?;
+                    s.next_tick += s.dt;
+                    ran += 1;
+                }
+                if s.next_tick <= now {
+                    s.metrics.tick_overruns.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    s.next_tick = now + s.dt;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), ActorProcessingErr> {
+    let started = Instant::now();
+    s.tick += 1;
+    for (p, input, at) in s.pending.drain(..) {
+        s.world.input(p, &input);
+        s.metrics.record_input_delay(started.saturating_duration_since(at));
+    }
+    s.world.tick(s.tick, s.dt);
+    let mut b = SnapshotBuilder::new(&s.schema, s.tick);
+    s.world.snapshot(&mut b);
+    let snap = Arc::new(b.finish_after(s.previous.as_deref())?);
+    s.metrics.entities.store(snap.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    s.previous = Some(snap.clone());
+    s.broadcaster.cast(BroadcastMsg::Snapshot(snap))?;
+    s.metrics.record_tick(started.elapsed(), lateness);
+    Ok(())
+}

@@ -1,0 +1,3 @@
+//! Moving datagrams: real UDP sockets for the server, clients and bots.
+
+pub mod udp;
