@@ -7,12 +7,16 @@
 //! - [`server`] — the actor server (ractor on tokio): socket, player, world and broadcaster
 //!   actors, and the [`server::World`] trait a game implements.
 //! - [`client`] — the client library on the same core, and its UDP driver.
+//! - [`demo`] — the reference game (a top-down arena) used by `volley run` and the bots.
+//! - [`bots`] — the headless bot swarm.
 //! - [`transport`] — real UDP sockets as a `Transmit` sink.
 //! - [`util`] — small helpers (hex for keys and tokens).
 //!
 //! See `README.md` for the guide and `BENCHMARKS.md` for measured figures.
 
+pub mod bots;
 pub mod client;
+pub mod demo;
 pub mod protocol;
 pub mod server;
 pub mod transport;

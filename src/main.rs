@@ -1,14 +1,20 @@
-//! The `volley` command: connect tokens and keys today; the server, bots and health check as
-//! the actor server lands.
+//! The `volley` command: the main job (`run`: a server with built-in bots), the server and the
+//! bot swarm alone, connect tokens and keys.
 
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use clap::{Parser, Subcommand};
+use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
+use volley::demo::arena::Arena;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{self, USER_DATA_BYTES};
+use volley::server::{ServerConfig, ServerMetrics};
 use volley::util::hex;
 
 /// volley: an authoritative real-time multiplayer game server framework.
@@ -21,6 +27,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The main job: an arena server with built-in bots on this machine, printing live figures.
+    Run(RunArgs),
+    /// An arena server alone.
+    Server(ServerArgs),
+    /// A bot swarm against a running server.
+    Bots(BotsArgs),
     /// Print a new random 32-byte private key (hex), to share between backend and servers.
     Keygen,
     /// Mint a netcode.io 1.02 connect token, as a matchmaker or backend would.
@@ -55,6 +67,225 @@ struct TokenArgs {
     out: Option<std::path::PathBuf>,
 }
 
+#[derive(Debug, Clone, clap::Args)]
+struct ServerArgs {
+    /// UDP address to listen on.
+    #[arg(long, env = "VOLLEY_BIND", default_value = "127.0.0.1:40000")]
+    bind: SocketAddr,
+    /// The private key shared with the token backend, 64 hex digits (random if unset: then
+    /// only the built-in bots can connect).
+    #[arg(long, env = "VOLLEY_PRIVATE_KEY", hide_env_values = true)]
+    private_key: Option<String>,
+    /// The game's protocol id.
+    #[arg(long, env = "VOLLEY_PROTOCOL_ID", default_value_t = volley::DEFAULT_PROTOCOL_ID)]
+    protocol_id: u64,
+    /// Player slots.
+    #[arg(long, env = "VOLLEY_MAX_PLAYERS", default_value_t = 1024)]
+    max_players: usize,
+    /// Simulation ticks per second.
+    #[arg(long, env = "VOLLEY_TICK_RATE", default_value_t = 60)]
+    tick_rate: u16,
+    /// Snapshots per second (divides the tick rate).
+    #[arg(long, env = "VOLLEY_SNAPSHOT_RATE", default_value_t = 60)]
+    snapshot_rate: u16,
+    /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Seconds clients get to be told of a shutdown.
+    #[arg(long, env = "VOLLEY_SHUTDOWN_GRACE", default_value_t = 3.0)]
+    shutdown_grace: f64,
+}
+
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Bots to run.
+    #[arg(long, default_value_t = 16)]
+    bots: usize,
+}
+
+#[derive(Debug, clap::Args)]
+struct BotsArgs {
+    /// The server's address.
+    #[arg(long, default_value = "127.0.0.1:40000")]
+    server: SocketAddr,
+    /// The server's private key (the swarm mints its own tokens), 64 hex digits.
+    #[arg(long, env = "VOLLEY_PRIVATE_KEY", hide_env_values = true)]
+    private_key: String,
+    /// The game's protocol id.
+    #[arg(long, env = "VOLLEY_PROTOCOL_ID", default_value_t = volley::DEFAULT_PROTOCOL_ID)]
+    protocol_id: u64,
+    /// Bots to run.
+    #[arg(long, default_value_t = 16)]
+    bots: usize,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Client id of the first bot.
+    #[arg(long, default_value_t = 1)]
+    first_client_id: u64,
+}
+
+fn key_or_random(hex_key: Option<&str>) -> Result<[u8; 32], String> {
+    match hex_key {
+        Some(k) => hex::decode_array::<32>(k).map_err(|e| format!("--private-key: {e}")),
+        None => netcode::generate_key().map_err(|e| format!("no randomness: {e}")),
+    }
+}
+
+fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> {
+    if !(a.shutdown_grace.is_finite() && a.shutdown_grace >= 0.0) {
+        return Err("--shutdown-grace must be a non-negative number of seconds".into());
+    }
+    let mut c = ServerConfig::new(a.bind, key);
+    c.protocol_id = a.protocol_id;
+    c.max_players = a.max_players;
+    c.tick_rate_hz = a.tick_rate;
+    c.snapshot_rate_hz = a.snapshot_rate;
+    c.shutdown_grace = Duration::from_secs_f64(a.shutdown_grace);
+    Ok(c)
+}
+
+/// Resolves when Ctrl-C or SIGTERM arrives, or after `duration`.
+async fn until_stopped(duration: Option<f64>) {
+    let timer = async {
+        match duration {
+            Some(s) if s.is_finite() && s >= 0.0 => tokio::time::sleep(Duration::from_secs_f64(s)).await,
+            _ => std::future::pending().await,
+        }
+    };
+    let term = async {
+        #[cfg(unix)]
+        if let Ok(mut t) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            t.recv().await;
+            return;
+        }
+        std::future::pending::<()>().await
+    };
+    tokio::select! {
+        _ = timer => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+fn live_line(m: &ServerMetrics, progress: Option<&SwarmProgress>, prev: &mut (u64, u64, u64), dt: f64) -> String {
+    let out = ServerMetrics::get(&m.bytes_sent);
+    let inb = ServerMetrics::get(&m.bytes_received);
+    let snaps = ServerMetrics::get(&m.snapshots);
+    let players = ServerMetrics::get(&m.players);
+    let rtt = if players > 0 { ServerMetrics::get(&m.rtt_sum_us) as f64 / players as f64 / 1000.0 } else { 0.0 };
+    let line = format!(
+        "players {:>4} | tick p50 {:>6.3} ms p99 {:>6.3} ms | out {:>8.1} kbit/s in {:>7.1} kbit/s | snapshots {:>6.0}/s | rtt {:>5.2} ms{}",
+        players,
+        m.tick_quantile(0.5).as_secs_f64() * 1e3,
+        m.tick_quantile(0.99).as_secs_f64() * 1e3,
+        (out - prev.0) as f64 * 8.0 / 1000.0 / dt,
+        (inb - prev.1) as f64 * 8.0 / 1000.0 / dt,
+        (snaps - prev.2) as f64 / dt,
+        rtt,
+        progress.map_or(String::new(), |p| format!(
+            " | bots connected {}",
+            p.connected.load(std::sync::atomic::Ordering::Relaxed)
+        )),
+    );
+    *prev = (out, inb, snaps);
+    line
+}
+
+async fn serve(args: ServerArgs, bots: usize) -> Result<(), String> {
+    let key = key_or_random(args.private_key.as_deref())?;
+    let config = server_config(&args, key)?;
+    let mut server = volley::server::start(config, Arena::new()).await.map_err(|e| e.to_string())?;
+    let addr = server.addr();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let progress = Arc::new(SwarmProgress::default());
+    let swarm = (bots > 0).then(|| {
+        let cfg = SwarmConfig { protocol_id: args.protocol_id, ..SwarmConfig::new(addr, bots, key) };
+        tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx))
+    });
+    let metrics = server.metrics().clone();
+    let live = tokio::spawn({
+        let progress = progress.clone();
+        async move {
+            let mut prev = (0, 0, 0);
+            let mut t = tokio::time::interval(Duration::from_secs(1));
+            t.tick().await;
+            loop {
+                t.tick().await;
+                println!("{}", live_line(&metrics, (bots > 0).then_some(&*progress), &mut prev, 1.0));
+            }
+        }
+    });
+    tokio::select! {
+        _ = until_stopped(args.duration) => {}
+        _ = server.wait() => {
+            live.abort();
+            return Err("the world actor stopped unexpectedly".into());
+        }
+    }
+    live.abort();
+    let _ = stop_tx.send(true);
+    let report = match swarm {
+        Some(s) => s.await.ok(),
+        None => None,
+    };
+    if let Some(report) = report {
+        println!("{}", report.summary());
+    }
+    let m = server.metrics().clone();
+    let left = server.shutdown().await;
+    println!(
+        "server: {} ticks, tick p99 {:.3} ms, {} overruns, input delay p99 {:.3} ms, {} full snapshots of {}, {} still connected at exit",
+        ServerMetrics::get(&m.ticks),
+        m.tick_quantile(0.99).as_secs_f64() * 1e3,
+        ServerMetrics::get(&m.tick_overruns),
+        m.input_delay_quantile(0.99).as_secs_f64() * 1e3,
+        ServerMetrics::get(&m.full_snapshots),
+        ServerMetrics::get(&m.snapshots),
+        left
+    );
+    Ok(())
+}
+
+async fn bots(args: BotsArgs) -> Result<(), String> {
+    let key = hex::decode_array::<32>(&args.private_key).map_err(|e| format!("--private-key: {e}"))?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let progress = Arc::new(SwarmProgress::default());
+    let cfg = SwarmConfig {
+        protocol_id: args.protocol_id,
+        first_client_id: args.first_client_id,
+        ..SwarmConfig::new(args.server, args.bots, key)
+    };
+    let swarm = tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx));
+    let ticker = tokio::spawn({
+        let progress = progress.clone();
+        async move {
+            let mut t = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                t.tick().await;
+                println!(
+                    "bots connected {} | snapshots {} | inputs {}",
+                    progress.connected.load(std::sync::atomic::Ordering::Relaxed),
+                    progress.snapshots.load(std::sync::atomic::Ordering::Relaxed),
+                    progress.inputs.load(std::sync::atomic::Ordering::Relaxed)
+                );
+            }
+        }
+    });
+    until_stopped(args.duration).await;
+    ticker.abort();
+    let _ = stop_tx.send(true);
+    let report = swarm.await.map_err(|e| e.to_string())?;
+    println!("{}", report.summary());
+    Ok(())
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("tokio runtime: {e}"))
+}
+
 fn mint(args: &TokenArgs) -> Result<(), String> {
     let key = hex::decode_array::<32>(&args.private_key).map_err(|e| format!("--private-key: {e}"))?;
     let data = hex::decode(&args.user_data).map_err(|e| format!("--user-data: {e}"))?;
@@ -87,11 +318,14 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    let result = match &cli.command {
+    let result = match cli.command {
         Command::Keygen => {
             netcode::generate_key().map_err(|e| format!("no randomness: {e}")).map(|k| println!("{}", hex::encode(&k)))
         }
-        Command::Token(args) => mint(args),
+        Command::Token(args) => mint(&args),
+        Command::Run(a) => runtime().and_then(|rt| rt.block_on(serve(a.server, a.bots))),
+        Command::Server(a) => runtime().and_then(|rt| rt.block_on(serve(a, 0))),
+        Command::Bots(a) => runtime().and_then(|rt| rt.block_on(bots(a))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -127,12 +127,10 @@ impl GameClient {
     /// Advances timers: netcode handshake and keep-alives, and the session hello.
     pub fn update(&mut self, now: Duration, tx: &mut impl Transmit) {
         self.netcode.update(now, tx);
-        if self.netcode.is_connected() {
-            if let Some(hello) = self.session.poll_hello(now) {
-                let mut b = [0u8; 16];
-                let n = hello.encode(&mut b);
-                Via { netcode: &mut self.netcode, now, tx }.payload(&b[..n]);
-            }
+        if let Some(hello) = self.netcode.is_connected().then(|| self.session.poll_hello(now)).flatten() {
+            let mut b = [0u8; 16];
+            let n = hello.encode(&mut b);
+            Via { netcode: &mut self.netcode, now, tx }.payload(&b[..n]);
         }
     }
 

@@ -34,7 +34,12 @@ impl Actor for Broadcaster {
         Ok(BTreeMap::new())
     }
 
-    async fn handle(&self, _: ActorRef<BroadcastMsg>, msg: BroadcastMsg, players: &mut Self::State) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _: ActorRef<BroadcastMsg>,
+        msg: BroadcastMsg,
+        players: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             BroadcastMsg::Add(p, r) => {
                 players.insert(p, r);

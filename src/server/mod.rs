@@ -160,7 +160,10 @@ impl ServerHandle {
 /// # Errors
 /// When the socket cannot be bound, a setting is invalid, or an actor fails to start.
 pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHandle, StartError> {
-    if config.tick_rate_hz == 0 || config.snapshot_rate_hz == 0 || config.tick_rate_hz % config.snapshot_rate_hz != 0 {
+    if config.tick_rate_hz == 0
+        || config.snapshot_rate_hz == 0
+        || !config.tick_rate_hz.is_multiple_of(config.snapshot_rate_hz)
+    {
         return Err(StartError::Config(format!(
             "tick rate {} must be a non-zero multiple of snapshot rate {}",
             config.tick_rate_hz, config.snapshot_rate_hz
@@ -179,7 +182,12 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, ())
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
-    let world_args = world::WorldArgs { world, tick_rate_hz: config.tick_rate_hz, broadcaster: broadcaster.clone(), metrics: metrics.clone() };
+    let world_args = world::WorldArgs {
+        world,
+        tick_rate_hz: config.tick_rate_hz,
+        broadcaster: broadcaster.clone(),
+        metrics: metrics.clone(),
+    };
     let (world_ref, world_task) = Actor::spawn(None, world::WorldActor::<W>::default(), world_args)
         .await
         .map_err(|e| StartError::Spawn("world", e.to_string()))?;

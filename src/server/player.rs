@@ -137,7 +137,7 @@ impl PlayerState {
     }
 
     fn on_snapshot(&mut self, world: &Arc<WorldSnapshot>) {
-        if !self.welcomed || world.tick() % self.args.snapshot_every.max(1) != 0 {
+        if !self.welcomed || !world.tick().is_multiple_of(self.args.snapshot_every.max(1)) {
             return;
         }
         let now = (self.args.clock)();
@@ -168,7 +168,11 @@ impl Actor for PlayerActor {
     type State = PlayerState;
     type Arguments = PlayerArgs;
 
-    async fn pre_start(&self, myself: ActorRef<PlayerMsg>, args: PlayerArgs) -> Result<PlayerState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<PlayerMsg>,
+        args: PlayerArgs,
+    ) -> Result<PlayerState, ActorProcessingErr> {
         let id = args.connection.client_index();
         myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
         args.world.cast(WorldMsg::Join(id))?;
@@ -189,7 +193,12 @@ impl Actor for PlayerActor {
         })
     }
 
-    async fn handle(&self, myself: ActorRef<PlayerMsg>, msg: PlayerMsg, s: &mut PlayerState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        myself: ActorRef<PlayerMsg>,
+        msg: PlayerMsg,
+        s: &mut PlayerState,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             PlayerMsg::Datagram(bytes, at) => {
                 s.args.inflight.fetch_sub(1, Ordering::Relaxed);
@@ -228,7 +237,11 @@ impl Actor for PlayerActor {
         tracing::debug!(player = s.id, addr = %s.addr(), reason = s.reason.label(), "player left");
         let _ = s.args.world.cast(WorldMsg::Leave(s.id));
         let _ = s.args.broadcaster.cast(BroadcastMsg::Remove(s.id));
-        let _ = s.args.socket_ctl.send(SocketCtl::Release { addr: s.addr(), client_id: s.args.connection.client_id(), slot: s.id });
+        let _ = s.args.socket_ctl.send(SocketCtl::Release {
+            addr: s.addr(),
+            client_id: s.args.connection.client_id(),
+            slot: s.id,
+        });
         Ok(())
     }
 }

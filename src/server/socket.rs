@@ -138,14 +138,23 @@ impl Actor for SocketActor {
     type State = SocketState;
     type Arguments = SocketArgs;
 
-    async fn pre_start(&self, myself: ActorRef<SocketMsg>, args: SocketArgs) -> Result<SocketState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<SocketMsg>,
+        args: SocketArgs,
+    ) -> Result<SocketState, ActorProcessingErr> {
         let (ctl, rx) = mpsc::unbounded_channel();
         let metrics = args.metrics.clone();
         let task = tokio::spawn(receive_loop(args, myself.get_cell(), ctl.clone(), rx));
         Ok(SocketState { ctl, task, metrics })
     }
 
-    async fn handle(&self, _: ActorRef<SocketMsg>, msg: SocketMsg, s: &mut SocketState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _: ActorRef<SocketMsg>,
+        msg: SocketMsg,
+        s: &mut SocketState,
+    ) -> Result<(), ActorProcessingErr> {
         let _ = s.ctl.send(match msg {
             SocketMsg::DisconnectAll => SocketCtl::DisconnectAll,
             SocketMsg::Stop => SocketCtl::Stop,
@@ -153,7 +162,12 @@ impl Actor for SocketActor {
         Ok(())
     }
 
-    async fn handle_supervisor_evt(&self, _: ActorRef<SocketMsg>, evt: SupervisionEvent, s: &mut SocketState) -> Result<(), ActorProcessingErr> {
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<SocketMsg>,
+        evt: SupervisionEvent,
+        s: &mut SocketState,
+    ) -> Result<(), ActorProcessingErr> {
         // A player actor's end never stops the socket: a failed one is cleaned up alone.
         if let SupervisionEvent::ActorFailed(who, err) = evt {
             tracing::warn!(actor = %who.get_id(), error = %err, "player actor failed; disconnecting that player only");
@@ -170,7 +184,12 @@ impl Actor for SocketActor {
     }
 }
 
-async fn receive_loop(args: SocketArgs, supervisor: ActorCell, ctl: mpsc::UnboundedSender<SocketCtl>, mut rx: mpsc::UnboundedReceiver<SocketCtl>) {
+async fn receive_loop(
+    args: SocketArgs,
+    supervisor: ActorCell,
+    ctl: mpsc::UnboundedSender<SocketCtl>,
+    mut rx: mpsc::UnboundedReceiver<SocketCtl>,
+) {
     let n = &args.netcode;
     let challenge_key = match crate::protocol::netcode::generate_key() {
         Ok(k) => k,
@@ -179,7 +198,8 @@ async fn receive_loop(args: SocketArgs, supervisor: ActorCell, ctl: mpsc::Unboun
             return;
         }
     };
-    let mut handshake = Handshake::new(n.protocol_id, n.private_key, n.public_addresses.clone(), n.max_clients, challenge_key);
+    let mut handshake =
+        Handshake::new(n.protocol_id, n.private_key, n.public_addresses.clone(), n.max_clients, challenge_key);
     let now0 = (args.clock)();
     let mut limiter = RateLimiter::new(n.handshake_rate_per_address, n.rate_table_capacity);
     let mut total = TokenBucket::full(n.handshake_rate_total, now0);
@@ -201,13 +221,11 @@ async fn receive_loop(args: SocketArgs, supervisor: ActorCell, ctl: mpsc::Unboun
                     }
                 }
                 Some(SocketCtl::Failed(actor)) => {
-                    if let Some(addr) = slots.by_actor.get(&actor).copied() {
-                        if let Some(r) = slots.release(addr) {
-                            let _ = args.world.cast(WorldMsg::Leave(r.slot));
-                            let _ = args.broadcaster.cast(BroadcastMsg::Remove(r.slot));
-                            args.metrics.players.fetch_sub(1, Ordering::Relaxed);
-                            args.metrics.disconnects.fetch_add(1, Ordering::Relaxed);
-                        }
+                    if let Some(r) = slots.by_actor.get(&actor).copied().and_then(|addr| slots.release(addr)) {
+                        let _ = args.world.cast(WorldMsg::Leave(r.slot));
+                        let _ = args.broadcaster.cast(BroadcastMsg::Remove(r.slot));
+                        args.metrics.players.fetch_sub(1, Ordering::Relaxed);
+                        args.metrics.disconnects.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 Some(SocketCtl::DisconnectAll) => {

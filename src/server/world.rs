@@ -108,7 +108,11 @@ impl<W: World> Actor for WorldActor<W> {
     type State = WorldState<W>;
     type Arguments = WorldArgs<W>;
 
-    async fn pre_start(&self, myself: ActorRef<WorldMsg>, args: WorldArgs<W>) -> Result<WorldState<W>, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        myself: ActorRef<WorldMsg>,
+        args: WorldArgs<W>,
+    ) -> Result<WorldState<W>, ActorProcessingErr> {
         let dt = Duration::from_secs_f64(1.0 / f64::from(args.tick_rate_hz.max(1)));
         myself.send_interval(dt, || WorldMsg::Tick);
         Ok(WorldState {
@@ -124,7 +128,12 @@ impl<W: World> Actor for WorldActor<W> {
         })
     }
 
-    async fn handle(&self, _: ActorRef<WorldMsg>, msg: WorldMsg, s: &mut WorldState<W>) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _: ActorRef<WorldMsg>,
+        msg: WorldMsg,
+        s: &mut WorldState<W>,
+    ) -> Result<(), ActorProcessingErr> {
         match msg {
             WorldMsg::Join(p) => s.world.join(p),
             WorldMsg::Leave(p) => s.world.leave(p),

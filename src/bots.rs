@@ -1,0 +1,264 @@
+//! The headless bot swarm: N clients of the arena, driven by a simple AI through the normal
+//! input path, over real UDP.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use glam::Vec2;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::client::GameClient;
+use crate::client::udp::UdpClient;
+use crate::demo::arena::{self, ArenaInput, Avatar};
+use crate::protocol::netcode::Key;
+use crate::protocol::netcode::client::ClientState;
+use crate::protocol::netcode::token::{ConnectToken, TokenParams};
+use crate::protocol::snapshot::{Schema, WorldSnapshot};
+use crate::server::unix_now;
+
+/// Swarm settings.
+#[derive(Debug, Clone)]
+pub struct SwarmConfig {
+    /// The server.
+    pub server: SocketAddr,
+    /// Local address to bind each bot's socket on.
+    pub bind: SocketAddr,
+    /// How many bots.
+    pub bots: usize,
+    /// The server's private key (the swarm mints its own tokens, as a backend would).
+    pub private_key: Key,
+    /// The game's protocol id.
+    pub protocol_id: u64,
+    /// Client id of the first bot; the others follow.
+    pub first_client_id: u64,
+    /// Input rate, Hz.
+    pub input_rate_hz: u32,
+    /// Bots connect this far apart.
+    pub connect_spacing: Duration,
+}
+
+impl SwarmConfig {
+    /// Defaults for `bots` bots against `server`.
+    pub fn new(server: SocketAddr, bots: usize, private_key: Key) -> Self {
+        Self {
+            server,
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            bots,
+            private_key,
+            protocol_id: crate::DEFAULT_PROTOCOL_ID,
+            first_client_id: 1,
+            input_rate_hz: 60,
+            connect_spacing: Duration::from_millis(2),
+        }
+    }
+}
+
+/// Live counters of a running swarm.
+#[derive(Debug, Default)]
+pub struct SwarmProgress {
+    /// Bots connected and in session now.
+    pub connected: AtomicU64,
+    /// Snapshots received, all bots.
+    pub snapshots: AtomicU64,
+    /// Snapshot bytes received, all bots.
+    pub snapshot_bytes: AtomicU64,
+    /// Inputs sent, all bots.
+    pub inputs: AtomicU64,
+}
+
+/// One bot's outcome.
+#[derive(Debug, Clone, Default)]
+pub struct BotReport {
+    /// Final connection state.
+    pub state: Option<ClientState>,
+    /// Whether it ever completed the session handshake.
+    pub connected: bool,
+    /// Snapshots decoded.
+    pub snapshots: u64,
+    /// Snapshot decode failures.
+    pub snapshot_errors: u64,
+    /// Most other avatars seen in one snapshot.
+    pub max_others_seen: usize,
+    /// Final smoothed RTT.
+    pub rtt: Duration,
+    /// Final loss estimate.
+    pub loss: f64,
+    /// Bytes received.
+    pub bytes_received: u64,
+}
+
+/// The whole swarm's outcome.
+#[derive(Debug, Clone, Default)]
+pub struct SwarmReport {
+    /// Each bot.
+    pub bots: Vec<BotReport>,
+    /// How long it ran.
+    pub elapsed: Duration,
+}
+
+impl SwarmReport {
+    /// Bots that connected.
+    pub fn connected(&self) -> usize {
+        self.bots.iter().filter(|b| b.connected).count()
+    }
+
+    /// A few lines for a person.
+    pub fn summary(&self) -> String {
+        let n = self.bots.len().max(1);
+        let snaps: u64 = self.bots.iter().map(|b| b.snapshots).sum();
+        let bytes: u64 = self.bots.iter().map(|b| b.bytes_received).sum();
+        let mut rtts: Vec<Duration> = self.bots.iter().filter(|b| b.connected).map(|b| b.rtt).collect();
+        rtts.sort();
+        let q = |q: f64| rtts.get(((rtts.len().max(1) - 1) as f64 * q) as usize).copied().unwrap_or_default();
+        let saw_others = self.bots.iter().filter(|b| b.max_others_seen > 0).count();
+        let secs = self.elapsed.as_secs_f64().max(1e-9);
+        format!(
+            "bots: {} connected of {}; {} saw other players\n\
+             snapshots: {} ({:.1}/s per bot), {} decode errors\n\
+             download: {:.1} kbit/s per bot\n\
+             RTT p50 {:.2} ms, p99 {:.2} ms; loss {:.2} %",
+            self.connected(),
+            self.bots.len(),
+            saw_others,
+            snaps,
+            snaps as f64 / secs / n as f64,
+            self.bots.iter().map(|b| b.snapshot_errors).sum::<u64>(),
+            bytes as f64 * 8.0 / 1000.0 / secs / n as f64,
+            q(0.5).as_secs_f64() * 1e3,
+            q(0.99).as_secs_f64() * 1e3,
+            self.bots.iter().map(|b| b.loss).sum::<f64>() / n as f64 * 100.0,
+        )
+    }
+}
+
+/// The bot's brain: chase the nearest living avatar, keep some distance, shoot when close.
+pub fn think(me: u32, world: &WorldSnapshot, schema: &Schema, tick: u64) -> (ArenaInput, usize) {
+    let Some(mine) = world.read::<Avatar>(schema, me) else { return (ArenaInput::default(), 0) };
+    let avatar_kind = schema.kind_of::<Avatar>();
+    let mut nearest: Option<(f32, Vec2)> = None;
+    let mut others = 0;
+    for e in world.iter().filter(|e| Some(e.kind) == avatar_kind && e.id != me) {
+        others += 1;
+        let a = <Avatar as crate::protocol::snapshot::Replicate>::dequantize(e.words);
+        let d = a.position.distance(mine.position);
+        if a.alive && nearest.is_none_or(|(nd, _)| d < nd) {
+            nearest = Some((d, a.position));
+        }
+    }
+    let wander = Vec2::from_angle((tick as f32 * 0.01) + me as f32);
+    let (move_dir, aim, fire) = match nearest {
+        Some((d, target)) => {
+            let to = (target - mine.position).normalize_or_zero();
+            let strafe =
+                Vec2::new(-to.y, to.x) * if (tick / 120 + u64::from(me)).is_multiple_of(2) { 1.0 } else { -1.0 };
+            let dir = if d > 12.0 { to } else { strafe };
+            (dir, to.to_angle(), d < 25.0)
+        }
+        None => (wander, wander.to_angle(), false),
+    };
+    let input = ArenaInput {
+        move_x: (move_dir.x * 127.0) as i8,
+        move_y: (move_dir.y * 127.0) as i8,
+        aim: ArenaInput::aim_from_radians(aim),
+        fire,
+    };
+    (input, others)
+}
+
+async fn run_bot(
+    cfg: Arc<SwarmConfig>,
+    index: usize,
+    progress: Arc<SwarmProgress>,
+    mut stop: watch::Receiver<bool>,
+) -> BotReport {
+    let mut report = BotReport::default();
+    let schema = Arc::new(arena::schema());
+    let params = TokenParams {
+        protocol_id: cfg.protocol_id,
+        client_id: cfg.first_client_id + index as u64,
+        now_unix_secs: unix_now().as_secs(),
+        expire_seconds: 60,
+        timeout_seconds: 10,
+        server_addresses: vec![cfg.server],
+        user_data: [0; crate::protocol::netcode::USER_DATA_BYTES],
+    };
+    let Ok(token) = ConnectToken::generate(&params, &cfg.private_key) else { return report };
+    let client = GameClient::new(token, schema.clone(), unix_now());
+    let Ok(mut bot) = UdpClient::bind(client, cfg.bind, unix_now).await else { return report };
+    let period = Duration::from_secs_f64(1.0 / f64::from(cfg.input_rate_hz.max(1)));
+    let mut next = Instant::now();
+    let mut tick = 0u64;
+    let mut input = ArenaInput::default().to_bytes();
+    let mut was_ready = false;
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        next += period;
+        let got = bot.step(&input, next).await;
+        tick += 1;
+        let ready = bot.client.is_ready();
+        if ready != was_ready {
+            if ready {
+                progress.connected.fetch_add(1, Ordering::Relaxed);
+                report.connected = true;
+            } else {
+                progress.connected.fetch_sub(1, Ordering::Relaxed);
+            }
+            was_ready = ready;
+        }
+        if ready {
+            progress.inputs.fetch_add(1, Ordering::Relaxed);
+        }
+        if got > 0 {
+            progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
+            progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
+            if let Some(world) = bot.client.latest() {
+                let (i, others) = think(bot.client.client_index(), world, &schema, tick);
+                report.max_others_seen = report.max_others_seen.max(others);
+                input = i.to_bytes();
+            }
+        }
+        if bot.client.state().is_error() || bot.client.state() == ClientState::Disconnected {
+            break;
+        }
+        if stop.has_changed().unwrap_or(true) && *stop.borrow_and_update() {
+            break;
+        }
+    }
+    if was_ready {
+        progress.connected.fetch_sub(1, Ordering::Relaxed);
+    }
+    let s = bot.client.stats();
+    report.state = Some(bot.client.state());
+    report.snapshots = s.snapshots;
+    report.snapshot_errors = s.snapshot_errors;
+    report.rtt = s.rtt;
+    report.loss = s.loss;
+    report.bytes_received = s.bytes_received;
+    if bot.client.state() == ClientState::Connected {
+        bot.disconnect();
+    }
+    report
+}
+
+/// Runs the swarm until `stop` turns true (or every bot ends); returns the report.
+pub async fn run_swarm(cfg: SwarmConfig, progress: Arc<SwarmProgress>, stop: watch::Receiver<bool>) -> SwarmReport {
+    let started = Instant::now();
+    let cfg = Arc::new(cfg);
+    let mut tasks = Vec::with_capacity(cfg.bots);
+    for i in 0..cfg.bots {
+        tasks.push(tokio::spawn(run_bot(cfg.clone(), i, progress.clone(), stop.clone())));
+        if !cfg.connect_spacing.is_zero() {
+            tokio::time::sleep(cfg.connect_spacing).await;
+        }
+    }
+    let mut bots = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        bots.push(t.await.unwrap_or_default());
+    }
+    SwarmReport { bots, elapsed: started.elapsed() }
+}

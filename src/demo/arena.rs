@@ -1,0 +1,286 @@
+//! Arena: a top-down shooter. Players move, aim and fire; a hit costs 25 health; at zero a
+//! player dies, the shooter scores, and the victim respawns two seconds later. It is a real
+//! [`World`] written only against volley's public API.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use glam::Vec2;
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::quant::{AngleQ, Bits, Flag, Vec2Q};
+use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use crate::server::{PlayerId, Relevancy, World};
+
+/// Half the arena's side, in metres.
+pub const HALF_SIZE: f32 = 50.0;
+/// Player speed, m/s.
+pub const SPEED: f32 = 8.0;
+/// Projectile speed, m/s.
+pub const SHOT_SPEED: f32 = 30.0;
+/// Seconds between shots.
+pub const FIRE_COOLDOWN: f32 = 0.25;
+/// How far a player sees, in metres.
+pub const VIEW_RADIUS: f32 = 40.0;
+const HIT_RADIUS: f32 = 0.7;
+const SHOT_LIFETIME: f32 = 1.2;
+const RESPAWN: f32 = 2.0;
+/// Projectile ids start here (players use their slot as id).
+pub const SHOT_ID_BASE: EntityId = 1 << 20;
+
+crate::replicated! {
+    /// A player's avatar.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Avatar {
+        /// Position, 1 cm in the arena.
+        pub position: Vec2 = Vec2Q::bounded(Vec2::splat(-HALF_SIZE), Vec2::splat(HALF_SIZE), 0.01),
+        /// Facing, radians.
+        pub aim: f32 = AngleQ(10),
+        /// 0 to 100.
+        pub health: u8 = Bits(7),
+        /// Kills.
+        pub score: u16 = Bits(12),
+        /// Deaths.
+        pub deaths: u16 = Bits(12),
+        /// Whether it is alive (dead avatars wait to respawn).
+        pub alive: bool = Flag,
+    }
+}
+
+crate::replicated! {
+    /// A projectile in flight.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Shot {
+        /// Position, 2 cm in the arena.
+        pub position: Vec2 = Vec2Q::bounded(Vec2::splat(-HALF_SIZE), Vec2::splat(HALF_SIZE), 0.02),
+        /// Direction of flight, radians.
+        pub heading: f32 = AngleQ(8),
+    }
+}
+
+/// What a player sends every tick.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ArenaInput {
+    /// Movement, −127 to 127 on each axis.
+    pub move_x: i8,
+    /// Movement, −127 to 127 on each axis.
+    pub move_y: i8,
+    /// Aim angle in 1/65536 of a turn.
+    pub aim: u16,
+    /// Fire this tick.
+    pub fire: bool,
+}
+
+impl ArenaInput {
+    /// Encodes for [`crate::client::GameClient::send_input`].
+    pub fn to_bytes(&self) -> Vec<u8> {
+        postcard::to_allocvec(self).unwrap_or_default()
+    }
+
+    /// The aim in radians.
+    pub fn aim_radians(&self) -> f32 {
+        f32::from(self.aim) / 65536.0 * std::f32::consts::TAU
+    }
+
+    /// An aim in radians as the input's fixed-point turn.
+    pub fn aim_from_radians(a: f32) -> u16 {
+        ((a / std::f32::consts::TAU).rem_euclid(1.0) * 65536.0) as u32 as u16
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Player {
+    avatar: Avatar,
+    input: ArenaInput,
+    cooldown: f32,
+    respawn_in: f32,
+}
+
+#[derive(Debug, Clone)]
+struct Projectile {
+    owner: PlayerId,
+    position: Vec2,
+    velocity: Vec2,
+    life: f32,
+}
+
+/// The arena world.
+#[derive(Debug, Default)]
+pub struct Arena {
+    players: BTreeMap<PlayerId, Player>,
+    shots: BTreeMap<EntityId, Projectile>,
+    next_shot: u32,
+    rng: u64,
+}
+
+/// The arena's schema (clients register the same).
+pub fn schema() -> Schema {
+    let mut s = Schema::new();
+    // Registering fresh types in a fresh schema cannot fail.
+    let _ = s.register::<Avatar>();
+    let _ = s.register::<Shot>();
+    s
+}
+
+impl Arena {
+    /// An empty arena.
+    pub fn new() -> Self {
+        Self { rng: 0x9e37_79b9_7f4a_7c15, ..Self::default() }
+    }
+
+    fn random_spot(&mut self) -> Vec2 {
+        let mut r = || {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            (self.rng >> 11) as f32 / (1u64 << 53) as f32
+        };
+        Vec2::new(r() * 2.0 - 1.0, r() * 2.0 - 1.0) * (HALF_SIZE - 5.0)
+    }
+
+    /// Players and their scores, best first: the scoreboard.
+    pub fn scoreboard(&self) -> Vec<(PlayerId, u16, u16)> {
+        let mut v: Vec<_> = self.players.iter().map(|(id, p)| (*id, p.avatar.score, p.avatar.deaths)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.2.cmp(&b.2)));
+        v
+    }
+}
+
+impl World for Arena {
+    fn schema(&self) -> Schema {
+        schema()
+    }
+
+    fn join(&mut self, player: PlayerId) {
+        let position = self.random_spot();
+        let avatar = Avatar { position, aim: 0.0, health: 100, score: 0, deaths: 0, alive: true };
+        self.players.insert(player, Player { avatar, input: ArenaInput::default(), cooldown: 0.0, respawn_in: 0.0 });
+    }
+
+    fn leave(&mut self, player: PlayerId) {
+        self.players.remove(&player);
+    }
+
+    fn input(&mut self, player: PlayerId, input: &[u8]) {
+        // Bad input from a client is ignored, never trusted or fatal.
+        if let (Some(p), Ok(i)) = (self.players.get_mut(&player), postcard::from_bytes::<ArenaInput>(input)) {
+            p.input = i;
+        }
+    }
+
+    fn tick(&mut self, _tick: u32, dt: Duration) {
+        let dt = dt.as_secs_f32();
+        let mut fired = Vec::new();
+        let mut respawns = Vec::new();
+        for (id, p) in &mut self.players {
+            if !p.avatar.alive {
+                p.respawn_in -= dt;
+                if p.respawn_in <= 0.0 {
+                    respawns.push(*id);
+                }
+                continue;
+            }
+            let dir = Vec2::new(f32::from(p.input.move_x), f32::from(p.input.move_y)) / 127.0;
+            let dir = if dir.length_squared() > 1.0 { dir.normalize() } else { dir };
+            p.avatar.position = (p.avatar.position + dir * SPEED * dt)
+                .clamp(Vec2::splat(-HALF_SIZE + 0.5), Vec2::splat(HALF_SIZE - 0.5));
+            p.avatar.aim = p.input.aim_radians();
+            p.cooldown -= dt;
+            if p.input.fire && p.cooldown <= 0.0 {
+                p.cooldown = FIRE_COOLDOWN;
+                let facing = Vec2::from_angle(p.avatar.aim);
+                fired.push(Projectile {
+                    owner: *id,
+                    position: p.avatar.position + facing,
+                    velocity: facing * SHOT_SPEED,
+                    life: SHOT_LIFETIME,
+                });
+            }
+        }
+        for id in respawns {
+            let spot = self.random_spot();
+            if let Some(p) = self.players.get_mut(&id) {
+                p.avatar.alive = true;
+                p.avatar.health = 100;
+                p.avatar.position = spot;
+            }
+        }
+        for shot in fired {
+            let id = SHOT_ID_BASE + self.next_shot % (1 << 20);
+            self.next_shot = self.next_shot.wrapping_add(1);
+            self.shots.insert(id, shot);
+        }
+        let mut gone = Vec::new();
+        let mut kills = Vec::new();
+        for (sid, s) in &mut self.shots {
+            s.position += s.velocity * dt;
+            s.life -= dt;
+            if s.life <= 0.0 || s.position.abs().max_element() > HALF_SIZE {
+                gone.push(*sid);
+                continue;
+            }
+            for (pid, p) in &mut self.players {
+                if *pid == s.owner || !p.avatar.alive || p.avatar.position.distance(s.position) > HIT_RADIUS {
+                    continue;
+                }
+                gone.push(*sid);
+                p.avatar.health = p.avatar.health.saturating_sub(25);
+                if p.avatar.health == 0 {
+                    p.avatar.alive = false;
+                    p.avatar.deaths = (p.avatar.deaths + 1).min(4095);
+                    p.respawn_in = RESPAWN;
+                    kills.push(s.owner);
+                }
+                break;
+            }
+        }
+        for sid in gone {
+            self.shots.remove(&sid);
+        }
+        for k in kills {
+            if let Some(p) = self.players.get_mut(&k) {
+                p.avatar.score = (p.avatar.score + 1).min(4095);
+            }
+        }
+    }
+
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        for (id, p) in &self.players {
+            let _ = out.insert(*id, &p.avatar);
+        }
+        for (id, s) in &self.shots {
+            let _ = out.insert(*id, &Shot { position: s.position, heading: s.velocity.to_angle() });
+        }
+    }
+
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        Arc::new(Nearby { schema: schema() })
+    }
+}
+
+/// Sees what is within [`VIEW_RADIUS`] of the player's avatar, nearer first; always sees
+/// every avatar (for the scoreboard), far ones at low priority.
+#[derive(Debug)]
+pub struct Nearby {
+    schema: Schema,
+}
+
+impl Relevancy for Nearby {
+    fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
+        out.clear();
+        let me = world.read::<Avatar>(&self.schema, player).map(|a| a.position);
+        let Some(avatar_kind) = self.schema.kind_of::<Avatar>() else { return };
+        for (i, e) in world.iter().enumerate() {
+            let position = if e.kind == avatar_kind {
+                <Avatar as crate::protocol::snapshot::Replicate>::dequantize(e.words).position
+            } else {
+                <Shot as crate::protocol::snapshot::Replicate>::dequantize(e.words).position
+            };
+            let d = me.map_or(0.0, |m| m.distance(position));
+            if e.kind == avatar_kind || d <= VIEW_RADIUS {
+                out.push(Interest { index: i as u32, priority: 1.0 + (VIEW_RADIUS - d).max(0.0) / 4.0 });
+            }
+        }
+    }
+}
