@@ -21,9 +21,11 @@
 //!   and encodes its own snapshot; the broadcaster only clones an `Arc` per player.
 //! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
 //!   at once) and then skips ahead, counting an overrun.
-//! - **Failure.** A player actor that fails is cleaned up alone by the socket actor (its
-//!   address, slot and world membership are released; the client times out). If the world
-//!   actor fails, [`ServerHandle::wait`] reports it and the server stops.
+//! - **Failure.** A player actor that fails (a panic in it, or in the game's relevancy code
+//!   that it runs) is cleaned up alone by the socket actor: the client is sent the netcode
+//!   disconnect packets, and the address, slot and world membership are released. No other
+//!   player notices. If the world actor fails, [`ServerHandle::wait`] returns and the server
+//!   stops.
 //! - **Shutdown.** [`ServerHandle::shutdown`] asks every player actor to send its client the
 //!   disconnect packets, waits for them to go (up to the grace period), then stops the world,
 //!   broadcaster and socket, in that order.

@@ -99,6 +99,8 @@ pub struct SocketActor;
 
 struct Route {
     player: ActorRef<PlayerMsg>,
+    /// Says goodbye to the client if its player actor fails.
+    farewell: Connection,
     inflight: Arc<AtomicUsize>,
     client_id: u64,
     slot: u32,
@@ -221,7 +223,9 @@ async fn receive_loop(
                     }
                 }
                 Some(SocketCtl::Failed(actor)) => {
-                    if let Some(r) = slots.by_actor.get(&actor).copied().and_then(|addr| slots.release(addr)) {
+                    if let Some(mut r) = slots.by_actor.get(&actor).copied().and_then(|addr| slots.release(addr)) {
+                        let mut tx = UdpTx::new(&args.socket);
+                        r.farewell.disconnect((args.clock)(), &mut tx);
                         let _ = args.world.cast(WorldMsg::Leave(r.slot));
                         let _ = args.broadcaster.cast(BroadcastMsg::Remove(r.slot));
                         args.metrics.players.fetch_sub(1, Ordering::Relaxed);
@@ -276,6 +280,7 @@ async fn receive_loop(
                 let Some(slot) = slots.free.pop() else { continue };
                 let mut connection = Connection::new(&accepted, slot, n.max_clients as u32, n.protocol_id, n.connection_rate, now);
                 connection.keep_alive(now, &mut tx);
+                let farewell = connection.farewell_copy();
                 let inflight = Arc::new(AtomicUsize::new(0));
                 let player_args = PlayerArgs {
                     connection,
@@ -295,7 +300,7 @@ async fn receive_loop(
                     Ok((player, _)) => {
                         slots.by_actor.insert(player.get_id(), from);
                         slots.ids.insert(accepted.client_id);
-                        slots.routes.insert(from, Route { player, inflight, client_id: accepted.client_id, slot });
+                        slots.routes.insert(from, Route { player, farewell, inflight, client_id: accepted.client_id, slot });
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "could not start a player actor");

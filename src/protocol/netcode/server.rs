@@ -442,6 +442,13 @@ impl Connection {
         None
     }
 
+    /// A copy that can still say goodbye if this connection's owner dies: its packet
+    /// sequence starts at 2^62, far above anything the live connection will use, so the
+    /// two never share a nonce.
+    pub fn farewell_copy(&self) -> Self {
+        Self { sequence: self.sequence.max(1 << 62), ..self.clone() }
+    }
+
     /// Sends the redundant disconnect packets.
     pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {
         for _ in 0..REDUNDANT_DISCONNECT_PACKETS {

@@ -1,0 +1,109 @@
+//! A player actor that fails takes nobody else with it.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use volley::client::GameClient;
+use volley::client::udp::UdpClient;
+use volley::demo::arena::{self, Arena, ArenaInput};
+use volley::protocol::netcode::client::ClientState;
+use volley::protocol::netcode::token::{ConnectToken, TokenParams};
+use volley::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use volley::server::{PlayerId, Relevancy, ServerConfig, ServerMetrics, World, unix_now};
+
+/// The arena, with relevancy code that panics for one player: a bug in game code that runs in
+/// that player's actor.
+struct Faulty {
+    arena: Arena,
+    victim: Arc<AtomicU32>,
+}
+
+struct PanicsFor(Arc<AtomicU32>);
+
+impl Relevancy for PanicsFor {
+    fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
+        assert!(player != self.0.load(Ordering::Relaxed), "injected fault in relevancy for player {player}");
+        Interest::everything(world, out);
+    }
+}
+
+impl World for Faulty {
+    fn schema(&self) -> Schema {
+        self.arena.schema()
+    }
+    fn join(&mut self, p: PlayerId) {
+        self.arena.join(p);
+    }
+    fn leave(&mut self, p: PlayerId) {
+        self.arena.leave(p);
+    }
+    fn input(&mut self, p: PlayerId, i: &[u8]) {
+        self.arena.input(p, i);
+    }
+    fn tick(&mut self, t: u32, dt: Duration) {
+        self.arena.tick(t, dt);
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        self.arena.snapshot(out);
+    }
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        Arc::new(PanicsFor(self.victim.clone()))
+    }
+}
+
+async fn client(addr: std::net::SocketAddr, key: [u8; 32], id: u64) -> UdpClient {
+    let p = TokenParams {
+        protocol_id: volley::DEFAULT_PROTOCOL_ID,
+        client_id: id,
+        now_unix_secs: unix_now().as_secs(),
+        expire_seconds: 30,
+        timeout_seconds: 5,
+        server_addresses: vec![addr],
+        user_data: [0; 256],
+    };
+    let c = GameClient::new(ConnectToken::generate(&p, &key).unwrap(), Arc::new(arena::schema()), unix_now());
+    UdpClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_player_actor_is_disconnected_alone() {
+    let key = [9u8; 32];
+    let victim = Arc::new(AtomicU32::new(u32::MAX));
+    let world = Faulty { arena: Arena::new(), victim: victim.clone() };
+    let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), world).await.unwrap();
+    let mut clients = Vec::new();
+    for id in 1..=4 {
+        clients.push(client(server.addr(), key, id).await);
+    }
+    let input = ArenaInput::default().to_bytes();
+    let mut next = tokio::time::Instant::now();
+    for _ in 0..60 {
+        next += Duration::from_millis(16);
+        for c in &mut clients {
+            c.step(&input, next).await;
+        }
+    }
+    assert!(clients.iter().all(|c| c.client.is_ready()), "all four connected");
+
+    // Player of the first client starts failing.
+    victim.store(clients[0].client.client_index(), Ordering::Relaxed);
+    let before: Vec<u64> = clients.iter().map(|c| c.client.stats().snapshots).collect();
+    for _ in 0..90 {
+        next += Duration::from_millis(16);
+        for c in &mut clients {
+            c.step(&input, next).await;
+        }
+    }
+    let m = server.metrics().clone();
+    assert_eq!(ServerMetrics::get(&m.actor_failures), 1, "exactly one actor failed");
+    assert_eq!(ServerMetrics::get(&m.players), 3, "the others are still connected");
+    assert_eq!(clients[0].client.state(), ClientState::Disconnected, "the victim was told");
+    for (i, c) in clients.iter().enumerate().skip(1) {
+        let got = c.client.stats().snapshots - before[i];
+        assert!(got > 60, "client {i} kept receiving snapshots: {got}");
+        assert_eq!(c.client.state(), ClientState::Connected);
+    }
+    server.shutdown().await;
+}
