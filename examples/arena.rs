@@ -43,10 +43,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for frame in 0..300 {
         next += Duration::from_millis(16);
         me.step(&idle, next).await;
-        if frame % 60 == 59 {
-            if let Some(world) = me.client.latest() {
-                draw(world, &schema);
-            }
+        if let Some(world) = me.client.latest().filter(|_| frame % 60 == 59) {
+            draw(world, &schema);
         }
     }
     let _ = stop_tx.send(true);
@@ -78,7 +76,7 @@ fn draw(world: &volley::protocol::snapshot::WorldSnapshot, schema: &volley::prot
     for row in grid {
         println!("{}", row.into_iter().collect::<String>());
     }
-    board.sort_by(|a, b| b.1.cmp(&a.1));
+    board.sort_by_key(|b| std::cmp::Reverse(b.1));
     for (id, score, deaths, health, alive) in board {
         println!(
             "  player {id:>3}: {score:>3} kills {deaths:>3} deaths  health {health:>3}{}",
