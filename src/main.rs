@@ -69,6 +69,9 @@ struct TokenArgs {
 
 #[derive(Debug, Clone, clap::Args)]
 struct ServerArgs {
+    /// A TOML file with any of these settings (flags and environment take precedence).
+    #[arg(long, env = "VOLLEY_CONFIG")]
+    config: Option<std::path::PathBuf>,
     /// UDP address to listen on.
     #[arg(long, env = "VOLLEY_BIND", default_value = "127.0.0.1:40000")]
     bind: SocketAddr,
@@ -125,6 +128,58 @@ struct BotsArgs {
     /// Client id of the first bot.
     #[arg(long, default_value_t = 1)]
     first_client_id: u64,
+}
+
+/// Server settings from a TOML file; every key is optional.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+struct FileConfig {
+    bind: Option<SocketAddr>,
+    private_key: Option<String>,
+    protocol_id: Option<u64>,
+    max_players: Option<usize>,
+    tick_rate: Option<u16>,
+    snapshot_rate: Option<u16>,
+    duration: Option<f64>,
+    shutdown_grace: Option<f64>,
+}
+
+/// Fills every setting that neither a flag nor the environment gave from the config file.
+fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), String> {
+    let Some(path) = &a.config else { return Ok(()) };
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let f: FileConfig = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let unset = |id: &str| {
+        !matches!(
+            m.value_source(id),
+            Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
+        )
+    };
+    if let Some(v) = f.bind.filter(|_| unset("bind")) {
+        a.bind = v;
+    }
+    if let Some(v) = f.private_key.filter(|_| unset("private_key")) {
+        a.private_key = Some(v);
+    }
+    if let Some(v) = f.protocol_id.filter(|_| unset("protocol_id")) {
+        a.protocol_id = v;
+    }
+    if let Some(v) = f.max_players.filter(|_| unset("max_players")) {
+        a.max_players = v;
+    }
+    if let Some(v) = f.tick_rate.filter(|_| unset("tick_rate")) {
+        a.tick_rate = v;
+    }
+    if let Some(v) = f.snapshot_rate.filter(|_| unset("snapshot_rate")) {
+        a.snapshot_rate = v;
+    }
+    if let Some(v) = f.duration.filter(|_| unset("duration")) {
+        a.duration = Some(v);
+    }
+    if let Some(v) = f.shutdown_grace.filter(|_| unset("shutdown_grace")) {
+        a.shutdown_grace = v;
+    }
+    Ok(())
 }
 
 fn key_or_random(hex_key: Option<&str>) -> Result<[u8; 32], String> {
@@ -316,15 +371,29 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::parse();
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let sub = matches.subcommand().map(|(_, m)| m.clone());
     let result = match cli.command {
         Command::Keygen => {
             netcode::generate_key().map_err(|e| format!("no randomness: {e}")).map(|k| println!("{}", hex::encode(&k)))
         }
         Command::Token(args) => mint(&args),
-        Command::Run(a) => runtime().and_then(|rt| rt.block_on(serve(a.server, a.bots))),
-        Command::Server(a) => runtime().and_then(|rt| rt.block_on(serve(a, 0))),
+        Command::Run(mut a) => sub
+            .as_ref()
+            .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))
+            .and_then(|()| runtime())
+            .and_then(|rt| rt.block_on(serve(a.server, a.bots))),
+        Command::Server(mut a) => sub
+            .as_ref()
+            .map_or(Ok(()), |m| apply_config_file(&mut a, m))
+            .and_then(|()| runtime())
+            .and_then(|rt| rt.block_on(serve(a, 0))),
         Command::Bots(a) => runtime().and_then(|rt| rt.block_on(bots(a))),
     };
     match result {

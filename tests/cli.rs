@@ -59,3 +59,44 @@ fn bad_arguments_are_clear_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("at most 256"));
 }
+
+#[test]
+fn settings_come_from_flags_then_environment_then_the_config_file() {
+    let dir = std::env::temp_dir().join(format!("volley-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("server.toml");
+    std::fs::write(&file, "tick_rate = 30\nsnapshot_rate = 15\nduration = 0.5\nbind = \"127.0.0.1:0\"\n").unwrap();
+    let run = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_volley"));
+        c.args(["server", "--config", file.to_str().unwrap()]).args(extra).env("RUST_LOG", "info");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    assert!(run(&[], &[]).contains("tick_hz=30"), "from the file");
+    assert!(
+        run(&[("VOLLEY_TICK_RATE", "20"), ("VOLLEY_SNAPSHOT_RATE", "10")], &[]).contains("tick_hz=20"),
+        "environment over file"
+    );
+    assert!(
+        run(&[("VOLLEY_TICK_RATE", "20")], &["--tick-rate", "40", "--snapshot-rate", "20"]).contains("tick_hz=40"),
+        "flag over environment"
+    );
+
+    std::fs::write(&file, "tick_rat = 30\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["server", "--config", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `tick_rat`"));
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["server", "--tick-rate", "60", "--snapshot-rate", "7", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "a snapshot rate that does not divide the tick rate is refused");
+    std::fs::remove_dir_all(&dir).ok();
+}
