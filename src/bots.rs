@@ -12,12 +12,13 @@ use tokio::time::Instant;
 
 use crate::client::GameClient;
 use crate::client::udp::UdpClient;
-use crate::demo::arena::{self, ArenaInput, Avatar};
+use crate::demo::arena::{self, ArenaEvent, ArenaInput, Avatar};
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::client::ClientState;
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::snapshot::{Schema, WorldSnapshot};
 use crate::server::unix_now;
+use crate::transport::conditioner::LinkProfile;
 
 /// Swarm settings.
 #[derive(Debug, Clone)]
@@ -38,6 +39,10 @@ pub struct SwarmConfig {
     pub input_rate_hz: u32,
     /// Bots connect this far apart.
     pub connect_spacing: Duration,
+    /// A conditioned link for every bot (each with its own random sequence), both ways.
+    pub link: Option<LinkProfile>,
+    /// After this long, bots stop moving and shooting (to let the world settle in tests).
+    pub idle_after: Option<Duration>,
 }
 
 impl SwarmConfig {
@@ -52,6 +57,8 @@ impl SwarmConfig {
             first_client_id: 1,
             input_rate_hz: 60,
             connect_spacing: Duration::from_millis(2),
+            link: None,
+            idle_after: None,
         }
     }
 }
@@ -88,6 +95,10 @@ pub struct BotReport {
     pub loss: f64,
     /// Bytes received.
     pub bytes_received: u64,
+    /// Sequence numbers of the kill-feed messages received, in arrival order.
+    pub kill_feed: Vec<u32>,
+    /// The newest snapshot at the end.
+    pub latest: Option<WorldSnapshot>,
 }
 
 /// The whole swarm's outcome.
@@ -188,6 +199,10 @@ async fn run_bot(
     let Ok(token) = ConnectToken::generate(&params, &cfg.private_key) else { return report };
     let client = GameClient::new(token, schema.clone(), unix_now());
     let Ok(mut bot) = UdpClient::bind(client, cfg.bind, unix_now).await else { return report };
+    if let Some(link) = cfg.link {
+        bot = bot.with_conditioner(link, 0x9e37_79b9 ^ (index as u64).wrapping_mul(0x2545_f491));
+    }
+    let started = Instant::now();
     let period = Duration::from_secs_f64(1.0 / f64::from(cfg.input_rate_hz.max(1)));
     let mut next = Instant::now();
     let mut tick = 0u64;
@@ -213,7 +228,16 @@ async fn run_bot(
         if ready {
             progress.inputs.fetch_add(1, Ordering::Relaxed);
         }
-        if got > 0 {
+        while let Some(msg) = bot.client.endpoint().recv_message::<ArenaEvent>() {
+            if let Ok(ArenaEvent::Kill { seq, .. }) = msg {
+                report.kill_feed.push(seq);
+            }
+        }
+        let idle = cfg.idle_after.is_some_and(|d| started.elapsed() >= d);
+        if idle {
+            input = ArenaInput::default().to_bytes();
+        }
+        if got > 0 && !idle {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
             progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
             if let Some(world) = bot.client.latest() {
@@ -239,6 +263,7 @@ async fn run_bot(
     report.rtt = s.rtt;
     report.loss = s.loss;
     report.bytes_received = s.bytes_received;
+    report.latest = bot.client.latest().cloned();
     if bot.client.state() == ClientState::Connected {
         bot.disconnect();
     }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::quant::{AngleQ, Bits, Flag, Vec2Q};
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
-use crate::server::{PlayerId, Relevancy, World};
+use crate::server::{Audience, Outbox, PlayerId, Relevancy, World};
 
 /// Half the arena's side, in metres.
 pub const HALF_SIZE: f32 = 50.0;
@@ -89,6 +89,21 @@ impl ArenaInput {
     }
 }
 
+/// What the arena tells every player reliably: the kill feed, numbered from 0 so a client can
+/// check it got every one, once, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArenaEvent {
+    /// `killer` shot `victim`.
+    Kill {
+        /// Running number of kills in this arena.
+        seq: u32,
+        /// Who scored.
+        killer: PlayerId,
+        /// Who died.
+        victim: PlayerId,
+    },
+}
+
 #[derive(Debug, Clone)]
 struct Player {
     avatar: Avatar,
@@ -112,6 +127,8 @@ pub struct Arena {
     shots: BTreeMap<EntityId, Projectile>,
     next_shot: u32,
     rng: u64,
+    kills: u32,
+    feed: Vec<ArenaEvent>,
 }
 
 /// The arena's schema (clients register the same).
@@ -231,6 +248,8 @@ impl World for Arena {
                     p.avatar.deaths = (p.avatar.deaths + 1).min(4095);
                     p.respawn_in = RESPAWN;
                     kills.push(s.owner);
+                    self.feed.push(ArenaEvent::Kill { seq: self.kills, killer: s.owner, victim: *pid });
+                    self.kills += 1;
                 }
                 break;
             }
@@ -256,6 +275,13 @@ impl World for Arena {
 
     fn relevancy(&self) -> Arc<dyn Relevancy> {
         Arc::new(Nearby { schema: schema() })
+    }
+
+    fn messages(&mut self, out: &mut Outbox) {
+        for e in self.feed.drain(..) {
+            // Serializing this enum into a Vec cannot fail.
+            let _ = out.reliable_message(Audience::All, &e);
+        }
     }
 }
 

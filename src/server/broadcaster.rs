@@ -6,8 +6,9 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::player::PlayerMsg;
-use super::world::PlayerId;
+use super::world::{Audience, PlayerId};
 use crate::protocol::snapshot::WorldSnapshot;
+use bytes::Bytes;
 
 /// Messages to the broadcaster.
 #[derive(Debug)]
@@ -18,6 +19,15 @@ pub enum BroadcastMsg {
     Remove(PlayerId),
     /// This tick's snapshot, shared (never copied per player).
     Snapshot(Arc<WorldSnapshot>),
+    /// A message from the world to players.
+    Message {
+        /// Who gets it.
+        to: Audience,
+        /// The bytes.
+        data: Bytes,
+        /// Reliable (else an unreliable event).
+        reliable: bool,
+    },
 }
 
 /// The broadcaster actor. Each player actor encodes its own delta, so the encoding spreads
@@ -46,6 +56,15 @@ impl Actor for Broadcaster {
             }
             BroadcastMsg::Remove(p) => {
                 players.remove(&p);
+            }
+            BroadcastMsg::Message { to, data, reliable } => {
+                let send = |r: &ActorRef<PlayerMsg>| {
+                    let _ = r.cast(PlayerMsg::Message(data.clone(), reliable));
+                };
+                match to {
+                    Audience::All => players.values().for_each(send),
+                    Audience::Player(p) => players.get(&p).into_iter().for_each(send),
+                }
             }
             BroadcastMsg::Snapshot(snap) => {
                 for r in players.values() {

@@ -36,6 +36,8 @@ pub enum PlayerMsg {
     Heartbeat,
     /// End the connection, telling the client.
     Disconnect,
+    /// A message from the world: (bytes, reliable).
+    Message(Bytes, bool),
 }
 
 /// What a player actor starts with.
@@ -207,6 +209,17 @@ impl Actor for PlayerActor {
                 }
             }
             PlayerMsg::Snapshot(world) => s.on_snapshot(&world),
+            PlayerMsg::Message(data, reliable) => {
+                let queued = if reliable { s.endpoint.send_reliable(data) } else { s.endpoint.send_event(data) };
+                if let Err(e) = queued {
+                    // A client that stops acknowledging fills its queue: it is cut off rather
+                    // than allowed to grow the server's memory.
+                    if reliable {
+                        tracing::warn!(player = s.id, error = %e, "reliable queue full; disconnecting");
+                        myself.send_message(PlayerMsg::Disconnect)?;
+                    }
+                }
+            }
             PlayerMsg::Heartbeat => {
                 let now = (s.args.clock)();
                 let mut tx = UdpTx::new(&s.args.socket);

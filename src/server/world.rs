@@ -30,6 +30,43 @@ impl Relevancy for Everything {
     }
 }
 
+/// Who a message from the world goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Every connected player.
+    All,
+    /// One player.
+    Player(PlayerId),
+}
+
+/// Messages the world sends this tick: reliable ones arrive once and in order (resent until
+/// acknowledged); events may be lost. They travel with the tick's snapshot.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    pub(crate) items: Vec<(Audience, bytes::Bytes, bool)>,
+}
+
+impl Outbox {
+    /// Queues a reliable message.
+    pub fn reliable(&mut self, to: Audience, data: impl Into<bytes::Bytes>) {
+        self.items.push((to, data.into(), true));
+    }
+
+    /// Queues an unreliable event.
+    pub fn event(&mut self, to: Audience, data: impl Into<bytes::Bytes>) {
+        self.items.push((to, data.into(), false));
+    }
+
+    /// Serializes `msg` (postcard) and queues it reliably.
+    ///
+    /// # Errors
+    /// When serialization fails.
+    pub fn reliable_message<T: serde::Serialize>(&mut self, to: Audience, msg: &T) -> Result<(), postcard::Error> {
+        self.reliable(to, postcard::to_allocvec(msg)?);
+        Ok(())
+    }
+}
+
 /// What a game implements: the world actor calls it, one tick at a time, in this order:
 /// joins and leaves as they happen, each player's inputs in the order sent, then
 /// [`World::tick`], then [`World::snapshot`].
@@ -54,6 +91,8 @@ pub trait World: Send + 'static {
     fn avatar(&self, _player: PlayerId) -> Option<EntityId> {
         None
     }
+    /// Messages for players, collected after each tick (none by default).
+    fn messages(&mut self, _out: &mut Outbox) {}
 }
 
 /// Messages to the world actor.
@@ -166,6 +205,11 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
         s.metrics.record_input_delay(started.saturating_duration_since(at));
     }
     s.world.tick(s.tick, s.dt);
+    let mut outbox = Outbox::default();
+    s.world.messages(&mut outbox);
+    for (to, data, reliable) in outbox.items {
+        s.broadcaster.cast(BroadcastMsg::Message { to, data, reliable })?;
+    }
     let mut b = SnapshotBuilder::new(&s.schema, s.tick);
     s.world.snapshot(&mut b);
     let snap = Arc::new(b.finish_after(s.previous.as_deref())?);

@@ -1,3 +1,4 @@
 //! Moving datagrams: real UDP sockets for the server, clients and bots.
 
+pub mod conditioner;
 pub mod udp;
