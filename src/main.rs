@@ -15,6 +15,7 @@ use volley::demo::arena::Arena;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{self, USER_DATA_BYTES};
 use volley::server::{ServerConfig, ServerMetrics};
+use volley::transport::conditioner::LinkProfile;
 use volley::util::hex;
 
 /// volley: an authoritative real-time multiplayer game server framework.
@@ -99,6 +100,46 @@ struct ServerArgs {
     shutdown_grace: f64,
 }
 
+/// A link conditioner for every bot (both directions).
+#[derive(Debug, Clone, Copy, clap::Args)]
+struct LinkArgs {
+    /// One-way latency added to each bot's link, milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    latency_ms: f64,
+    /// Jitter (uniform, either way) on each bot's link, milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    jitter_ms: f64,
+    /// Random loss on each bot's link, 0 to 1.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Burst loss: chance per datagram of entering a loss burst (0 disables bursts).
+    #[arg(long, default_value_t = 0.0)]
+    burst_enter: f64,
+    /// Burst loss: chance per datagram of leaving a burst.
+    #[arg(long, default_value_t = 0.3)]
+    burst_leave: f64,
+}
+
+impl LinkArgs {
+    fn profile(&self) -> Result<Option<LinkProfile>, String> {
+        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        if !(ok(self.latency_ms) && ok(self.jitter_ms) && (0.0..=1.0).contains(&self.loss))
+            || !((0.0..=1.0).contains(&self.burst_enter) && (0.0..=1.0).contains(&self.burst_leave))
+        {
+            return Err("link: latency and jitter must be non-negative, loss and burst chances in 0..=1".into());
+        }
+        if self.latency_ms == 0.0 && self.jitter_ms == 0.0 && self.loss == 0.0 && self.burst_enter == 0.0 {
+            return Ok(None);
+        }
+        Ok(Some(LinkProfile {
+            latency: Duration::from_secs_f64(self.latency_ms / 1e3),
+            jitter: Duration::from_secs_f64(self.jitter_ms / 1e3),
+            loss: self.loss,
+            burst: (self.burst_enter > 0.0).then_some((self.burst_enter, self.burst_leave)),
+        }))
+    }
+}
+
 #[derive(Debug, clap::Args)]
 struct RunArgs {
     #[command(flatten)]
@@ -106,6 +147,8 @@ struct RunArgs {
     /// Bots to run.
     #[arg(long, default_value_t = 16)]
     bots: usize,
+    #[command(flatten)]
+    link: LinkArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -128,6 +171,8 @@ struct BotsArgs {
     /// Client id of the first bot.
     #[arg(long, default_value_t = 1)]
     first_client_id: u64,
+    #[command(flatten)]
+    link: LinkArgs,
 }
 
 /// Server settings from a TOML file; every key is optional.
@@ -249,7 +294,7 @@ fn live_line(m: &ServerMetrics, progress: Option<&SwarmProgress>, prev: &mut (u6
     line
 }
 
-async fn serve(args: ServerArgs, bots: usize) -> Result<(), String> {
+async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Result<(), String> {
     let key = key_or_random(args.private_key.as_deref())?;
     let config = server_config(&args, key)?;
     let mut server = volley::server::start(config, Arena::new()).await.map_err(|e| e.to_string())?;
@@ -257,7 +302,7 @@ async fn serve(args: ServerArgs, bots: usize) -> Result<(), String> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
     let swarm = (bots > 0).then(|| {
-        let cfg = SwarmConfig { protocol_id: args.protocol_id, ..SwarmConfig::new(addr, bots, key) };
+        let cfg = SwarmConfig { protocol_id: args.protocol_id, link, ..SwarmConfig::new(addr, bots, key) };
         tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx))
     });
     let metrics = server.metrics().clone();
@@ -308,9 +353,11 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     let key = hex::decode_array::<32>(&args.private_key).map_err(|e| format!("--private-key: {e}"))?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
+    let link = args.link.profile()?;
     let cfg = SwarmConfig {
         protocol_id: args.protocol_id,
         first_client_id: args.first_client_id,
+        link,
         ..SwarmConfig::new(args.server, args.bots, key)
     };
     let swarm = tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx));
@@ -387,13 +434,14 @@ fn main() -> ExitCode {
         Command::Run(mut a) => sub
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))
-            .and_then(|()| runtime())
-            .and_then(|rt| rt.block_on(serve(a.server, a.bots))),
+            .and_then(|()| a.link.profile())
+            .and_then(|link| runtime().map(|rt| (rt, link)))
+            .and_then(|(rt, link)| rt.block_on(serve(a.server, a.bots, link))),
         Command::Server(mut a) => sub
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a, m))
             .and_then(|()| runtime())
-            .and_then(|rt| rt.block_on(serve(a, 0))),
+            .and_then(|rt| rt.block_on(serve(a, 0, None))),
         Command::Bots(a) => runtime().and_then(|rt| rt.block_on(bots(a))),
     };
     match result {
