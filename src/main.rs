@@ -123,9 +123,13 @@ struct LinkArgs {
 impl LinkArgs {
     fn profile(&self) -> Result<Option<LinkProfile>, String> {
         let ok = |v: f64| v.is_finite() && v >= 0.0;
-        if !(ok(self.latency_ms) && ok(self.jitter_ms) && (0.0..=1.0).contains(&self.loss))
-            || !((0.0..=1.0).contains(&self.burst_enter) && (0.0..=1.0).contains(&self.burst_leave))
-        {
+        let chance = |v: f64| (0.0..=1.0).contains(&v);
+        let valid = ok(self.latency_ms)
+            && ok(self.jitter_ms)
+            && chance(self.loss)
+            && chance(self.burst_enter)
+            && chance(self.burst_leave);
+        if !valid {
             return Err("link: latency and jitter must be non-negative, loss and burst chances in 0..=1".into());
         }
         if self.latency_ms == 0.0 && self.jitter_ms == 0.0 && self.loss == 0.0 && self.burst_enter == 0.0 {
