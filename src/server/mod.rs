@@ -33,6 +33,7 @@
 pub mod broadcaster;
 pub mod metrics;
 pub mod player;
+pub mod session;
 pub mod socket;
 pub mod world;
 

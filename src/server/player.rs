@@ -14,15 +14,13 @@ use tokio::time::Instant;
 
 use super::broadcaster::BroadcastMsg;
 use super::metrics::ServerMetrics;
+use super::session::{Incoming, PlayerSession};
 use super::socket::SocketCtl;
-use super::world::{PlayerId, Relevancy, WorldMsg};
-use crate::protocol::input::{InputDedup, read_input_packet};
-use crate::protocol::netcode::packet::Packet;
+use super::world::{Relevancy, WorldMsg};
+use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::netcode::server::Connection;
-use crate::protocol::netcode::{DisconnectReason, MAX_PAYLOAD_BYTES};
-use crate::protocol::reliability::{Endpoint, EndpointConfig};
-use crate::protocol::session::{CONTROL_FRAME, Control, SessionParams, answer_hello};
-use crate::protocol::snapshot::{Interest, Schema, SenderConfig, SnapshotSender, WorldSnapshot};
+use crate::protocol::session::SessionParams;
+use crate::protocol::snapshot::{Schema, WorldSnapshot};
 use crate::transport::udp::UdpTx;
 
 /// Messages to a player actor.
@@ -68,18 +66,25 @@ pub struct PlayerArgs {
     pub clock: fn() -> Duration,
 }
 
-/// A player actor's state.
+/// A player actor's state: the sans-IO session plus what the actor needs to move bytes.
 pub struct PlayerState {
-    args: PlayerArgs,
-    id: PlayerId,
-    endpoint: Endpoint,
-    sender: SnapshotSender,
-    dedup: InputDedup,
-    interest: Vec<Interest>,
-    snapshot_buf: Vec<u8>,
-    welcomed: bool,
+    args: PlayerShell,
+    session: PlayerSession,
     rtt_us: u64,
     reason: DisconnectReason,
+}
+
+/// The parts of [`PlayerArgs`] the actor keeps once the session owns the connection.
+struct PlayerShell {
+    socket: Arc<UdpSocket>,
+    world: ActorRef<WorldMsg>,
+    broadcaster: ActorRef<BroadcastMsg>,
+    socket_ctl: tokio::sync::mpsc::UnboundedSender<SocketCtl>,
+    inflight: Arc<AtomicUsize>,
+    metrics: Arc<ServerMetrics>,
+    clock: fn() -> Duration,
+    addr: SocketAddr,
+    client_id: u64,
 }
 
 /// The player actor.
@@ -87,16 +92,6 @@ pub struct PlayerState {
 pub struct PlayerActor;
 
 impl PlayerState {
-    fn addr(&self) -> SocketAddr {
-        self.args.connection.addr()
-    }
-
-    fn send_payload(&mut self, now: Duration, payload: &[u8]) {
-        let mut tx = UdpTx::new(&self.args.socket);
-        let _ = self.args.connection.send_payload(now, payload, &mut tx);
-        self.count(&tx);
-    }
-
     fn count(&self, tx: &UdpTx<'_>) {
         let m = &self.args.metrics;
         m.packets_sent.fetch_add(tx.sent, Ordering::Relaxed);
@@ -104,59 +99,20 @@ impl PlayerState {
         m.dropped.fetch_add(tx.dropped, Ordering::Relaxed);
     }
 
-    fn on_datagram(&mut self, mut bytes: Vec<u8>, arrived: Instant) -> Result<bool, ActorProcessingErr> {
-        let now = (self.args.clock)();
-        let m = &self.args.metrics;
-        m.packets_received.fetch_add(1, Ordering::Relaxed);
-        m.bytes_received.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let payload = match self.args.connection.receive(now, &mut bytes) {
-            Ok(Packet::Payload(p)) => p.to_vec(),
-            Ok(Packet::Disconnect) => {
-                self.reason = DisconnectReason::ByPeer;
-                return Ok(false);
-            }
-            Ok(_) | Err(_) => return Ok(true),
-        };
-        if payload.first() == Some(&CONTROL_FRAME) {
-            if let Ok(Control::Hello { protocol_version }) = Control::decode(&payload) {
-                let answer = answer_hello(protocol_version, self.args.session);
-                let mut b = [0u8; 16];
-                let n = answer.encode(&mut b);
-                self.send_payload(now, &b[..n]);
-                self.welcomed = matches!(answer, Control::Welcome(_));
-            }
-            return Ok(true);
-        }
-        let Ok(Some(state)) = self.endpoint.receive(now, &payload) else { return Ok(true) };
-        let Ok(input) = read_input_packet(state) else { return Ok(true) };
-        if let Some(t) = input.ack_tick {
-            self.sender.ack(t);
-        }
-        for (_, i) in self.dedup.fresh(&input) {
-            self.args.world.cast(WorldMsg::Input(self.id, i.to_vec(), arrived))?;
-        }
-        Ok(true)
-    }
-
     fn on_snapshot(&mut self, world: &Arc<WorldSnapshot>) {
-        if !self.welcomed || !world.tick().is_multiple_of(self.args.snapshot_every.max(1)) {
-            return;
-        }
         let now = (self.args.clock)();
-        self.args.relevancy.interest(world, self.id, &mut self.interest);
-        let room = self.endpoint.state_room().min(MAX_PAYLOAD_BYTES - 64);
-        self.snapshot_buf.resize(room, 0);
-        let Ok(stats) = self.sender.encode(world, &self.interest, &mut self.snapshot_buf) else { return };
-        let m = self.args.metrics.clone();
+        let socket = self.args.socket.clone();
+        let mut tx = UdpTx::new(&socket);
+        let stats = self.session.on_snapshot(now, world, &mut tx);
+        self.count(&tx);
+        let Some(stats) = stats else { return };
+        let m = &self.args.metrics;
         m.snapshots.fetch_add(1, Ordering::Relaxed);
         m.snapshot_bytes.fetch_add(stats.bytes as u64, Ordering::Relaxed);
         if stats.baseline.is_none() {
             m.full_snapshots.fetch_add(1, Ordering::Relaxed);
         }
-        let mut packet = [0u8; MAX_PAYLOAD_BYTES];
-        let n = self.endpoint.build_packet(now, Some(&self.snapshot_buf[..stats.bytes]), &mut packet);
-        self.send_payload(now, &packet[..n]);
-        let rtt = self.endpoint.link().rtt().as_micros() as u64;
+        let rtt = self.session.endpoint().link().rtt().as_micros() as u64;
         if rtt != self.rtt_us {
             m.rtt_sum_us.fetch_add(rtt, Ordering::Relaxed);
             m.rtt_sum_us.fetch_sub(self.rtt_us, Ordering::Relaxed);
@@ -181,18 +137,20 @@ impl Actor for PlayerActor {
         args.broadcaster.cast(BroadcastMsg::Add(id, myself.clone()))?;
         args.metrics.players.fetch_add(1, Ordering::Relaxed);
         args.metrics.connects.fetch_add(1, Ordering::Relaxed);
-        Ok(PlayerState {
-            endpoint: Endpoint::new(EndpointConfig::default()),
-            sender: SnapshotSender::new(args.schema.clone(), SenderConfig::default()),
-            dedup: InputDedup::default(),
-            interest: Vec::new(),
-            snapshot_buf: Vec::with_capacity(MAX_PAYLOAD_BYTES),
-            welcomed: false,
-            rtt_us: 0,
-            reason: DisconnectReason::Local,
-            id,
-            args,
-        })
+        let shell = PlayerShell {
+            addr: args.connection.addr(),
+            client_id: args.connection.client_id(),
+            socket: args.socket,
+            world: args.world,
+            broadcaster: args.broadcaster,
+            socket_ctl: args.socket_ctl,
+            inflight: args.inflight,
+            metrics: args.metrics,
+            clock: args.clock,
+        };
+        let session =
+            PlayerSession::new(args.connection, args.schema, args.relevancy, args.session, args.snapshot_every);
+        Ok(PlayerState { args: shell, session, rtt_us: 0, reason: DisconnectReason::Local })
     }
 
     async fn handle(
@@ -201,44 +159,51 @@ impl Actor for PlayerActor {
         msg: PlayerMsg,
         s: &mut PlayerState,
     ) -> Result<(), ActorProcessingErr> {
+        let now = (s.args.clock)();
+        let socket = s.args.socket.clone();
+        let mut tx = UdpTx::new(&socket);
         match msg {
             PlayerMsg::Datagram(bytes, at) => {
                 s.args.inflight.fetch_sub(1, Ordering::Relaxed);
-                if !s.on_datagram(bytes.to_vec(), at)? {
-                    myself.stop(Some("client disconnected".into()));
+                s.args.metrics.packets_received.fetch_add(1, Ordering::Relaxed);
+                s.args.metrics.bytes_received.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                let mut bytes = bytes.to_vec();
+                match s.session.on_datagram(now, &mut bytes, &mut tx) {
+                    Incoming::Inputs(inputs) => {
+                        for i in inputs {
+                            s.args.world.cast(WorldMsg::Input(s.session.id(), i, at))?;
+                        }
+                    }
+                    Incoming::Disconnected => {
+                        s.reason = DisconnectReason::ByPeer;
+                        myself.stop(Some("client disconnected".into()));
+                    }
+                    Incoming::Nothing => {}
                 }
             }
             PlayerMsg::Snapshot(world) => s.on_snapshot(&world),
             PlayerMsg::Message(data, reliable) => {
-                let queued = if reliable { s.endpoint.send_reliable(data) } else { s.endpoint.send_event(data) };
-                if let Err(e) = queued {
-                    // A client that stops acknowledging fills its queue: it is cut off rather
-                    // than allowed to grow the server's memory.
-                    if reliable {
-                        tracing::warn!(player = s.id, error = %e, "reliable queue full; disconnecting");
-                        myself.send_message(PlayerMsg::Disconnect)?;
-                    }
+                // A client that stops acknowledging fills its reliable queue: it is cut off
+                // rather than allowed to grow the server's memory. An event that does not fit
+                // is simply not sent.
+                if let Some(e) = s.session.queue_message(data, reliable).err().filter(|_| reliable) {
+                    tracing::warn!(player = s.session.id(), error = %e, "reliable queue full; disconnecting");
+                    myself.send_message(PlayerMsg::Disconnect)?;
                 }
             }
             PlayerMsg::Heartbeat => {
-                let now = (s.args.clock)();
-                let mut tx = UdpTx::new(&s.args.socket);
-                let timed_out = s.args.connection.update(now, &mut tx);
-                s.count(&tx);
-                if let Some(reason) = timed_out {
+                if let Some(reason) = s.session.heartbeat(now, &mut tx) {
                     s.reason = reason;
                     myself.stop(Some("timed out".into()));
                 }
             }
             PlayerMsg::Disconnect => {
-                let now = (s.args.clock)();
-                let mut tx = UdpTx::new(&s.args.socket);
-                s.args.connection.disconnect(now, &mut tx);
-                s.count(&tx);
+                s.session.disconnect(now, &mut tx);
                 s.reason = DisconnectReason::Local;
                 myself.stop(Some("server disconnected it".into()));
             }
         }
+        s.count(&tx);
         Ok(())
     }
 
@@ -247,14 +212,11 @@ impl Actor for PlayerActor {
         m.players.fetch_sub(1, Ordering::Relaxed);
         m.disconnects.fetch_add(1, Ordering::Relaxed);
         m.rtt_sum_us.fetch_sub(s.rtt_us, Ordering::Relaxed);
-        tracing::debug!(player = s.id, addr = %s.addr(), reason = s.reason.label(), "player left");
-        let _ = s.args.world.cast(WorldMsg::Leave(s.id));
-        let _ = s.args.broadcaster.cast(BroadcastMsg::Remove(s.id));
-        let _ = s.args.socket_ctl.send(SocketCtl::Release {
-            addr: s.addr(),
-            client_id: s.args.connection.client_id(),
-            slot: s.id,
-        });
+        let id = s.session.id();
+        tracing::debug!(player = id, addr = %s.args.addr, reason = s.reason.label(), "player left");
+        let _ = s.args.world.cast(WorldMsg::Leave(id));
+        let _ = s.args.broadcaster.cast(BroadcastMsg::Remove(id));
+        let _ = s.args.socket_ctl.send(SocketCtl::Release { addr: s.args.addr, client_id: s.args.client_id, slot: id });
         Ok(())
     }
 }

@@ -1,0 +1,154 @@
+//! One connected player's protocol state, sans-IO: what the player actor runs, and what the
+//! deterministic [`Stepper`](crate::testing::Stepper) runs without actors, sockets or clocks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::world::{PlayerId, Relevancy};
+use crate::protocol::input::{InputDedup, read_input_packet};
+use crate::protocol::netcode::packet::Packet;
+use crate::protocol::netcode::server::Connection;
+use crate::protocol::netcode::{DisconnectReason, MAX_PAYLOAD_BYTES, Transmit};
+use crate::protocol::reliability::{Endpoint, EndpointConfig, QueueError};
+use crate::protocol::session::{CONTROL_FRAME, Control, SessionParams, answer_hello};
+use crate::protocol::snapshot::{EncodeStats, Interest, Schema, SenderConfig, SnapshotSender, WorldSnapshot};
+
+/// What a datagram meant.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// Nothing for anyone else (a keep-alive, a control message, a dropped packet).
+    Nothing,
+    /// New inputs for the world, oldest first.
+    Inputs(Vec<Vec<u8>>),
+    /// The client said goodbye.
+    Disconnected,
+}
+
+/// One player's connection, reliability, snapshot history and input de-duplication.
+#[derive(Debug)]
+pub struct PlayerSession {
+    id: PlayerId,
+    connection: Connection,
+    endpoint: Endpoint,
+    sender: SnapshotSender,
+    dedup: InputDedup,
+    interest: Vec<Interest>,
+    snapshot_buf: Vec<u8>,
+    welcomed: bool,
+    params: SessionParams,
+    snapshot_every: u32,
+    relevancy: Arc<dyn Relevancy>,
+}
+
+impl std::fmt::Debug for dyn Relevancy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Relevancy")
+    }
+}
+
+impl PlayerSession {
+    /// A session for an accepted connection.
+    pub fn new(
+        connection: Connection,
+        schema: Arc<Schema>,
+        relevancy: Arc<dyn Relevancy>,
+        params: SessionParams,
+        snapshot_every: u32,
+    ) -> Self {
+        Self {
+            id: connection.client_index(),
+            connection,
+            endpoint: Endpoint::new(EndpointConfig::default()),
+            sender: SnapshotSender::new(schema, SenderConfig::default()),
+            dedup: InputDedup::default(),
+            interest: Vec::new(),
+            snapshot_buf: Vec::with_capacity(MAX_PAYLOAD_BYTES),
+            welcomed: false,
+            params,
+            snapshot_every: snapshot_every.max(1),
+            relevancy,
+        }
+    }
+
+    /// The player's id (its slot).
+    pub fn id(&self) -> PlayerId {
+        self.id
+    }
+
+    /// The netcode connection.
+    pub fn connection(&self) -> &Connection {
+        &self.connection
+    }
+
+    /// The reliability endpoint (link estimates, counters).
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Takes one datagram from this player's address.
+    pub fn on_datagram(&mut self, now: Duration, bytes: &mut [u8], tx: &mut impl Transmit) -> Incoming {
+        let payload = match self.connection.receive(now, bytes) {
+            Ok(Packet::Payload(p)) => p.to_vec(),
+            Ok(Packet::Disconnect) => return Incoming::Disconnected,
+            Ok(_) | Err(_) => return Incoming::Nothing,
+        };
+        if payload.first() == Some(&CONTROL_FRAME) {
+            if let Ok(Control::Hello { protocol_version }) = Control::decode(&payload) {
+                let answer = answer_hello(protocol_version, self.params);
+                let mut b = [0u8; 16];
+                let n = answer.encode(&mut b);
+                let _ = self.connection.send_payload(now, &b[..n], tx);
+                self.welcomed = matches!(answer, Control::Welcome(_));
+            }
+            return Incoming::Nothing;
+        }
+        let Ok(Some(state)) = self.endpoint.receive(now, &payload) else { return Incoming::Nothing };
+        let Ok(input) = read_input_packet(state) else { return Incoming::Nothing };
+        if let Some(t) = input.ack_tick {
+            self.sender.ack(t);
+        }
+        let fresh: Vec<Vec<u8>> = self.dedup.fresh(&input).into_iter().map(|(_, i)| i.to_vec()).collect();
+        if fresh.is_empty() { Incoming::Nothing } else { Incoming::Inputs(fresh) }
+    }
+
+    /// Encodes and sends this player's snapshot of `world` (on snapshot ticks, once the
+    /// session is agreed), with whatever reliable messages and events are due.
+    pub fn on_snapshot(
+        &mut self,
+        now: Duration,
+        world: &Arc<WorldSnapshot>,
+        tx: &mut impl Transmit,
+    ) -> Option<EncodeStats> {
+        if !self.welcomed || !world.tick().is_multiple_of(self.snapshot_every) {
+            return None;
+        }
+        self.relevancy.interest(world, self.id, &mut self.interest);
+        let room = self.endpoint.state_room().min(MAX_PAYLOAD_BYTES - 64);
+        self.snapshot_buf.resize(room, 0);
+        let stats = self.sender.encode(world, &self.interest, &mut self.snapshot_buf).ok()?;
+        let mut packet = [0u8; MAX_PAYLOAD_BYTES];
+        let n = self.endpoint.build_packet(now, Some(&self.snapshot_buf[..stats.bytes]), &mut packet);
+        let _ = self.connection.send_payload(now, &packet[..n], tx);
+        Some(stats)
+    }
+
+    /// Queues a message from the world.
+    ///
+    /// # Errors
+    /// When the queue is full or the message too large.
+    pub fn queue_message(&mut self, data: Bytes, reliable: bool) -> Result<(), QueueError> {
+        if reliable { self.endpoint.send_reliable(data) } else { self.endpoint.send_event(data) }
+    }
+
+    /// Keep-alives and timeouts; `Some` when the connection timed out.
+    pub fn heartbeat(&mut self, now: Duration, tx: &mut impl Transmit) -> Option<DisconnectReason> {
+        self.connection.update(now, tx)
+    }
+
+    /// Tells the client the connection is over.
+    pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {
+        self.connection.disconnect(now, tx);
+    }
+}
