@@ -9,6 +9,8 @@
 //! - [`client`] — the client library on the same core, and its UDP driver.
 //! - [`demo`] — the reference game (a top-down arena) used by `volley run` and the bots.
 //! - [`bots`] — the headless bot swarm.
+//! - [`testing`] — the deterministic stepper: server and clients one tick at a time in
+//!   memory, on a virtual clock, through link conditioners.
 //! - [`transport`] — real UDP sockets as a `Transmit` sink.
 //! - [`util`] — small helpers (hex for keys and tokens).
 //!
@@ -19,6 +21,7 @@ pub mod client;
 pub mod demo;
 pub mod protocol;
 pub mod server;
+pub mod testing;
 pub mod transport;
 pub mod util;
 

@@ -43,7 +43,8 @@ pub enum Audience {
 /// acknowledged); events may be lost. They travel with the tick's snapshot.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    pub(crate) items: Vec<(Audience, bytes::Bytes, bool)>,
+    /// Queued messages: audience, bytes, reliable.
+    pub items: Vec<(Audience, bytes::Bytes, bool)>,
 }
 
 impl Outbox {

@@ -4,7 +4,8 @@ use super::schema::{EntityId, KindId, Replicate, Schema};
 
 /// The quantized state of a set of entities at one tick. The server makes one per tick and
 /// shares it (`Arc`) with every player; the client rebuilds one per snapshot it receives.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Two snapshots are equal when their tick and entities (ids, kinds, words) are.
+#[derive(Debug, Clone, Default)]
 pub struct WorldSnapshot {
     tick: u32,
     ids: Vec<EntityId>,
@@ -14,6 +15,19 @@ pub struct WorldSnapshot {
     /// Per entity, the tick its words last changed (see [`SnapshotBuilder::finish_after`]).
     changed: Vec<u32>,
 }
+
+impl PartialEq for WorldSnapshot {
+    fn eq(&self, other: &Self) -> bool {
+        // `changed` is the server's bookkeeping, not state.
+        self.tick == other.tick
+            && self.ids == other.ids
+            && self.kinds == other.kinds
+            && self.offsets == other.offsets
+            && self.words == other.words
+    }
+}
+
+impl Eq for WorldSnapshot {}
 
 /// A borrowed entity of a [`WorldSnapshot`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,310 @@
+//! Deterministic end-to-end testing: a server and its clients stepped one tick at a time in
+//! memory, on a virtual clock, through link conditioners — no threads, sockets or wall clock.
+//! The same sans-IO pieces as the actor server run here (handshake, [`PlayerSession`],
+//! [`World`]); only the actors' message passing is replaced by direct calls.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::client::GameClient;
+use crate::protocol::netcode::packet::{self, PacketKind};
+use crate::protocol::netcode::server::{Connection, Handshake, Occupancy, ServerConfig as NetcodeConfig};
+use crate::protocol::netcode::token::{ConnectToken, TokenParams};
+use crate::protocol::netcode::{Key, USER_DATA_BYTES};
+use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
+use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
+use crate::server::session::{Incoming, PlayerSession};
+use crate::server::{Outbox, PlayerId, Relevancy, World};
+use crate::transport::conditioner::{LinkConditioner, LinkProfile};
+
+const KEY: Key = [0x5a; 32];
+const SERVER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 40_000);
+
+/// A client in the stepper.
+#[derive(Debug)]
+pub struct StepClient {
+    /// Its protocol state.
+    pub client: GameClient,
+    /// Its (virtual) address.
+    pub addr: SocketAddr,
+    /// The input it sends every tick.
+    pub input: Vec<u8>,
+    up: LinkConditioner,
+    down: LinkConditioner,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    at: Duration,
+    order: u64,
+    from: SocketAddr,
+    to: SocketAddr,
+    bytes: Vec<u8>,
+}
+
+struct Slots<'a> {
+    sessions: &'a BTreeMap<SocketAddr, PlayerSession>,
+    ids: &'a [u64],
+    free: usize,
+}
+
+impl Occupancy for Slots<'_> {
+    fn addr_connected(&self, addr: &SocketAddr) -> bool {
+        self.sessions.contains_key(addr)
+    }
+    fn id_connected(&self, client_id: u64) -> bool {
+        self.ids.contains(&client_id)
+    }
+    fn is_full(&self) -> bool {
+        self.free == 0
+    }
+}
+
+/// A server running `W` and its clients, stepped one tick at a time.
+pub struct Stepper<W: World> {
+    /// The virtual Unix time.
+    pub now: Duration,
+    /// The world.
+    pub world: W,
+    /// Ticks run.
+    pub tick: u32,
+    /// The clients, in the order added.
+    pub clients: Vec<StepClient>,
+    /// The world snapshot of the last tick.
+    pub last_snapshot: Option<Arc<WorldSnapshot>>,
+    /// Inputs applied, per player, in order.
+    pub applied: BTreeMap<PlayerId, u64>,
+    schema: Arc<Schema>,
+    relevancy: Arc<dyn Relevancy>,
+    dt: Duration,
+    handshake: Handshake,
+    sessions: BTreeMap<SocketAddr, PlayerSession>,
+    client_ids: Vec<u64>,
+    free: Vec<u32>,
+    max_players: usize,
+    in_flight: Vec<InFlight>,
+    order: u64,
+    pending_inputs: Vec<(PlayerId, Vec<u8>)>,
+    params: SessionParams,
+}
+
+impl<W: World> Stepper<W> {
+    /// A server for `max_players` at `tick_rate_hz`.
+    pub fn new(world: W, tick_rate_hz: u16, max_players: usize) -> Self {
+        let netcode = NetcodeConfig::new(crate::DEFAULT_PROTOCOL_ID, KEY, vec![SERVER], max_players);
+        let handshake = Handshake::new(netcode.protocol_id, KEY, vec![SERVER], max_players, [0x77; 32]);
+        let schema = Arc::new(world.schema());
+        let relevancy = world.relevancy();
+        let hz = tick_rate_hz.max(1);
+        Self {
+            now: Duration::from_secs(1_800_000_000),
+            tick: 0,
+            clients: Vec::new(),
+            last_snapshot: None,
+            applied: BTreeMap::new(),
+            schema,
+            relevancy,
+            dt: Duration::from_secs_f64(1.0 / f64::from(hz)),
+            handshake,
+            sessions: BTreeMap::new(),
+            client_ids: Vec::new(),
+            free: (0..max_players as u32).rev().collect(),
+            max_players,
+            in_flight: Vec::new(),
+            order: 0,
+            pending_inputs: Vec::new(),
+            params: SessionParams {
+                protocol_version: PROTOCOL_VERSION,
+                tick_rate_hz: hz,
+                snapshot_rate_hz: hz,
+                max_payload_bytes: 1200,
+            },
+            world,
+        }
+    }
+
+    /// Adds a client behind a link with `profile` (both ways); returns its index.
+    pub fn add_client(&mut self, profile: LinkProfile) -> usize {
+        let i = self.clients.len();
+        let params = TokenParams {
+            protocol_id: crate::DEFAULT_PROTOCOL_ID,
+            client_id: 1000 + i as u64,
+            now_unix_secs: self.now.as_secs(),
+            expire_seconds: 60,
+            timeout_seconds: 5,
+            server_addresses: vec![SERVER],
+            user_data: [0; USER_DATA_BYTES],
+        };
+        let seed = 0x1234_5678 ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        // Fixed nonce and keys keep the run deterministic.
+        let token = ConnectToken::generate_with(&params, &KEY, [i as u8; 24], [i as u8 ^ 1; 32], [i as u8 ^ 2; 32])
+            .expect("one server address");
+        self.clients.push(StepClient {
+            client: GameClient::new(token, self.schema.clone(), self.now),
+            addr: SocketAddr::from(([10, 0, 1, (i % 250) as u8], 50_000 + i as u16)),
+            input: Vec::new(),
+            up: LinkConditioner::new(profile, seed),
+            down: LinkConditioner::new(profile, seed.rotate_left(29)),
+        });
+        i
+    }
+
+    /// Players connected.
+    pub fn players(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    fn post(&mut self, from: SocketAddr, to: SocketAddr, bytes: Vec<u8>, delay: Option<Duration>) {
+        if let Some(d) = delay {
+            self.order += 1;
+            self.in_flight.push(InFlight { at: self.now + d, order: self.order, from, to, bytes });
+        }
+    }
+
+    fn send_from_server(&mut self, wire: Vec<(SocketAddr, Vec<u8>)>) {
+        for (to, bytes) in wire {
+            let delay = self.clients.iter_mut().find(|c| c.addr == to).map(|c| c.down.decide());
+            if let Some(delay) = delay {
+                self.post(SERVER, to, bytes, delay);
+            }
+        }
+    }
+
+    fn server_receives(&mut self, from: SocketAddr, mut bytes: Vec<u8>) {
+        let now = self.now;
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        if let Some(session) = self.sessions.get_mut(&from) {
+            match session.on_datagram(now, &mut bytes, &mut wire) {
+                Incoming::Inputs(inputs) => {
+                    let id = session.id();
+                    self.pending_inputs.extend(inputs.into_iter().map(|i| (id, i)));
+                }
+                Incoming::Disconnected => self.drop_session(from),
+                Incoming::Nothing => {}
+            }
+            self.send_from_server(wire);
+            return;
+        }
+        let Ok(h) = packet::read_header(&bytes) else { return };
+        let slots = Slots { sessions: &self.sessions, ids: &self.client_ids, free: self.free.len() };
+        match h.kind {
+            PacketKind::Request => {
+                let _ = self.handshake.on_request(now, from, &bytes, &slots, &mut wire);
+            }
+            PacketKind::Response => {
+                let accepted = self.handshake.on_response(now, from, &mut bytes, &slots, &mut wire).ok();
+                if let Some((accepted, slot)) = accepted.and_then(|a| Some((a, self.free.pop()?))) {
+                    let rate = NetcodeConfig::new(0, KEY, vec![], 1).connection_rate;
+                    let protocol = crate::DEFAULT_PROTOCOL_ID;
+                    let mut conn = Connection::new(&accepted, slot, self.max_players as u32, protocol, rate, now);
+                    conn.keep_alive(now, &mut wire);
+                    let session = PlayerSession::new(conn, self.schema.clone(), self.relevancy.clone(), self.params, 1);
+                    self.client_ids.push(accepted.client_id);
+                    self.sessions.insert(from, session);
+                    self.world.join(slot);
+                }
+            }
+            _ => {}
+        }
+        self.send_from_server(wire);
+    }
+
+    fn drop_session(&mut self, addr: SocketAddr) {
+        if let Some(s) = self.sessions.remove(&addr) {
+            self.client_ids.retain(|c| *c != s.connection().client_id());
+            self.free.push(s.id());
+            self.world.leave(s.id());
+        }
+    }
+
+    fn deliver_due(&mut self) {
+        let now = self.now;
+        let mut due: Vec<InFlight> = Vec::new();
+        let mut i = 0;
+        while i < self.in_flight.len() {
+            if self.in_flight[i].at <= now {
+                due.push(self.in_flight.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        due.sort_by_key(|d| (d.at, d.order));
+        for d in due {
+            if d.to == SERVER {
+                self.server_receives(d.from, d.bytes);
+            } else if let Some(c) = self.clients.iter_mut().find(|c| c.addr == d.to) {
+                let mut bytes = d.bytes;
+                c.client.receive(now, d.from, &mut bytes);
+            }
+        }
+    }
+
+    /// Advances one tick: deliver what arrived, clients send, the world ticks, every player
+    /// gets its snapshot.
+    pub fn step(&mut self) {
+        self.now += self.dt;
+        self.deliver_due();
+        let now = self.now;
+        for i in 0..self.clients.len() {
+            let c = &mut self.clients[i];
+            let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+            c.client.update(now, &mut wire);
+            let input = c.input.clone();
+            c.client.send_input(now, &input, &mut wire);
+            let from = c.addr;
+            for (to, bytes) in wire {
+                let delay = self.clients[i].up.decide();
+                self.post(from, to, bytes, delay);
+            }
+        }
+        // Datagrams with no delay arrive within the same tick.
+        self.deliver_due();
+
+        self.tick += 1;
+        for (p, input) in std::mem::take(&mut self.pending_inputs) {
+            *self.applied.entry(p).or_default() += 1;
+            self.world.input(p, &input);
+        }
+        self.world.tick(self.tick, self.dt);
+        let mut outbox = Outbox::default();
+        self.world.messages(&mut outbox);
+        for (to, data, reliable) in outbox.items {
+            for s in self.sessions.values_mut() {
+                if matches!(to, crate::server::Audience::All) || to == crate::server::Audience::Player(s.id()) {
+                    let _ = s.queue_message(data.clone(), reliable);
+                }
+            }
+        }
+        let mut b = SnapshotBuilder::new(&self.schema, self.tick);
+        self.world.snapshot(&mut b);
+        let Ok(snap) = b.finish_after(self.last_snapshot.as_deref()) else { return };
+        let snap = Arc::new(snap);
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        let mut gone = Vec::new();
+        for (addr, s) in &mut self.sessions {
+            s.on_snapshot(now, &snap, &mut wire);
+            if s.heartbeat(now, &mut wire).is_some() {
+                gone.push(*addr);
+            }
+        }
+        for a in gone {
+            self.drop_session(a);
+        }
+        self.last_snapshot = Some(snap);
+        self.send_from_server(wire);
+    }
+
+    /// Steps `n` ticks.
+    pub fn run(&mut self, n: u32) {
+        for _ in 0..n {
+            self.step();
+        }
+    }
+}
