@@ -97,6 +97,7 @@ fn scenario(profile: LinkProfile, clients: usize, ticks: u32) -> (Stepper<Dots>,
             while let Some(m) = c.client.endpoint().recv_message::<Announcement>() {
                 heard[i].push(m.unwrap().seq);
             }
+            c.client.playback(s.now);
             if let Some(latest) = c.client.latest() {
                 let server = &history[&latest.tick()];
                 assert_eq!(latest, &**server, "client {i} differs from the server at tick {}", latest.tick());
@@ -141,6 +142,18 @@ fn under_loss_and_jitter_every_client_still_equals_the_server_and_hears_everythi
     let sent = 900 - 60; // ticks after the session is up, roughly
     for (p, n) in &s.applied {
         assert!(*n as f64 >= sent as f64 * 0.97, "player {p}: only {n} inputs applied of ~{sent}");
+    }
+    // The playback delay adapts to the jitter, so frames are drawn between two snapshots.
+    for (i, c) in s.clients.iter().enumerate() {
+        let st = c.client.stats();
+        let frames = st.frames_interpolated + st.frames_extrapolated;
+        assert!(
+            st.frames_interpolated as f64 >= 0.9 * frames as f64,
+            "client {i}: {} of {frames} frames interpolated (delay {:.1} ticks, jitter {:?})",
+            st.frames_interpolated,
+            st.render_delay_ticks,
+            st.arrival_jitter
+        );
     }
 }
 

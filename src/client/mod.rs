@@ -3,6 +3,7 @@
 //! [`GameClient`] is sans-IO: feed it datagrams and the time, and it hands datagrams to a
 //! [`Transmit`] sink. [`udp`] drives one over a real UDP socket.
 
+pub mod playback;
 pub mod udp;
 
 use std::collections::VecDeque;
@@ -17,6 +18,7 @@ use crate::protocol::netcode::{MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::{Endpoint, EndpointConfig};
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, SessionParams};
 use crate::protocol::snapshot::{Schema, SnapshotReceiver, WorldSnapshot};
+pub use playback::{Playback, PlaybackClock};
 
 /// What a game shows about its connection (the data for a lagometer).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -37,6 +39,14 @@ pub struct ClientStats {
     pub packets_received: u64,
     /// Bytes received.
     pub bytes_received: u64,
+    /// Frames drawn between two snapshots.
+    pub frames_interpolated: u64,
+    /// Frames drawn past the newest snapshot.
+    pub frames_extrapolated: u64,
+    /// Measured snapshot arrival jitter.
+    pub arrival_jitter: Duration,
+    /// Current render delay, in ticks.
+    pub render_delay_ticks: f64,
 }
 
 /// A connection to a volley server.
@@ -50,6 +60,7 @@ pub struct GameClient {
     input_seq: u32,
     stats: ClientStats,
     scratch: Vec<u8>,
+    clock: PlaybackClock,
 }
 
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
@@ -80,6 +91,7 @@ impl GameClient {
             input_seq: 0,
             stats: ClientStats::default(),
             scratch: Vec::with_capacity(MAX_PAYLOAD_BYTES),
+            clock: PlaybackClock::new(60, 60),
         }
     }
 
@@ -113,6 +125,24 @@ impl GameClient {
         self.snapshots.latest()
     }
 
+    /// A decoded snapshot by tick, while it is kept (the last 64 received).
+    pub fn snapshot(&self, tick: u32) -> Option<&WorldSnapshot> {
+        self.snapshots.get(tick)
+    }
+
+    /// What to draw at `now`: two snapshots to blend (a little behind the server, by a delay
+    /// that adapts to the arrival jitter), or the newest to extrapolate from when the next is
+    /// late. Counts the frame in the stats.
+    pub fn playback(&mut self, now: Duration) -> Playback {
+        let p = self.clock.playback(now, self.snapshots.newest_tick(), |t| self.snapshots.get(t).is_some());
+        match p {
+            Playback::Interpolating { .. } => self.stats.frames_interpolated += 1,
+            Playback::Extrapolating { .. } => self.stats.frames_extrapolated += 1,
+            Playback::Waiting => {}
+        }
+        p
+    }
+
     /// The reliability endpoint, for reliable messages and events.
     pub fn endpoint(&mut self) -> &mut Endpoint {
         &mut self.endpoint
@@ -121,7 +151,14 @@ impl GameClient {
     /// Connection figures.
     pub fn stats(&self) -> ClientStats {
         let l = self.endpoint.link();
-        ClientStats { rtt: l.rtt(), jitter: l.jitter(), loss: l.loss(), ..self.stats }
+        ClientStats {
+            rtt: l.rtt(),
+            jitter: l.jitter(),
+            loss: l.loss(),
+            arrival_jitter: self.clock.jitter(),
+            render_delay_ticks: self.clock.delay_ticks(),
+            ..self.stats
+        }
     }
 
     /// Advances timers: netcode handshake and keep-alives, and the session hello.
@@ -141,7 +178,11 @@ impl GameClient {
         self.stats.bytes_received += payload.len() as u64;
         if payload.first() == Some(&CONTROL_FRAME) {
             if let Ok(c) = Control::decode(payload) {
+                let was = self.session.params();
                 self.session.on_control(c);
+                if let (None, Some(p)) = (was, self.session.params()) {
+                    self.clock = PlaybackClock::new(p.tick_rate_hz, p.snapshot_rate_hz);
+                }
             }
             return None;
         }
@@ -150,6 +191,7 @@ impl GameClient {
         match self.snapshots.decode(state) {
             Ok(t) => {
                 self.stats.snapshots += 1;
+                self.clock.on_snapshot(t, now);
                 Some(t)
             }
             Err(_) => {

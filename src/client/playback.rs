@@ -1,0 +1,155 @@
+//! When to show what: a playback clock that maps local time to a (fractional) server tick a
+//! little in the past, with a delay that adapts to the measured arrival jitter, so the game
+//! can interpolate between two snapshots — and extrapolate when the next one is late.
+
+use std::time::Duration;
+
+/// How the frame being drawn relates to the snapshots held.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Playback {
+    /// Nothing received yet.
+    Waiting,
+    /// Draw `from` blended towards `to` by `alpha` (0 to 1).
+    Interpolating {
+        /// Older snapshot tick.
+        from: u32,
+        /// Newer snapshot tick.
+        to: u32,
+        /// Blend factor.
+        alpha: f32,
+    },
+    /// The render time is past the newest snapshot: extrapolate from it by `ahead` ticks.
+    Extrapolating {
+        /// Newest snapshot tick.
+        from: u32,
+        /// Ticks past it.
+        ahead: f32,
+    },
+}
+
+/// Estimates the server's clock from snapshot arrivals and picks a render time behind it.
+#[derive(Debug, Clone)]
+pub struct PlaybackClock {
+    tick_rate: f64,
+    snapshot_interval_ticks: f64,
+    /// Server time minus local time, seconds (smoothed, biased towards early arrivals).
+    offset: Option<f64>,
+    /// Mean absolute deviation of arrivals from the estimate, seconds.
+    jitter: f64,
+}
+
+impl PlaybackClock {
+    /// A clock for a server at `tick_rate_hz` sending `snapshot_rate_hz` snapshots a second.
+    pub fn new(tick_rate_hz: u16, snapshot_rate_hz: u16) -> Self {
+        let tick_rate = f64::from(tick_rate_hz.max(1));
+        let interval = tick_rate / f64::from(snapshot_rate_hz.max(1));
+        Self { tick_rate, snapshot_interval_ticks: interval.max(1.0), offset: None, jitter: 0.0 }
+    }
+
+    /// Records that the snapshot of `tick` arrived at local time `now`.
+    pub fn on_snapshot(&mut self, tick: u32, now: Duration) {
+        let sample = f64::from(tick) / self.tick_rate - now.as_secs_f64();
+        match self.offset {
+            None => self.offset = Some(sample),
+            Some(o) => {
+                let dev = sample - o;
+                self.jitter = 0.9 * self.jitter + 0.1 * dev.abs();
+                // Follow early arrivals quickly and late ones slowly: the clock should track
+                // the fastest path, and the delay absorbs the rest.
+                let k = if dev > 0.0 { 0.2 } else { 0.02 };
+                self.offset = Some(o + k * dev);
+            }
+        }
+    }
+
+    /// The measured arrival jitter.
+    pub fn jitter(&self) -> Duration {
+        Duration::from_secs_f64(self.jitter)
+    }
+
+    /// How far behind the estimated server time the render time is, in ticks: one snapshot
+    /// interval plus room for three times the jitter, at most a quarter second.
+    pub fn delay_ticks(&self) -> f64 {
+        (self.snapshot_interval_ticks + 3.0 * self.jitter * self.tick_rate).min(self.tick_rate / 4.0).max(1.0)
+    }
+
+    /// The (fractional) server tick to draw at local time `now`.
+    pub fn render_tick(&self, now: Duration) -> Option<f64> {
+        Some((now.as_secs_f64() + self.offset?) * self.tick_rate - self.delay_ticks())
+    }
+
+    /// What to draw at `now`, given which snapshot ticks are held (`has(tick)`) and the newest.
+    pub fn playback(&self, now: Duration, newest: Option<u32>, has: impl Fn(u32) -> bool) -> Playback {
+        let (Some(render), Some(newest)) = (self.render_tick(now), newest) else { return Playback::Waiting };
+        if render >= f64::from(newest) {
+            return Playback::Extrapolating { from: newest, ahead: (render - f64::from(newest)) as f32 };
+        }
+        let floor = render.floor().max(0.0) as u32;
+        let from = (0..64).map(|k| floor.saturating_sub(k)).find(|t| has(*t));
+        let to = (1..=64).map(|k| floor.saturating_add(k)).find(|t| *t <= newest && has(*t));
+        match (from, to) {
+            (Some(a), Some(b)) => {
+                let alpha = ((render - f64::from(a)) / f64::from(b - a)).clamp(0.0, 1.0) as f32;
+                Playback::Interpolating { from: a, to: b, alpha }
+            }
+            (None, Some(b)) => Playback::Interpolating { from: b, to: b, alpha: 0.0 },
+            _ => Playback::Extrapolating { from: newest, ahead: (render - f64::from(newest)) as f32 },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn steady_arrivals_interpolate_between_neighbours() {
+        let mut c = PlaybackClock::new(60, 60);
+        // Snapshot t arrives at 1 s + t/60 s + 30 ms.
+        for t in 0..120u32 {
+            c.on_snapshot(t, ms(1_000 + u64::from(t) * 1000 / 60 + 30));
+        }
+        assert!(c.jitter() < ms(2));
+        let p = c.playback(ms(1_000 + 110 * 1000 / 60 + 38), Some(119), |_| true);
+        let Playback::Interpolating { from, to, alpha } = p else { panic!("{p:?}") };
+        assert_eq!(to, from + 1);
+        assert!((0.0..=1.0).contains(&alpha));
+        assert!((109..=111).contains(&from), "about a tick behind the newest arrival: {from}");
+    }
+
+    #[test]
+    fn jitter_grows_the_delay_and_a_gap_is_bridged() {
+        let mut calm = PlaybackClock::new(60, 60);
+        let mut rough = PlaybackClock::new(60, 60);
+        for t in 0..300u32 {
+            let base = 1_000 + u64::from(t) * 1000 / 60;
+            calm.on_snapshot(t, ms(base + 30));
+            rough.on_snapshot(t, ms(base + 30 + u64::from(t * 7919 % 50)));
+        }
+        assert!(rough.delay_ticks() > calm.delay_ticks() + 1.0, "{} vs {}", rough.delay_ticks(), calm.delay_ticks());
+        // Ticks 100..=104 were lost: interpolate across the gap.
+        let now = ms(1_000 + 103 * 1000 / 60 + 30) + Duration::from_secs_f64(rough.delay_ticks() / 60.0);
+        match rough.playback(now, Some(299), |t| !(100..=104).contains(&t)) {
+            Playback::Interpolating { from, to, .. } => assert!(from <= 99 && to >= 105, "{from}..{to}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn late_snapshots_mean_extrapolation_and_nothing_means_waiting() {
+        let mut c = PlaybackClock::new(60, 60);
+        assert_eq!(c.playback(ms(5), None, |_| true), Playback::Waiting);
+        for t in 0..60u32 {
+            c.on_snapshot(t, ms(1_000 + u64::from(t) * 1000 / 60));
+        }
+        // Half a second later nothing new has come.
+        match c.playback(ms(2_500), Some(59), |_| true) {
+            Playback::Extrapolating { from: 59, ahead } => assert!(ahead > 20.0),
+            other => panic!("{other:?}"),
+        }
+    }
+}
