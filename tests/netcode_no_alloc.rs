@@ -1,9 +1,6 @@
 //! Rejecting forged or garbage packets allocates nothing: counted by a global allocator.
-#![allow(unsafe_code)] // the counting allocator below; nothing else in this test is unsafe
 #![allow(clippy::unwrap_used)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -12,31 +9,13 @@ use volley::protocol::netcode::server::{Received, Server, ServerConfig};
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{DropReason, Transmit};
 
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as ours.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+#[path = "support/alloc.rs"]
+mod alloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: alloc::Counting = alloc::Counting;
 
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
+use alloc::allocations;
 
 /// A sink that counts sends and keeps nothing.
 #[derive(Default)]
