@@ -310,14 +310,17 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
         tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx))
     });
     let metrics = server.metrics().clone();
+    let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let live = tokio::spawn({
         let progress = progress.clone();
+        let peak = peak.clone();
         async move {
             let mut prev = (0, 0, 0);
             let mut t = tokio::time::interval(Duration::from_secs(1));
             t.tick().await;
             loop {
                 t.tick().await;
+                peak.fetch_max(ServerMetrics::get(&metrics.players), std::sync::atomic::Ordering::Relaxed);
                 println!("{}", live_line(&metrics, (bots > 0).then_some(&*progress), &mut prev, 1.0));
             }
         }
@@ -339,6 +342,8 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
         println!("{}", report.summary());
     }
     let m = server.metrics().clone();
+    let usage = volley::server::metrics::process_usage();
+    let peak_players = peak.load(std::sync::atomic::Ordering::Relaxed);
     let left = server.shutdown().await;
     println!(
         "server: {} ticks, tick p99 {:.3} ms, {} overruns, input delay p99 {:.3} ms, {} full snapshots of {}, {} still connected at exit",
@@ -350,6 +355,25 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
         ServerMetrics::get(&m.snapshots),
         left
     );
+    let applied = ServerMetrics::get(&m.inputs_applied).max(1);
+    let player_ticks = ServerMetrics::get(&m.player_ticks).max(1);
+    println!(
+        "inputs applied within one tick: {:.2} % of {}",
+        ServerMetrics::get(&m.inputs_on_time) as f64 * 100.0 / applied as f64,
+        applied
+    );
+    if let Some((cpu, rss)) = usage {
+        println!(
+            "process: CPU {:.2} s over {} player-ticks = {:.2} us per player-tick{}; RSS {:.1} MiB = {:.1} KiB per player at the peak of {}",
+            cpu.as_secs_f64(),
+            player_ticks,
+            cpu.as_secs_f64() * 1e6 / player_ticks as f64,
+            if bots > 0 { " (bots included: they run in this process)" } else { "" },
+            rss as f64 / 1048576.0,
+            rss as f64 / 1024.0 / peak_players.max(1) as f64,
+            peak_players
+        );
+    }
     Ok(())
 }
 

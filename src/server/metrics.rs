@@ -36,6 +36,21 @@ impl Ring {
     }
 }
 
+/// This process's CPU time (user + system) and resident memory, from `/proc` (Linux);
+/// `None` elsewhere.
+pub fn process_usage() -> Option<(Duration, u64)> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let rss_pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // USER_HZ is 100 and pages are 4 KiB on the Linux targets we run on.
+    Some((Duration::from_millis(ticks * 10), rss_pages * 4096))
+}
+
 /// Counters and recent samples.
 #[derive(Debug, Default)]
 pub struct ServerMetrics {
@@ -73,6 +88,12 @@ pub struct ServerMetrics {
     pub actor_failures: AtomicU64,
     /// Sum of players' smoothed RTT in microseconds (divide by players for the mean).
     pub rtt_sum_us: AtomicU64,
+    /// Players summed over ticks (the denominator of per-player-tick costs).
+    pub player_ticks: AtomicU64,
+    /// Inputs applied at the first tick after they arrived.
+    pub inputs_on_time: AtomicU64,
+    /// Inputs applied.
+    pub inputs_applied: AtomicU64,
     ticks_us: Mutex<Ring>,
     input_delay_us: Mutex<Ring>,
 }
@@ -84,6 +105,16 @@ impl ServerMetrics {
         if let Ok(mut r) = self.ticks_us.lock() {
             r.push(took);
         }
+    }
+
+    /// Records how long an input waited from arrival to being applied, and whether that was
+    /// within one tick period.
+    pub fn record_input(&self, d: Duration, tick: Duration) {
+        self.inputs_applied.fetch_add(1, Ordering::Relaxed);
+        if d <= tick {
+            self.inputs_on_time.fetch_add(1, Ordering::Relaxed);
+        }
+        self.record_input_delay(d);
     }
 
     /// Records how long an input waited from arrival to being applied.

@@ -139,6 +139,7 @@ pub struct WorldState<W: World> {
     next_tick: Instant,
     pending: Vec<(PlayerId, Vec<u8>, Instant)>,
     previous: Option<Arc<WorldSnapshot>>,
+    players: u64,
     broadcaster: ActorRef<BroadcastMsg>,
     metrics: Arc<ServerMetrics>,
 }
@@ -163,6 +164,7 @@ impl<W: World> Actor for WorldActor<W> {
             next_tick: Instant::now() + dt,
             pending: Vec::new(),
             previous: None,
+            players: 0,
             broadcaster: args.broadcaster,
             metrics: args.metrics,
         })
@@ -175,8 +177,14 @@ impl<W: World> Actor for WorldActor<W> {
         s: &mut WorldState<W>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            WorldMsg::Join(p) => s.world.join(p),
-            WorldMsg::Leave(p) => s.world.leave(p),
+            WorldMsg::Join(p) => {
+                s.players += 1;
+                s.world.join(p);
+            }
+            WorldMsg::Leave(p) => {
+                s.players = s.players.saturating_sub(1);
+                s.world.leave(p);
+            }
             WorldMsg::Input(p, bytes, at) => s.pending.push((p, bytes, at)),
             WorldMsg::Tick => {
                 // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
@@ -203,8 +211,9 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     s.tick += 1;
     for (p, input, at) in s.pending.drain(..) {
         s.world.input(p, &input);
-        s.metrics.record_input_delay(started.saturating_duration_since(at));
+        s.metrics.record_input(started.saturating_duration_since(at), s.dt);
     }
+    s.metrics.player_ticks.fetch_add(s.players, std::sync::atomic::Ordering::Relaxed);
     s.world.tick(s.tick, s.dt);
     let mut outbox = Outbox::default();
     s.world.messages(&mut outbox);
