@@ -23,6 +23,8 @@ pub const SHOT_SPEED: f32 = 30.0;
 pub const FIRE_COOLDOWN: f32 = 0.25;
 /// How far a player sees, in metres.
 pub const VIEW_RADIUS: f32 = 40.0;
+/// Most entities one player is sent (the nearest win).
+pub const MAX_VISIBLE: usize = 64;
 const HIT_RADIUS: f32 = 0.7;
 const SHOT_LIFETIME: f32 = 1.2;
 const RESPAWN: f32 = 2.0;
@@ -274,7 +276,7 @@ impl World for Arena {
     }
 
     fn relevancy(&self) -> Arc<dyn Relevancy> {
-        Arc::new(Nearby { schema: schema() })
+        Arc::new(Nearby { schema: schema(), positions: std::sync::Mutex::new(None) })
     }
 
     fn messages(&mut self, out: &mut Outbox) {
@@ -285,28 +287,60 @@ impl World for Arena {
     }
 }
 
-/// Sees what is within [`VIEW_RADIUS`] of the player's avatar, nearer first; always sees
-/// every avatar (for the scoreboard), far ones at low priority.
+/// Sees its own avatar, then the nearest entities: avatars anywhere and shots within
+/// [`VIEW_RADIUS`], at most [`MAX_VISIBLE`] in all, nearer ones at higher priority.
 #[derive(Debug)]
 pub struct Nearby {
     schema: Schema,
+    /// Every entity's position and whether it is an avatar, decoded once per tick and shared
+    /// by every player actor (decoding per player would cost players × entities).
+    positions: std::sync::Mutex<Option<(u32, Positions)>>,
+}
+
+/// Each entity's position and whether it is an avatar, by snapshot index.
+type Positions = Arc<Vec<(Vec2, bool)>>;
+
+impl Nearby {
+    fn positions(&self, world: &WorldSnapshot) -> Positions {
+        let mut cache = self.positions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, p)) = cache.as_ref().filter(|(t, _)| *t == world.tick()) {
+            return p.clone();
+        }
+        let avatar_kind = self.schema.kind_of::<Avatar>();
+        let decoded: Vec<(Vec2, bool)> = world
+            .iter()
+            .map(|e| {
+                if Some(e.kind) == avatar_kind {
+                    (<Avatar as crate::protocol::snapshot::Replicate>::dequantize(e.words).position, true)
+                } else {
+                    (<Shot as crate::protocol::snapshot::Replicate>::dequantize(e.words).position, false)
+                }
+            })
+            .collect();
+        let p = Arc::new(decoded);
+        *cache = Some((world.tick(), p.clone()));
+        p
+    }
 }
 
 impl Relevancy for Nearby {
     fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
         out.clear();
-        let me = world.read::<Avatar>(&self.schema, player).map(|a| a.position);
-        let Some(avatar_kind) = self.schema.kind_of::<Avatar>() else { return };
-        for (i, e) in world.iter().enumerate() {
-            let position = if e.kind == avatar_kind {
-                <Avatar as crate::protocol::snapshot::Replicate>::dequantize(e.words).position
-            } else {
-                <Shot as crate::protocol::snapshot::Replicate>::dequantize(e.words).position
-            };
-            let d = me.map_or(0.0, |m| m.distance(position));
-            if e.kind == avatar_kind || d <= VIEW_RADIUS {
-                out.push(Interest { index: i as u32, priority: 1.0 + (VIEW_RADIUS - d).max(0.0) / 4.0 });
+        let positions = self.positions(world);
+        let me = world.find(player).and_then(|i| positions.get(i)).map(|(p, _)| *p);
+        for (i, (e, (position, is_avatar))) in world.iter().zip(positions.iter()).enumerate() {
+            let d = if e.id == player { 0.0 } else { me.map_or(0.0, |m| m.distance(*position)) };
+            if *is_avatar || d <= VIEW_RADIUS {
+                out.push(Interest {
+                    index: i as u32,
+                    priority: 1.0 + (VIEW_RADIUS - d).max(0.0) / 4.0 + 1e-3 / (1.0 + d),
+                });
             }
+        }
+        if out.len() > MAX_VISIBLE {
+            out.select_nth_unstable_by(MAX_VISIBLE - 1, |a, b| b.priority.total_cmp(&a.priority));
+            out.truncate(MAX_VISIBLE);
+            out.sort_unstable_by_key(|x| x.index);
         }
     }
 }
