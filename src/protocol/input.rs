@@ -25,7 +25,8 @@ pub struct InputPacket<'a> {
     pub inputs: Vec<&'a [u8]>,
 }
 
-/// Encodes `(ack, newest_seq, inputs newest first)` into `out`; returns the length.
+/// Encodes `(ack, newest_seq, inputs newest first)` into `out` (cleared first); at most
+/// [`REDUNDANT_INPUTS`] inputs of at most [`MAX_INPUT_BYTES`] each are kept.
 pub fn write_input_packet(out: &mut Vec<u8>, ack_tick: Option<u32>, newest_seq: u32, inputs: &[&[u8]]) {
     out.clear();
     out.extend_from_slice(&ack_tick.map_or(u32::MAX, |t| t).to_le_bytes());

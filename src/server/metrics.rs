@@ -95,16 +95,25 @@ pub struct ServerMetrics {
     /// Inputs applied.
     pub inputs_applied: AtomicU64,
     ticks_us: Mutex<Ring>,
+    lateness_us: Mutex<Ring>,
     input_delay_us: Mutex<Ring>,
 }
 
 impl ServerMetrics {
     /// Records one tick's duration and how late it started.
-    pub fn record_tick(&self, took: Duration, _lateness: Duration) {
+    pub fn record_tick(&self, took: Duration, lateness: Duration) {
         self.ticks.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut r) = self.ticks_us.lock() {
             r.push(took);
         }
+        if let Ok(mut r) = self.lateness_us.lock() {
+            r.push(lateness);
+        }
+    }
+
+    /// Quantile of how late recent ticks started after their scheduled time.
+    pub fn tick_lateness_quantile(&self, q: f64) -> Duration {
+        self.lateness_us.lock().map(|r| r.quantile(q)).unwrap_or_default()
     }
 
     /// Records how long an input waited from arrival to being applied, and whether that was
