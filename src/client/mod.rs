@@ -4,6 +4,7 @@
 //! [`Transmit`] sink. [`udp`] drives one over a real UDP socket.
 
 pub mod playback;
+pub mod predict;
 pub mod udp;
 
 use std::collections::VecDeque;
@@ -61,6 +62,8 @@ pub struct GameClient {
     stats: ClientStats,
     scratch: Vec<u8>,
     clock: PlaybackClock,
+    /// Per snapshot tick (ring of 64): the newest of our inputs the server had applied.
+    applied: [Option<(u32, u32)>; 64],
 }
 
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
@@ -92,6 +95,7 @@ impl GameClient {
             stats: ClientStats::default(),
             scratch: Vec::with_capacity(MAX_PAYLOAD_BYTES),
             clock: PlaybackClock::new(60, 60),
+            applied: [None; 64],
         }
     }
 
@@ -123,6 +127,17 @@ impl GameClient {
     /// The newest snapshot.
     pub fn latest(&self) -> Option<&WorldSnapshot> {
         self.snapshots.latest()
+    }
+
+    /// The sequence number of the newest input sent (record it in a
+    /// [`predict::Predictor`] with the input).
+    pub fn input_seq(&self) -> u32 {
+        self.input_seq
+    }
+
+    /// The newest of our inputs that the server had applied in the snapshot of `tick`.
+    pub fn applied_input(&self, tick: u32) -> Option<u32> {
+        self.applied[tick as usize % 64].filter(|(t, _)| *t == tick).map(|(_, a)| a)
     }
 
     /// A decoded snapshot by tick, while it is kept (the last 64 received).
@@ -187,11 +202,15 @@ impl GameClient {
             return None;
         }
         let state = self.endpoint.receive(now, payload).ok()??;
-        self.stats.last_snapshot_bytes = state.len();
-        match self.snapshots.decode(state) {
+        // The server's state blob: our newest applied input, then the snapshot.
+        let (applied, snapshot) = state.split_first_chunk::<4>()?;
+        let applied = Some(u32::from_le_bytes(*applied)).filter(|a| *a != u32::MAX);
+        self.stats.last_snapshot_bytes = snapshot.len();
+        match self.snapshots.decode(snapshot) {
             Ok(t) => {
                 self.stats.snapshots += 1;
                 self.clock.on_snapshot(t, now);
+                self.applied[t as usize % 64] = applied.map(|a| (t, a));
                 Some(t)
             }
             Err(_) => {

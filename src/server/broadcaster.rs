@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::player::PlayerMsg;
-use super::world::{Audience, PlayerId};
+use super::world::{AppliedInputs, Audience, PlayerId};
 use crate::protocol::snapshot::WorldSnapshot;
 use bytes::Bytes;
 
@@ -17,8 +17,9 @@ pub enum BroadcastMsg {
     Add(PlayerId, ActorRef<PlayerMsg>),
     /// A player that left.
     Remove(PlayerId),
-    /// This tick's snapshot, shared (never copied per player).
-    Snapshot(Arc<WorldSnapshot>),
+    /// This tick's snapshot, shared (never copied per player), and each player's newest
+    /// applied input.
+    Snapshot(Arc<WorldSnapshot>, AppliedInputs),
     /// A message from the world to players.
     Message {
         /// Who gets it.
@@ -66,10 +67,10 @@ impl Actor for Broadcaster {
                     Audience::Player(p) => players.get(&p).into_iter().for_each(send),
                 }
             }
-            BroadcastMsg::Snapshot(snap) => {
+            BroadcastMsg::Snapshot(snap, applied) => {
                 for r in players.values() {
                     // A player actor that stopped is removed by its own post_stop.
-                    let _ = r.cast(PlayerMsg::Snapshot(snap.clone()));
+                    let _ = r.cast(PlayerMsg::Snapshot(snap.clone(), applied.clone()));
                 }
             }
         }

@@ -16,7 +16,7 @@ use super::broadcaster::BroadcastMsg;
 use super::metrics::ServerMetrics;
 use super::session::{Incoming, PlayerSession};
 use super::socket::SocketCtl;
-use super::world::{Relevancy, WorldMsg};
+use super::world::{AppliedInputs, Relevancy, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::session::SessionParams;
@@ -28,8 +28,8 @@ use crate::transport::udp::UdpTx;
 pub enum PlayerMsg {
     /// A datagram from this player's address.
     Datagram(Bytes, Instant),
-    /// This tick's world snapshot.
-    Snapshot(Arc<WorldSnapshot>),
+    /// This tick's world snapshot and the inputs it applied.
+    Snapshot(Arc<WorldSnapshot>, AppliedInputs),
     /// Time to check timeouts and send keep-alives.
     Heartbeat,
     /// End the connection, telling the client.
@@ -99,11 +99,13 @@ impl PlayerState {
         m.dropped.fetch_add(tx.dropped, Ordering::Relaxed);
     }
 
-    fn on_snapshot(&mut self, world: &Arc<WorldSnapshot>) {
+    fn on_snapshot(&mut self, world: &Arc<WorldSnapshot>, applied: &AppliedInputs) {
         let now = (self.args.clock)();
         let socket = self.args.socket.clone();
         let mut tx = UdpTx::new(&socket);
-        let stats = self.session.on_snapshot(now, world, &mut tx);
+        let id = self.session.id();
+        let mine = applied.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied[i].1);
+        let stats = self.session.on_snapshot(now, world, mine, &mut tx);
         self.count(&tx);
         let Some(stats) = stats else { return };
         let m = &self.args.metrics;
@@ -170,8 +172,8 @@ impl Actor for PlayerActor {
                 let mut bytes = bytes.to_vec();
                 match s.session.on_datagram(now, &mut bytes, &mut tx) {
                     Incoming::Inputs(inputs) => {
-                        for i in inputs {
-                            s.args.world.cast(WorldMsg::Input(s.session.id(), i, at))?;
+                        for (seq, i) in inputs {
+                            s.args.world.cast(WorldMsg::Input(s.session.id(), seq, i, at))?;
                         }
                     }
                     Incoming::Disconnected => {
@@ -181,7 +183,7 @@ impl Actor for PlayerActor {
                     Incoming::Nothing => {}
                 }
             }
-            PlayerMsg::Snapshot(world) => s.on_snapshot(&world),
+            PlayerMsg::Snapshot(world, applied) => s.on_snapshot(&world, &applied),
             PlayerMsg::Message(data, reliable) => {
                 // A client that stops acknowledging fills its reliable queue: it is cut off
                 // rather than allowed to grow the server's memory. An event that does not fit

@@ -20,8 +20,8 @@ use crate::protocol::snapshot::{EncodeStats, Interest, Schema, SenderConfig, Sna
 pub enum Incoming {
     /// Nothing for anyone else (a keep-alive, a control message, a dropped packet).
     Nothing,
-    /// New inputs for the world, oldest first.
-    Inputs(Vec<Vec<u8>>),
+    /// New inputs for the world, oldest first, with their sequence numbers.
+    Inputs(Vec<(u32, Vec<u8>)>),
     /// The client said goodbye.
     Disconnected,
 }
@@ -109,16 +109,19 @@ impl PlayerSession {
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);
         }
-        let fresh: Vec<Vec<u8>> = self.dedup.fresh(&input).into_iter().map(|(_, i)| i.to_vec()).collect();
+        let fresh: Vec<(u32, Vec<u8>)> = self.dedup.fresh(&input).into_iter().map(|(s, i)| (s, i.to_vec())).collect();
         if fresh.is_empty() { Incoming::Nothing } else { Incoming::Inputs(fresh) }
     }
 
     /// Encodes and sends this player's snapshot of `world` (on snapshot ticks, once the
     /// session is agreed), with whatever reliable messages and events are due.
+    /// `applied_input` is the sequence of this player's newest input the world applied by
+    /// this tick: the client's prediction replays its inputs after it.
     pub fn on_snapshot(
         &mut self,
         now: Duration,
         world: &Arc<WorldSnapshot>,
+        applied_input: Option<u32>,
         tx: &mut impl Transmit,
     ) -> Option<EncodeStats> {
         if !self.welcomed || !world.tick().is_multiple_of(self.snapshot_every) {
@@ -127,9 +130,10 @@ impl PlayerSession {
         self.relevancy.interest(world, self.id, &mut self.interest);
         let room = self.endpoint.state_room().min(MAX_PAYLOAD_BYTES - 64);
         self.snapshot_buf.resize(room, 0);
-        let stats = self.sender.encode(world, &self.interest, &mut self.snapshot_buf).ok()?;
+        self.snapshot_buf[..4].copy_from_slice(&applied_input.unwrap_or(u32::MAX).to_le_bytes());
+        let stats = self.sender.encode(world, &self.interest, &mut self.snapshot_buf[4..]).ok()?;
         let mut packet = [0u8; MAX_PAYLOAD_BYTES];
-        let n = self.endpoint.build_packet(now, Some(&self.snapshot_buf[..stats.bytes]), &mut packet);
+        let n = self.endpoint.build_packet(now, Some(&self.snapshot_buf[..4 + stats.bytes]), &mut packet);
         let _ = self.connection.send_payload(now, &packet[..n], tx);
         Some(stats)
     }

@@ -96,6 +96,9 @@ pub trait World: Send + 'static {
     fn messages(&mut self, _out: &mut Outbox) {}
 }
 
+/// Per player, the sequence of the newest input applied by a tick (sorted by player).
+pub type AppliedInputs = Arc<Vec<(PlayerId, u32)>>;
+
 /// Messages to the world actor.
 #[derive(Debug)]
 pub enum WorldMsg {
@@ -103,8 +106,8 @@ pub enum WorldMsg {
     Join(PlayerId),
     /// A player left.
     Leave(PlayerId),
-    /// A player's input, applied at the next tick.
-    Input(PlayerId, Vec<u8>, Instant),
+    /// A player's input with its sequence number, applied at the next tick.
+    Input(PlayerId, u32, Vec<u8>, Instant),
     /// Time to step (sent by the actor's own timer).
     Tick,
 }
@@ -137,7 +140,8 @@ pub struct WorldState<W: World> {
     tick: u32,
     dt: Duration,
     next_tick: Instant,
-    pending: Vec<(PlayerId, Vec<u8>, Instant)>,
+    pending: Vec<(PlayerId, u32, Vec<u8>, Instant)>,
+    applied: std::collections::BTreeMap<PlayerId, u32>,
     previous: Option<Arc<WorldSnapshot>>,
     players: u64,
     broadcaster: ActorRef<BroadcastMsg>,
@@ -163,6 +167,7 @@ impl<W: World> Actor for WorldActor<W> {
             dt,
             next_tick: Instant::now() + dt,
             pending: Vec::new(),
+            applied: std::collections::BTreeMap::new(),
             previous: None,
             players: 0,
             broadcaster: args.broadcaster,
@@ -183,9 +188,10 @@ impl<W: World> Actor for WorldActor<W> {
             }
             WorldMsg::Leave(p) => {
                 s.players = s.players.saturating_sub(1);
+                s.applied.remove(&p);
                 s.world.leave(p);
             }
-            WorldMsg::Input(p, bytes, at) => s.pending.push((p, bytes, at)),
+            WorldMsg::Input(p, seq, bytes, at) => s.pending.push((p, seq, bytes, at)),
             WorldMsg::Tick => {
                 // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
                 let now = Instant::now();
@@ -209,8 +215,9 @@ impl<W: World> Actor for WorldActor<W> {
 fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), ActorProcessingErr> {
     let started = Instant::now();
     s.tick += 1;
-    for (p, input, at) in s.pending.drain(..) {
+    for (p, seq, input, at) in s.pending.drain(..) {
         s.world.input(p, &input);
+        s.applied.insert(p, seq);
         s.metrics.record_input(started.saturating_duration_since(at), s.dt);
     }
     s.metrics.player_ticks.fetch_add(s.players, std::sync::atomic::Ordering::Relaxed);
@@ -225,7 +232,8 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     let snap = Arc::new(b.finish_after(s.previous.as_deref())?);
     s.metrics.entities.store(snap.len() as u64, std::sync::atomic::Ordering::Relaxed);
     s.previous = Some(snap.clone());
-    s.broadcaster.cast(BroadcastMsg::Snapshot(snap))?;
+    let applied: AppliedInputs = Arc::new(s.applied.iter().map(|(p, q)| (*p, *q)).collect());
+    s.broadcaster.cast(BroadcastMsg::Snapshot(snap, applied))?;
     s.metrics.record_tick(started.elapsed(), lateness);
     Ok(())
 }

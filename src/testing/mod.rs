@@ -86,7 +86,8 @@ pub struct Stepper<W: World> {
     max_players: usize,
     in_flight: Vec<InFlight>,
     order: u64,
-    pending_inputs: Vec<(PlayerId, Vec<u8>)>,
+    pending_inputs: Vec<(PlayerId, u32, Vec<u8>)>,
+    applied_seq: BTreeMap<PlayerId, u32>,
     params: SessionParams,
 }
 
@@ -115,6 +116,7 @@ impl<W: World> Stepper<W> {
             in_flight: Vec::new(),
             order: 0,
             pending_inputs: Vec::new(),
+            applied_seq: BTreeMap::new(),
             params: SessionParams {
                 protocol_version: PROTOCOL_VERSION,
                 tick_rate_hz: hz,
@@ -184,7 +186,7 @@ impl<W: World> Stepper<W> {
             match session.on_datagram(now, &mut bytes, &mut wire) {
                 Incoming::Inputs(inputs) => {
                     let id = session.id();
-                    self.pending_inputs.extend(inputs.into_iter().map(|i| (id, i)));
+                    self.pending_inputs.extend(inputs.into_iter().map(|(seq, i)| (id, seq, i)));
                 }
                 Incoming::Disconnected => self.drop_session(from),
                 Incoming::Nothing => {}
@@ -218,6 +220,7 @@ impl<W: World> Stepper<W> {
 
     fn drop_session(&mut self, addr: SocketAddr) {
         if let Some(s) = self.sessions.remove(&addr) {
+            self.applied_seq.remove(&s.id());
             self.client_ids.retain(|c| *c != s.connection().client_id());
             self.free.push(s.id());
             self.world.leave(s.id());
@@ -268,8 +271,9 @@ impl<W: World> Stepper<W> {
         self.deliver_due();
 
         self.tick += 1;
-        for (p, input) in std::mem::take(&mut self.pending_inputs) {
+        for (p, seq, input) in std::mem::take(&mut self.pending_inputs) {
             *self.applied.entry(p).or_default() += 1;
+            self.applied_seq.insert(p, seq);
             self.world.input(p, &input);
         }
         self.world.tick(self.tick, self.dt);
@@ -289,7 +293,8 @@ impl<W: World> Stepper<W> {
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         let mut gone = Vec::new();
         for (addr, s) in &mut self.sessions {
-            s.on_snapshot(now, &snap, &mut wire);
+            let applied = self.applied_seq.get(&s.id()).copied();
+            s.on_snapshot(now, &snap, applied, &mut wire);
             if s.heartbeat(now, &mut wire).is_some() {
                 gone.push(*addr);
             }
