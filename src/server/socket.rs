@@ -8,7 +8,7 @@
 //! through the netcode handshake right there, rate-limited per address and in total; only a
 //! completed challenge creates a player actor. The actor itself supervises the player actors.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,7 +26,8 @@ use super::player::{PlayerActor, PlayerArgs, PlayerMsg};
 use super::world::{Relevancy, WorldMsg};
 use crate::protocol::netcode::limits::{RateLimiter, TokenBucket};
 use crate::protocol::netcode::packet::{self, PacketKind};
-use crate::protocol::netcode::server::{Connection, Handshake, Occupancy, ServerConfig as NetcodeConfig};
+use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as NetcodeConfig};
+use crate::protocol::netcode::slots::{Occupant, SlotTable};
 use crate::protocol::session::SessionParams;
 use crate::protocol::snapshot::Schema;
 use crate::transport::udp::UdpTx;
@@ -102,36 +103,19 @@ struct Route {
     /// Says goodbye to the client if its player actor fails.
     farewell: Connection,
     inflight: Arc<AtomicUsize>,
-    client_id: u64,
-    slot: u32,
 }
 
+/// Which player actor holds which slot.
 struct Slots {
-    routes: HashMap<SocketAddr, Route>,
-    ids: HashSet<u64>,
-    free: Vec<u32>,
-    by_actor: HashMap<ActorId, SocketAddr>,
-}
-
-impl Occupancy for Slots {
-    fn addr_connected(&self, addr: &SocketAddr) -> bool {
-        self.routes.contains_key(addr)
-    }
-    fn id_connected(&self, client_id: u64) -> bool {
-        self.ids.contains(&client_id)
-    }
-    fn is_full(&self) -> bool {
-        self.free.is_empty()
-    }
+    table: SlotTable<Route>,
+    by_actor: HashMap<ActorId, usize>,
 }
 
 impl Slots {
-    fn release(&mut self, addr: SocketAddr) -> Option<Route> {
-        let r = self.routes.remove(&addr)?;
-        self.ids.remove(&r.client_id);
-        self.free.push(r.slot);
-        self.by_actor.remove(&r.player.get_id());
-        Some(r)
+    fn release(&mut self, slot: usize) -> Option<Occupant<Route>> {
+        let o = self.table.remove(slot)?;
+        self.by_actor.remove(&o.value.player.get_id());
+        Some(o)
     }
 }
 
@@ -205,12 +189,7 @@ async fn receive_loop(
     let now0 = (args.clock)();
     let mut limiter = RateLimiter::new(n.handshake_rate_per_address, n.rate_table_capacity);
     let mut total = TokenBucket::full(n.handshake_rate_total, now0);
-    let mut slots = Slots {
-        routes: HashMap::with_capacity(n.max_clients),
-        ids: HashSet::with_capacity(n.max_clients),
-        free: (0..n.max_clients as u32).rev().collect(),
-        by_actor: HashMap::new(),
-    };
+    let mut slots = Slots { table: SlotTable::new(n.max_clients), by_actor: HashMap::new() };
     let mut buf = vec![0u8; 2048];
     loop {
         tokio::select! {
@@ -218,30 +197,32 @@ async fn receive_loop(
             c = rx.recv() => match c {
                 None | Some(SocketCtl::Stop) => break,
                 Some(SocketCtl::Release { addr, client_id, slot }) => {
-                    if slots.routes.get(&addr).is_some_and(|r| r.client_id == client_id && r.slot == slot) {
-                        slots.release(addr);
+                    let slot = slot as usize;
+                    if slots.table.get(slot).is_some_and(|o| o.addr == addr && o.client_id == client_id) {
+                        slots.release(slot);
                     }
                 }
                 Some(SocketCtl::Failed(actor)) => {
-                    if let Some(mut r) = slots.by_actor.get(&actor).copied().and_then(|addr| slots.release(addr)) {
+                    let released = slots.by_actor.get(&actor).copied().and_then(|slot| Some((slot as u32, slots.release(slot)?)));
+                    if let Some((slot, mut o)) = released {
                         let mut tx = UdpTx::new(&args.socket);
-                        r.farewell.disconnect((args.clock)(), &mut tx);
-                        let _ = args.world.cast(WorldMsg::Leave(r.slot));
-                        let _ = args.broadcaster.cast(BroadcastMsg::Remove(r.slot));
+                        o.value.farewell.disconnect((args.clock)(), &mut tx);
+                        let _ = args.world.cast(WorldMsg::Leave(slot));
+                        let _ = args.broadcaster.cast(BroadcastMsg::Remove(slot));
                         args.metrics.players.fetch_sub(1, Ordering::Relaxed);
                         args.metrics.disconnects.fetch_add(1, Ordering::Relaxed);
                     }
                 }
                 Some(SocketCtl::DisconnectAll) => {
-                    for r in slots.routes.values() {
-                        let _ = r.player.cast(PlayerMsg::Disconnect);
+                    for (_, o) in slots.table.iter() {
+                        let _ = o.value.player.cast(PlayerMsg::Disconnect);
                     }
                 }
             },
             r = args.socket.recv_from(&mut buf) => {
                 let Ok((len, from)) = r else { continue };
                 let arrived = Instant::now();
-                if let Some(route) = slots.routes.get(&from) {
+                if let Some(route) = slots.table.slot_of(&from).and_then(|i| slots.table.get(i)).map(|o| &o.value) {
                     if route.inflight.load(Ordering::Relaxed) >= args.player_queue {
                         args.metrics.dropped.fetch_add(1, Ordering::Relaxed);
                         continue;
@@ -265,19 +246,20 @@ async fn receive_loop(
                 }
                 let mut tx = UdpTx::new(&args.socket);
                 if kind == PacketKind::Request {
-                    if handshake.on_request(now, from, datagram, &slots, &mut tx).is_err() {
+                    if handshake.on_request(now, from, datagram, &slots.table, &mut tx).is_err() {
                         args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
                     }
                     continue;
                 }
-                let accepted = match handshake.on_response(now, from, datagram, &slots, &mut tx) {
+                let accepted = match handshake.on_response(now, from, datagram, &slots.table, &mut tx) {
                     Ok(a) => a,
                     Err(_) => {
                         args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
                 };
-                let Some(slot) = slots.free.pop() else { continue };
+                let Some(index) = slots.table.reserve() else { continue };
+                let slot = index as u32;
                 let mut connection = Connection::new(&accepted, slot, n.max_clients as u32, n.protocol_id, n.connection_rate, now);
                 connection.keep_alive(now, &mut tx);
                 let farewell = connection.farewell_copy();
@@ -298,13 +280,12 @@ async fn receive_loop(
                 };
                 match Actor::spawn_linked(None, PlayerActor, player_args, supervisor.clone()).await {
                     Ok((player, _)) => {
-                        slots.by_actor.insert(player.get_id(), from);
-                        slots.ids.insert(accepted.client_id);
-                        slots.routes.insert(from, Route { player, farewell, inflight, client_id: accepted.client_id, slot });
+                        slots.by_actor.insert(player.get_id(), index);
+                        slots.table.fill(index, from, accepted.client_id, Route { player, farewell, inflight });
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "could not start a player actor");
-                        slots.free.push(slot);
+                        slots.table.unreserve(index);
                     }
                 }
             }

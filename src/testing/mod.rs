@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use crate::client::GameClient;
 use crate::protocol::netcode::packet::{self, PacketKind};
-use crate::protocol::netcode::server::{Connection, Handshake, Occupancy, ServerConfig as NetcodeConfig};
+use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as NetcodeConfig};
+use crate::protocol::netcode::slots::SlotTable;
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
@@ -44,24 +45,6 @@ struct InFlight {
     bytes: Vec<u8>,
 }
 
-struct Slots<'a> {
-    sessions: &'a BTreeMap<SocketAddr, PlayerSession>,
-    ids: &'a [u64],
-    free: usize,
-}
-
-impl Occupancy for Slots<'_> {
-    fn addr_connected(&self, addr: &SocketAddr) -> bool {
-        self.sessions.contains_key(addr)
-    }
-    fn id_connected(&self, client_id: u64) -> bool {
-        self.ids.contains(&client_id)
-    }
-    fn is_full(&self) -> bool {
-        self.free == 0
-    }
-}
-
 /// A server running `W` and its clients, stepped one tick at a time.
 pub struct Stepper<W: World> {
     /// The virtual Unix time.
@@ -80,9 +63,7 @@ pub struct Stepper<W: World> {
     relevancy: Arc<dyn Relevancy>,
     dt: Duration,
     handshake: Handshake,
-    sessions: BTreeMap<SocketAddr, PlayerSession>,
-    client_ids: Vec<u64>,
-    free: Vec<u32>,
+    sessions: SlotTable<PlayerSession>,
     max_players: usize,
     in_flight: Vec<InFlight>,
     order: u64,
@@ -109,9 +90,7 @@ impl<W: World> Stepper<W> {
             relevancy,
             dt: Duration::from_secs_f64(1.0 / f64::from(hz)),
             handshake,
-            sessions: BTreeMap::new(),
-            client_ids: Vec::new(),
-            free: (0..max_players as u32).rev().collect(),
+            sessions: SlotTable::new(max_players),
             max_players,
             in_flight: Vec::new(),
             order: 0,
@@ -182,34 +161,34 @@ impl<W: World> Stepper<W> {
     fn server_receives(&mut self, from: SocketAddr, mut bytes: Vec<u8>) {
         let now = self.now;
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        if let Some(session) = self.sessions.get_mut(&from) {
+        if let Some(index) = self.sessions.slot_of(&from) {
+            let Some(session) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
             match session.on_datagram(now, &mut bytes, &mut wire) {
                 Incoming::Inputs(inputs) => {
                     let id = session.id();
                     self.pending_inputs.extend(inputs.into_iter().map(|(seq, i)| (id, seq, i)));
                 }
-                Incoming::Disconnected => self.drop_session(from),
+                Incoming::Disconnected => self.drop_session(index),
                 Incoming::Nothing => {}
             }
             self.send_from_server(wire);
             return;
         }
         let Ok(h) = packet::read_header(&bytes) else { return };
-        let slots = Slots { sessions: &self.sessions, ids: &self.client_ids, free: self.free.len() };
         match h.kind {
             PacketKind::Request => {
-                let _ = self.handshake.on_request(now, from, &bytes, &slots, &mut wire);
+                let _ = self.handshake.on_request(now, from, &bytes, &self.sessions, &mut wire);
             }
             PacketKind::Response => {
-                let accepted = self.handshake.on_response(now, from, &mut bytes, &slots, &mut wire).ok();
-                if let Some((accepted, slot)) = accepted.and_then(|a| Some((a, self.free.pop()?))) {
+                let accepted = self.handshake.on_response(now, from, &mut bytes, &self.sessions, &mut wire).ok();
+                if let Some((accepted, index)) = accepted.and_then(|a| Some((a, self.sessions.reserve()?))) {
+                    let slot = index as u32;
                     let rate = NetcodeConfig::new(0, KEY, vec![], 1).connection_rate;
                     let protocol = crate::DEFAULT_PROTOCOL_ID;
                     let mut conn = Connection::new(&accepted, slot, self.max_players as u32, protocol, rate, now);
                     conn.keep_alive(now, &mut wire);
                     let session = PlayerSession::new(conn, self.schema.clone(), self.relevancy.clone(), self.params, 1);
-                    self.client_ids.push(accepted.client_id);
-                    self.sessions.insert(from, session);
+                    self.sessions.fill(index, from, accepted.client_id, session);
                     self.world.join(slot);
                 }
             }
@@ -218,12 +197,10 @@ impl<W: World> Stepper<W> {
         self.send_from_server(wire);
     }
 
-    fn drop_session(&mut self, addr: SocketAddr) {
-        if let Some(s) = self.sessions.remove(&addr) {
-            self.applied_seq.remove(&s.id());
-            self.client_ids.retain(|c| *c != s.connection().client_id());
-            self.free.push(s.id());
-            self.world.leave(s.id());
+    fn drop_session(&mut self, index: usize) {
+        if let Some(o) = self.sessions.remove(index) {
+            self.applied_seq.remove(&o.value.id());
+            self.world.leave(o.value.id());
         }
     }
 
@@ -280,7 +257,8 @@ impl<W: World> Stepper<W> {
         let mut outbox = Outbox::default();
         self.world.messages(&mut outbox);
         for (to, data, reliable) in outbox.items {
-            for s in self.sessions.values_mut() {
+            for (_, o) in self.sessions.iter_mut() {
+                let s = &mut o.value;
                 if matches!(to, crate::server::Audience::All) || to == crate::server::Audience::Player(s.id()) {
                     let _ = s.queue_message(data.clone(), reliable);
                 }
@@ -292,11 +270,12 @@ impl<W: World> Stepper<W> {
         let snap = Arc::new(snap);
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         let mut gone = Vec::new();
-        for (addr, s) in &mut self.sessions {
+        for (index, o) in self.sessions.iter_mut() {
+            let s = &mut o.value;
             let applied = self.applied_seq.get(&s.id()).copied();
             s.on_snapshot(now, &snap, applied, &mut wire);
             if s.heartbeat(now, &mut wire).is_some() {
-                gone.push(*addr);
+                gone.push(index);
             }
         }
         for a in gone {

@@ -16,6 +16,7 @@ pub mod limits;
 pub mod packet;
 pub mod replay;
 pub mod server;
+pub mod slots;
 pub mod token;
 mod wire;
 

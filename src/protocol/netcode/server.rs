@@ -19,6 +19,7 @@ use super::crypto::{self, Key};
 use super::limits::{Rate, RateLimiter, TokenBucket, TokenHistory};
 use super::packet::{self, Allowed, Packet, PacketKind};
 use super::replay::ReplayWindow;
+use super::slots::SlotTable;
 use super::token::PrivateConnectToken;
 use super::wire::{Reader, Writer};
 use super::{
@@ -493,42 +494,12 @@ pub struct Disconnected {
     pub reason: DisconnectReason,
 }
 
-#[derive(Debug)]
-struct Slots {
-    slots: Vec<Option<Connection>>,
-    by_addr: HashMap<SocketAddr, usize>,
-    by_id: HashMap<u64, usize>,
-    free: Vec<usize>,
-}
-
-impl Occupancy for Slots {
-    fn addr_connected(&self, addr: &SocketAddr) -> bool {
-        self.by_addr.contains_key(addr)
-    }
-    fn id_connected(&self, client_id: u64) -> bool {
-        self.by_id.contains_key(&client_id)
-    }
-    fn is_full(&self) -> bool {
-        self.free.is_empty()
-    }
-}
-
-impl Slots {
-    fn remove(&mut self, index: usize) -> Option<Connection> {
-        let conn = self.slots.get_mut(index)?.take()?;
-        self.by_addr.remove(&conn.addr);
-        self.by_id.remove(&conn.client_id);
-        self.free.push(index);
-        Some(conn)
-    }
-}
-
 /// A complete netcode server: handshake, slots, rate limits and drop counts.
 #[derive(Debug)]
 pub struct Server {
     config: ServerConfig,
     handshake: Handshake,
-    slots: Slots,
+    slots: SlotTable<Connection>,
     limiter: RateLimiter,
     total: TokenBucket,
     drops: DropCounts,
@@ -555,12 +526,7 @@ impl Server {
         let n = config.max_clients;
         Self {
             handshake,
-            slots: Slots {
-                slots: (0..n).map(|_| None).collect(),
-                by_addr: HashMap::with_capacity(n),
-                by_id: HashMap::with_capacity(n),
-                free: (0..n).rev().collect(),
-            },
+            slots: SlotTable::new(n),
             limiter: RateLimiter::new(config.handshake_rate_per_address, config.rate_table_capacity),
             total: TokenBucket::full(config.handshake_rate_total, now),
             drops: DropCounts::default(),
@@ -592,8 +558,8 @@ impl Server {
         buf: &'a mut [u8],
         tx: &mut impl Transmit,
     ) -> Result<Received<'a>, DropReason> {
-        if let Some(&index) = self.slots.by_addr.get(&from) {
-            let conn = self.slots.slots[index].as_mut().ok_or(DropReason::UnknownAddress)?;
+        if let Some(index) = self.slots.slot_of(&from) {
+            let conn = &mut self.slots.get_mut(index).ok_or(DropReason::UnknownAddress)?.value;
             return match conn.receive(now, buf)? {
                 Packet::Payload(data) => Ok(Received::Payload { client_index: index, data }),
                 Packet::Disconnect => {
@@ -620,7 +586,7 @@ impl Server {
             return Ok(Received::Handled);
         }
         let accepted = self.handshake.on_response(now, from, buf, &self.slots, tx)?;
-        let index = self.slots.free.pop().ok_or(DropReason::ServerFull)?;
+        let index = self.slots.reserve().ok_or(DropReason::ServerFull)?;
         let mut conn = Connection::new(
             &accepted,
             index as u32,
@@ -630,16 +596,14 @@ impl Server {
             now,
         );
         conn.keep_alive(now, tx);
-        self.slots.by_addr.insert(accepted.addr, index);
-        self.slots.by_id.insert(accepted.client_id, index);
-        self.slots.slots[index] = Some(conn);
+        self.slots.fill(index, accepted.addr, accepted.client_id, conn);
         Ok(Received::Connected { client_index: index, client_id: accepted.client_id })
     }
 
     /// Sends keep-alives that are due and disconnects clients that timed out.
     pub fn update(&mut self, now: Duration, tx: &mut impl Transmit, out: &mut Vec<Disconnected>) {
-        for index in 0..self.slots.slots.len() {
-            let Some(conn) = self.slots.slots[index].as_mut() else { continue };
+        for index in 0..self.slots.capacity() {
+            let Some(conn) = self.slots.get_mut(index).map(|o| &mut o.value) else { continue };
             if let Some(reason) = conn.update(now, tx) {
                 let client_id = conn.client_id;
                 self.slots.remove(index);
@@ -659,35 +623,35 @@ impl Server {
         data: &[u8],
         tx: &mut impl Transmit,
     ) -> Result<(), SendError> {
-        let conn = self.slots.slots.get_mut(client_index).and_then(Option::as_mut).ok_or(SendError::NotConnected)?;
+        let conn = &mut self.slots.get_mut(client_index).ok_or(SendError::NotConnected)?.value;
         conn.send_payload(now, data, tx)
     }
 
     /// Disconnects one client, sending it the redundant disconnect packets.
     pub fn disconnect(&mut self, now: Duration, client_index: usize, tx: &mut impl Transmit) -> Option<Disconnected> {
-        let mut conn = self.slots.remove(client_index)?;
+        let mut conn = self.slots.remove(client_index)?.value;
         conn.disconnect(now, tx);
         Some(Disconnected { client_index, client_id: conn.client_id, reason: DisconnectReason::Local })
     }
 
     /// Disconnects every client.
     pub fn disconnect_all(&mut self, now: Duration, tx: &mut impl Transmit) -> Vec<Disconnected> {
-        (0..self.slots.slots.len()).filter_map(|i| self.disconnect(now, i, tx)).collect()
+        (0..self.slots.capacity()).filter_map(|i| self.disconnect(now, i, tx)).collect()
     }
 
     /// The connection in a slot.
     pub fn connection(&self, client_index: usize) -> Option<&Connection> {
-        self.slots.slots.get(client_index)?.as_ref()
+        self.slots.get(client_index).map(|o| &o.value)
     }
 
     /// The slot of a connected client id.
     pub fn client_index(&self, client_id: u64) -> Option<usize> {
-        self.slots.by_id.get(&client_id).copied()
+        self.slots.slot_of_id(client_id)
     }
 
     /// Connected clients.
     pub fn connected_clients(&self) -> usize {
-        self.slots.by_id.len()
+        self.slots.len()
     }
 
     /// Slot count.
