@@ -38,6 +38,22 @@ enum Command {
     Keygen,
     /// Mint a netcode.io 1.02 connect token, as a matchmaker or backend would.
     Token(TokenArgs),
+    /// Ask a running server's admin listener whether it is healthy (exit 0) or not (exit 1):
+    /// the Docker HEALTHCHECK.
+    Health(HealthArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct HealthArgs {
+    /// The server's admin address.
+    #[arg(long, env = "VOLLEY_ADMIN", default_value = "127.0.0.1:9100")]
+    admin: SocketAddr,
+    /// Which endpoint to ask: /healthz (the tick loop runs) or /readyz (accepting players).
+    #[arg(long, default_value = "/healthz")]
+    path: String,
+    /// Seconds to wait for an answer.
+    #[arg(long, default_value_t = 2.0)]
+    timeout: f64,
 }
 
 #[derive(Debug, clap::Args)]
@@ -98,6 +114,16 @@ struct ServerArgs {
     /// Seconds clients get to be told of a shutdown.
     #[arg(long, env = "VOLLEY_SHUTDOWN_GRACE", default_value_t = 3.0)]
     shutdown_grace: f64,
+    /// TCP address of the admin listener (/metrics, /healthz, /readyz, /players); "off"
+    /// disables it.
+    #[arg(long, env = "VOLLEY_ADMIN", default_value = "127.0.0.1:9100")]
+    admin: String,
+    /// /healthz fails when no tick has finished for this many seconds.
+    #[arg(long, env = "VOLLEY_STALL_AFTER", default_value_t = 1.0)]
+    stall_after: f64,
+    /// Write one line of figures per second to this CSV file (for `volley plot`).
+    #[arg(long)]
+    csv: Option<std::path::PathBuf>,
 }
 
 /// A link conditioner for every bot (both directions).
@@ -191,6 +217,8 @@ struct FileConfig {
     snapshot_rate: Option<u16>,
     duration: Option<f64>,
     shutdown_grace: Option<f64>,
+    admin: Option<String>,
+    stall_after: Option<f64>,
 }
 
 /// Fills every setting that neither a flag nor the environment gave from the config file.
@@ -228,6 +256,12 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     if let Some(v) = f.shutdown_grace.filter(|_| unset("shutdown_grace")) {
         a.shutdown_grace = v;
     }
+    if let Some(v) = f.admin.filter(|_| unset("admin")) {
+        a.admin = v;
+    }
+    if let Some(v) = f.stall_after.filter(|_| unset("stall_after")) {
+        a.stall_after = v;
+    }
     Ok(())
 }
 
@@ -248,6 +282,16 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     c.tick_rate_hz = a.tick_rate;
     c.snapshot_rate_hz = a.snapshot_rate;
     c.shutdown_grace = Duration::from_secs_f64(a.shutdown_grace);
+    if !(a.stall_after.is_finite() && a.stall_after > 0.0) {
+        return Err("--stall-after must be a positive number of seconds".into());
+    }
+    c.stall_after = Duration::from_secs_f64(a.stall_after);
+    c.admin_addr = match a.admin.as_str() {
+        "off" | "" => None,
+        addr => {
+            Some(addr.parse().map_err(|e| format!("--admin {addr:?}: {e} (an address like 0.0.0.0:9100, or off)"))?)
+        }
+    };
     Ok(c)
 }
 
@@ -303,6 +347,9 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
     let config = server_config(&args, key)?;
     let mut server = volley::server::start(config, Arena::new()).await.map_err(|e| e.to_string())?;
     let addr = server.addr();
+    if let Some(a) = server.admin_addr() {
+        println!("admin: http://{a}/metrics /healthz /readyz /players");
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
     let swarm = (bots > 0).then(|| {
@@ -413,6 +460,17 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     Ok(())
 }
 
+async fn health(args: HealthArgs) -> Result<bool, String> {
+    if !(args.timeout.is_finite() && args.timeout > 0.0) {
+        return Err("--timeout must be a positive number of seconds".into());
+    }
+    let (status, body) = volley::server::admin::get(args.admin, &args.path, Duration::from_secs_f64(args.timeout))
+        .await
+        .map_err(|e| format!("{}{}: {e}", args.admin, args.path))?;
+    print!("{body}");
+    Ok(status == 200)
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| format!("tokio runtime: {e}"))
 }
@@ -472,6 +530,14 @@ fn main() -> ExitCode {
             .and_then(|()| runtime())
             .and_then(|rt| rt.block_on(serve(a, 0, None))),
         Command::Bots(a) => runtime().and_then(|rt| rt.block_on(bots(a))),
+        Command::Health(a) => match runtime().and_then(|rt| rt.block_on(health(a))) {
+            Ok(true) => Ok(()),
+            Ok(false) => return ExitCode::from(1),
+            Err(e) => {
+                eprintln!("unhealthy: {e}");
+                return ExitCode::from(1);
+            }
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -65,7 +65,11 @@ fn settings_come_from_flags_then_environment_then_the_config_file() {
     let dir = std::env::temp_dir().join(format!("volley-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("server.toml");
-    std::fs::write(&file, "tick_rate = 30\nsnapshot_rate = 15\nduration = 0.5\nbind = \"127.0.0.1:0\"\n").unwrap();
+    std::fs::write(
+        &file,
+        "tick_rate = 30\nsnapshot_rate = 15\nduration = 0.5\nbind = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
     let run = |env: &[(&str, &str)], extra: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_volley"));
         c.args(["server", "--config", file.to_str().unwrap()]).args(extra).env("RUST_LOG", "info");
@@ -88,13 +92,13 @@ fn settings_come_from_flags_then_environment_then_the_config_file() {
 
     std::fs::write(&file, "tick_rat = 30\n").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["server", "--config", file.to_str().unwrap()])
+        .args(["server", "--config", file.to_str().unwrap(), "--admin", "off"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `tick_rat`"));
     let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["server", "--tick-rate", "60", "--snapshot-rate", "7", "--duration", "1"])
+        .args(["server", "--tick-rate", "60", "--snapshot-rate", "7", "--duration", "1", "--admin", "off"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "a snapshot rate that does not divide the tick rate is refused");

@@ -69,7 +69,7 @@ async fn bots_connect_see_each_other_and_are_told_of_shutdown() {
 #[test]
 fn sigterm_disconnects_everyone_and_exits_zero() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["run", "--bots", "8", "--bind", "127.0.0.1:0", "--shutdown-grace", "3"])
+        .args(["run", "--bots", "8", "--bind", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--shutdown-grace", "3"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,13 +1,28 @@
-//! The server's live figures, shared by its actors (atomics; a mutex only for the rings of
-//! recent tick and input-delay samples). The Prometheus exporter reads these.
+//! The server's live figures and their Prometheus exposition.
+//!
+//! Hot paths touch plain atomics (one relaxed add) or a cached histogram handle; counters and
+//! gauges are copied into the Prometheus recorder only when it renders a scrape. Every
+//! [`ServerMetrics`] owns its own recorder, so several servers in one process (tests) never
+//! share series, and no global recorder is installed.
+//!
+//! Names follow Prometheus conventions (base units, `_total`, `_seconds`, `_bytes`); no label
+//! carries a player or an address. Per-player figures are in [`ServerMetrics::players_json`]
+//! (the admin endpoint `/players`).
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedString, Unit};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use serde::Serialize;
+
+use crate::protocol::netcode::{DisconnectReason, DropReason};
 
 const RING: usize = 1024;
 
-/// A ring of recent samples in microseconds.
+/// A ring of recent samples in microseconds (for the CLI's quantiles).
 #[derive(Debug, Default)]
 struct Ring {
     samples: Vec<u32>,
@@ -51,11 +66,138 @@ pub fn process_usage() -> Option<(Duration, u64)> {
     Some((Duration::from_millis(ticks * 10), rss_pages * 4096))
 }
 
-/// Counters and recent samples.
-#[derive(Debug, Default)]
+/// What a sent datagram carried, for the `kind` label of the traffic counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SentKind {
+    /// Snapshot sections of payload packets.
+    Snapshot = 0,
+    /// The rest of payload packets: reliable messages, events, acks and framing.
+    Reliable = 1,
+    /// Netcode packets and headers: keep-alives, disconnects, handshake replies, encryption
+    /// overhead.
+    Control = 2,
+}
+
+/// What a received datagram carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceivedKind {
+    /// Payload packets from connected clients (inputs and acks).
+    Input = 0,
+    /// Keep-alives, disconnects and handshake packets.
+    Control = 1,
+}
+
+const SENT_KINDS: [&str; 3] = ["snapshot", "reliable", "control"];
+const RECEIVED_KINDS: [&str; 2] = ["input", "control"];
+
+/// Why a connection ended, for `volley_disconnects_total{reason}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The client went silent.
+    TimedOut = 0,
+    /// The client said goodbye.
+    ByPeer = 1,
+    /// The server ended it (shutdown, kick, full reliable queue).
+    Local = 2,
+    /// Its player actor failed and was cleaned up.
+    Failed = 3,
+}
+
+impl From<DisconnectReason> for EndReason {
+    fn from(r: DisconnectReason) -> Self {
+        match r {
+            DisconnectReason::TimedOut => Self::TimedOut,
+            DisconnectReason::ByPeer => Self::ByPeer,
+            DisconnectReason::Local => Self::Local,
+        }
+    }
+}
+
+const END_REASONS: [&str; 4] = ["timed_out", "by_peer", "local", "failed"];
+
+/// Why a datagram was dropped by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatagramDrop {
+    /// The player's queue was full (a flooding or stalled client).
+    QueueFull = 0,
+    /// The kernel refused the send (a full socket buffer).
+    SendFailed = 1,
+}
+
+const DATAGRAM_DROPS: [&str; 2] = ["queue_full", "send_failed"];
+
+/// One player's figures for the admin endpoint (never a label).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct PlayerStats {
+    /// The player's id (slot).
+    pub id: u32,
+    /// The client's address.
+    pub addr: String,
+    /// Seconds since the connection was accepted.
+    pub connected_seconds: f64,
+    /// Smoothed round-trip time.
+    pub rtt_seconds: f64,
+    /// Round-trip variation.
+    pub jitter_seconds: f64,
+    /// Estimated packet loss.
+    pub loss_ratio: f64,
+    /// Ticks between the newest snapshot and the baseline it was encoded against (`None`:
+    /// the last one was full).
+    pub baseline_age_ticks: Option<u32>,
+    /// Bytes sent to this player.
+    pub sent_bytes: u64,
+    /// Bytes received from this player.
+    pub received_bytes: u64,
+    /// Snapshots sent.
+    pub snapshots: u64,
+    /// Snapshots sent in full.
+    pub full_snapshots: u64,
+    /// Reliable messages resent.
+    pub reliable_resends: u64,
+    /// Reliable messages waiting for an ack.
+    pub reliable_queue: u64,
+}
+
+/// Histogram handles, cached at construction.
+struct Histograms {
+    tick_duration: Histogram,
+    tick_lateness: Histogram,
+    rtt: Histogram,
+    jitter: Histogram,
+    loss: Histogram,
+    baseline_age: Histogram,
+    input_delay: Histogram,
+    snapshot_encoded: Histogram,
+    snapshot_sent: Histogram,
+}
+
+impl std::fmt::Debug for Histograms {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Histograms")
+    }
+}
+
+/// Buckets around the 16.7 ms tick budget (60 Hz), in seconds.
+pub const TICK_BUCKETS: &[f64] =
+    &[0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.0125, 0.0167, 0.025, 0.05, 0.1, 0.25];
+/// Buckets for round-trip times and input delays, in seconds.
+pub const RTT_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0];
+/// Buckets for jitter, in seconds.
+pub const JITTER_BUCKETS: &[f64] = &[0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.1, 0.2];
+/// Buckets for loss ratios.
+pub const LOSS_BUCKETS: &[f64] = &[0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0];
+/// Buckets for baseline age, in seconds (1 to 64 ticks at 60 Hz).
+pub const BASELINE_BUCKETS: &[f64] = &[0.017, 0.034, 0.05, 0.067, 0.1, 0.134, 0.2, 0.3, 0.5, 1.0, 2.0];
+/// Buckets for snapshot sizes, in bytes.
+pub const SIZE_BUCKETS: &[f64] = &[8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 1200.0];
+
+/// Counters, gauges and recent samples, shared by the server's actors.
+#[derive(Debug)]
 pub struct ServerMetrics {
     /// Players connected now.
     pub players: AtomicU64,
+    /// Player slots.
+    pub slots: AtomicU64,
     /// Connections accepted.
     pub connects: AtomicU64,
     /// Connections ended.
@@ -74,7 +216,7 @@ pub struct ServerMetrics {
     pub packets_sent: AtomicU64,
     /// Bytes sent.
     pub bytes_sent: AtomicU64,
-    /// Snapshot bytes sent.
+    /// Snapshot bytes sent (the encoded snapshot sections).
     pub snapshot_bytes: AtomicU64,
     /// Snapshots sent.
     pub snapshots: AtomicU64,
@@ -94,21 +236,204 @@ pub struct ServerMetrics {
     pub inputs_on_time: AtomicU64,
     /// Inputs applied.
     pub inputs_applied: AtomicU64,
+    /// Reliable messages resent.
+    pub reliable_resends: AtomicU64,
+    /// Reliable messages waiting for acks, over all players.
+    pub reliable_queue: AtomicU64,
+    /// Datagrams waiting in player actors' mailboxes, over all players.
+    pub player_backlog: AtomicU64,
+    sent: [[AtomicU64; 2]; 3],
+    received: [[AtomicU64; 2]; 2],
+    ends: [AtomicU64; 4],
+    drops: [AtomicU64; 2],
+    rejections: [AtomicU64; DropReason::ALL.len()],
+    last_tick_unix_us: AtomicU64,
+    last_tick_at_us: AtomicU64,
+    ready: AtomicBool,
+    started: Instant,
+    tick_period: Mutex<Duration>,
     ticks_us: Mutex<Ring>,
     lateness_us: Mutex<Ring>,
     input_delay_us: Mutex<Ring>,
+    per_player: Mutex<BTreeMap<u32, PlayerStats>>,
+    hist: Histograms,
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+}
+
+impl Default for ServerMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn buckets(b: PrometheusBuilder, name: &str, values: &[f64]) -> PrometheusBuilder {
+    // Every bucket list here is non-empty, which is all the builder checks.
+    match b.set_buckets_for_metric(Matcher::Full(name.to_string()), values) {
+        Ok(b) => b,
+        Err(_) => unreachable!("bucket lists are non-empty constants"),
+    }
+}
+
+static META: Metadata<'static> = Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+fn key(name: &'static str, labels: &[(&'static str, &'static str)]) -> Key {
+    let labels: Vec<Label> = labels.iter().map(|(k, v)| Label::new(*k, *v)).collect();
+    Key::from_parts(name, labels)
 }
 
 impl ServerMetrics {
+    /// Empty figures with their own Prometheus recorder.
+    pub fn new() -> Self {
+        let mut b = PrometheusBuilder::new();
+        b = buckets(b, "volley_tick_duration_seconds", TICK_BUCKETS);
+        b = buckets(b, "volley_tick_lateness_seconds", TICK_BUCKETS);
+        b = buckets(b, "volley_rtt_seconds", RTT_BUCKETS);
+        b = buckets(b, "volley_jitter_seconds", JITTER_BUCKETS);
+        b = buckets(b, "volley_packet_loss_ratio", LOSS_BUCKETS);
+        b = buckets(b, "volley_snapshot_baseline_age_seconds", BASELINE_BUCKETS);
+        b = buckets(b, "volley_input_delay_seconds", RTT_BUCKETS);
+        b = buckets(b, "volley_snapshot_size_bytes", SIZE_BUCKETS);
+        let recorder = b.build_recorder();
+        let handle = recorder.handle();
+        let h = |name: &'static str, labels: &[(&'static str, &'static str)]| {
+            recorder.register_histogram(&key(name, labels), &META)
+        };
+        let hist = Histograms {
+            tick_duration: h("volley_tick_duration_seconds", &[]),
+            tick_lateness: h("volley_tick_lateness_seconds", &[]),
+            rtt: h("volley_rtt_seconds", &[]),
+            jitter: h("volley_jitter_seconds", &[]),
+            loss: h("volley_packet_loss_ratio", &[]),
+            baseline_age: h("volley_snapshot_baseline_age_seconds", &[]),
+            input_delay: h("volley_input_delay_seconds", &[]),
+            snapshot_encoded: h("volley_snapshot_size_bytes", &[("stage", "encoded")]),
+            snapshot_sent: h("volley_snapshot_size_bytes", &[("stage", "sent")]),
+        };
+        let m = Self {
+            players: AtomicU64::new(0),
+            slots: AtomicU64::new(0),
+            connects: AtomicU64::new(0),
+            disconnects: AtomicU64::new(0),
+            ticks: AtomicU64::new(0),
+            tick_overruns: AtomicU64::new(0),
+            entities: AtomicU64::new(0),
+            packets_received: AtomicU64::new(0),
+            bytes_received: AtomicU64::new(0),
+            packets_sent: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            snapshot_bytes: AtomicU64::new(0),
+            snapshots: AtomicU64::new(0),
+            full_snapshots: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            handshake_drops: AtomicU64::new(0),
+            actor_failures: AtomicU64::new(0),
+            rtt_sum_us: AtomicU64::new(0),
+            player_ticks: AtomicU64::new(0),
+            inputs_on_time: AtomicU64::new(0),
+            inputs_applied: AtomicU64::new(0),
+            reliable_resends: AtomicU64::new(0),
+            reliable_queue: AtomicU64::new(0),
+            player_backlog: AtomicU64::new(0),
+            sent: Default::default(),
+            received: Default::default(),
+            ends: Default::default(),
+            drops: Default::default(),
+            rejections: std::array::from_fn(|_| AtomicU64::new(0)),
+            last_tick_unix_us: AtomicU64::new(0),
+            last_tick_at_us: AtomicU64::new(0),
+            ready: AtomicBool::new(false),
+            started: Instant::now(),
+            tick_period: Mutex::new(Duration::from_secs(1) / 60),
+            ticks_us: Mutex::default(),
+            lateness_us: Mutex::default(),
+            input_delay_us: Mutex::default(),
+            per_player: Mutex::default(),
+            hist,
+            recorder,
+            handle,
+        };
+        m.describe();
+        m
+    }
+
+    fn describe(&self) {
+        let d = |name: &'static str, unit: Option<Unit>, help: &'static str| {
+            self.recorder.describe_gauge(name.into(), unit, SharedString::const_str(help));
+        };
+        d("volley_tick_duration_seconds", Some(Unit::Seconds), "Time the world actor spent on one tick.");
+        d("volley_tick_lateness_seconds", Some(Unit::Seconds), "How late a tick started after its scheduled time.");
+        d("volley_ticks_total", None, "Simulation ticks run.");
+        d("volley_tick_overruns_total", None, "Times the tick loop fell so far behind that it skipped ahead.");
+        d("volley_last_tick_timestamp_seconds", Some(Unit::Seconds), "Unix time the newest tick finished.");
+        d("volley_tick_period_seconds", Some(Unit::Seconds), "The fixed tick period (the tick budget).");
+        d("volley_rtt_seconds", Some(Unit::Seconds), "Players' smoothed round-trip times, sampled once a second each.");
+        d("volley_jitter_seconds", Some(Unit::Seconds), "Players' round-trip variation, sampled once a second each.");
+        d("volley_packet_loss_ratio", None, "Players' estimated packet loss, sampled once a second each.");
+        d(
+            "volley_snapshot_baseline_age_seconds",
+            Some(Unit::Seconds),
+            "Age of the acknowledged baseline each delta snapshot was encoded against.",
+        );
+        d("volley_snapshot_full_total", None, "Snapshots sent in full because no acknowledged baseline was usable.");
+        d("volley_snapshots_total", None, "Snapshots sent.");
+        d("volley_reliable_resends_total", None, "Reliable messages resent after an ack timeout.");
+        d(
+            "volley_input_delay_seconds",
+            Some(Unit::Seconds),
+            "Time from an input's arrival to the tick that applied it.",
+        );
+        d("volley_inputs_applied_total", None, "Player inputs applied by the world.");
+        d("volley_sent_bytes_total", None, "Bytes sent, by what they carried.");
+        d("volley_sent_packets_total", None, "Datagrams sent, by what they carried.");
+        d("volley_received_bytes_total", None, "Bytes received, by what they carried.");
+        d("volley_received_packets_total", None, "Datagrams received, by what they carried.");
+        d(
+            "volley_snapshot_size_bytes",
+            Some(Unit::Bytes),
+            "Snapshot size as encoded, and as sent (after lz4 where it helped, with acks and messages).",
+        );
+        d("volley_players", None, "Players connected.");
+        d("volley_player_slots", None, "Player slots (the most players the server accepts).");
+        d("volley_connects_total", None, "Connections accepted.");
+        d("volley_disconnects_total", None, "Connections ended, by reason.");
+        d("volley_handshake_rejections_total", None, "Handshake packets rejected, by reason.");
+        d("volley_datagrams_dropped_total", None, "Datagrams the server dropped, by reason.");
+        d("volley_reliable_queue_messages", None, "Reliable messages waiting for an ack, over all players.");
+        d("volley_mailbox_backlog_messages", None, "Messages waiting in actor mailboxes, by actor kind.");
+        d("volley_actor_failures_total", None, "Actors that failed and were cleaned up, by actor kind.");
+        d("volley_entities", None, "Entities in the newest world snapshot.");
+        d("volley_build_info", None, "Build information; always 1.");
+        d("process_cpu_seconds_total", Some(Unit::Seconds), "CPU time used by this process.");
+        d("process_resident_memory_bytes", Some(Unit::Bytes), "Resident memory of this process.");
+    }
+
     /// Records one tick's duration and how late it started.
     pub fn record_tick(&self, took: Duration, lateness: Duration) {
         self.ticks.fetch_add(1, Ordering::Relaxed);
+        self.hist.tick_duration.record(took.as_secs_f64());
+        self.hist.tick_lateness.record(lateness.as_secs_f64());
+        let unix = crate::server::unix_now().as_micros() as u64;
+        self.last_tick_unix_us.store(unix, Ordering::Relaxed);
+        self.last_tick_at_us.store(self.started.elapsed().as_micros() as u64, Ordering::Relaxed);
         if let Ok(mut r) = self.ticks_us.lock() {
             r.push(took);
         }
         if let Ok(mut r) = self.lateness_us.lock() {
             r.push(lateness);
         }
+    }
+
+    /// Sets the tick period (the budget a tick must fit in).
+    pub fn set_tick_period(&self, period: Duration) {
+        if let Ok(mut p) = self.tick_period.lock() {
+            *p = period;
+        }
+    }
+
+    /// The tick period.
+    pub fn tick_period(&self) -> Duration {
+        self.tick_period.lock().map(|p| *p).unwrap_or(Duration::from_secs(1) / 60)
     }
 
     /// Quantile of how late recent ticks started after their scheduled time.
@@ -128,9 +453,118 @@ impl ServerMetrics {
 
     /// Records how long an input waited from arrival to being applied.
     pub fn record_input_delay(&self, d: Duration) {
+        self.hist.input_delay.record(d.as_secs_f64());
         if let Ok(mut r) = self.input_delay_us.lock() {
             r.push(d);
         }
+    }
+
+    /// Records one datagram sent.
+    pub fn record_sent(&self, kind: SentKind, packets: u64, bytes: u64) {
+        let c = &self.sent[kind as usize];
+        c[0].fetch_add(packets, Ordering::Relaxed);
+        c[1].fetch_add(bytes, Ordering::Relaxed);
+        self.packets_sent.fetch_add(packets, Ordering::Relaxed);
+        self.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Records bytes sent inside datagrams already counted (a payload packet's sections).
+    pub fn record_sent_bytes(&self, kind: SentKind, bytes: u64) {
+        self.sent[kind as usize][1].fetch_add(bytes, Ordering::Relaxed);
+        self.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Records one datagram received.
+    pub fn record_received(&self, kind: ReceivedKind, bytes: u64) {
+        let c = &self.received[kind as usize];
+        c[0].fetch_add(1, Ordering::Relaxed);
+        c[1].fetch_add(bytes, Ordering::Relaxed);
+        self.packets_received.fetch_add(1, Ordering::Relaxed);
+        self.bytes_received.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Records a snapshot sent: its encoded and sent sizes and the age of its baseline
+    /// (`None` for a full snapshot).
+    pub fn record_snapshot(&self, encoded: usize, sent: usize, baseline_age: Option<Duration>) {
+        self.snapshots.fetch_add(1, Ordering::Relaxed);
+        self.snapshot_bytes.fetch_add(encoded as u64, Ordering::Relaxed);
+        self.hist.snapshot_encoded.record(encoded as f64);
+        self.hist.snapshot_sent.record(sent as f64);
+        match baseline_age {
+            Some(age) => self.hist.baseline_age.record(age.as_secs_f64()),
+            None => {
+                self.full_snapshots.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Records one player's link figures (sampled about once a second per player).
+    pub fn record_link(&self, rtt: Duration, jitter: Duration, loss: f64) {
+        self.hist.rtt.record(rtt.as_secs_f64());
+        self.hist.jitter.record(jitter.as_secs_f64());
+        self.hist.loss.record(loss.clamp(0.0, 1.0));
+    }
+
+    /// Records a connection's end.
+    pub fn record_end(&self, reason: EndReason) {
+        self.players.fetch_sub(1, Ordering::Relaxed);
+        self.disconnects.fetch_add(1, Ordering::Relaxed);
+        self.ends[reason as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a dropped datagram.
+    pub fn record_drop(&self, why: DatagramDrop, n: u64) {
+        if n > 0 {
+            self.dropped.fetch_add(n, Ordering::Relaxed);
+            self.drops[why as usize].fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Records a rejected handshake packet.
+    pub fn record_rejection(&self, why: DropReason) {
+        self.handshake_drops.fetch_add(1, Ordering::Relaxed);
+        self.rejections[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Handshake rejections so far for `why`.
+    pub fn rejections(&self, why: DropReason) -> u64 {
+        self.rejections[why as usize].load(Ordering::Relaxed)
+    }
+
+    /// Replaces one player's figures (the player actor calls this about once a second).
+    pub fn set_player(&self, stats: PlayerStats) {
+        if let Ok(mut m) = self.per_player.lock() {
+            m.insert(stats.id, stats);
+        }
+    }
+
+    /// Forgets a player's figures.
+    pub fn remove_player(&self, id: u32) {
+        if let Ok(mut m) = self.per_player.lock() {
+            m.remove(&id);
+        }
+    }
+
+    /// Every connected player's figures, as a JSON array.
+    pub fn players_json(&self) -> String {
+        let list: Vec<PlayerStats> = self.per_player.lock().map(|m| m.values().cloned().collect()).unwrap_or_default();
+        serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+    }
+
+    /// Marks the server ready (or not: it is draining).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Relaxed);
+    }
+
+    /// Whether the server accepts players: started, not draining.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Time since the newest tick finished (since start, before the first tick).
+    pub fn since_last_tick(&self) -> Duration {
+        let at = Duration::from_micros(self.last_tick_at_us.load(Ordering::Relaxed));
+        self.started.elapsed().saturating_sub(at)
     }
 
     /// Tick duration quantile over the recent ticks.
@@ -147,4 +581,83 @@ impl ServerMetrics {
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
     }
+
+    /// Folds recorded histogram samples into their buckets, so that memory stays bounded
+    /// between scrapes (the server calls this every few seconds).
+    pub fn upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+
+    fn counter(&self, name: &'static str, labels: &[(&'static str, &'static str)], value: u64) {
+        let c: Counter = self.recorder.register_counter(&key(name, labels), &META);
+        c.absolute(value);
+    }
+
+    fn gauge(&self, name: &'static str, labels: &[(&'static str, &'static str)], value: f64) {
+        let g: Gauge = self.recorder.register_gauge(&key(name, labels), &META);
+        g.set(value);
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        self.counter("volley_ticks_total", &[], get(&self.ticks));
+        self.counter("volley_tick_overruns_total", &[], get(&self.tick_overruns));
+        self.gauge("volley_last_tick_timestamp_seconds", &[], get(&self.last_tick_unix_us) as f64 / 1e6);
+        self.gauge("volley_tick_period_seconds", &[], self.tick_period().as_secs_f64());
+        self.counter("volley_snapshots_total", &[], get(&self.snapshots));
+        self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
+        self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
+        self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));
+        for (i, kind) in SENT_KINDS.iter().enumerate() {
+            self.counter("volley_sent_packets_total", &[("kind", kind)], get(&self.sent[i][0]));
+            self.counter("volley_sent_bytes_total", &[("kind", kind)], get(&self.sent[i][1]));
+        }
+        for (i, kind) in RECEIVED_KINDS.iter().enumerate() {
+            self.counter("volley_received_packets_total", &[("kind", kind)], get(&self.received[i][0]));
+            self.counter("volley_received_bytes_total", &[("kind", kind)], get(&self.received[i][1]));
+        }
+        self.gauge("volley_players", &[], get(&self.players) as f64);
+        self.gauge("volley_player_slots", &[], get(&self.slots) as f64);
+        self.counter("volley_connects_total", &[], get(&self.connects));
+        for (i, reason) in END_REASONS.iter().enumerate() {
+            self.counter("volley_disconnects_total", &[("reason", reason)], get(&self.ends[i]));
+        }
+        for r in DropReason::ALL {
+            self.counter("volley_handshake_rejections_total", &[("reason", r.label())], self.rejections(*r));
+        }
+        for (i, reason) in DATAGRAM_DROPS.iter().enumerate() {
+            self.counter("volley_datagrams_dropped_total", &[("reason", reason)], get(&self.drops[i]));
+        }
+        self.gauge("volley_reliable_queue_messages", &[], get(&self.reliable_queue) as f64);
+        self.gauge("volley_mailbox_backlog_messages", &[("actor", "player")], get(&self.player_backlog) as f64);
+        self.counter("volley_actor_failures_total", &[("actor", "player")], get(&self.actor_failures));
+        self.gauge("volley_entities", &[], get(&self.entities) as f64);
+        self.gauge("volley_build_info", &[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+        if let Some((cpu, rss)) = process_usage() {
+            self.gauge("process_resident_memory_bytes", &[], rss as f64);
+            // CPU time is a counter in whole ticks of 10 ms; expose it in seconds.
+            let c = self.recorder.register_counter(&key("process_cpu_seconds_total", &[]), &META);
+            c.absolute(cpu.as_millis() as u64);
+        }
+        let text = self.handle.render();
+        fix_cpu_seconds(text)
+    }
+}
+
+/// `metrics` counters are integers; the CPU counter is kept in milliseconds and printed here
+/// in seconds.
+fn fix_cpu_seconds(text: String) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("process_cpu_seconds_total ")
+            && let Ok(ms) = v.trim().parse::<u64>()
+        {
+            out.push_str(&format!("process_cpu_seconds_total {:.2}\n", ms as f64 / 1000.0));
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }

@@ -30,6 +30,7 @@
 //!   disconnect packets, waits for them to go (up to the grace period), then stops the world,
 //!   broadcaster and socket, in that order.
 
+pub mod admin;
 pub mod broadcaster;
 pub mod metrics;
 pub mod player;
@@ -77,6 +78,10 @@ pub struct ServerConfig {
     pub player_queue: usize,
     /// Time allowed for clients to be told of a shutdown.
     pub shutdown_grace: Duration,
+    /// Where to serve `/metrics`, `/healthz`, `/readyz` and `/players` (none if `None`).
+    pub admin_addr: Option<SocketAddr>,
+    /// `/healthz` fails when no tick has finished for this long.
+    pub stall_after: Duration,
 }
 
 impl ServerConfig {
@@ -92,6 +97,8 @@ impl ServerConfig {
             snapshot_rate_hz: 60,
             player_queue: 64,
             shutdown_grace: Duration::from_secs(3),
+            admin_addr: None,
+            stall_after: Duration::from_secs(1),
         }
     }
 }
@@ -119,12 +126,19 @@ pub struct ServerHandle {
     broadcaster: ActorRef<broadcaster::BroadcastMsg>,
     metrics: Arc<ServerMetrics>,
     grace: Duration,
+    admin_addr: Option<SocketAddr>,
+    admin: admin::AdminThread,
 }
 
 impl ServerHandle {
     /// The bound UDP address.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the admin endpoints listen, if they do.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// Live figures.
@@ -135,6 +149,7 @@ impl ServerHandle {
     /// Tells every client, waits up to the grace period for them to be told, then stops
     /// every actor. Returns how many players were still connected when the grace ran out.
     pub async fn shutdown(self) -> u64 {
+        self.metrics.set_ready(false);
         self.socket.cast(socket::SocketMsg::DisconnectAll).ok();
         let deadline = tokio::time::Instant::now() + self.grace;
         while ServerMetrics::get(&self.metrics.players) > 0 && tokio::time::Instant::now() < deadline {
@@ -144,6 +159,8 @@ impl ServerHandle {
         self.world.stop(None);
         self.broadcaster.stop(None);
         self.socket.stop(None);
+        let mut admin = self.admin;
+        admin.stop();
         left
     }
 
@@ -179,6 +196,19 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let addr = socket.local_addr().map_err(|e| StartError::Bind(config.bind, e))?;
     let public = config.public_addr.unwrap_or(addr);
     let metrics = Arc::new(ServerMetrics::default());
+    metrics.slots.store(config.max_players as u64, std::sync::atomic::Ordering::Relaxed);
+    let mut admin_addr = None;
+    let listener = match config.admin_addr {
+        Some(a) => {
+            let l = std::net::TcpListener::bind(a).map_err(|e| StartError::Bind(a, e))?;
+            admin_addr = Some(l.local_addr().map_err(|e| StartError::Bind(a, e))?);
+            Some(l)
+        }
+        None => None,
+    };
+    let admin =
+        admin::AdminThread::start(listener, admin::Admin { metrics: metrics.clone(), stall_after: config.stall_after })
+            .map_err(|e| StartError::Spawn("admin", e.to_string()))?;
     let schema = Arc::new(world.schema());
     let relevancy = world.relevancy();
 
@@ -217,7 +247,8 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let (socket_ref, _) = Actor::spawn(None, socket::SocketActor, socket_args)
         .await
         .map_err(|e| StartError::Spawn("socket", e.to_string()))?;
-    tracing::info!(%addr, public = %public, tick_hz = config.tick_rate_hz, "server listening");
+    metrics.set_ready(true);
+    tracing::info!(%addr, public = %public, admin = ?admin_addr, tick_hz = config.tick_rate_hz, "server listening");
     Ok(ServerHandle {
         addr,
         socket: socket_ref,
@@ -226,5 +257,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         broadcaster,
         metrics,
         grace: config.shutdown_grace,
+        admin_addr,
+        admin,
     })
 }

@@ -13,7 +13,7 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::broadcaster::BroadcastMsg;
-use super::metrics::ServerMetrics;
+use super::metrics::{DatagramDrop, EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
 use super::socket::SocketCtl;
 use super::world::{AppliedInputs, Relevancy, WorldMsg};
@@ -72,6 +72,21 @@ pub struct PlayerState {
     session: PlayerSession,
     rtt_us: u64,
     reason: DisconnectReason,
+    figures: Figures,
+}
+
+/// What this player has added to the server-wide sums, and its own totals for `/players`.
+#[derive(Debug, Default)]
+struct Figures {
+    heartbeats: u64,
+    resends: u64,
+    reliable_queue: u64,
+    sent_bytes: u64,
+    received_bytes: u64,
+    snapshots: u64,
+    full_snapshots: u64,
+    baseline_age_ticks: Option<u32>,
+    connected_at: Option<Instant>,
 }
 
 /// The parts of [`PlayerArgs`] the actor keeps once the session owns the connection.
@@ -85,6 +100,7 @@ struct PlayerShell {
     clock: fn() -> Duration,
     addr: SocketAddr,
     client_id: u64,
+    tick_period: Duration,
 }
 
 /// The player actor.
@@ -92,11 +108,46 @@ struct PlayerShell {
 pub struct PlayerActor;
 
 impl PlayerState {
-    fn count(&self, tx: &UdpTx<'_>) {
+    /// Counts what `tx` sent as control traffic.
+    fn count(&mut self, tx: &UdpTx<'_>) {
         let m = &self.args.metrics;
-        m.packets_sent.fetch_add(tx.sent, Ordering::Relaxed);
-        m.bytes_sent.fetch_add(tx.bytes, Ordering::Relaxed);
-        m.dropped.fetch_add(tx.dropped, Ordering::Relaxed);
+        if tx.sent > 0 {
+            m.record_sent(SentKind::Control, tx.sent, tx.bytes);
+        }
+        m.record_drop(DatagramDrop::SendFailed, tx.dropped);
+        self.figures.sent_bytes += tx.bytes;
+    }
+
+    /// Once a second: link figures into the histograms, this player's sums into the totals,
+    /// and its row of `/players`.
+    fn sample(&mut self) {
+        let m = &self.args.metrics;
+        let link = self.session.endpoint().link();
+        let (rtt, jitter, loss) = (link.rtt(), link.jitter(), link.loss());
+        m.record_link(rtt, jitter, loss);
+        let resends = self.session.endpoint().stats().resends;
+        m.reliable_resends.fetch_add(resends.saturating_sub(self.figures.resends), Ordering::Relaxed);
+        self.figures.resends = resends;
+        let queue = self.session.endpoint().unacked_messages() as u64;
+        m.reliable_queue.fetch_add(queue, Ordering::Relaxed);
+        m.reliable_queue.fetch_sub(self.figures.reliable_queue, Ordering::Relaxed);
+        self.figures.reliable_queue = queue;
+        let f = &self.figures;
+        m.set_player(PlayerStats {
+            id: self.session.id(),
+            addr: self.args.addr.to_string(),
+            connected_seconds: f.connected_at.map(|t| t.elapsed().as_secs_f64()).unwrap_or_default(),
+            rtt_seconds: rtt.as_secs_f64(),
+            jitter_seconds: jitter.as_secs_f64(),
+            loss_ratio: loss,
+            baseline_age_ticks: f.baseline_age_ticks,
+            sent_bytes: f.sent_bytes,
+            received_bytes: f.received_bytes,
+            snapshots: f.snapshots,
+            full_snapshots: f.full_snapshots,
+            reliable_resends: resends,
+            reliable_queue: queue,
+        });
     }
 
     fn on_snapshot(&mut self, world: &Arc<WorldSnapshot>, applied: &AppliedInputs) {
@@ -105,15 +156,25 @@ impl PlayerState {
         let mut tx = UdpTx::new(&socket);
         let id = self.session.id();
         let mine = applied.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied[i].1);
-        let stats = self.session.on_snapshot(now, world, mine, &mut tx);
-        self.count(&tx);
-        let Some(stats) = stats else { return };
+        let sent = self.session.on_snapshot(now, world, mine, &mut tx);
         let m = &self.args.metrics;
-        m.snapshots.fetch_add(1, Ordering::Relaxed);
-        m.snapshot_bytes.fetch_add(stats.bytes as u64, Ordering::Relaxed);
-        if stats.baseline.is_none() {
-            m.full_snapshots.fetch_add(1, Ordering::Relaxed);
+        m.record_drop(DatagramDrop::SendFailed, tx.dropped);
+        let Some(sent) = sent else { return };
+        self.figures.sent_bytes += tx.bytes;
+        if tx.sent > 0 {
+            // One payload packet: its snapshot section, the rest of its frame (acks, messages,
+            // events), and the netcode header and tag around it.
+            let snapshot = (sent.state_bytes as u64).min(tx.bytes);
+            let frame = (sent.frame_bytes as u64).clamp(snapshot, tx.bytes);
+            m.record_sent(SentKind::Snapshot, tx.sent, snapshot);
+            m.record_sent_bytes(SentKind::Reliable, frame - snapshot);
+            m.record_sent_bytes(SentKind::Control, tx.bytes - frame);
         }
+        let age = sent.encode.baseline.map(|b| sent.tick.wrapping_sub(b));
+        m.record_snapshot(sent.encode.bytes, sent.frame_bytes, age.map(|t| self.args.tick_period * t));
+        self.figures.snapshots += 1;
+        self.figures.full_snapshots += u64::from(age.is_none());
+        self.figures.baseline_age_ticks = age;
         let rtt = self.session.endpoint().link().rtt().as_micros() as u64;
         if rtt != self.rtt_us {
             m.rtt_sum_us.fetch_add(rtt, Ordering::Relaxed);
@@ -139,7 +200,9 @@ impl Actor for PlayerActor {
         args.broadcaster.cast(BroadcastMsg::Add(id, myself.clone()))?;
         args.metrics.players.fetch_add(1, Ordering::Relaxed);
         args.metrics.connects.fetch_add(1, Ordering::Relaxed);
+        let tick_period = Duration::from_secs(1) / u32::from(args.session.tick_rate_hz.max(1));
         let shell = PlayerShell {
+            tick_period,
             addr: args.connection.addr(),
             client_id: args.connection.client_id(),
             socket: args.socket,
@@ -152,7 +215,8 @@ impl Actor for PlayerActor {
         };
         let session =
             PlayerSession::new(args.connection, args.schema, args.relevancy, args.session, args.snapshot_every);
-        Ok(PlayerState { args: shell, session, rtt_us: 0, reason: DisconnectReason::Local })
+        let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
+        Ok(PlayerState { args: shell, session, rtt_us: 0, reason: DisconnectReason::Local, figures })
     }
 
     async fn handle(
@@ -167,8 +231,15 @@ impl Actor for PlayerActor {
         match msg {
             PlayerMsg::Datagram(bytes, at) => {
                 s.args.inflight.fetch_sub(1, Ordering::Relaxed);
-                s.args.metrics.packets_received.fetch_add(1, Ordering::Relaxed);
-                s.args.metrics.bytes_received.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                s.args.metrics.player_backlog.fetch_sub(1, Ordering::Relaxed);
+                // The netcode prefix byte's low nibble is the packet type; 5 is a payload.
+                let kind = if bytes.first().is_some_and(|b| b & 0x0F == 5) {
+                    ReceivedKind::Input
+                } else {
+                    ReceivedKind::Control
+                };
+                s.args.metrics.record_received(kind, bytes.len() as u64);
+                s.figures.received_bytes += bytes.len() as u64;
                 let mut bytes = bytes.to_vec();
                 match s.session.on_datagram(now, &mut bytes, &mut tx) {
                     Incoming::Inputs(inputs) => {
@@ -194,6 +265,10 @@ impl Actor for PlayerActor {
                 }
             }
             PlayerMsg::Heartbeat => {
+                s.figures.heartbeats += 1;
+                if s.figures.heartbeats.is_multiple_of(10) {
+                    s.sample();
+                }
                 if let Some(reason) = s.session.heartbeat(now, &mut tx) {
                     s.reason = reason;
                     myself.stop(Some("timed out".into()));
@@ -211,10 +286,11 @@ impl Actor for PlayerActor {
 
     async fn post_stop(&self, _: ActorRef<PlayerMsg>, s: &mut PlayerState) -> Result<(), ActorProcessingErr> {
         let m = &s.args.metrics;
-        m.players.fetch_sub(1, Ordering::Relaxed);
-        m.disconnects.fetch_add(1, Ordering::Relaxed);
+        m.record_end(EndReason::from(s.reason));
         m.rtt_sum_us.fetch_sub(s.rtt_us, Ordering::Relaxed);
+        m.reliable_queue.fetch_sub(s.figures.reliable_queue, Ordering::Relaxed);
         let id = s.session.id();
+        m.remove_player(id);
         tracing::debug!(player = id, addr = %s.args.addr, reason = s.reason.label(), "player left");
         let _ = s.args.world.cast(WorldMsg::Leave(id));
         let _ = s.args.broadcaster.cast(BroadcastMsg::Remove(id));

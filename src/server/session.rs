@@ -26,6 +26,20 @@ pub enum Incoming {
     Disconnected,
 }
 
+/// What [`PlayerSession::on_snapshot`] sent.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SentSnapshot {
+    /// The snapshot encoder's figures.
+    pub encode: EncodeStats,
+    /// Bytes of the state section (the applied-input sequence and the encoded snapshot).
+    pub state_bytes: usize,
+    /// Bytes of the reliability frame that carried it (after lz4 where that helped), with
+    /// acks, messages and events.
+    pub frame_bytes: usize,
+    /// The world tick it described.
+    pub tick: u32,
+}
+
 /// One player's connection, reliability, snapshot history and input de-duplication.
 #[derive(Debug)]
 pub struct PlayerSession {
@@ -123,7 +137,7 @@ impl PlayerSession {
         world: &Arc<WorldSnapshot>,
         applied_input: Option<u32>,
         tx: &mut impl Transmit,
-    ) -> Option<EncodeStats> {
+    ) -> Option<SentSnapshot> {
         if !self.welcomed || !world.tick().is_multiple_of(self.snapshot_every) {
             return None;
         }
@@ -135,7 +149,7 @@ impl PlayerSession {
         let mut packet = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.endpoint.build_packet(now, Some(&self.snapshot_buf[..4 + stats.bytes]), &mut packet);
         let _ = self.connection.send_payload(now, &packet[..n], tx);
-        Some(stats)
+        Some(SentSnapshot { encode: stats, state_bytes: 4 + stats.bytes, frame_bytes: n, tick: world.tick() })
     }
 
     /// Queues a message from the world.

@@ -21,9 +21,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::broadcaster::BroadcastMsg;
-use super::metrics::ServerMetrics;
+use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetrics};
 use super::player::{PlayerActor, PlayerArgs, PlayerMsg};
 use super::world::{Relevancy, WorldMsg};
+use crate::protocol::netcode::DropReason;
 use crate::protocol::netcode::limits::{RateLimiter, TokenBucket};
 use crate::protocol::netcode::packet::{self, PacketKind};
 use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as NetcodeConfig};
@@ -209,8 +210,11 @@ async fn receive_loop(
                         o.value.farewell.disconnect((args.clock)(), &mut tx);
                         let _ = args.world.cast(WorldMsg::Leave(slot));
                         let _ = args.broadcaster.cast(BroadcastMsg::Remove(slot));
-                        args.metrics.players.fetch_sub(1, Ordering::Relaxed);
-                        args.metrics.disconnects.fetch_add(1, Ordering::Relaxed);
+                        args.metrics.record_end(EndReason::Failed);
+                        args.metrics.remove_player(slot);
+                        // Datagrams it never took out of its mailbox.
+                        let stranded = o.value.inflight.swap(0, Ordering::Relaxed) as u64;
+                        args.metrics.player_backlog.fetch_sub(stranded, Ordering::Relaxed);
                     }
                 }
                 Some(SocketCtl::DisconnectAll) => {
@@ -224,37 +228,45 @@ async fn receive_loop(
                 let arrived = Instant::now();
                 if let Some(route) = slots.table.slot_of(&from).and_then(|i| slots.table.get(i)).map(|o| &o.value) {
                     if route.inflight.load(Ordering::Relaxed) >= args.player_queue {
-                        args.metrics.dropped.fetch_add(1, Ordering::Relaxed);
+                        args.metrics.record_drop(DatagramDrop::QueueFull, 1);
                         continue;
                     }
                     route.inflight.fetch_add(1, Ordering::Relaxed);
+                    args.metrics.player_backlog.fetch_add(1, Ordering::Relaxed);
                     let _ = route.player.cast(PlayerMsg::Datagram(Bytes::copy_from_slice(&buf[..len]), arrived));
                     continue;
                 }
                 let now = (args.clock)();
+                args.metrics.record_received(ReceivedKind::Control, len as u64);
                 let datagram = &mut buf[..len];
                 let kind = match packet::read_header(datagram) {
                     Ok(h) if matches!(h.kind, PacketKind::Request | PacketKind::Response) => h.kind,
-                    _ => {
-                        args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
+                    Ok(_) => {
+                        args.metrics.record_rejection(DropReason::UnknownAddress);
+                        continue;
+                    }
+                    Err(e) => {
+                        args.metrics.record_rejection(e);
                         continue;
                     }
                 };
                 if !limiter.allow(from, now) || !total.take(n.handshake_rate_total, now) {
-                    args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
+                    args.metrics.record_rejection(DropReason::RateLimited);
                     continue;
                 }
                 let mut tx = UdpTx::new(&args.socket);
                 if kind == PacketKind::Request {
-                    if handshake.on_request(now, from, datagram, &slots.table, &mut tx).is_err() {
-                        args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
+                    if let Err(e) = handshake.on_request(now, from, datagram, &slots.table, &mut tx) {
+                        args.metrics.record_rejection(e);
                     }
+                    count_control(&args.metrics, &tx);
                     continue;
                 }
                 let accepted = match handshake.on_response(now, from, datagram, &slots.table, &mut tx) {
                     Ok(a) => a,
-                    Err(_) => {
-                        args.metrics.handshake_drops.fetch_add(1, Ordering::Relaxed);
+                    Err(e) => {
+                        args.metrics.record_rejection(e);
+                        count_control(&args.metrics, &tx);
                         continue;
                     }
                 };
@@ -262,6 +274,7 @@ async fn receive_loop(
                 let slot = index as u32;
                 let mut connection = Connection::new(&accepted, slot, n.max_clients as u32, n.protocol_id, n.connection_rate, now);
                 connection.keep_alive(now, &mut tx);
+                count_control(&args.metrics, &tx);
                 let farewell = connection.farewell_copy();
                 let inflight = Arc::new(AtomicUsize::new(0));
                 let player_args = PlayerArgs {
@@ -291,4 +304,11 @@ async fn receive_loop(
             }
         }
     }
+}
+
+fn count_control(metrics: &ServerMetrics, tx: &UdpTx<'_>) {
+    if tx.sent > 0 {
+        metrics.record_sent(SentKind::Control, tx.sent, tx.bytes);
+    }
+    metrics.record_drop(DatagramDrop::SendFailed, tx.dropped);
 }

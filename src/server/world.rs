@@ -160,6 +160,7 @@ impl<W: World> Actor for WorldActor<W> {
     ) -> Result<WorldState<W>, ActorProcessingErr> {
         let dt = Duration::from_secs_f64(1.0 / f64::from(args.tick_rate_hz.max(1)));
         myself.send_interval(dt, || WorldMsg::Tick);
+        args.metrics.set_tick_period(dt);
         Ok(WorldState {
             schema: args.world.schema(),
             world: args.world,

@@ -1,0 +1,216 @@
+//! The admin HTTP listener: `/metrics` (Prometheus text format), `/healthz`, `/readyz` and
+//! `/players` (per-player figures as JSON, which never become metric labels).
+//!
+//! A deliberately small HTTP/1.1 responder: `GET` only, one request per connection, the
+//! request head capped at 8 KiB and 5 seconds, at most 64 connections at once. It runs on a
+//! thread of its own with its own single-threaded runtime: a world that blocks a worker of
+//! the server's runtime (and with it that runtime's I/O driver) cannot silence `/healthz`,
+//! which then reports the stall. The same thread folds histogram samples every few seconds.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+
+use super::metrics::ServerMetrics;
+
+const MAX_HEAD: usize = 8 * 1024;
+const MAX_CONNECTIONS: usize = 64;
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the admin endpoints need.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    /// The server's figures.
+    pub metrics: Arc<ServerMetrics>,
+    /// `/healthz` fails when no tick has finished for this long.
+    pub stall_after: Duration,
+}
+
+/// A response: status, content type, body.
+type Response = (u16, &'static str, String);
+
+impl Admin {
+    /// Answers one request path.
+    pub fn respond(&self, path: &str) -> Response {
+        let path = path.split('?').next().unwrap_or(path);
+        match path {
+            "/metrics" => (200, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render()),
+            "/healthz" => {
+                let since = self.metrics.since_last_tick();
+                if since <= self.stall_after {
+                    (200, "text/plain", format!("ok: last tick {:.0} ms ago\n", since.as_secs_f64() * 1e3))
+                } else {
+                    (503, "text/plain", format!("stalled: no tick for {:.1} s\n", since.as_secs_f64()))
+                }
+            }
+            "/readyz" => {
+                let m = &self.metrics;
+                let (players, slots) = (ServerMetrics::get(&m.players), ServerMetrics::get(&m.slots));
+                if !m.is_ready() {
+                    (503, "text/plain", "not ready: starting or draining\n".into())
+                } else if players >= slots {
+                    (503, "text/plain", format!("not ready: full ({players}/{slots})\n"))
+                } else {
+                    (200, "text/plain", format!("ready: {players}/{slots} players\n"))
+                }
+            }
+            "/players" => (200, "application/json", self.metrics.players_json()),
+            "/" => (200, "text/plain", "volley admin: /metrics /healthz /readyz /players\n".into()),
+            _ => (404, "text/plain", "not found\n".into()),
+        }
+    }
+}
+
+/// The admin thread: serves the endpoints (if a listener was given) and runs the metrics
+/// upkeep until dropped or stopped.
+#[derive(Debug)]
+pub struct AdminThread {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    join: Option<std::thread::JoinHandle<()>>,
+}
+
+impl AdminThread {
+    /// Starts the thread. `listener` is bound already (so that a bad address is an error at
+    /// start-up, not in the thread).
+    ///
+    /// # Errors
+    /// When the thread or its runtime cannot be created.
+    pub fn start(listener: Option<std::net::TcpListener>, admin: Admin) -> std::io::Result<Self> {
+        if let Some(l) = &listener {
+            l.set_nonblocking(true)?;
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let join = std::thread::Builder::new().name("volley-admin".into()).spawn(move || {
+            runtime.block_on(async move {
+                let upkeep = {
+                    let metrics = admin.metrics.clone();
+                    async move {
+                        let mut every = tokio::time::interval(Duration::from_secs(5));
+                        loop {
+                            every.tick().await;
+                            metrics.upkeep();
+                        }
+                    }
+                };
+                let serving = async move {
+                    match listener.map(TcpListener::from_std) {
+                        Some(Ok(l)) => serve(l, admin).await,
+                        Some(Err(e)) => tracing::error!(error = %e, "admin listener unusable"),
+                        None => {}
+                    }
+                    std::future::pending::<()>().await
+                };
+                tokio::select! {
+                    _ = stopped => {}
+                    _ = upkeep => {}
+                    _ = serving => {}
+                }
+            });
+        })?;
+        Ok(Self { stop: Some(stop), join: Some(join) })
+    }
+
+    /// Stops the thread and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+impl Drop for AdminThread {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Serves the admin endpoints until the task is dropped.
+pub async fn serve(listener: TcpListener, admin: Admin) {
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let Ok((stream, _)) = listener.accept().await else { continue };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            continue; // too many at once: the connection is closed unanswered
+        };
+        let admin = admin.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(IO_TIMEOUT, handle(stream, &admin)).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn handle(mut stream: TcpStream, admin: &Admin) -> std::io::Result<()> {
+    let mut head = Vec::with_capacity(512);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+        if head.len() > MAX_HEAD {
+            return write(&mut stream, (431, "text/plain", "request head too large\n".into())).await;
+        }
+    }
+    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut parts = line.split(' ');
+    let response = match (parts.next(), parts.next()) {
+        (Some("GET"), Some(path)) => admin.respond(path),
+        (Some(_), Some(_)) => (405, "text/plain", "only GET\n".into()),
+        _ => (400, "text/plain", "bad request\n".into()),
+    };
+    write(&mut stream, response).await
+}
+
+async fn write(stream: &mut TcpStream, (status, content_type, body): Response) -> std::io::Result<()> {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        431 => "Request Header Fields Too Large",
+        _ => "Service Unavailable",
+    };
+    let head = format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}
+
+/// Fetches `path` from an admin listener: the status code and the body. Used by the
+/// `health` subcommand (the Docker HEALTHCHECK) and by tests.
+///
+/// # Errors
+/// When the listener cannot be reached within `timeout`, or the answer is not HTTP.
+pub async fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+    let fetch = async {
+        let mut s = TcpStream::connect(addr).await?;
+        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await?;
+        let mut raw = Vec::new();
+        s.take(16 * 1024 * 1024).read_to_end(&mut raw).await?;
+        Ok::<_, std::io::Error>(raw)
+    };
+    let raw = tokio::time::timeout(timeout, fetch).await.map_err(|_| {
+        std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer from {addr} in {timeout:?}"))
+    })??;
+    let text = String::from_utf8_lossy(&raw);
+    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "not an HTTP response");
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
+    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+    Ok((status, body.to_string()))
+}

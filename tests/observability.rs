@@ -1,0 +1,170 @@
+//! The admin listener of a real server under bot load: `/metrics` passes `promtool check
+//! metrics` and carries live figures, `/healthz` fails while the tick loop is stalled,
+//! `/readyz` says when the server is full, `/players` has one row per player.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+#[path = "support/prom.rs"]
+mod prom;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use prom::{metric_value, require_tool};
+use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
+use volley::demo::arena::Arena;
+use volley::protocol::snapshot::{Schema, SnapshotBuilder};
+use volley::server::admin;
+use volley::server::{PlayerId, ServerConfig, World};
+
+const T: Duration = Duration::from_secs(3);
+
+async fn wait_for(progress: &SwarmProgress, bots: u64) {
+    for _ in 0..200 {
+        if progress.connected.load(Ordering::Relaxed) == bots {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("bots did not connect");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_live_and_pass_promtool_and_players_has_one_row_each() {
+    let key = [9u8; 32];
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
+    config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+    let server = volley::server::start(config, Arena::new()).await.unwrap();
+    let admin_addr = server.admin_addr().unwrap();
+    let bots = 8;
+    let progress = Arc::new(SwarmProgress::default());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let swarm = tokio::spawn(run_swarm(SwarmConfig::new(server.addr(), bots, key), progress.clone(), stop_rx));
+    wait_for(&progress, bots as u64).await;
+    // Each player samples its link once a second.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+
+    let (status, text) = admin::get(admin_addr, "/metrics", T).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(metric_value(&text, "volley_players"), Some(8.0));
+    assert_eq!(metric_value(&text, "volley_player_slots"), Some(1024.0));
+    assert!(metric_value(&text, "volley_ticks_total").unwrap() > 60.0);
+    assert!(metric_value(&text, "volley_tick_duration_seconds_count").unwrap() > 60.0);
+    assert!(metric_value(&text, "volley_rtt_seconds_count").unwrap() >= 8.0, "every player sampled its RTT");
+    assert!(metric_value(&text, "volley_input_delay_seconds_count").unwrap() > 0.0);
+    assert!(metric_value(&text, "volley_sent_bytes_total{kind=\"snapshot\"}").unwrap() > 1000.0);
+    assert!(metric_value(&text, "volley_received_bytes_total{kind=\"input\"}").unwrap() > 1000.0);
+    assert_eq!(metric_value(&text, "volley_snapshot_full_total"), Some(8.0), "one full snapshot per player");
+    assert!(metric_value(&text, "volley_snapshot_baseline_age_seconds_count").unwrap() > 100.0);
+    assert!(metric_value(&text, "process_resident_memory_bytes").unwrap() > 1e6);
+    assert!(!text.contains("127.0.0.1"), "no address ever becomes a label");
+
+    // The sum of bytes by kind is every byte sent.
+    let kinds: f64 = ["snapshot", "reliable", "control"]
+        .iter()
+        .map(|k| metric_value(&text, &format!("volley_sent_bytes_total{{kind=\"{k}\"}}")).unwrap())
+        .sum();
+    let total = volley::server::ServerMetrics::get(&server.metrics().bytes_sent) as f64;
+    assert!(kinds <= total && kinds > 0.9 * total, "kinds {kinds} of {total}");
+
+    if let Some(promtool) = require_tool("promtool") {
+        let out = prom::run_with_stdin(&promtool, &["check", "metrics"], &text);
+        assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "promtool: {out:?}");
+    }
+
+    let (status, json) = admin::get(admin_addr, "/players", T).await.unwrap();
+    assert_eq!(status, 200);
+    let rows: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 8);
+    for r in rows {
+        assert!(r["rtt_seconds"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["sent_bytes"].as_u64().unwrap() > 0, "{r}");
+        assert!(r["snapshots"].as_u64().unwrap() > 60, "{r}");
+    }
+    assert_eq!(admin::get(admin_addr, "/healthz", T).await.unwrap().0, 200);
+    assert_eq!(admin::get(admin_addr, "/readyz", T).await.unwrap().0, 200);
+    assert_eq!(admin::get(admin_addr, "/nope", T).await.unwrap().0, 404);
+
+    let _ = stop_tx.send(true);
+    let _ = swarm.await;
+    server.shutdown().await;
+}
+
+/// A world whose tick blocks its thread for a while when told to.
+struct Stalling {
+    stall: Arc<AtomicBool>,
+}
+
+impl World for Stalling {
+    fn schema(&self) -> Schema {
+        Schema::new()
+    }
+    fn join(&mut self, _: PlayerId) {}
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {
+        if self.stall.swap(false, Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_while_the_tick_loop_is_stalled_and_recovers() {
+    let stall = Arc::new(AtomicBool::new(false));
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), [1u8; 32]);
+    config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+    config.stall_after = Duration::from_millis(500);
+    let server = volley::server::start(config, Stalling { stall: stall.clone() }).await.unwrap();
+    let admin_addr = server.admin_addr().unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(admin::get(admin_addr, "/healthz", T).await.unwrap().0, 200);
+
+    stall.store(true, Ordering::Relaxed);
+    // Blocking sleeps and a blocking client: this thread is not one of the runtime's, so the
+    // test keeps time while the world blocks a worker.
+    std::thread::sleep(Duration::from_millis(1000));
+    let (status, body) = prom::http_get(&admin_addr.to_string(), "/healthz").unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("stalled"), "{body}");
+
+    std::thread::sleep(Duration::from_millis(1200));
+    let (status, body) = prom::http_get(&admin_addr.to_string(), "/healthz").unwrap();
+    assert_eq!(status, 200, "recovered: {body}");
+
+    // The health-check subcommand agrees (it is the Docker HEALTHCHECK).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["health", "--admin", &admin_addr.to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    server.shutdown().await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["health", "--admin", &admin_addr.to_string(), "--timeout", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "a stopped server is unhealthy: {out:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_says_full_when_every_slot_is_taken() {
+    let key = [3u8; 32];
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
+    config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+    config.max_players = 2;
+    let server = volley::server::start(config, Arena::new()).await.unwrap();
+    let admin_addr = server.admin_addr().unwrap();
+    assert_eq!(admin::get(admin_addr, "/readyz", T).await.unwrap().0, 200);
+    let progress = Arc::new(SwarmProgress::default());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let swarm = tokio::spawn(run_swarm(SwarmConfig::new(server.addr(), 2, key), progress.clone(), stop_rx));
+    wait_for(&progress, 2).await;
+    let (status, body) = admin::get(admin_addr, "/readyz", T).await.unwrap();
+    assert_eq!(status, 503);
+    assert!(body.contains("full"), "{body}");
+    let _ = stop_tx.send(true);
+    let _ = swarm.await;
+    server.shutdown().await;
+}
