@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Writes the Grafana dashboards under dashboards/ (run from anywhere: python3 tools/dashboards.py).
+
+The JSON files are what users and Grafana's provisioning load; this script keeps their panels
+consistent (datasource variable, job/instance filters, units). tests/dashboards.rs lints the
+output and tests/prometheus_e2e.rs runs every query against a real Prometheus."""
+import json
+import os
+
+SEL = 'job=~"$job",instance=~"$instance"'
+RI = "$__rate_interval"
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def q(expr, legend):
+    return {"expr": expr, "legendFormat": legend}
+
+
+def quantiles(metric, qs, by=""):
+    extra = f", {by}" if by else ""
+    return [
+        q(
+            f"histogram_quantile({v}, sum by (le{extra}) (rate({metric}_bucket{{{SEL}}}[{RI}])))",
+            f"p{int(v * 100)}" + (f" {{{{{by}}}}}" if by else ""),
+        )
+        for v in qs
+    ]
+
+
+class Board:
+    def __init__(self, uid, title, description):
+        self.uid, self.title, self.description = uid, title, description
+        self.panels, self.next_id, self.y = [], 1, 0
+        self.x = 0
+
+    def row(self, title):
+        if self.x:
+            self.y += 8
+            self.x = 0
+        self.panels.append(
+            {"id": self.next_id, "type": "row", "title": title, "collapsed": False, "panels": [],
+             "gridPos": {"h": 1, "w": 24, "x": 0, "y": self.y}}
+        )
+        self.next_id += 1
+        self.y += 1
+
+    def panel(self, title, unit, targets, description, kind="timeseries", w=12, h=8, thresholds=None):
+        if self.x + w > 24:
+            self.y += h
+            self.x = 0
+        refs = "ABCDEFGH"
+        p = {
+            "id": self.next_id,
+            "type": kind,
+            "title": title,
+            "description": description,
+            "datasource": DS,
+            "gridPos": {"h": h, "w": w, "x": self.x, "y": self.y},
+            "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+            "options": {"legend": {"displayMode": "list", "placement": "bottom"}, "tooltip": {"mode": "multi"}}
+            if kind == "timeseries"
+            else {"reduceOptions": {"calcs": ["lastNotNull"]}},
+            "targets": [dict(t, refId=refs[i], datasource=DS) for i, t in enumerate(targets)],
+        }
+        if thresholds:
+            p["fieldConfig"]["defaults"]["thresholds"] = {
+                "mode": "absolute",
+                "steps": [{"color": "green", "value": None}] + [{"color": c, "value": v} for v, c in thresholds],
+            }
+        self.panels.append(p)
+        self.next_id += 1
+        self.x += w
+        if self.x >= 24:
+            self.x = 0
+            self.y += h
+
+    def json(self):
+        return {
+            "uid": self.uid,
+            "title": self.title,
+            "description": self.description,
+            "tags": ["volley", "game-server"],
+            "timezone": "browser",
+            "schemaVersion": 39,
+            "version": 1,
+            "editable": True,
+            "refresh": "10s",
+            "time": {"from": "now-30m", "to": "now"},
+            "annotations": {"list": []},
+            "templating": {
+                "list": [
+                    {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+                     "current": {}, "hide": 0, "refresh": 1},
+                    {"name": "job", "label": "Job", "type": "query", "datasource": DS,
+                     "query": {"query": "label_values(volley_build_info, job)", "refId": "job"},
+                     "definition": "label_values(volley_build_info, job)",
+                     "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "refresh": 2, "sort": 1},
+                    {"name": "instance", "label": "Instance", "type": "query", "datasource": DS,
+                     "query": {"query": 'label_values(volley_build_info{job=~"$job"}, instance)', "refId": "instance"},
+                     "definition": 'label_values(volley_build_info{job=~"$job"}, instance)',
+                     "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "refresh": 2, "sort": 1},
+                ]
+            },
+            "panels": self.panels,
+        }
+
+
+def lag():
+    b = Board("volley-lag", "volley — lag", "Tick loop health and what players feel: RTT, jitter, loss, "
+              "how stale acknowledged baselines are, and how long inputs wait.")
+    b.row("Tick loop")
+    b.panel("Tick duration vs budget", "s",
+            quantiles("volley_tick_duration_seconds", [0.5, 0.99])
+            + [q(f"max(volley_tick_period_seconds{{{SEL}}})", "budget (tick period)")],
+            "Time the world actor spends per tick. p99 above the budget line means ticks overrun.",
+            thresholds=[(0.0167, "red")])
+    b.panel("Tick start lateness", "s", quantiles("volley_tick_lateness_seconds", [0.5, 0.99]),
+            "How late ticks start after their scheduled time (scheduler pressure).")
+    b.panel("Tick overruns", "cps", [q(f"sum(rate(volley_tick_overruns_total{{{SEL}}}[{RI}]))", "overruns/s")],
+            "Times per second the loop fell so far behind that it skipped ahead.", w=8)
+    b.panel("Since last tick", "s", [q(f"max(time() - volley_last_tick_timestamp_seconds{{{SEL}}})", "seconds")],
+            "Seconds since the newest tick finished; more than a second means a stalled tick loop.",
+            kind="stat", w=8, thresholds=[(1, "red")])
+    b.panel("Players", "none", [q(f"sum(volley_players{{{SEL}}})", "players")],
+            "Players connected.", kind="stat", w=8)
+    b.row("Players' links")
+    b.panel("Round-trip time", "s", quantiles("volley_rtt_seconds", [0.5, 0.95, 0.99]),
+            "Players' smoothed RTT (each player sampled once a second).")
+    b.panel("Jitter", "s", quantiles("volley_jitter_seconds", [0.5, 0.95]),
+            "Players' round-trip variation.")
+    b.panel("Packet loss", "percentunit", quantiles("volley_packet_loss_ratio", [0.5, 0.95]),
+            "Players' estimated packet loss.")
+    b.panel("Snapshot baseline age", "s", quantiles("volley_snapshot_baseline_age_seconds", [0.5, 0.99]),
+            "Age of the acknowledged snapshot each delta is encoded against: stale acks make deltas grow.")
+    b.panel("Input delay (arrival to applied)", "s", quantiles("volley_input_delay_seconds", [0.5, 0.99]),
+            "Time from an input's arrival to the tick that applies it (at most one tick period when healthy).")
+    b.panel("Full snapshots and resends", "cps",
+            [q(f"sum(rate(volley_snapshot_full_total{{{SEL}}}[{RI}]))", "full-snapshot fallbacks/s"),
+             q(f"sum(rate(volley_reliable_resends_total{{{SEL}}}[{RI}]))", "reliable resends/s")],
+            "Snapshots sent in full (no usable baseline) and reliable messages resent after a timeout.")
+    return b
+
+
+def bandwidth():
+    b = Board("volley-bandwidth", "volley — bandwidth", "What the server sends and receives, per kind and per player, "
+              "snapshot sizes, and the load behind them.")
+    b.row("Traffic")
+    b.panel("Egress by kind", "Bps", [q(f"sum by (kind) (rate(volley_sent_bytes_total{{{SEL}}}[{RI}]))", "{{kind}}")],
+            "Bytes per second sent: snapshot sections, the rest of payload packets (acks, messages, events), "
+            "and netcode control (headers, keep-alives, handshakes).")
+    b.panel("Ingress by kind", "Bps",
+            [q(f"sum by (kind) (rate(volley_received_bytes_total{{{SEL}}}[{RI}]))", "{{kind}}")],
+            "Bytes per second received: inputs and control packets.")
+    b.panel("Per player", "Bps",
+            [q(f"sum(rate(volley_sent_bytes_total{{{SEL}}}[{RI}])) / clamp_min(sum(volley_players{{{SEL}}}), 1)", "egress"),
+             q(f"sum(rate(volley_received_bytes_total{{{SEL}}}[{RI}])) / clamp_min(sum(volley_players{{{SEL}}}), 1)",
+               "ingress")],
+            "Bytes per second per connected player (per-player detail: the admin endpoint /players).")
+    b.panel("Packets", "pps",
+            [q(f"sum by (kind) (rate(volley_sent_packets_total{{{SEL}}}[{RI}]))", "sent {{kind}}"),
+             q(f"sum by (kind) (rate(volley_received_packets_total{{{SEL}}}[{RI}]))", "received {{kind}}")],
+            "Datagrams per second.")
+    b.row("Snapshots")
+    b.panel("Snapshot size", "bytes", quantiles("volley_snapshot_size_bytes", [0.5, 0.99], by="stage"),
+            "Encoded snapshot size, and the frame as sent (after lz4 where it helped, with acks and messages).")
+    b.panel("Mean snapshot size and rate", "bytes",
+            [q(f"sum(rate(volley_sent_bytes_total{{{SEL},kind=\"snapshot\"}}[{RI}])) / "
+               f"clamp_min(sum(rate(volley_snapshots_total{{{SEL}}}[{RI}])), 1)", "bytes per snapshot")],
+            "Snapshot bytes over snapshots sent.")
+    b.row("Load and health")
+    b.panel("Players and slots", "none",
+            [q(f"sum(volley_players{{{SEL}}})", "players"), q(f"sum(volley_player_slots{{{SEL}}})", "slots")],
+            "Players connected and the most the server accepts.", w=8)
+    b.panel("Connects and disconnects", "cps",
+            [q(f"sum(rate(volley_connects_total{{{SEL}}}[{RI}]))", "connects"),
+             q(f"sum by (reason) (rate(volley_disconnects_total{{{SEL}}}[{RI}]))", "disconnects {{reason}}")],
+            "Connections accepted and ended, by reason.", w=8)
+    b.panel("Handshake rejections", "cps",
+            [q(f"sum by (reason) (rate(volley_handshake_rejections_total{{{SEL}}}[{RI}]))", "{{reason}}")],
+            "Handshake packets rejected, by reason (bad or expired tokens, full server, rate limits).", w=8)
+    b.panel("Drops and queues", "none",
+            [q(f"sum by (reason) (rate(volley_datagrams_dropped_total{{{SEL}}}[{RI}]))", "dropped/s {{reason}}"),
+             q(f"sum(volley_reliable_queue_messages{{{SEL}}})", "reliable queue"),
+             q(f"sum by (actor) (volley_mailbox_backlog_messages{{{SEL}}})", "mailbox backlog {{actor}}")],
+            "Datagrams dropped per second, reliable messages awaiting acks, messages waiting in mailboxes.", w=8)
+    b.panel("Actor failures", "cps",
+            [q(f"sum by (actor) (rate(volley_actor_failures_total{{{SEL}}}[{RI}]))", "{{actor}}")],
+            "Actors that failed and were cleaned up (the rest of the server carries on).", w=8)
+    b.panel("Entities", "none", [q(f"sum(volley_entities{{{SEL}}})", "entities")],
+            "Entities in the newest world snapshot.", w=8)
+    b.panel("Process CPU", "percentunit", [q(f"sum(rate(process_cpu_seconds_total{{{SEL}}}[{RI}]))", "cores")],
+            "CPU used by the server process (1.0 = one core).", w=8)
+    b.panel("Process memory", "bytes", [q(f"sum(process_resident_memory_bytes{{{SEL}}})", "resident")],
+            "Resident memory of the server process.", w=8)
+    b.panel("Build", "none", [q(f"max by (version) (volley_build_info{{{SEL}}})", "{{version}}")],
+            "Server version.", kind="stat", w=8)
+    return b
+
+
+def main():
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dashboards")
+    for board in (lag(), bandwidth()):
+        path = os.path.join(here, f"{board.uid}.json")
+        with open(path, "w") as f:
+            json.dump(board.json(), f, indent=2)
+            f.write("\n")
+        print("wrote", os.path.normpath(path))
+
+
+if __name__ == "__main__":
+    main()
