@@ -342,6 +342,37 @@ fn live_line(m: &ServerMetrics, progress: Option<&SwarmProgress>, prev: &mut (u6
     line
 }
 
+const CSV_HEADER: &str = "seconds,players,tick_p50_ms,tick_p99_ms,tick_budget_ms,egress_kbit_s,ingress_kbit_s,egress_per_player_kbit_s,rtt_ms";
+
+/// One line per second of `--csv` output (tick quantiles over the recent ticks; rates over the
+/// last second).
+#[derive(Default)]
+struct CsvRow {
+    out: u64,
+    inb: u64,
+    at: f64,
+}
+
+impl CsvRow {
+    fn next(&mut self, m: &ServerMetrics, now: f64) -> String {
+        let (out, inb) = (ServerMetrics::get(&m.bytes_sent), ServerMetrics::get(&m.bytes_received));
+        let dt = (now - self.at).max(1e-3);
+        let players = ServerMetrics::get(&m.players);
+        let egress = (out - self.out) as f64 * 8.0 / 1000.0 / dt;
+        let rtt = if players > 0 { ServerMetrics::get(&m.rtt_sum_us) as f64 / players as f64 / 1000.0 } else { 0.0 };
+        let line = format!(
+            "{now:.1},{players},{:.3},{:.3},{:.3},{egress:.1},{:.1},{:.2},{rtt:.2}",
+            m.tick_quantile(0.5).as_secs_f64() * 1e3,
+            m.tick_quantile(0.99).as_secs_f64() * 1e3,
+            m.tick_period().as_secs_f64() * 1e3,
+            (inb - self.inb) as f64 * 8.0 / 1000.0 / dt,
+            egress / players.max(1) as f64,
+        );
+        *self = Self { out, inb, at: now };
+        line
+    }
+}
+
 async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Result<(), String> {
     let key = key_or_random(args.private_key.as_deref())?;
     let config = server_config(&args, key)?;
@@ -358,16 +389,32 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
     });
     let metrics = server.metrics().clone();
     let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut csv = match &args.csv {
+        Some(path) => {
+            let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            writeln!(f, "{CSV_HEADER}").map_err(|e| format!("{}: {e}", path.display()))?;
+            Some(f)
+        }
+        None => None,
+    };
     let live = tokio::spawn({
         let progress = progress.clone();
         let peak = peak.clone();
         async move {
             let mut prev = (0, 0, 0);
+            let mut row = CsvRow::default();
             let mut t = tokio::time::interval(Duration::from_secs(1));
             t.tick().await;
+            let started = tokio::time::Instant::now();
             loop {
                 t.tick().await;
                 peak.fetch_max(ServerMetrics::get(&metrics.players), std::sync::atomic::Ordering::Relaxed);
+                if let Some(f) = csv.as_mut() {
+                    let line = row.next(&metrics, started.elapsed().as_secs_f64());
+                    if writeln!(f, "{line}").is_err() {
+                        csv = None;
+                    }
+                }
                 println!("{}", live_line(&metrics, (bots > 0).then_some(&*progress), &mut prev, 1.0));
             }
         }
