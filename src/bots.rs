@@ -46,11 +46,17 @@ pub struct SwarmConfig {
 }
 
 impl SwarmConfig {
-    /// Defaults for `bots` bots against `server`.
+    /// Defaults for `bots` bots against `server` (sockets on loopback for a loopback server,
+    /// else on any local address of the server's family).
     pub fn new(server: SocketAddr, bots: usize, private_key: Key) -> Self {
+        let bind = match server.ip() {
+            ip if ip.is_loopback() => SocketAddr::new(ip, 0),
+            std::net::IpAddr::V4(_) => SocketAddr::from(([0, 0, 0, 0], 0)),
+            std::net::IpAddr::V6(_) => SocketAddr::from(([0u16; 8], 0)),
+        };
         Self {
             server,
-            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            bind,
             bots,
             private_key,
             protocol_id: crate::DEFAULT_PROTOCOL_ID,
@@ -74,6 +80,8 @@ pub struct SwarmProgress {
     pub snapshot_bytes: AtomicU64,
     /// Inputs sent, all bots.
     pub inputs: AtomicU64,
+    /// Bots the server disconnected (it said goodbye: a shutdown or a kick).
+    pub disconnected_by_server: AtomicU64,
 }
 
 /// One bot's outcome.
@@ -246,7 +254,11 @@ async fn run_bot(
                 input = i.to_bytes();
             }
         }
-        if bot.client.state().is_error() || bot.client.state() == ClientState::Disconnected {
+        if bot.client.state() == ClientState::Disconnected {
+            progress.disconnected_by_server.fetch_add(1, Ordering::Relaxed);
+            break;
+        }
+        if bot.client.state().is_error() {
             break;
         }
         if stop.has_changed().unwrap_or(true) && *stop.borrow_and_update() {

@@ -92,6 +92,10 @@ struct ServerArgs {
     /// UDP address to listen on.
     #[arg(long, env = "VOLLEY_BIND", default_value = "127.0.0.1:40000")]
     bind: SocketAddr,
+    /// The address clients reach the server at, which connect tokens must name (host:port;
+    /// a name is resolved at start). Default: the bound address.
+    #[arg(long, env = "VOLLEY_PUBLIC_ADDR")]
+    public_addr: Option<String>,
     /// The private key shared with the token backend, 64 hex digits (random if unset: then
     /// only the built-in bots can connect).
     #[arg(long, env = "VOLLEY_PRIVATE_KEY", hide_env_values = true)]
@@ -183,9 +187,9 @@ struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 struct BotsArgs {
-    /// The server's address.
-    #[arg(long, default_value = "127.0.0.1:40000")]
-    server: SocketAddr,
+    /// The server's address (host:port; a name is resolved).
+    #[arg(long, env = "VOLLEY_SERVER", default_value = "127.0.0.1:40000")]
+    server: String,
     /// The server's private key (the swarm mints its own tokens), 64 hex digits.
     #[arg(long, env = "VOLLEY_PRIVATE_KEY", hide_env_values = true)]
     private_key: String,
@@ -210,6 +214,7 @@ struct BotsArgs {
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 struct FileConfig {
     bind: Option<SocketAddr>,
+    public_addr: Option<String>,
     private_key: Option<String>,
     protocol_id: Option<u64>,
     max_players: Option<usize>,
@@ -234,6 +239,9 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     };
     if let Some(v) = f.bind.filter(|_| unset("bind")) {
         a.bind = v;
+    }
+    if let Some(v) = f.public_addr.filter(|_| unset("public_addr")) {
+        a.public_addr = Some(v);
     }
     if let Some(v) = f.private_key.filter(|_| unset("private_key")) {
         a.private_key = Some(v);
@@ -373,9 +381,19 @@ impl CsvRow {
     }
 }
 
+/// Resolves `host:port` (an IPv4 address preferred).
+async fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
+    let all: Vec<SocketAddr> =
+        tokio::net::lookup_host(addr).await.map_err(|e| format!("{what} {addr:?}: {e}"))?.collect();
+    all.iter().find(|a| a.is_ipv4()).or(all.first()).copied().ok_or_else(|| format!("{what} {addr:?}: no address"))
+}
+
 async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Result<(), String> {
     let key = key_or_random(args.private_key.as_deref())?;
-    let config = server_config(&args, key)?;
+    let mut config = server_config(&args, key)?;
+    if let Some(p) = &args.public_addr {
+        config.public_addr = Some(resolve("--public-addr", p).await?);
+    }
     let mut server = volley::server::start(config, Arena::new()).await.map_err(|e| e.to_string())?;
     let addr = server.addr();
     if let Some(a) = server.admin_addr() {
@@ -481,9 +499,9 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
         protocol_id: args.protocol_id,
         first_client_id: args.first_client_id,
         link,
-        ..SwarmConfig::new(args.server, args.bots, key)
+        ..SwarmConfig::new(resolve("--server", &args.server).await?, args.bots, key)
     };
-    let swarm = tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx));
+    let mut swarm = tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx));
     let ticker = tokio::spawn({
         let progress = progress.clone();
         async move {
@@ -491,18 +509,29 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
             loop {
                 t.tick().await;
                 println!(
-                    "bots connected {} | snapshots {} | inputs {}",
+                    "bots connected {} | snapshots {} | inputs {} | disconnected by server {}",
                     progress.connected.load(std::sync::atomic::Ordering::Relaxed),
                     progress.snapshots.load(std::sync::atomic::Ordering::Relaxed),
-                    progress.inputs.load(std::sync::atomic::Ordering::Relaxed)
+                    progress.inputs.load(std::sync::atomic::Ordering::Relaxed),
+                    progress.disconnected_by_server.load(std::sync::atomic::Ordering::Relaxed)
                 );
             }
         }
     });
-    until_stopped(args.duration).await;
+    // Until told to stop, or until every bot has ended (the server shut down).
+    let report = tokio::select! {
+        _ = until_stopped(args.duration) => {
+            let _ = stop_tx.send(true);
+            (&mut swarm).await
+        }
+        r = &mut swarm => r,
+    }
+    .map_err(|e| e.to_string())?;
     ticker.abort();
-    let _ = stop_tx.send(true);
-    let report = swarm.await.map_err(|e| e.to_string())?;
+    println!(
+        "bots: {} were disconnected by the server (it said goodbye)",
+        progress.disconnected_by_server.load(std::sync::atomic::Ordering::Relaxed)
+    );
     println!("{}", report.summary());
     Ok(())
 }

@@ -46,3 +46,6 @@ fi
 
 step "tests"
 cargo nextest run --locked --no-fail-fast
+
+step "docker"
+bash docker/ci/e2e.sh

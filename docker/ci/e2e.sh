@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The Docker proof, on the machine's real engine: build the image from docker/Dockerfile, run
+# docker/compose.yaml's server, bots and Prometheus, and check that the server turns healthy,
+# the bots play across the compose network, Prometheus scrapes the server, and
+# `docker compose stop` drains the server (the bots hear the disconnect) with exit code 0.
+#
+# No image can be pulled here, so the base images the files name are built locally first
+# under those same names: rust:1.95-slim-bookworm (a debootstrap Debian root with this
+# machine's Rust toolchain) and prom/prometheus:v2.42.0 (Debian's prometheus package).
+# Without a Docker engine it says why it skipped, and exits 0.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+if ! info=$(docker info 2>&1); then
+  echo "SKIPPED docker e2e: no usable Docker engine: $(echo "$info" | tail -n 1)"
+  exit 0
+fi
+export DOCKER_BUILDKIT=0 COMPOSE_DOCKER_CLI_BUILD=0
+compose() { docker-compose -p volleyci -f docker/compose.yaml "$@"; }
+COMPOSE_BIN=$(command -v docker-compose || true)
+if [ -z "$COMPOSE_BIN" ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
+fi
+work=$(mktemp -d)
+cleanup() {
+  compose --profile bots down -v --remove-orphans >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# --- Stand-in base images -------------------------------------------------------------------
+if ! docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1; then
+  command -v debootstrap >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+  echo "building volley-ci/debian:bookworm (debootstrap)"
+  debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates bookworm "$work/root" \
+    http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 || { tail -n 20 "$work/debootstrap.log"; exit 1; }
+  tar -C "$work/root" -c . | docker import - volley-ci/debian:bookworm >/dev/null
+fi
+if ! docker image inspect rust:1.95-slim-bookworm >/dev/null 2>&1; then
+  echo "building stand-in rust:1.95-slim-bookworm (this machine's toolchain on volley-ci/debian)"
+  sysroot=$(rustc --print sysroot)
+  mkdir -p "$work/rust/usr/local/rust"
+  cp -a "$sysroot/bin" "$sysroot/lib" "$sysroot/libexec" "$work/rust/usr/local/rust/" 2>/dev/null || cp -a "$sysroot/bin" "$sysroot/lib" "$work/rust/usr/local/rust/"
+  # This network reaches crates.io through a TLS proxy whose CA the host trusts: the stand-in
+  # trusts the same extra CAs (the public rust image needs nothing like it elsewhere).
+  mkdir -p "$work/rust/ca"
+  cp /usr/local/share/ca-certificates/*.crt "$work/rust/ca/" 2>/dev/null || true
+  cat >"$work/rust/Dockerfile" <<'DOCKERFILE'
+FROM volley-ci/debian:bookworm
+COPY usr/local/rust /usr/local/rust
+COPY ca /usr/local/share/ca-certificates/
+RUN update-ca-certificates >/dev/null
+ENV PATH=/usr/local/rust/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CARGO_HOME=/usr/local/cargo
+DOCKERFILE
+  docker build -q -t rust:1.95-slim-bookworm "$work/rust" >/dev/null
+fi
+if ! docker image inspect prom/prometheus:v2.42.0 >/dev/null 2>&1; then
+  echo "building stand-in prom/prometheus:v2.42.0 (Debian's package)"
+  docker build -q -t prom/prometheus:v2.42.0 -f docker/ci/prometheus.Dockerfile docker/ci >/dev/null
+fi
+
+# --- The image users build --------------------------------------------------------------------
+echo "building volley:latest from docker/Dockerfile"
+start=$(date +%s)
+docker build -q -t volley:latest -f docker/Dockerfile . >/dev/null
+echo "built in $(( $(date +%s) - start )) s"
+user=$(docker image inspect -f '{{.Config.User}}' volley:latest)
+size=$(docker image inspect -f '{{.Size}}' volley:latest)
+echo "image volley:latest: user $user, $((size / 1024)) KiB"
+case "$user" in ""|0|root|0:*|root:*) echo "FAIL: the image runs as root"; exit 1 ;; esac
+
+# --- The stack -----------------------------------------------------------------------------
+compose --profile bots up -d --no-build server prometheus
+for i in $(seq 1 60); do
+  health=$(docker inspect -f '{{.State.Health.Status}}' volleyci_server_1 2>/dev/null || echo none)
+  [ "$health" = healthy ] && break
+  sleep 1
+done
+echo "server health: $health"
+[ "$health" = healthy ] || { compose logs server | tail -n 30; exit 1; }
+
+compose --profile bots up -d --no-build bots
+sleep 8
+bots_line=$(compose logs --no-color bots | grep 'bots connected' | tail -n 1)
+echo "bots: $bots_line"
+connected=$(echo "$bots_line" | sed -E 's/.*bots connected ([0-9]+).*/\1/')
+snapshots=$(echo "$bots_line" | sed -E 's/.*snapshots ([0-9]+).*/\1/')
+[ "$connected" = 16 ] || { echo "FAIL: $connected of 16 bots connected"; compose logs bots | tail; exit 1; }
+[ "$snapshots" -gt 1000 ] || { echo "FAIL: only $snapshots snapshots"; exit 1; }
+
+python3 - <<'PY'
+import json, sys, time, urllib.parse, urllib.request
+def q(expr):
+    url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(expr)
+    return json.load(urllib.request.urlopen(url, timeout=5))["data"]["result"]
+deadline = time.time() + 60
+while True:
+    try:
+        up = q('up{job="volley"}')
+        players = q('sum(volley_players{job=~"volley",instance=~".*"})')
+        if up and up[0]["value"][1] == "1" and players and float(players[0]["value"][1]) == 16:
+            break
+    except Exception as e:  # Prometheus still starting
+        up, players = str(e), None
+    if time.time() > deadline:
+        sys.exit(f"FAIL: Prometheus: up={up} players={players}")
+    time.sleep(1)
+targets = json.load(urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets", timeout=5))
+health = [t["health"] for t in targets["data"]["activeTargets"]]
+print("prometheus: target health", health, "- volley_players =", players[0]["value"][1])
+if health != ["up"]:
+    sys.exit("FAIL: target not up")
+PY
+
+# --- Drain on stop --------------------------------------------------------------------------
+start=$(date +%s%N)
+compose stop server
+took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+code=$(docker inspect -f '{{.State.ExitCode}}' volleyci_server_1)
+echo "server stopped in ${took_ms} ms with exit code $code"
+[ "$code" = 0 ] || { compose logs server | tail -n 30; exit 1; }
+[ "$took_ms" -lt 10000 ] || { echo "FAIL: not within the 10 s stop_grace_period"; exit 1; }
+for i in $(seq 1 20); do
+  compose logs --no-color bots | grep -q 'were disconnected by the server' && break
+  sleep 0.5
+done
+told=$(compose logs --no-color bots | grep 'were disconnected by the server' | sed -E 's/.*bots: ([0-9]+) were.*/\1/')
+echo "bots told of the shutdown: ${told:-none}"
+[ "${told:-0}" = 16 ] || { compose logs bots | tail -n 20; exit 1; }
+echo "docker e2e: OK"
