@@ -21,7 +21,7 @@ step "format"
 cargo fmt --all -- --check
 
 step "clippy"
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "docs"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet

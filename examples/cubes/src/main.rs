@@ -1,0 +1,140 @@
+//! The 901-cube scene as a networked game: a volley server runs the rapier3d simulation as
+//! its world, and a client — through the client library, over UDP — drives the large cube
+//! (its autopilot sends the target as input) and draws what it receives, top-down, once a
+//! second, with the bandwidth it costs.
+//!
+//!     cargo run --release -p volley-cubes [-- SECONDS]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use glam::Vec3;
+use volley::client::GameClient;
+use volley::client::udp::UdpClient;
+use volley::protocol::netcode::token::{ConnectToken, TokenParams};
+use volley::protocol::snapshot::{Replicate, Schema, SnapshotBuilder, WorldSnapshot};
+use volley::server::{PlayerId, ServerConfig, World, unix_now};
+use volley_cubes::{Cube, CubeScene, HZ};
+
+/// The server's world: the physics scene; the first player's input steers the large cube.
+struct Cubes {
+    scene: CubeScene,
+    driver: Option<PlayerId>,
+    target: Vec3,
+}
+
+impl World for Cubes {
+    fn schema(&self) -> Schema {
+        let mut s = Schema::new();
+        s.register::<Cube>().expect("fresh schema");
+        s
+    }
+    fn join(&mut self, player: PlayerId) {
+        self.driver.get_or_insert(player);
+    }
+    fn leave(&mut self, player: PlayerId) {
+        if self.driver == Some(player) {
+            self.driver = None;
+        }
+    }
+    fn input(&mut self, player: PlayerId, input: &[u8]) {
+        // Input: the target point, two little-endian f32 (anything else is ignored).
+        if self.driver == Some(player)
+            && let Ok(b) = <[u8; 8]>::try_from(input)
+        {
+            let (x, y) = (f32::from_le_bytes([b[0], b[1], b[2], b[3]]), f32::from_le_bytes([b[4], b[5], b[6], b[7]]));
+            if x.is_finite() && y.is_finite() {
+                self.target = Vec3::new(x.clamp(-100.0, 100.0), y.clamp(-100.0, 100.0), 0.0);
+            }
+        }
+    }
+    fn tick(&mut self, _: u32, _: Duration) {
+        self.scene.step(self.target);
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        for (i, (position, rotation)) in self.scene.poses().into_iter().enumerate() {
+            let _ = out.insert(i as u32, &Cube { position, rotation });
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let seconds: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let key = volley::protocol::netcode::generate_key()?;
+    let world = Cubes { scene: CubeScene::new(), driver: None, target: Vec3::ZERO };
+    let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse()?, key), world).await?;
+    let params = TokenParams {
+        protocol_id: volley::DEFAULT_PROTOCOL_ID,
+        client_id: 1,
+        now_unix_secs: unix_now().as_secs(),
+        expire_seconds: 30,
+        timeout_seconds: 5,
+        server_addresses: vec![server.addr()],
+        user_data: [0; 256],
+    };
+    let schema = volley_cubes::schema();
+    let client = GameClient::new(ConnectToken::generate(&params, &key)?, schema.clone(), unix_now());
+    let mut me = UdpClient::bind(client, "127.0.0.1:0".parse()?, unix_now).await?;
+    let mut next = tokio::time::Instant::now();
+    let mut last_bytes = 0;
+    let mut previous: Option<Arc<WorldSnapshot>> = None;
+    for frame in 0..seconds * HZ {
+        next += Duration::from_secs(1) / HZ;
+        let target = CubeScene::autopilot(frame);
+        let mut input = [0u8; 8];
+        input[..4].copy_from_slice(&target.x.to_le_bytes());
+        input[4..].copy_from_slice(&target.y.to_le_bytes());
+        me.step(&input, next).await;
+        if frame % HZ == HZ - 1
+            && let Some(world) = me.client.latest()
+        {
+            let stats = me.client.stats();
+            let kbits = (stats.bytes_received - last_bytes) as f64 * 8.0 / 1000.0;
+            last_bytes = stats.bytes_received;
+            draw(world, previous.as_deref(), &schema);
+            println!(
+                "second {:>3}: received {kbits:.0} kbit/s, RTT {:.1} ms, {} snapshots so far",
+                frame / HZ + 1,
+                stats.rtt.as_secs_f64() * 1e3,
+                stats.snapshots
+            );
+            previous = Some(Arc::new(world.clone()));
+        }
+    }
+    me.disconnect();
+    server.shutdown().await;
+    Ok(())
+}
+
+/// Top-down view of [-33, 33] m square: `#` the large cube, `o` a cube that moved in the last
+/// second, `.` a cube at rest, `^` a cube off the ground.
+fn draw(world: &WorldSnapshot, before: Option<&WorldSnapshot>, schema: &Schema) {
+    const W: usize = 66;
+    const H: usize = 33;
+    let mut grid = vec![vec![' '; W]; H];
+    let cell = |p: Vec3| {
+        let x = ((p.x + 33.0) / 66.0 * W as f32).floor();
+        let y = ((p.y + 33.0) / 66.0 * H as f32).floor();
+        (x >= 0.0 && y >= 0.0 && (x as usize) < W && (y as usize) < H).then(|| (x as usize, H - 1 - y as usize))
+    };
+    for e in world.iter() {
+        let c = Cube::dequantize(e.words);
+        let moved = before.and_then(|b| b.read::<Cube>(schema, e.id)).is_none_or(|b| b != c);
+        let ch = match (e.id, moved, c.position.z > 0.7) {
+            (0, _, _) => '#',
+            (_, _, true) => '^',
+            (_, true, _) => 'o',
+            _ => '.',
+        };
+        if let Some((x, y)) = cell(c.position)
+            && grid[y][x] != '#'
+        {
+            grid[y][x] = ch;
+        }
+    }
+    println!("tick {}", world.tick());
+    for row in grid {
+        println!("{}", row.into_iter().collect::<String>().trim_end());
+    }
+}
