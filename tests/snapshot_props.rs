@@ -147,9 +147,10 @@ fn run(
     budget: usize,
     hide: &[u32],
     quiet: u32,
+    predict: bool,
 ) -> Result<Run, TestCaseError> {
     let schema = schema();
-    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig { history: 32 });
+    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig { history: 32, predict });
     let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
     let mut world = BTreeMap::new();
     let mut in_flight: Vec<(u32, Vec<u8>)> = Vec::new(); // (deliver at tick, bytes)
@@ -251,8 +252,9 @@ proptest! {
         delays in proptest::collection::vec(0u8..4, 1..16),
         budget in prop_oneof![Just(1200usize), 60usize..400],
         hide in proptest::collection::vec(0u32..5, 1..8),
+        predict in any::<bool>(),
     ) {
-        run(&changes, &loss, &delays, budget, &hide, 200)?;
+        run(&changes, &loss, &delays, budget, &hide, 200, predict)?;
     }
 }
 
@@ -264,10 +266,12 @@ fn a_tight_budget_defers_but_never_starves() {
     for t in 0..150 {
         changes.push((0..120).map(|id| Change::Move(id, (t % 5) as f32 - 2.0, 1.0, 0.5)).collect());
     }
-    let r = run(&changes, &[false], &[0], 80, &[0], 400).unwrap();
-    assert!(r.deferred > 1000, "the budget binds: {} deferred", r.deferred);
-    assert!(r.max_staleness <= 80, "an entity waited {} ticks", r.max_staleness);
-    eprintln!("tight budget: max staleness {} ticks, {} deferred", r.max_staleness, r.deferred);
+    for predict in [false, true] {
+        let r = run(&changes, &[false], &[0], 80, &[0], 400, predict).unwrap();
+        assert!(r.deferred > 1000, "the budget binds: {} deferred", r.deferred);
+        assert!(r.max_staleness <= 80, "an entity waited {} ticks", r.max_staleness);
+        eprintln!("tight budget: max staleness {} ticks, {} deferred (predict {predict})", r.max_staleness, r.deferred);
+    }
 }
 
 #[test]
@@ -275,7 +279,7 @@ fn full_snapshot_when_no_ack_arrives_and_deltas_once_it_does() {
     let changes: Vec<Vec<Change>> = (0..10)
         .map(|t| (0..10).map(|id| if t == 0 { Change::Create(id, true) } else { Change::Spin(id, 0.1) }).collect())
         .collect();
-    let r = run(&changes, &[false], &[0], 1200, &[0], 5).unwrap();
+    let r = run(&changes, &[false], &[0], 1200, &[0], 5, false).unwrap();
     assert_eq!(r.decoded, 15);
     assert!(r.full >= 1 && r.full <= 2, "full snapshots: {}", r.full);
 }

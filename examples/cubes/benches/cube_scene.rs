@@ -5,7 +5,8 @@
 //!     cargo bench -p volley-cubes
 //!
 //! The recording is simulated once (rapier3d) and kept in target/cube-scene/; its checksum is
-//! printed so that runs on the same recording can be compared. CUBE_FRAMES sets its length.
+//! printed so that runs on the same recording can be compared. CUBE_FRAMES sets its length;
+//! CUBE_SPLIT=1 also prints what positions and orientations cost apart.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -16,9 +17,9 @@ use volley_cubes::{self as scene, CUBES, HZ, Recording};
 
 /// Replays the recording through a sender and a receiver whose acks arrive `lag` ticks
 /// late; returns each frame's snapshot bytes (after the first full one).
-fn replay(worlds: &[Arc<WorldSnapshot>], lag: u32) -> Vec<usize> {
+fn replay(worlds: &[Arc<WorldSnapshot>], lag: u32, predict: bool) -> Vec<usize> {
     let schema = scene::schema();
-    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig::default());
+    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig { predict, ..SenderConfig::default() });
     let mut receiver = SnapshotReceiver::new(schema, 64);
     let mut buf = vec![0u8; 64 * 1024];
     let mut interest = Vec::new();
@@ -87,8 +88,61 @@ fn main() {
         sender.encode(&worlds[0], &interest, &mut buf).expect("fits").bytes
     };
     println!("full snapshot: {full} B = {:.2} B/cube", full as f64 / CUBES as f64);
-    report("delta, baseline 1 tick back", &replay(&worlds, 1));
-    report("delta, baseline 6 ticks back", &replay(&worlds, 6));
+    report("delta, baseline 1 tick back", &replay(&worlds, 1, false));
+    report("delta, baseline 6 ticks back", &replay(&worlds, 6, false));
+    report("delta with prediction, baseline 1 tick back", &replay(&worlds, 1, true));
+    report("delta with prediction, baseline 6 ticks back", &replay(&worlds, 6, true));
+
+    if std::env::var("CUBE_SPLIT").is_ok() {
+        for (name, pos) in [("position only", true), ("rotation only", false)] {
+            let mut sch = volley::protocol::snapshot::Schema::new();
+            if pos {
+                sch.register::<split::PosOnly>().unwrap();
+            } else {
+                sch.register::<split::RotOnly>().unwrap();
+            }
+            let sch = Arc::new(sch);
+            let mut ws: Vec<Arc<WorldSnapshot>> = Vec::new();
+            for (i, poses) in rec.frames.iter().enumerate() {
+                let mut b = volley::protocol::snapshot::SnapshotBuilder::new(&sch, i as u32 + 1);
+                for (id, (p, q)) in poses.iter().enumerate() {
+                    if pos {
+                        b.insert(id as u32, &split::PosOnly { position: *p }).unwrap();
+                    } else {
+                        b.insert(id as u32, &split::RotOnly { rotation: *q }).unwrap();
+                    }
+                }
+                let w = Arc::new(b.finish_after(ws.last().map(|w| &**w)).unwrap());
+                ws.push(w);
+            }
+            for lag in [1, 6] {
+                for predict in [false, true] {
+                    let mut sender =
+                        SnapshotSender::new(sch.clone(), SenderConfig { predict, ..SenderConfig::default() });
+                    let mut buf = vec![0u8; 64 * 1024];
+                    let mut interest = Vec::new();
+                    let (mut total, mut changed) = (0usize, 0u32);
+                    for w in &ws {
+                        if w.tick() > lag {
+                            sender.ack(w.tick() - lag);
+                        }
+                        Interest::everything(w, &mut interest);
+                        let st = sender.encode(w, &interest, &mut buf).unwrap();
+                        if w.tick() > 10 {
+                            total += st.bytes;
+                            changed += st.changed;
+                        }
+                    }
+                    println!(
+                        "{name} lag {lag} predict {predict}: {:.1} kbit/s, {:.1} changed/frame, {:.1} bits/changed",
+                        total as f64 * 8.0 * 60.0 / 1000.0 / (ws.len() - 10) as f64,
+                        changed as f64 / (ws.len() - 10) as f64,
+                        total as f64 * 8.0 / changed as f64
+                    );
+                }
+            }
+        }
+    }
 
     // Encode time: the whole recording, baseline 6 back (divide by the frame count for one
     // frame of 901 cubes).
@@ -110,4 +164,21 @@ fn main() {
         });
     });
     c.final_summary();
+}
+
+mod split {
+    use glam::{Quat, Vec3};
+    use volley::protocol::quant::{QuatQ, Vec3Q};
+    volley::replicated! {
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct PosOnly {
+            pub position: Vec3 = Vec3Q::bounded(Vec3::new(-256.0, -256.0, 0.0), Vec3::new(255.998, 255.998, 31.998), 1.0 / 512.0),
+        }
+    }
+    volley::replicated! {
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct RotOnly {
+            pub rotation: Quat = QuatQ::new(9),
+        }
+    }
 }

@@ -87,10 +87,67 @@ fn mask(bits: u32) -> u32 {
     if bits >= 32 { u32::MAX } else { (1u32 << bits) - 1 }
 }
 
-/// Exp-Golomb order for deltas of a component `width` bits wide.
+/// The default Exp-Golomb order for deltas of a component `width` bits wide.
 #[inline]
-fn order(width: u32) -> u32 {
+pub(crate) fn default_order(width: u32) -> u32 {
     (width / 3).saturating_sub(1)
+}
+
+/// The most words a kind may have for per-packet orders.
+pub(crate) const MAX_ORDER_WORDS: usize = 64;
+/// Bits that carry one per-packet order.
+pub(crate) const ORDER_BITS: u32 = 5;
+/// Buckets of a residual histogram: the bit length of the residual, 0 to 32.
+pub(crate) const BUCKETS: usize = 33;
+
+/// Counts, per component, the bit lengths of the residuals a delta of `cur` against `base`
+/// would code (components that move, in fields that changed).
+pub(crate) fn residual_histogram(kind: &KindSchema, base: &[u32], cur: &[u32], hist: &mut [[u32; BUCKETS]]) {
+    if base.len() != cur.len() || cur.len() != kind.widths.len() || hist.len() < cur.len() {
+        return;
+    }
+    for r in &kind.ranges {
+        let (a, b) = (r.start as usize, r.end as usize);
+        if words_eq(&base[a..b], &cur[a..b]) || (r.at_rest && cur[a..b].iter().all(|x| *x == 0)) {
+            continue;
+        }
+        for i in a..b {
+            if base[i] != cur[i] {
+                let z = zigzag(signed_diff(base[i], cur[i], u32::from(kind.widths[i]))) - 1;
+                hist[i][(32 - z.leading_zeros()) as usize] += 1;
+            }
+        }
+    }
+}
+
+/// The order per component that codes a histogram's residuals shortest, into `out`; returns
+/// the bits saved against the kind's default orders (an estimate: each bucket is costed at its
+/// middle value).
+pub(crate) fn best_orders(kind: &KindSchema, hist: &[[u32; BUCKETS]], out: &mut [u8]) -> u32 {
+    let mut saved = 0u32;
+    for (i, (h, width)) in hist.iter().zip(&kind.widths).enumerate().take(out.len()) {
+        let width = u32::from(*width);
+        // The buckets in use, each costed at its middle value.
+        let mut used = [(0u32, 0u32); BUCKETS];
+        let mut n = 0;
+        for (b, count) in h.iter().enumerate().filter(|(_, c)| **c > 0) {
+            let z = if b == 0 { 0 } else { (1u32 << (b - 1)) | ((1u32 << (b - 1)) >> 1) };
+            used[n] = (z, *count);
+            n += 1;
+        }
+        let used = &used[..n];
+        let cost =
+            |k: u32| -> u64 { used.iter().map(|(z, c)| u64::from(*c) * u64::from(golomb_len(*z, k).min(width))).sum() };
+        let default = default_order(width);
+        let base_cost = cost(default);
+        let (best, best_cost) = (0..width.min(1 << ORDER_BITS))
+            .map(|k| (k, cost(k)))
+            .min_by_key(|(_, c)| *c)
+            .unwrap_or((default, base_cost));
+        out[i] = best as u8;
+        saved += u32::try_from(base_cost - best_cost).unwrap_or(u32::MAX);
+    }
+    saved
 }
 
 /// `cur - base` as a signed number of `width` bits (1 to 32).
@@ -103,13 +160,12 @@ fn signed_diff(base: u32, cur: u32, width: u32) -> i32 {
 /// `0`: unchanged; `10` + Exp-Golomb(zigzag(delta) - 1): a move; `11` + raw: a jump.
 /// A move is assembled into one word and appended at once when it fits in 32 bits.
 #[inline]
-fn write_component<S: Sink>(base: u32, cur: u32, width: u32, a: &mut Acc<'_, S>) {
+fn write_component<S: Sink>(base: u32, cur: u32, width: u32, k: u32, a: &mut Acc<'_, S>) {
     if base == cur {
         a.put(0, 1);
         return;
     }
     let z = zigzag(signed_diff(base, cur, width)) - 1;
-    let k = order(width);
     let n = u64::from(z) + (1u64 << k);
     let len = 64 - n.leading_zeros(); // Exp-Golomb: prefix zeros, marker, len - 1 low bits
     let golomb = 2 * len - 1 - k;
@@ -138,15 +194,38 @@ fn write_component<S: Sink>(base: u32, cur: u32, width: u32, a: &mut Acc<'_, S>)
 }
 
 #[inline]
-fn read_component(base: u32, width: u32, r: &mut BitReader<'_>) -> Result<u32, BitError> {
+fn read_component(base: u32, width: u32, k: u32, r: &mut BitReader<'_>) -> Result<u32, BitError> {
     if !r.read_bool()? {
         return Ok(base);
     }
     if r.read_bool()? {
         return Ok(r.read(width)? & mask(width));
     }
-    let z = r.read_golomb(order(width))?.checked_add(1).ok_or(BitError)?;
+    let z = r.read_golomb(k)?.checked_add(1).ok_or(BitError)?;
     Ok(base.wrapping_add(unzigzag(z) as u32) & mask(width))
+}
+
+/// The most words a kind may have for prediction (longer kinds are coded against the
+/// baseline alone).
+pub(crate) const MAX_PREDICTED_WORDS: usize = 64;
+
+/// Extrapolates each component of `base` linearly from `older` (the client's state
+/// `den` ticks before the baseline) to `num` ticks after the baseline:
+/// `base + (base - older) · num / den`, rounded, modulo the component's width. Components of
+/// one or two bits are selectors (a quaternion's largest index, flags) and keep the base
+/// value. Sender and receiver run exactly this integer arithmetic.
+pub(crate) fn predict(kind: &KindSchema, base: &[u32], older: &[u32], num: u32, den: u32, out: &mut [u32]) {
+    let den = i64::from(den.max(1));
+    for (((o, b), old), width) in out.iter_mut().zip(base).zip(older).zip(&kind.widths) {
+        let width = u32::from(*width);
+        *o = if width <= 2 {
+            *b
+        } else {
+            let q = i64::from(signed_diff(*old, *b, width)) * i64::from(num);
+            let off = (2 * q + den).div_euclid(2 * den);
+            b.wrapping_add(off as u64 as u32) & mask(width)
+        };
+    }
 }
 
 /// Slice equality without a call into `memcmp` (entities are a few words; the call costs
@@ -203,10 +282,11 @@ pub(crate) fn read_full(kind: &KindSchema, r: &mut BitReader<'_>, out: &mut [u32
     Ok(())
 }
 
-/// Writes the fields of `cur` that differ from `base` (the caller knows at least one does).
-pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32], s: &mut S) {
+/// Writes the fields of `cur` that differ from `base`, each component's residual in
+/// Exp-Golomb code of the order `orders` gives it (the kind's defaults, or the packet's).
+pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32], orders: &[u8], s: &mut S) {
     let n = kind.widths.len();
-    if base.len() != n || cur.len() != n {
+    if base.len() != n || cur.len() != n || orders.len() != n {
         return;
     }
     let many = kind.ranges.len() > 1;
@@ -239,8 +319,8 @@ pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32],
                 continue;
             }
         }
-        for ((bw, cw), width) in base[a..b].iter().zip(&cur[a..b]).zip(&kind.widths[a..b]) {
-            write_component(*bw, *cw, u32::from(*width), &mut acc);
+        for (((bw, cw), width), k) in base[a..b].iter().zip(&cur[a..b]).zip(&kind.widths[a..b]).zip(&orders[a..b]) {
+            write_component(*bw, *cw, u32::from(*width), u32::from(*k), &mut acc);
         }
     }
     acc.finish();
@@ -250,11 +330,12 @@ pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32],
 pub(crate) fn read_delta(
     kind: &KindSchema,
     base: &[u32],
+    orders: &[u8],
     r: &mut BitReader<'_>,
     out: &mut [u32],
 ) -> Result<(), BitError> {
     let n = kind.widths.len();
-    if base.len() != n || out.len() != n {
+    if base.len() != n || out.len() != n || orders.len() != n {
         return Err(BitError);
     }
     out.copy_from_slice(base);
@@ -275,8 +356,8 @@ pub(crate) fn read_delta(
             out[a..b].fill(0);
             continue;
         }
-        for (w, width) in out[a..b].iter_mut().zip(&kind.widths[a..b]) {
-            *w = read_component(*w, u32::from(*width), r)?;
+        for ((w, width), k) in out[a..b].iter_mut().zip(&kind.widths[a..b]).zip(&orders[a..b]) {
+            *w = read_component(*w, u32::from(*width), u32::from(*k), r)?;
         }
     }
     Ok(())
@@ -319,7 +400,7 @@ mod tests {
             let mut w = BitWriter::new(&mut buf);
             write_full(&k, &cur, &mut w);
             let full_bits = w.bits_written() as u32;
-            write_delta(&k, &base, &cur, &mut w);
+            write_delta(&k, &base, &cur, &k.orders, &mut w);
             let delta_bits = w.bits_written() as u32 - full_bits;
             let n = w.finish().unwrap();
 
@@ -327,14 +408,14 @@ mod tests {
             write_full(&k, &cur, &mut c);
             prop_assert_eq!(c.0, full_bits);
             let mut c = Counter::default();
-            write_delta(&k, &base, &cur, &mut c);
+            write_delta(&k, &base, &cur, &k.orders, &mut c);
             prop_assert_eq!(c.0, delta_bits);
 
             let mut r = BitReader::new(&buf[..n]);
             let mut out = vec![0u32; k.words()];
             read_full(&k, &mut r, &mut out).unwrap();
             prop_assert_eq!(&out, &cur);
-            read_delta(&k, &base, &mut r, &mut out).unwrap();
+            read_delta(&k, &base, &k.orders, &mut r, &mut out).unwrap();
             prop_assert_eq!(&out, &cur);
         }
 
@@ -345,7 +426,7 @@ mod tests {
             cur[0] = (cur[0] as i64 + i64::from(dx)).rem_euclid(1 << 18) as u32;
             prop_assume!(cur != base);
             let mut c = Counter::default();
-            write_delta(&k, &base, &cur, &mut c);
+            write_delta(&k, &base, &cur, &k.orders, &mut c);
             // Mask (5 fields), then x: 2 + Exp-Golomb, y and z: 1 bit each.
             prop_assert!(c.0 <= 5 + 2 + 8 + 2, "{} bits for a move of {dx}", c.0);
         }
@@ -356,7 +437,7 @@ mod tests {
             let mut out = vec![0u32; k.words()];
             let base = vec![7u32; k.words()];
             let _ = read_full(&k, &mut BitReader::new(&bytes), &mut out);
-            let _ = read_delta(&k, &base, &mut BitReader::new(&bytes), &mut out);
+            let _ = read_delta(&k, &base, &k.orders, &mut BitReader::new(&bytes), &mut out);
         }
     }
 

@@ -42,6 +42,8 @@ pub struct KindSchema {
     pub(crate) ranges: Vec<FieldRange>,
     /// Bit width of each word.
     pub(crate) widths: Vec<u8>,
+    /// Each word's default Exp-Golomb order for deltas (a packet may override them).
+    pub(crate) orders: Vec<u8>,
 }
 
 impl KindSchema {
@@ -58,7 +60,8 @@ impl KindSchema {
             widths.extend_from_slice(f.widths());
             ranges.push(FieldRange { start, end: words as u16, at_rest: f.at_rest });
         }
-        Self { name, fields, offsets, words, ranges, widths }
+        let orders = widths.iter().map(|w| super::codec::default_order(u32::from(*w)) as u8).collect();
+        Self { name, fields, offsets, words, ranges, widths, orders }
     }
 
     /// The fields, in order.
