@@ -458,12 +458,14 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
     let peak_players = peak.load(std::sync::atomic::Ordering::Relaxed);
     let left = server.shutdown().await;
     println!(
-        "server: {} ticks, tick p99 {:.3} ms, start lateness p99 {:.3} ms, {} overruns, input delay p99 {:.3} ms, {} full snapshots of {}, {} still connected at exit",
+        "server: {} ticks, tick p99 {:.3} ms, start lateness p99 {:.3} ms, {} overruns, input delay p99 {:.3} ms, input to effect (without the tick wait) p50 {:.3} ms p99 {:.3} ms, {} full snapshots of {}, {} still connected at exit",
         ServerMetrics::get(&m.ticks),
         m.tick_quantile(0.99).as_secs_f64() * 1e3,
         m.tick_lateness_quantile(0.99).as_secs_f64() * 1e3,
         ServerMetrics::get(&m.tick_overruns),
         m.input_delay_quantile(0.99).as_secs_f64() * 1e3,
+        m.input_effect_quantile(0.5).as_secs_f64() * 1e3,
+        m.input_effect_quantile(0.99).as_secs_f64() * 1e3,
         ServerMetrics::get(&m.full_snapshots),
         ServerMetrics::get(&m.snapshots),
         left

@@ -134,6 +134,9 @@ def lag():
             "Age of the acknowledged snapshot each delta is encoded against: stale acks make deltas grow.")
     b.panel("Input delay (arrival to applied)", "s", quantiles("volley_input_delay_seconds", [0.5, 0.99]),
             "Time from an input's arrival to the tick that applies it (at most one tick period when healthy).")
+    b.panel("Input to effect (without the tick wait)", "s", quantiles("volley_input_effect_seconds", [0.5, 0.99]),
+            "Server latency from an input's arrival to the snapshot carrying its effect leaving, not counting "
+            "the wait for the tick to begin.")
     b.panel("Full snapshots and resends", "cps",
             [q(f"sum(rate(volley_snapshot_full_total{{{SEL}}}[{RI}]))", "full-snapshot fallbacks/s"),
              q(f"sum(rate(volley_reliable_resends_total{{{SEL}}}[{RI}]))", "reliable resends/s")],

@@ -292,13 +292,31 @@ impl World for Arena {
 #[derive(Debug)]
 pub struct Nearby {
     schema: Schema,
-    /// Every entity's position and whether it is an avatar, decoded once per tick and shared
-    /// by every player actor (decoding per player would cost players × entities).
+    /// Every entity's position, decoded once per tick and shared by every player actor
+    /// (decoding per player would cost players × entities), with a grid over them.
     positions: std::sync::Mutex<Option<(u32, Positions)>>,
 }
 
-/// Each entity's position and whether it is an avatar, by snapshot index.
-type Positions = Arc<Vec<(Vec2, bool)>>;
+/// Side of a grid cell, metres.
+const CELL: f32 = 10.0;
+/// Cells per side (the arena, plus a margin for anything outside it).
+const CELLS: usize = (2.0 * HALF_SIZE / CELL) as usize + 2;
+
+/// One tick's entity positions by snapshot index, and the indices in each grid cell.
+#[derive(Debug)]
+struct Grid {
+    positions: Vec<(Vec2, bool)>,
+    cells: Vec<Vec<u32>>,
+}
+
+impl Grid {
+    fn cell_of(p: Vec2) -> (usize, usize) {
+        let c = |v: f32| (((v + HALF_SIZE) / CELL).floor() + 1.0).clamp(0.0, CELLS as f32 - 1.0) as usize;
+        (c(p.x), c(p.y))
+    }
+}
+
+type Positions = Arc<Grid>;
 
 impl Nearby {
     fn positions(&self, world: &WorldSnapshot) -> Positions {
@@ -307,7 +325,7 @@ impl Nearby {
             return p.clone();
         }
         let avatar_kind = self.schema.kind_of::<Avatar>();
-        let decoded: Vec<(Vec2, bool)> = world
+        let positions: Vec<(Vec2, bool)> = world
             .iter()
             .map(|e| {
                 if Some(e.kind) == avatar_kind {
@@ -317,30 +335,127 @@ impl Nearby {
                 }
             })
             .collect();
-        let p = Arc::new(decoded);
+        let mut cells = vec![Vec::new(); CELLS * CELLS];
+        for (i, (p, _)) in positions.iter().enumerate() {
+            let (x, y) = Grid::cell_of(*p);
+            cells[y * CELLS + x].push(i as u32);
+        }
+        let p = Arc::new(Grid { positions, cells });
         *cache = Some((world.tick(), p.clone()));
         p
     }
 }
 
+/// The priority of an entity at distance `d` (the player's own avatar: 0).
+fn priority(d: f32) -> f32 {
+    1.0 + (VIEW_RADIUS - d).max(0.0) / 4.0 + 1e-3 / (1.0 + d)
+}
+
 impl Relevancy for Nearby {
     fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
         out.clear();
-        let positions = self.positions(world);
-        let me = world.find(player).and_then(|i| positions.get(i)).map(|(p, _)| *p);
-        for (i, (e, (position, is_avatar))) in world.iter().zip(positions.iter()).enumerate() {
-            let d = if e.id == player { 0.0 } else { me.map_or(0.0, |m| m.distance(*position)) };
-            if *is_avatar || d <= VIEW_RADIUS {
-                out.push(Interest {
-                    index: i as u32,
-                    priority: 1.0 + (VIEW_RADIUS - d).max(0.0) / 4.0 + 1e-3 / (1.0 + d),
-                });
+        let grid = self.positions(world);
+        let mine = world.find(player);
+        let Some(me) = mine.and_then(|i| grid.positions.get(i)).map(|(p, _)| *p) else {
+            // A player without an avatar: any MAX_VISIBLE entities.
+            out.extend(
+                (0..grid.positions.len().min(MAX_VISIBLE) as u32).map(|index| Interest { index, priority: 1.0 }),
+            );
+            return;
+        };
+        // Ring by ring around the player's cell: after ring r, everything within r cells'
+        // width is in; stop once that holds MAX_VISIBLE candidates (the nearest are then all
+        // among them), or the grid is exhausted.
+        let (cx, cy) = Grid::cell_of(me);
+        for r in 0..CELLS {
+            let (x0, x1) = (cx.saturating_sub(r), (cx + r).min(CELLS - 1));
+            let (y0, y1) = (cy.saturating_sub(r), (cy + r).min(CELLS - 1));
+            for y in y0..=y1 {
+                for x in x0..=x1 {
+                    if x.abs_diff(cx).max(y.abs_diff(cy)) != r {
+                        continue; // inner rings are done
+                    }
+                    for &i in &grid.cells[y * CELLS + x] {
+                        let (position, is_avatar) = grid.positions[i as usize];
+                        let d = if Some(i as usize) == mine { 0.0 } else { me.distance(position) };
+                        if is_avatar || d <= VIEW_RADIUS {
+                            out.push(Interest { index: i, priority: priority(d) });
+                        }
+                    }
+                }
+            }
+            let covered = r as f32 * CELL;
+            let within = out.iter().filter(|x| x.priority >= priority(covered)).count();
+            if within >= MAX_VISIBLE || (x0 == 0 && y0 == 0 && x1 == CELLS - 1 && y1 == CELLS - 1) {
+                break;
             }
         }
         if out.len() > MAX_VISIBLE {
             out.select_nth_unstable_by(MAX_VISIBLE - 1, |a, b| b.priority.total_cmp(&a.priority));
             out.truncate(MAX_VISIBLE);
-            out.sort_unstable_by_key(|x| x.index);
+        }
+        out.sort_unstable_by_key(|x| x.index);
+    }
+}
+
+#[cfg(test)]
+mod relevancy_tests {
+    use super::*;
+    use crate::protocol::snapshot::SnapshotBuilder;
+
+    /// The grid search picks the same entities as scoring every entity would.
+    #[test]
+    fn nearby_matches_brute_force() {
+        let schema = schema();
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        let mut rand = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f32 / (1u64 << 53) as f32
+        };
+        for round in 0..20 {
+            let avatars = [5, 40, 64, 65, 300][round % 5];
+            let mut b = SnapshotBuilder::new(&schema, round as u32 + 1);
+            let mut all = Vec::new();
+            for id in 0..avatars {
+                let p = Vec2::new(rand() * 100.0 - 50.0, rand() * 100.0 - 50.0);
+                b.insert(id, &Avatar { position: p, aim: 0.0, health: 100, score: 0, deaths: 0, alive: true }).unwrap();
+            }
+            for k in 0..avatars {
+                let p = Vec2::new(rand() * 100.0 - 50.0, rand() * 100.0 - 50.0);
+                b.insert(SHOT_ID_BASE + k, &Shot { position: p, heading: 0.0 }).unwrap();
+            }
+            let world = b.finish().unwrap();
+            for e in world.iter() {
+                all.push(e.id);
+            }
+            let nearby = Nearby { schema: schema.clone(), positions: std::sync::Mutex::new(None) };
+            let grid = nearby.positions(&world);
+            for player in [0, avatars / 2, avatars - 1] {
+                let mut got = Vec::new();
+                nearby.interest(&world, player, &mut got);
+                // Brute force: every entity scored, the best MAX_VISIBLE kept.
+                let me = grid.positions[world.find(player).unwrap()].0;
+                let mut want: Vec<(u32, f32)> = grid
+                    .positions
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, (p, avatar))| {
+                        let d = if all[i] == player { 0.0 } else { me.distance(*p) };
+                        (*avatar || d <= VIEW_RADIUS).then_some((i as u32, priority(d)))
+                    })
+                    .collect();
+                want.sort_by(|a, b| b.1.total_cmp(&a.1));
+                want.truncate(MAX_VISIBLE);
+                // Far avatars' priorities can tie in f32: compare the priorities chosen, which
+                // is what the choice depends on.
+                let mut want: Vec<f32> = want.into_iter().map(|(_, p)| p).collect();
+                let mut got: Vec<f32> = got.iter().map(|x| x.priority).collect();
+                want.sort_by(f32::total_cmp);
+                got.sort_by(f32::total_cmp);
+                assert_eq!(got, want, "round {round}, player {player}");
+            }
         }
     }
 }

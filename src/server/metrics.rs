@@ -167,6 +167,7 @@ struct Histograms {
     loss: Histogram,
     baseline_age: Histogram,
     input_delay: Histogram,
+    input_effect: Histogram,
     snapshot_encoded: Histogram,
     snapshot_sent: Histogram,
 }
@@ -255,6 +256,7 @@ pub struct ServerMetrics {
     ticks_us: Mutex<Ring>,
     lateness_us: Mutex<Ring>,
     input_delay_us: Mutex<Ring>,
+    input_effect_us: Mutex<Ring>,
     per_player: Mutex<BTreeMap<u32, PlayerStats>>,
     hist: Histograms,
     recorder: PrometheusRecorder,
@@ -293,6 +295,7 @@ impl ServerMetrics {
         b = buckets(b, "volley_packet_loss_ratio", LOSS_BUCKETS);
         b = buckets(b, "volley_snapshot_baseline_age_seconds", BASELINE_BUCKETS);
         b = buckets(b, "volley_input_delay_seconds", RTT_BUCKETS);
+        b = buckets(b, "volley_input_effect_seconds", TICK_BUCKETS);
         b = buckets(b, "volley_snapshot_size_bytes", SIZE_BUCKETS);
         let recorder = b.build_recorder();
         let handle = recorder.handle();
@@ -307,6 +310,7 @@ impl ServerMetrics {
             loss: h("volley_packet_loss_ratio", &[]),
             baseline_age: h("volley_snapshot_baseline_age_seconds", &[]),
             input_delay: h("volley_input_delay_seconds", &[]),
+            input_effect: h("volley_input_effect_seconds", &[]),
             snapshot_encoded: h("volley_snapshot_size_bytes", &[("stage", "encoded")]),
             snapshot_sent: h("volley_snapshot_size_bytes", &[("stage", "sent")]),
         };
@@ -348,6 +352,7 @@ impl ServerMetrics {
             ticks_us: Mutex::default(),
             lateness_us: Mutex::default(),
             input_delay_us: Mutex::default(),
+            input_effect_us: Mutex::default(),
             per_player: Mutex::default(),
             hist,
             recorder,
@@ -384,6 +389,11 @@ impl ServerMetrics {
             "Time from an input's arrival to the tick that applied it.",
         );
         d("volley_inputs_applied_total", None, "Player inputs applied by the world.");
+        d(
+            "volley_input_effect_seconds",
+            Some(Unit::Seconds),
+            "Server latency from an input's arrival to the snapshot carrying its effect leaving, without the wait for the tick.",
+        );
         d("volley_sent_bytes_total", None, "Bytes sent, by what they carried.");
         d("volley_sent_packets_total", None, "Datagrams sent, by what they carried.");
         d("volley_received_bytes_total", None, "Bytes received, by what they carried.");
@@ -457,6 +467,20 @@ impl ServerMetrics {
         if let Ok(mut r) = self.input_delay_us.lock() {
             r.push(d);
         }
+    }
+
+    /// Records the server's added latency for one input: from its arrival to the snapshot
+    /// with its effect leaving, without the wait for the tick to begin.
+    pub fn record_input_effect(&self, d: Duration) {
+        self.hist.input_effect.record(d.as_secs_f64());
+        if let Ok(mut r) = self.input_effect_us.lock() {
+            r.push(d);
+        }
+    }
+
+    /// Quantile of the added input-to-effect latency over recent inputs.
+    pub fn input_effect_quantile(&self, q: f64) -> Duration {
+        self.input_effect_us.lock().map(|r| r.quantile(q)).unwrap_or_default()
     }
 
     /// Records one datagram sent.

@@ -155,11 +155,18 @@ impl PlayerState {
         let socket = self.args.socket.clone();
         let mut tx = UdpTx::new(&socket);
         let id = self.session.id();
-        let mine = applied.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied[i].1);
+        let mine = applied.newest.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied.newest[i].1);
+        let handling = applied.fresh.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied.fresh[i].1);
         let sent = self.session.on_snapshot(now, world, mine, &mut tx);
         let m = &self.args.metrics;
         m.record_drop(DatagramDrop::SendFailed, tx.dropped);
         let Some(sent) = sent else { return };
+        if let Some(handling) = handling.filter(|_| tx.sent > 0) {
+            // This snapshot carries the effect of an input the tick applied: its added latency
+            // is the input's way to the world plus the tick and this send, without the wait
+            // for the tick to begin.
+            m.record_input_effect(handling + Instant::now().saturating_duration_since(applied.started));
+        }
         self.figures.sent_bytes += tx.bytes;
         if tx.sent > 0 {
             // One payload packet: its snapshot section, the rest of its frame (acks, messages,

@@ -96,8 +96,20 @@ pub trait World: Send + 'static {
     fn messages(&mut self, _out: &mut Outbox) {}
 }
 
-/// Per player, the sequence of the newest input applied by a tick (sorted by player).
-pub type AppliedInputs = Arc<Vec<(PlayerId, u32)>>;
+/// What a tick did with the players' inputs.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// Per player, the sequence of the newest input applied by this tick (sorted by player).
+    pub newest: Vec<(PlayerId, u32)>,
+    /// Per player whose input this tick applied (sorted by player): how long the newest of
+    /// them took from arriving at the socket to reaching the world, before the tick began.
+    pub fresh: Vec<(PlayerId, Duration)>,
+    /// When the tick began.
+    pub started: Instant,
+}
+
+/// A tick's [`Applied`], shared by every player actor.
+pub type AppliedInputs = Arc<Applied>;
 
 /// Messages to the world actor.
 #[derive(Debug)]
@@ -106,7 +118,8 @@ pub enum WorldMsg {
     Join(PlayerId),
     /// A player left.
     Leave(PlayerId),
-    /// A player's input with its sequence number, applied at the next tick.
+    /// A player's input with its sequence number and the instant it arrived at the socket,
+    /// applied at the next tick.
     Input(PlayerId, u32, Vec<u8>, Instant),
     /// Time to step (sent by the actor's own timer).
     Tick,
@@ -140,7 +153,9 @@ pub struct WorldState<W: World> {
     tick: u32,
     dt: Duration,
     next_tick: Instant,
-    pending: Vec<(PlayerId, u32, Vec<u8>, Instant)>,
+    /// Inputs for the next tick: player, sequence, bytes, arrival at the socket, and how
+    /// long they took from there to the world.
+    pending: Vec<(PlayerId, u32, Vec<u8>, Instant, Duration)>,
     applied: std::collections::BTreeMap<PlayerId, u32>,
     previous: Option<Arc<WorldSnapshot>>,
     players: u64,
@@ -192,7 +207,10 @@ impl<W: World> Actor for WorldActor<W> {
                 s.applied.remove(&p);
                 s.world.leave(p);
             }
-            WorldMsg::Input(p, seq, bytes, at) => s.pending.push((p, seq, bytes, at)),
+            WorldMsg::Input(p, seq, bytes, at) => {
+                let handling = Instant::now().saturating_duration_since(at);
+                s.pending.push((p, seq, bytes, at, handling));
+            }
             WorldMsg::Tick => {
                 // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
                 let now = Instant::now();
@@ -216,11 +234,14 @@ impl<W: World> Actor for WorldActor<W> {
 fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), ActorProcessingErr> {
     let started = Instant::now();
     s.tick += 1;
-    for (p, seq, input, at) in s.pending.drain(..) {
+    let mut fresh = std::collections::BTreeMap::new();
+    for (p, seq, input, at, handling) in s.pending.drain(..) {
         s.world.input(p, &input);
         s.applied.insert(p, seq);
         s.metrics.record_input(started.saturating_duration_since(at), s.dt);
+        fresh.insert(p, handling); // the newest input of each player wins
     }
+    let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
     s.metrics.player_ticks.fetch_add(s.players, std::sync::atomic::Ordering::Relaxed);
     s.world.tick(s.tick, s.dt);
     let mut outbox = Outbox::default();
@@ -233,7 +254,8 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     let snap = Arc::new(b.finish_after(s.previous.as_deref())?);
     s.metrics.entities.store(snap.len() as u64, std::sync::atomic::Ordering::Relaxed);
     s.previous = Some(snap.clone());
-    let applied: AppliedInputs = Arc::new(s.applied.iter().map(|(p, q)| (*p, *q)).collect());
+    let applied: AppliedInputs =
+        Arc::new(Applied { newest: s.applied.iter().map(|(p, q)| (*p, *q)).collect(), fresh, started });
     s.broadcaster.cast(BroadcastMsg::Snapshot(snap, applied))?;
     s.metrics.record_tick(started.elapsed(), lateness);
     Ok(())

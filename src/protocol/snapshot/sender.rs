@@ -576,8 +576,10 @@ fn write(
     // orders per component.
     scratch.predicted.clear();
     let adapt = reference.is_some() || adaptive;
-    for h in scratch.hist.iter_mut().flatten() {
-        *h = [0; codec::BUCKETS];
+    if adapt {
+        for h in scratch.hist.iter_mut().flatten() {
+            *h = [0; codec::BUCKETS];
+        }
     }
     let mut pre_pos = 0usize;
     let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
@@ -606,6 +608,9 @@ fn write(
     let mut any_custom = false;
     for (kind, (orders, custom)) in scratch.orders.iter_mut().enumerate() {
         *custom = false;
+        if !adapt {
+            continue;
+        }
         let (Some(k), Some(h)) = (schema.kind(kind as KindId), scratch.hist.get(kind)) else { continue };
         if h.len() != k.words() || h.iter().all(|c| c.iter().all(|n| *n == 0)) {
             continue;
