@@ -224,3 +224,30 @@ fn prediction_runs_ahead_of_snapshots_and_reconciles_to_the_server_state() {
     assert!(worst_lagging > 0.2, "the snapshot alone lags: {worst_lagging}");
     assert!(worst_moving < worst_lagging + 0.5, "prediction error {worst_moving} vs snapshot lag {worst_lagging}");
 }
+
+#[test]
+fn clock_sync_tracks_the_server_tick_through_latency_and_jitter() {
+    // 50 ms each way with ±15 ms of jitter: the client's estimate of the server's current tick
+    // stays within a tick or two of the truth, and inputs are aimed ahead of it by the trip.
+    let link =
+        LinkProfile { latency: Duration::from_millis(50), jitter: Duration::from_millis(15), loss: 0.02, burst: None };
+    let mut s = Stepper::new(Dots::default(), 60, 8);
+    s.add_client(link);
+    let mut worst = 0.0f64;
+    let mut checked = 0;
+    for t in 0..600u32 {
+        s.step();
+        let c = &s.clients[0];
+        if t < 180 || !c.client.is_ready() {
+            continue; // let the RTT and the clock settle
+        }
+        let est = c.client.server_tick(s.now).expect("snapshots have arrived");
+        worst = worst.max((est - f64::from(s.tick)).abs());
+        let lands = c.client.input_arrival_tick(s.now).expect("estimate");
+        assert!(lands > est + 1.5, "inputs are aimed a trip ahead: {lands} vs {est}");
+        checked += 1;
+    }
+    println!("clock sync: worst error {worst:.2} ticks over {checked} ticks");
+    assert!(checked > 300);
+    assert!(worst < 2.5, "server tick estimate off by {worst} ticks");
+}

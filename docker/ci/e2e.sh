@@ -81,6 +81,14 @@ done
 echo "server health: $health"
 [ "$health" = healthy ] || { compose logs server | tail -n 30; exit 1; }
 
+for i in $(seq 1 60); do
+  phealth=$(docker inspect -f '{{.State.Health.Status}}' volleyci_prometheus_1 2>/dev/null || echo none)
+  [ "$phealth" = healthy ] && break
+  sleep 1
+done
+echo "prometheus health: $phealth"
+[ "$phealth" = healthy ] || { compose logs prometheus | tail -n 30; exit 1; }
+
 compose --profile bots up -d --no-build bots
 sleep 8
 bots_line=$(compose logs --no-color bots | grep 'bots connected' | tail -n 1)

@@ -158,6 +158,18 @@ impl GameClient {
         p
     }
 
+    /// Clock sync: the (fractional) tick the server is running now, from snapshot arrivals
+    /// and the measured round-trip time. `None` before the first snapshot.
+    pub fn server_tick(&self, now: Duration) -> Option<f64> {
+        self.clock.server_tick(now, self.endpoint.link().rtt())
+    }
+
+    /// The (fractional) tick at which an input sent now will reach the server (with a margin
+    /// for jitter): how far ahead a predicting client simulates.
+    pub fn input_arrival_tick(&self, now: Duration) -> Option<f64> {
+        self.clock.input_arrival_tick(now, self.endpoint.link().rtt())
+    }
+
     /// The reliability endpoint, for reliable messages and events.
     pub fn endpoint(&mut self) -> &mut Endpoint {
         &mut self.endpoint

@@ -78,6 +78,22 @@ impl PlaybackClock {
         Some((now.as_secs_f64() + self.offset?) * self.tick_rate - self.delay_ticks())
     }
 
+    /// Clock sync: the (fractional) tick the server is running at local time `now`. Snapshot
+    /// arrivals give the server's clock one one-way trip late; half the round-trip time
+    /// `rtt` puts it back.
+    pub fn server_tick(&self, now: Duration, rtt: Duration) -> Option<f64> {
+        Some((now.as_secs_f64() + self.offset? + rtt.as_secs_f64() / 2.0) * self.tick_rate)
+    }
+
+    /// The (fractional) tick at which an input sent at `now` reaches the server: half a
+    /// round trip ahead of [`PlaybackClock::server_tick`], plus twice the arrival jitter as a
+    /// margin. A predicting client simulates up to this tick, so its inputs arrive in time to
+    /// be applied on the tick it predicted.
+    pub fn input_arrival_tick(&self, now: Duration, rtt: Duration) -> Option<f64> {
+        let ahead = rtt.as_secs_f64() / 2.0 + 2.0 * self.jitter;
+        Some(self.server_tick(now, rtt)? + ahead * self.tick_rate)
+    }
+
     /// What to draw at `now`, given which snapshot ticks are held (`has(tick)`) and the newest.
     pub fn playback(&self, now: Duration, newest: Option<u32>, has: impl Fn(u32) -> bool) -> Playback {
         let (Some(render), Some(newest)) = (self.render_tick(now), newest) else { return Playback::Waiting };
@@ -104,6 +120,24 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    #[test]
+    fn clock_sync_recovers_the_server_tick_from_late_arrivals() {
+        // The server runs tick t at t/60 s; snapshots take 40 ms to arrive; RTT 80 ms.
+        let mut c = PlaybackClock::new(60, 60);
+        assert_eq!(c.server_tick(ms(0), ms(80)), None);
+        for t in 1..=120u32 {
+            c.on_snapshot(t, Duration::from_secs_f64(f64::from(t) / 60.0 + 0.040));
+        }
+        let now = Duration::from_secs_f64(2.5);
+        let server = c.server_tick(now, ms(80)).unwrap();
+        assert!((server - 150.0).abs() < 0.1, "server tick {server}");
+        // Inputs sent now land 40 ms (2.4 ticks) later; no jitter, no margin.
+        let lands = c.input_arrival_tick(now, ms(80)).unwrap();
+        assert!((lands - 152.4).abs() < 0.1, "arrival tick {lands}");
+        // Rendering stays behind the server, by the playback delay plus the trip.
+        assert!(c.render_tick(now).unwrap() < server - 2.0);
     }
 
     #[test]
