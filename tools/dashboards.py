@@ -139,8 +139,10 @@ def lag():
             "the wait for the tick to begin.")
     b.panel("Full snapshots and resends", "cps",
             [q(f"sum(rate(volley_snapshot_full_total{{{SEL}}}[{RI}]))", "full-snapshot fallbacks/s"),
-             q(f"sum(rate(volley_reliable_resends_total{{{SEL}}}[{RI}]))", "reliable resends/s")],
-            "Snapshots sent in full (no usable baseline) and reliable messages resent after a timeout.")
+             q(f"sum(rate(volley_reliable_resends_total{{{SEL}}}[{RI}]))", "reliable resends/s"),
+             q(f"sum(rate(volley_snapshots_replaced_total{{{SEL}}}[{RI}]))", "snapshots skipped by lagging players/s")],
+            "Snapshots sent in full (no usable baseline), reliable messages resent after a timeout, and "
+            "snapshots a lagging player actor skipped for a newer tick.")
     return b
 
 

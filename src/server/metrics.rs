@@ -243,6 +243,8 @@ pub struct ServerMetrics {
     pub reliable_queue: AtomicU64,
     /// Datagrams waiting in player actors' mailboxes, over all players.
     pub player_backlog: AtomicU64,
+    /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
+    pub snapshots_replaced: AtomicU64,
     sent: [[AtomicU64; 2]; 3],
     received: [[AtomicU64; 2]; 2],
     ends: [AtomicU64; 4],
@@ -339,6 +341,7 @@ impl ServerMetrics {
             reliable_resends: AtomicU64::new(0),
             reliable_queue: AtomicU64::new(0),
             player_backlog: AtomicU64::new(0),
+            snapshots_replaced: AtomicU64::new(0),
             sent: Default::default(),
             received: Default::default(),
             ends: Default::default(),
@@ -382,6 +385,11 @@ impl ServerMetrics {
         );
         d("volley_snapshot_full_total", None, "Snapshots sent in full because no acknowledged baseline was usable.");
         d("volley_snapshots_total", None, "Snapshots sent.");
+        d(
+            "volley_snapshots_replaced_total",
+            None,
+            "Snapshots a newer tick replaced before a lagging player actor took them.",
+        );
         d("volley_reliable_resends_total", None, "Reliable messages resent after an ack timeout.");
         d(
             "volley_input_delay_seconds",
@@ -630,6 +638,7 @@ impl ServerMetrics {
         self.gauge("volley_last_tick_timestamp_seconds", &[], get(&self.last_tick_unix_us) as f64 / 1e6);
         self.gauge("volley_tick_period_seconds", &[], self.tick_period().as_secs_f64());
         self.counter("volley_snapshots_total", &[], get(&self.snapshots));
+        self.counter("volley_snapshots_replaced_total", &[], get(&self.snapshots_replaced));
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));

@@ -19,6 +19,10 @@
 //!   memory exists for an address until it answers the challenge.
 //! - **Ack processing never waits for the fan-out.** Each player actor decodes its own acks
 //!   and encodes its own snapshot; the broadcaster only clones an `Arc` per player.
+//! - **Snapshots are newest-wins.** The broadcaster leaves each tick's snapshot in a
+//!   one-place slot per player and wakes the player actor only if the slot was empty: a
+//!   player actor that falls behind skips to the newest tick (counted in
+//!   `volley_snapshots_replaced_total`) instead of queueing stale snapshots.
 //! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
 //!   at once) and then skips ahead, counting an overrun.
 //! - **Failure.** A player actor that fails (a panic in it, or in the game's relevancy code
@@ -212,7 +216,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let schema = Arc::new(world.schema());
     let relevancy = world.relevancy();
 
-    let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, ())
+    let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, metrics.clone())
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
     let world_args = world::WorldArgs {

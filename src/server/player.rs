@@ -12,7 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
-use super::broadcaster::BroadcastMsg;
+use super::broadcaster::{BroadcastMsg, SnapshotSlot};
 use super::metrics::{DatagramDrop, EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
 use super::socket::SocketCtl;
@@ -28,8 +28,9 @@ use crate::transport::udp::UdpTx;
 pub enum PlayerMsg {
     /// A datagram from this player's address.
     Datagram(Bytes, Instant),
-    /// This tick's world snapshot and the inputs it applied.
-    Snapshot(Arc<WorldSnapshot>, AppliedInputs),
+    /// The player's snapshot slot holds a new tick's world snapshot and the inputs it
+    /// applied.
+    SnapshotReady,
     /// Time to check timeouts and send keep-alives.
     Heartbeat,
     /// End the connection, telling the client.
@@ -52,6 +53,8 @@ pub struct PlayerArgs {
     pub world: ActorRef<WorldMsg>,
     /// The broadcaster, to subscribe to snapshots.
     pub broadcaster: ActorRef<BroadcastMsg>,
+    /// Where the broadcaster leaves this player's newest snapshot.
+    pub slot: SnapshotSlot,
     /// The socket actor's control channel, for releasing the address on exit.
     pub socket_ctl: tokio::sync::mpsc::UnboundedSender<SocketCtl>,
     /// Datagrams queued for this actor (the socket drops beyond its limit).
@@ -94,6 +97,7 @@ struct PlayerShell {
     socket: Arc<UdpSocket>,
     world: ActorRef<WorldMsg>,
     broadcaster: ActorRef<BroadcastMsg>,
+    slot: SnapshotSlot,
     socket_ctl: tokio::sync::mpsc::UnboundedSender<SocketCtl>,
     inflight: Arc<AtomicUsize>,
     metrics: Arc<ServerMetrics>,
@@ -204,7 +208,7 @@ impl Actor for PlayerActor {
         let id = args.connection.client_index();
         myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
         args.world.cast(WorldMsg::Join(id))?;
-        args.broadcaster.cast(BroadcastMsg::Add(id, myself.clone()))?;
+        args.broadcaster.cast(BroadcastMsg::Add(id, myself.clone(), args.slot.clone()))?;
         args.metrics.players.fetch_add(1, Ordering::Relaxed);
         args.metrics.connects.fetch_add(1, Ordering::Relaxed);
         let tick_period = Duration::from_secs(1) / u32::from(args.session.tick_rate_hz.max(1));
@@ -215,6 +219,7 @@ impl Actor for PlayerActor {
             socket: args.socket,
             world: args.world,
             broadcaster: args.broadcaster,
+            slot: args.slot,
             socket_ctl: args.socket_ctl,
             inflight: args.inflight,
             metrics: args.metrics,
@@ -261,7 +266,12 @@ impl Actor for PlayerActor {
                     Incoming::Nothing => {}
                 }
             }
-            PlayerMsg::Snapshot(world, applied) => s.on_snapshot(&world, &applied),
+            PlayerMsg::SnapshotReady => {
+                let taken = s.args.slot.lock().ok().and_then(|mut slot| slot.take());
+                if let Some((world, applied)) = taken {
+                    s.on_snapshot(&world, &applied);
+                }
+            }
             PlayerMsg::Message(data, reliable) => {
                 // A client that stops acknowledging fills its reliable queue: it is cut off
                 // rather than allowed to grow the server's memory. An event that does not fit

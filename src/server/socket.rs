@@ -284,6 +284,7 @@ async fn receive_loop(
                     relevancy: args.relevancy.clone(),
                     world: args.world.clone(),
                     broadcaster: args.broadcaster.clone(),
+                    slot: Arc::default(),
                     socket_ctl: ctl.clone(),
                     inflight: inflight.clone(),
                     session: args.session,
