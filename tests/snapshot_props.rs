@@ -150,7 +150,8 @@ fn run(
     predict: bool,
 ) -> Result<Run, TestCaseError> {
     let schema = schema();
-    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig { history: 32, predict });
+    let mut sender =
+        SnapshotSender::new(schema.clone(), SenderConfig { history: 32, predict, ..SenderConfig::default() });
     let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
     let mut world = BTreeMap::new();
     let mut in_flight: Vec<(u32, Vec<u8>)> = Vec::new(); // (deliver at tick, bytes)
@@ -282,4 +283,46 @@ fn full_snapshot_when_no_ack_arrives_and_deltas_once_it_does() {
     let r = run(&changes, &[false], &[0], 1200, &[0], 5, false).unwrap();
     assert_eq!(r.decoded, 15);
     assert!(r.full >= 1 && r.full <= 2, "full snapshots: {}", r.full);
+}
+
+#[test]
+fn an_ack_older_than_the_clients_ring_means_a_full_snapshot_not_an_error() {
+    // A client that decodes everything but whose acks arrive 70 ticks late (a stalled
+    // player actor on the server skips ticks): deltas against a baseline older than 63 ticks
+    // could name one the client's 64-tick ring has overwritten; the sender sends full instead.
+    let changes: Vec<Vec<Change>> = (0..200)
+        .map(|t| (0..10).map(|id| if t == 0 { Change::Create(id, true) } else { Change::Spin(id, 0.1) }).collect())
+        .collect();
+    let schema = schema();
+    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig::default());
+    let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
+    let mut world = BTreeMap::new();
+    let mut prev: Option<Arc<WorldSnapshot>> = None;
+    let mut buf = vec![0u8; 1200];
+    let mut vis = Vec::new();
+    let mut full = 0;
+    for (i, tick_changes) in changes.iter().enumerate() {
+        let tick = i as u32 + 1;
+        for c in tick_changes {
+            apply(&mut world, c);
+        }
+        let snap = snapshot(&schema, tick, &world, prev.as_deref());
+        // Only every third tick is sent, as for a player actor that keeps falling behind.
+        if tick % 3 == 0 {
+            if tick > 70 {
+                sender.ack(tick - 70);
+            }
+            Interest::everything(&snap, &mut vis);
+            let stats = sender.encode(&snap, &vis, &mut buf).unwrap();
+            if let Some(b) = stats.baseline {
+                assert!(tick - b <= 63, "baseline {b} for tick {tick}");
+            } else {
+                full += 1;
+            }
+            receiver.decode(&buf[..stats.bytes]).expect("always decodable");
+            assert_eq!(receiver.latest().unwrap(), &*snap);
+        }
+        prev = Some(snap);
+    }
+    assert!(full > 20, "{full} full snapshots");
 }

@@ -12,7 +12,9 @@
 //! - **Ordering.** Each actor handles one message at a time, in the order received. A
 //!   player's datagrams reach its actor in arrival order; its inputs reach the world in the
 //!   order the client sent them (sequence-numbered, repeats skipped) and are applied at the
-//!   next tick, before [`World::tick`].
+//!   next tick, before [`World::tick`]. Player actors hand inputs to the world through a
+//!   shared queue the world empties at each tick, not through its mailbox, so inputs never
+//!   wait behind other players' messages; a leaving player's queued inputs are dropped.
 //! - **Backpressure.** ractor mailboxes are unbounded, so the socket bounds what it queues:
 //!   at most `player_queue` datagrams wait for any one player actor; more are dropped and
 //!   counted. Handshake packets are rate-limited per address and in total, and no actor or
@@ -99,7 +101,7 @@ impl ServerConfig {
             max_players: 1024,
             tick_rate_hz: 60,
             snapshot_rate_hz: 60,
-            player_queue: 64,
+            player_queue: 16,
             shutdown_grace: Duration::from_secs(3),
             admin_addr: None,
             stall_after: Duration::from_secs(1),
@@ -219,11 +221,13 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, metrics.clone())
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
+    let inputs = world::InputQueue::default();
     let world_args = world::WorldArgs {
         world,
         tick_rate_hz: config.tick_rate_hz,
         broadcaster: broadcaster.clone(),
         metrics: metrics.clone(),
+        inputs: inputs.clone(),
     };
     let (world_ref, world_task) = Actor::spawn(None, world::WorldActor::<W>::default(), world_args)
         .await
@@ -242,6 +246,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         schema,
         relevancy,
         world: world_ref.clone(),
+        inputs,
         broadcaster: broadcaster.clone(),
         session,
         snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),

@@ -16,7 +16,7 @@ use super::broadcaster::{BroadcastMsg, SnapshotSlot};
 use super::metrics::{DatagramDrop, EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
 use super::socket::SocketCtl;
-use super::world::{AppliedInputs, Relevancy, WorldMsg};
+use super::world::{AppliedInputs, InputQueue, Relevancy, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::session::SessionParams;
@@ -51,6 +51,8 @@ pub struct PlayerArgs {
     pub relevancy: Arc<dyn Relevancy>,
     /// The world actor.
     pub world: ActorRef<WorldMsg>,
+    /// Where inputs go for the world's next tick.
+    pub inputs: InputQueue,
     /// The broadcaster, to subscribe to snapshots.
     pub broadcaster: ActorRef<BroadcastMsg>,
     /// Where the broadcaster leaves this player's newest snapshot.
@@ -96,6 +98,7 @@ struct Figures {
 struct PlayerShell {
     socket: Arc<UdpSocket>,
     world: ActorRef<WorldMsg>,
+    inputs: InputQueue,
     broadcaster: ActorRef<BroadcastMsg>,
     slot: SnapshotSlot,
     socket_ctl: tokio::sync::mpsc::UnboundedSender<SocketCtl>,
@@ -219,6 +222,7 @@ impl Actor for PlayerActor {
             socket: args.socket,
             world: args.world,
             broadcaster: args.broadcaster,
+            inputs: args.inputs,
             slot: args.slot,
             socket_ctl: args.socket_ctl,
             inflight: args.inflight,
@@ -256,7 +260,7 @@ impl Actor for PlayerActor {
                 match s.session.on_datagram(now, &mut bytes, &mut tx) {
                     Incoming::Inputs(inputs) => {
                         for (seq, i) in inputs {
-                            s.args.world.cast(WorldMsg::Input(s.session.id(), seq, i, at))?;
+                            s.args.inputs.push((s.session.id(), seq, i, at));
                         }
                     }
                     Incoming::Disconnected => {

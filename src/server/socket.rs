@@ -76,6 +76,8 @@ pub struct SocketArgs {
     pub relevancy: Arc<dyn Relevancy>,
     /// The world actor.
     pub world: ActorRef<WorldMsg>,
+    /// Where player actors leave inputs for the world.
+    pub inputs: super::world::InputQueue,
     /// The broadcaster.
     pub broadcaster: ActorRef<BroadcastMsg>,
     /// Session parameters announced to clients.
@@ -283,6 +285,7 @@ async fn receive_loop(
                     schema: args.schema.clone(),
                     relevancy: args.relevancy.clone(),
                     world: args.world.clone(),
+                    inputs: args.inputs.clone(),
                     broadcaster: args.broadcaster.clone(),
                     slot: Arc::default(),
                     socket_ctl: ctl.clone(),

@@ -134,6 +134,35 @@ impl<W: World> Default for WorldActor<W> {
     }
 }
 
+/// One input on its way to the world: player, sequence, bytes, and when it arrived at the
+/// socket.
+pub type QueuedInput = (PlayerId, u32, Vec<u8>, Instant);
+
+/// Inputs the player actors hand to the world without going through its mailbox: the world
+/// takes them all at the start of each tick. Under load the world's mailbox then carries only
+/// ticks, joins and leaves, so inputs never wait behind thousands of messages (each player
+/// actor pushes its own inputs in order, so per-player order holds).
+#[derive(Debug, Clone, Default)]
+pub struct InputQueue(Arc<std::sync::Mutex<Vec<(PlayerId, u32, Vec<u8>, Instant, Instant)>>>);
+
+impl InputQueue {
+    /// Queues one input for the next tick.
+    pub fn push(&self, (player, seq, bytes, at): QueuedInput) {
+        if let Ok(mut q) = self.0.lock() {
+            q.push((player, seq, bytes, at, Instant::now()));
+        }
+    }
+
+    /// Moves every queued input into `out`, with how long it took from the socket to here.
+    fn drain_into(&self, out: &mut Vec<(PlayerId, u32, Vec<u8>, Instant, Duration)>) {
+        if let Ok(mut q) = self.0.lock() {
+            out.extend(
+                q.drain(..).map(|(p, seq, b, at, queued)| (p, seq, b, at, queued.saturating_duration_since(at))),
+            );
+        }
+    }
+}
+
 /// Starting arguments.
 pub struct WorldArgs<W: World> {
     /// The game.
@@ -144,6 +173,8 @@ pub struct WorldArgs<W: World> {
     pub broadcaster: ActorRef<BroadcastMsg>,
     /// Figures.
     pub metrics: Arc<ServerMetrics>,
+    /// Where player actors leave inputs.
+    pub inputs: InputQueue,
 }
 
 /// The world actor's state.
@@ -161,6 +192,7 @@ pub struct WorldState<W: World> {
     players: u64,
     broadcaster: ActorRef<BroadcastMsg>,
     metrics: Arc<ServerMetrics>,
+    inputs: InputQueue,
 }
 
 impl<W: World> Actor for WorldActor<W> {
@@ -188,6 +220,7 @@ impl<W: World> Actor for WorldActor<W> {
             players: 0,
             broadcaster: args.broadcaster,
             metrics: args.metrics,
+            inputs: args.inputs,
         })
     }
 
@@ -203,6 +236,9 @@ impl<W: World> Actor for WorldActor<W> {
                 s.world.join(p);
             }
             WorldMsg::Leave(p) => {
+                // Its inputs still queued go with it (its slot may soon be someone else's).
+                s.inputs.drain_into(&mut s.pending);
+                s.pending.retain(|i| i.0 != p);
                 s.players = s.players.saturating_sub(1);
                 s.applied.remove(&p);
                 s.world.leave(p);
@@ -234,6 +270,7 @@ impl<W: World> Actor for WorldActor<W> {
 fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), ActorProcessingErr> {
     let started = Instant::now();
     s.tick += 1;
+    s.inputs.drain_into(&mut s.pending);
     let mut fresh = std::collections::BTreeMap::new();
     for (p, seq, input, at, handling) in s.pending.drain(..) {
         s.world.input(p, &input);

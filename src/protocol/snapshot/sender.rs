@@ -20,11 +20,15 @@ pub struct SenderConfig {
     /// Pays off where many things move steadily (physics scenes); costs about twice the
     /// encode time of changed entities.
     pub predict: bool,
+    /// The oldest baseline (or prediction reference) used, in ticks before the snapshot: the
+    /// client keeps the snapshots of its last 64 ticks (a ring indexed by tick), so anything
+    /// older may be gone there. Beyond it a full snapshot is sent.
+    pub max_baseline_age: u32,
 }
 
 impl Default for SenderConfig {
     fn default() -> Self {
-        Self { history: 32, predict: false }
+        Self { history: 32, predict: false, max_baseline_age: 63 }
     }
 }
 
@@ -135,6 +139,7 @@ pub struct SnapshotSender {
     records: Vec<Record>,
     order: Vec<u32>,
     predict: bool,
+    max_age: u32,
     scratch: Scratch,
 }
 
@@ -175,6 +180,7 @@ impl SnapshotSender {
             records: Vec::new(),
             order: Vec::new(),
             predict: config.predict,
+            max_age: config.max_baseline_age,
             scratch,
         }
     }
@@ -203,7 +209,7 @@ impl SnapshotSender {
             .enumerate()
             .filter(|(s, v)| *s != self.cursor && *s != base_slot && v.acked)
             .filter_map(|(s, v)| {
-                let behind = tb.checked_sub(v.tick?).filter(|b| *b > 0 && *b <= 64)?;
+                let behind = tb.checked_sub(v.tick?).filter(|b| *b > 0 && ahead + *b <= self.max_age)?;
                 (ahead <= behind * 8).then_some((s, ahead, behind))
             })
             .min_by_key(|(_, _, behind)| *behind)
@@ -236,7 +242,8 @@ impl SnapshotSender {
         if self.last_tick.is_some_and(|t| tick <= t) {
             return Err(SnapshotError::TickNotIncreasing);
         }
-        let base_slot = self.baseline_slot();
+        let base_slot =
+            self.baseline_slot().filter(|s| self.ring[*s].tick.is_some_and(|b| tick.wrapping_sub(b) <= self.max_age));
         let mut view = std::mem::take(&mut self.ring[self.cursor]);
         view.tick = None;
         view.acked = false;
