@@ -143,7 +143,10 @@ pub type QueuedInput = (PlayerId, u32, Vec<u8>, Instant);
 /// ticks, joins and leaves, so inputs never wait behind thousands of messages (each player
 /// actor pushes its own inputs in order, so per-player order holds).
 #[derive(Debug, Clone, Default)]
-pub struct InputQueue(Arc<std::sync::Mutex<Vec<(PlayerId, u32, Vec<u8>, Instant, Instant)>>>);
+pub struct InputQueue(Arc<std::sync::Mutex<Vec<Queued>>>);
+
+/// A queued input and when it was queued.
+type Queued = (PlayerId, u32, Vec<u8>, Instant, Instant);
 
 impl InputQueue {
     /// Queues one input for the next tick.
