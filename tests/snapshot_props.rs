@@ -308,7 +308,7 @@ fn an_ack_older_than_the_clients_ring_means_a_full_snapshot_not_an_error() {
         }
         let snap = snapshot(&schema, tick, &world, prev.as_deref());
         // Only every third tick is sent, as for a player actor that keeps falling behind.
-        if tick % 3 == 0 {
+        if tick.is_multiple_of(3) {
             if tick > 70 {
                 sender.ack(tick - 70);
             }
