@@ -1,7 +1,7 @@
 //! The broadcaster actor: hands each tick's shared snapshot to every player actor.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -12,10 +12,24 @@ use super::world::{AppliedInputs, Audience, PlayerId};
 use crate::protocol::snapshot::WorldSnapshot;
 use bytes::Bytes;
 
-/// A player's newest undelivered snapshot. The broadcaster overwrites it each tick and wakes
-/// the player actor only when it was empty, so a player actor that falls behind holds one
-/// snapshot — the newest — instead of a growing queue of stale ones.
-pub type SnapshotSlot = Arc<Mutex<Option<(Arc<WorldSnapshot>, AppliedInputs)>>>;
+/// What the broadcaster has handed a player actor that it has not yet taken.
+#[derive(Debug, Default)]
+pub struct PlayerInbox {
+    /// The newest undelivered snapshot. The broadcaster overwrites it each tick and wakes the
+    /// player actor only when it was empty, so a player actor that falls behind holds one
+    /// snapshot — the newest — instead of a growing queue of stale ones.
+    pub snapshot: Mutex<Option<(Arc<WorldSnapshot>, AppliedInputs)>>,
+    /// World messages cast to the actor and not yet handled. Past [`MAX_PENDING_MESSAGES`]
+    /// events are dropped and a reliable message disconnects the player (it cannot be
+    /// delivered, and must not be lost silently).
+    pub messages: AtomicUsize,
+}
+
+/// A player's inbox, shared by the broadcaster and the player actor.
+pub type SnapshotSlot = Arc<PlayerInbox>;
+
+/// World messages that may wait in one player actor's mailbox.
+pub const MAX_PENDING_MESSAGES: usize = 1024;
 
 /// Messages to the broadcaster.
 #[derive(Debug)]
@@ -78,18 +92,27 @@ impl Actor for Broadcaster {
                 players.remove(&p);
             }
             BroadcastMsg::Message { to, data, reliable } => {
-                let send = |r: &ActorRef<PlayerMsg>| {
-                    let _ = r.cast(PlayerMsg::Message(data.clone(), reliable));
+                let send = |(r, inbox): &(ActorRef<PlayerMsg>, SnapshotSlot)| {
+                    let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
+                    if pending < MAX_PENDING_MESSAGES {
+                        let _ = r.cast(PlayerMsg::Message(data.clone(), reliable));
+                        return;
+                    }
+                    inbox.messages.fetch_sub(1, Ordering::Relaxed);
+                    if reliable && pending == MAX_PENDING_MESSAGES {
+                        tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
+                        let _ = r.cast(PlayerMsg::Disconnect);
+                    }
                 };
                 match to {
-                    Audience::All => players.values().for_each(|(r, _)| send(r)),
-                    Audience::Player(p) => players.get(&p).into_iter().for_each(|(r, _)| send(r)),
+                    Audience::All => players.values().for_each(send),
+                    Audience::Player(p) => players.get(&p).into_iter().for_each(send),
                 }
             }
             BroadcastMsg::Snapshot(snap, applied) => {
                 let mut replaced = 0;
                 for (r, slot) in players.values() {
-                    let was_empty = match slot.lock() {
+                    let was_empty = match slot.snapshot.lock() {
                         Ok(mut s) => s.replace((snap.clone(), applied.clone())).is_none(),
                         Err(_) => continue, // its actor panicked holding it; it is being cleaned up
                     };

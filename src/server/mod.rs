@@ -18,7 +18,9 @@
 //! - **Backpressure.** ractor mailboxes are unbounded, so the socket bounds what it queues:
 //!   at most `player_queue` datagrams wait for any one player actor; more are dropped and
 //!   counted. Handshake packets are rate-limited per address and in total, and no actor or
-//!   memory exists for an address until it answers the challenge.
+//!   memory exists for an address until it answers the challenge. At most 1024 world
+//!   messages wait for one player actor: beyond that its events are dropped, and a reliable
+//!   message that cannot be queued disconnects it rather than being lost silently.
 //! - **Ack processing never waits for the fan-out.** Each player actor decodes its own acks
 //!   and encodes its own snapshot; the broadcaster only clones an `Arc` per player.
 //! - **Snapshots are newest-wins.** The broadcaster leaves each tick's snapshot in a

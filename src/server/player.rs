@@ -271,12 +271,13 @@ impl Actor for PlayerActor {
                 }
             }
             PlayerMsg::SnapshotReady => {
-                let taken = s.args.slot.lock().ok().and_then(|mut slot| slot.take());
+                let taken = s.args.slot.snapshot.lock().ok().and_then(|mut slot| slot.take());
                 if let Some((world, applied)) = taken {
                     s.on_snapshot(&world, &applied);
                 }
             }
             PlayerMsg::Message(data, reliable) => {
+                s.args.slot.messages.fetch_sub(1, Ordering::Relaxed);
                 // A client that stops acknowledging fills its reliable queue: it is cut off
                 // rather than allowed to grow the server's memory. An event that does not fit
                 // is simply not sent.
