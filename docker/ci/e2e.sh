@@ -73,21 +73,19 @@ case "$user" in ""|0|root|0:*|root:*) echo "FAIL: the image runs as root"; exit 
 
 # --- The stack -----------------------------------------------------------------------------
 compose --profile bots up -d --no-build server prometheus
-for i in $(seq 1 60); do
-  health=$(docker inspect -f '{{.State.Health.Status}}' volleyci_server_1 2>/dev/null || echo none)
-  [ "$health" = healthy ] && break
-  sleep 1
-done
-echo "server health: $health"
-[ "$health" = healthy ] || { compose logs server | tail -n 30; exit 1; }
-
-for i in $(seq 1 60); do
-  phealth=$(docker inspect -f '{{.State.Health.Status}}' volleyci_prometheus_1 2>/dev/null || echo none)
-  [ "$phealth" = healthy ] && break
-  sleep 1
-done
-echo "prometheus health: $phealth"
-[ "$phealth" = healthy ] || { compose logs prometheus | tail -n 30; exit 1; }
+# Waits up to 60 s for a service's container to turn healthy; shows its logs if it does not.
+wait_healthy() {
+  local health=none
+  for _ in $(seq 1 60); do
+    health=$(docker inspect -f '{{.State.Health.Status}}' "volleyci_$1_1" 2>/dev/null || echo none)
+    [ "$health" = healthy ] && break
+    sleep 1
+  done
+  echo "$1 health: $health"
+  [ "$health" = healthy ] || { compose logs "$1" | tail -n 30; exit 1; }
+}
+wait_healthy server
+wait_healthy prometheus
 
 compose --profile bots up -d --no-build bots
 sleep 8

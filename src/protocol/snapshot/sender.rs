@@ -260,19 +260,12 @@ impl SnapshotSender {
         let kind_bits = kind_bits(&self.schema);
         let has_base = base.is_some();
         let base_tick = base.and_then(|b| b.tick);
-        let mut written = write(
-            &self.schema,
-            &self.records,
-            base,
-            reference,
-            world,
-            tick,
-            base_tick,
-            kind_bits,
-            &mut self.scratch,
-            self.predict,
-            out,
-        );
+        // Everything but the records and the working memory is fixed for this packet.
+        let (schema, predict) = (&self.schema, self.predict);
+        let write_records = |records: &[Record], scratch: &mut Scratch, out: &mut [u8]| {
+            write(schema, records, base, reference, world, tick, base_tick, kind_bits, scratch, predict, out)
+        };
+        let mut written = write_records(&self.records, &mut self.scratch, out);
         if written.is_err() {
             // Over budget: size every record, pick by priority, and retry until it fits.
             // Gap cost is estimated against the previous record, sent or not; the write pass
@@ -285,19 +278,7 @@ impl SnapshotSender {
             }
             select(&mut self.records, &mut self.order, out.len() as u32 * 8);
             loop {
-                written = write(
-                    &self.schema,
-                    &self.records,
-                    base,
-                    reference,
-                    world,
-                    tick,
-                    base_tick,
-                    kind_bits,
-                    &mut self.scratch,
-                    self.predict,
-                    out,
-                );
+                written = write_records(&self.records, &mut self.scratch, out);
                 if written.is_ok() || !drop_lowest(&mut self.records) {
                     break;
                 }
