@@ -90,7 +90,7 @@ impl AdminThread {
                 let upkeep = {
                     let metrics = admin.metrics.clone();
                     async move {
-                        let mut every = tokio::time::interval(Duration::from_secs(5));
+                        let mut every = tokio::time::interval(Duration::from_secs(1));
                         loop {
                             every.tick().await;
                             metrics.upkeep();

@@ -42,6 +42,11 @@ const MAX_RELIABLE_PER_PACKET: usize = 32;
 /// Reliable messages and events in one packet, at most (the receiver parses into a fixed array).
 const MAX_SECTIONS: usize = 64;
 const SENT_PACKETS: usize = 256;
+/// Reliable message ids of packets in flight live in one ring shared by all of them, of 8
+/// ids per message of the reliable window (a message is rarely sent more than twice a round
+/// trip), at most enough for every packet of the sent ring full of messages. A packet whose
+/// ids were overwritten before its ack came just has its messages resent.
+const RELIABLE_IDS_PER_WINDOW_SLOT: usize = 8;
 const ACK_BITS: u16 = 32;
 
 /// Limits of an [`Endpoint`].
@@ -143,7 +148,8 @@ pub struct EndpointStats {
 struct SentPacket {
     time: Duration,
     acked: bool,
-    reliable: [u16; MAX_RELIABLE_PER_PACKET],
+    /// Where its reliable message ids start in `reliable_ids` (a running count).
+    reliable_first: u32,
     reliable_len: u8,
 }
 
@@ -178,6 +184,8 @@ pub struct Endpoint {
     last_state: Option<u16>,
     // Reliable, sending.
     next_message_id: u16,
+    reliable_ids: Vec<u16>,
+    reliable_written: u32,
     send_queue: VecDeque<OutMessage>,
     send_queue_bytes: usize,
     // Reliable, receiving.
@@ -258,10 +266,12 @@ impl Endpoint {
             loss_cursor: None,
             last_state: None,
             next_message_id: 0,
+            reliable_ids: Vec::new(),
+            reliable_written: 0,
             send_queue: VecDeque::new(),
             send_queue_bytes: 0,
             next_expected: 0,
-            window: (0..window).map(|_| None).collect(),
+            window: Vec::new(),
             reassembly: Vec::new(),
             reassembly_next: None,
             inbox: VecDeque::new(),
@@ -411,7 +421,7 @@ impl Endpoint {
             put_varint(&mut body, s.len());
             body.extend_from_slice(s);
         }
-        let mut sent = SentPacket { time: now, acked: false, reliable: [0; MAX_RELIABLE_PER_PACKET], reliable_len: 0 };
+        let mut sent = SentPacket { time: now, acked: false, reliable_first: self.reliable_written, reliable_len: 0 };
         let timeout = self.link.resend_timeout();
         let oldest = self.send_queue.front().map(|m| m.id);
         for m in self.send_queue.iter_mut() {
@@ -447,7 +457,13 @@ impl Endpoint {
                 self.stats.resends += 1;
             }
             m.last_sent = Some(now);
-            sent.reliable[usize::from(sent.reliable_len)] = m.id;
+            if self.reliable_ids.is_empty() {
+                let n = usize::from(self.config.reliable_window) * RELIABLE_IDS_PER_WINDOW_SLOT;
+                self.reliable_ids = vec![0; n.min(SENT_PACKETS * MAX_RELIABLE_PER_PACKET)];
+            }
+            let ring = self.reliable_ids.len();
+            self.reliable_ids[self.reliable_written as usize % ring] = m.id;
+            self.reliable_written = self.reliable_written.wrapping_add(1);
             sent.reliable_len += 1;
         }
         let mut sections = usize::from(sent.reliable_len);
@@ -601,8 +617,14 @@ impl Endpoint {
             let p = *p;
             self.link.rtt_sample(now.saturating_sub(p.time));
             self.link.delivery(true);
-            for id in &p.reliable[..usize::from(p.reliable_len)] {
-                if let Some(m) = self.send_queue.iter_mut().find(|m| m.id == *id) {
+            let len = u32::from(p.reliable_len);
+            let ring = self.reliable_ids.len();
+            if len == 0 || self.reliable_written.wrapping_sub(p.reliable_first) > ring as u32 {
+                continue; // nothing reliable, or its ids were overwritten: those will be resent
+            }
+            for k in 0..len {
+                let id = self.reliable_ids[p.reliable_first.wrapping_add(k) as usize % ring];
+                if let Some(m) = self.send_queue.iter_mut().find(|m| m.id == id) {
                     m.acked = true;
                 }
             }
@@ -632,6 +654,10 @@ impl Endpoint {
         if ahead >= self.config.reliable_window {
             return Ok(()); // already delivered (a resend), or beyond what the sender may send
         }
+        if self.window.is_empty() {
+            // Allocated with the first reliable message: most peers' clients never send one.
+            self.window = (0..self.config.reliable_window).map(|_| None).collect();
+        }
         let w = self.window.len();
         let slot = &mut self.window[id as usize % w];
         if slot.as_ref().is_none_or(|(sid, _)| *sid != id) {
@@ -642,6 +668,9 @@ impl Endpoint {
 
     fn deliver(&mut self) -> Result<(), ReceiveError> {
         let w = self.window.len();
+        if w == 0 {
+            return Ok(());
+        }
         loop {
             let slot = &mut self.window[self.next_expected as usize % w];
             let Some((_, msg)) = slot.take_if(|(sid, _)| *sid == self.next_expected) else { break };

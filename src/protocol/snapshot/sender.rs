@@ -141,7 +141,13 @@ pub struct SnapshotSender {
     predict: bool,
     max_age: u32,
     scratch: Scratch,
+    /// Entry buffers of released views, reused by the next encodes (at most [`SPARE_VIEWS`]).
+    spare: Vec<Vec<Entry>>,
 }
+
+/// Released views' buffers kept for reuse: enough for acks that arrive in bursts, few enough
+/// that a burst of loss leaves no lasting memory behind.
+const SPARE_VIEWS: usize = 4;
 
 /// Per-packet working memory, sized once for the schema (encoding allocates nothing).
 #[derive(Debug, Default)]
@@ -182,6 +188,7 @@ impl SnapshotSender {
             predict: config.predict,
             max_age: config.max_baseline_age,
             scratch,
+            spare: Vec::new(),
         }
     }
 
@@ -195,6 +202,28 @@ impl SnapshotSender {
         }
         if self.acked.is_none_or(|a| tick > a) {
             self.acked = Some(tick);
+            self.release_before(tick);
+        }
+    }
+
+    /// Frees the views older than the acknowledged `tick`: no later snapshot uses them as a
+    /// baseline (baselines only move forward). With prediction, acknowledged ones stay as
+    /// possible second references. So a player's history holds about one round trip of
+    /// views, not the whole ring, and the world snapshots they point at are let go early.
+    fn release_before(&mut self, tick: u32) {
+        let predict = self.predict;
+        for v in &mut self.ring {
+            if v.tick.is_none_or(|t| t >= tick) || (predict && v.acked) {
+                continue;
+            }
+            v.tick = None;
+            v.sources.clear();
+            v.entries.clear();
+            if self.spare.len() < SPARE_VIEWS {
+                self.spare.push(std::mem::take(&mut v.entries));
+            } else {
+                v.entries = Vec::new();
+            }
         }
     }
 
@@ -245,6 +274,9 @@ impl SnapshotSender {
         let base_slot =
             self.baseline_slot().filter(|s| self.ring[*s].tick.is_some_and(|b| tick.wrapping_sub(b) <= self.max_age));
         let mut view = std::mem::take(&mut self.ring[self.cursor]);
+        if view.entries.capacity() == 0 {
+            view.entries = self.spare.pop().unwrap_or_default();
+        }
         view.tick = None;
         view.acked = false;
         view.entries.clear();
