@@ -129,3 +129,112 @@ impl Actor for Broadcaster {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use tokio::sync::Notify;
+
+    /// Stands in for a player actor held back (its first message blocks until released) and
+    /// counts what reaches it, as the real one does with the inbox counter.
+    struct Stuck {
+        release: Arc<Notify>,
+        inbox: SnapshotSlot,
+        events: Arc<AtomicUsize>,
+        reliable: Arc<AtomicUsize>,
+        disconnected: Arc<AtomicBool>,
+    }
+
+    impl Actor for Stuck {
+        type Msg = PlayerMsg;
+        type State = bool;
+        type Arguments = ();
+
+        async fn pre_start(&self, _: ActorRef<PlayerMsg>, _: ()) -> Result<bool, ActorProcessingErr> {
+            Ok(false)
+        }
+
+        async fn handle(
+            &self,
+            _: ActorRef<PlayerMsg>,
+            msg: PlayerMsg,
+            waited: &mut bool,
+        ) -> Result<(), ActorProcessingErr> {
+            if !*waited {
+                *waited = true;
+                self.release.notified().await;
+            }
+            match msg {
+                PlayerMsg::Message(_, reliable) => {
+                    self.inbox.messages.fetch_sub(1, Ordering::Relaxed);
+                    let n = if reliable { &self.reliable } else { &self.events };
+                    n.fetch_add(1, Ordering::Relaxed);
+                }
+                PlayerMsg::Disconnect => self.disconnected.store(true, Ordering::Relaxed),
+                _ => {}
+            }
+            Ok(())
+        }
+    }
+
+    /// Waits until `done`, ten seconds at most.
+    async fn settle(done: impl Fn() -> bool) {
+        let start = std::time::Instant::now();
+        while !done() && start.elapsed() < std::time::Duration::from_secs(10) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_player_actor_that_falls_behind_holds_at_most_the_bound_then_is_disconnected() {
+        let (broadcaster, _) = Actor::spawn(None, Broadcaster, Arc::new(ServerMetrics::new())).await.unwrap();
+        let release = Arc::new(Notify::new());
+        let inbox = SnapshotSlot::default();
+        let (events, reliable) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let disconnected = Arc::new(AtomicBool::new(false));
+        let stuck = Stuck {
+            release: release.clone(),
+            inbox: inbox.clone(),
+            events: events.clone(),
+            reliable: reliable.clone(),
+            disconnected: disconnected.clone(),
+        };
+        let (player, _) = Actor::spawn(None, stuck, ()).await.unwrap();
+        broadcaster.cast(BroadcastMsg::Add(7, player.clone(), inbox.clone())).unwrap();
+        // The first message blocks the player actor; then the world floods it with events,
+        // and then sends two reliable messages.
+        let send = |reliable: bool| {
+            broadcaster.cast(BroadcastMsg::Message {
+                to: Audience::Player(7),
+                data: Bytes::from_static(b"x"),
+                reliable,
+            })
+        };
+        for _ in 0..3000 {
+            send(false).unwrap();
+        }
+        send(true).unwrap();
+        send(true).unwrap();
+        // Let the broadcaster work through its mailbox (the bound fills), then check it holds
+        // before releasing the player actor.
+        settle(|| {
+            disconnected.load(Ordering::Relaxed) || inbox.messages.load(Ordering::Relaxed) >= MAX_PENDING_MESSAGES
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let pending = inbox.messages.load(Ordering::Relaxed);
+        assert_eq!(pending, MAX_PENDING_MESSAGES, "messages waiting for the stuck player actor");
+        release.notify_one();
+        settle(|| disconnected.load(Ordering::Relaxed) && events.load(Ordering::Relaxed) >= MAX_PENDING_MESSAGES).await;
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        // What was queued arrived (the first message was one of them); the rest of the events
+        // were dropped, and the reliable messages, which found no room, disconnected it.
+        assert_eq!(events.load(Ordering::Relaxed), MAX_PENDING_MESSAGES);
+        assert_eq!(reliable.load(Ordering::Relaxed), 0);
+        assert!(disconnected.load(Ordering::Relaxed), "a reliable message with no room disconnects");
+        assert_eq!(inbox.messages.load(Ordering::Relaxed), 0);
+        player.stop(None);
+        broadcaster.stop(None);
+    }
+}

@@ -245,6 +245,8 @@ pub struct ServerMetrics {
     pub player_backlog: AtomicU64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
     pub snapshots_replaced: AtomicU64,
+    /// Inputs refused because the world's input queue was full (a stalled world).
+    pub inputs_dropped: AtomicU64,
     sent: [[AtomicU64; 2]; 3],
     received: [[AtomicU64; 2]; 2],
     ends: [AtomicU64; 4],
@@ -342,6 +344,7 @@ impl ServerMetrics {
             reliable_queue: AtomicU64::new(0),
             player_backlog: AtomicU64::new(0),
             snapshots_replaced: AtomicU64::new(0),
+            inputs_dropped: AtomicU64::new(0),
             sent: Default::default(),
             received: Default::default(),
             ends: Default::default(),
@@ -397,6 +400,7 @@ impl ServerMetrics {
             "Time from an input's arrival to the tick that applied it.",
         );
         d("volley_inputs_applied_total", None, "Player inputs applied by the world.");
+        d("volley_inputs_dropped_total", None, "Player inputs refused because the world's input queue was full.");
         d(
             "volley_input_effect_seconds",
             Some(Unit::Seconds),
@@ -642,6 +646,7 @@ impl ServerMetrics {
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));
+        self.counter("volley_inputs_dropped_total", &[], get(&self.inputs_dropped));
         for (i, kind) in SENT_KINDS.iter().enumerate() {
             self.counter("volley_sent_packets_total", &[("kind", kind)], get(&self.sent[i][0]));
             self.counter("volley_sent_bytes_total", &[("kind", kind)], get(&self.sent[i][1]));

@@ -223,7 +223,9 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, metrics.clone())
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
-    let inputs = world::InputQueue::default();
+    // Sixteen inputs a player between two ticks (a client sends one a tick, repeated ones are
+    // dropped before they get here), room for 256 at least.
+    let inputs = world::InputQueue::new(config.max_players.saturating_mul(16).max(256));
     let world_args = world::WorldArgs {
         world,
         tick_rate_hz: config.tick_rate_hz,

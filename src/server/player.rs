@@ -259,8 +259,12 @@ impl Actor for PlayerActor {
                 let mut bytes = bytes.to_vec();
                 match s.session.on_datagram(now, &mut bytes, &mut tx) {
                     Incoming::Inputs(inputs) => {
+                        let mut dropped = 0;
                         for (seq, i) in inputs {
-                            s.args.inputs.push((s.session.id(), seq, i, at));
+                            dropped += u64::from(!s.args.inputs.push((s.session.id(), seq, i, at)));
+                        }
+                        if dropped > 0 {
+                            s.args.metrics.inputs_dropped.fetch_add(dropped, Ordering::Relaxed);
                         }
                     }
                     Incoming::Disconnected => {

@@ -142,23 +142,58 @@ pub type QueuedInput = (PlayerId, u32, Vec<u8>, Instant);
 /// takes them all at the start of each tick. Under load the world's mailbox then carries only
 /// ticks, joins and leaves, so inputs never wait behind thousands of messages (each player
 /// actor pushes its own inputs in order, so per-player order holds).
-#[derive(Debug, Clone, Default)]
-pub struct InputQueue(Arc<std::sync::Mutex<Vec<Queued>>>);
+///
+/// Bounded: a world that stalls (a blocking tick) does not let inputs pile up without limit;
+/// past the limit new inputs are refused, and the player actor counts them
+/// (`volley_inputs_dropped_total`). Clients repeat their recent inputs, so once the world runs
+/// again most refused ones arrive anyway.
+#[derive(Debug, Clone)]
+pub struct InputQueue {
+    queue: Arc<std::sync::Mutex<Vec<Queued>>>,
+    limit: usize,
+}
 
 /// A queued input and when it was queued.
 type Queued = (PlayerId, u32, Vec<u8>, Instant, Instant);
 
+impl Default for InputQueue {
+    /// Room for 64 Ki inputs.
+    fn default() -> Self {
+        Self::new(64 * 1024)
+    }
+}
+
 impl InputQueue {
-    /// Queues one input for the next tick.
-    pub fn push(&self, (player, seq, bytes, at): QueuedInput) {
-        if let Ok(mut q) = self.0.lock() {
-            q.push((player, seq, bytes, at, Instant::now()));
+    /// A queue that holds at most `limit` inputs between two ticks.
+    pub fn new(limit: usize) -> Self {
+        Self { queue: Arc::default(), limit: limit.max(1) }
+    }
+
+    /// Queues one input for the next tick; false (and nothing queued) when the queue is
+    /// full.
+    pub fn push(&self, (player, seq, bytes, at): QueuedInput) -> bool {
+        match self.queue.lock() {
+            Ok(mut q) if q.len() < self.limit => {
+                q.push((player, seq, bytes, at, Instant::now()));
+                true
+            }
+            _ => false,
         }
+    }
+
+    /// Inputs waiting for the next tick.
+    pub fn len(&self) -> usize {
+        self.queue.lock().map_or(0, |q| q.len())
+    }
+
+    /// True when no input waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Moves every queued input into `out`, with how long it took from the socket to here.
     fn drain_into(&self, out: &mut Vec<(PlayerId, u32, Vec<u8>, Instant, Duration)>) {
-        if let Ok(mut q) = self.0.lock() {
+        if let Ok(mut q) = self.queue.lock() {
             out.extend(
                 q.drain(..).map(|(p, seq, b, at, queued)| (p, seq, b, at, queued.saturating_duration_since(at))),
             );
@@ -299,4 +334,23 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     s.broadcaster.cast(BroadcastMsg::Snapshot(snap, applied))?;
     s.metrics.record_tick(started.elapsed(), lateness);
     Ok(())
+}
+
+#[cfg(test)]
+mod input_queue_tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_refuses_inputs_until_the_world_drains_it() {
+        let q = InputQueue::new(3);
+        let at = Instant::now();
+        let pushed: Vec<bool> = (0..5u32).map(|seq| q.push((1, seq, vec![seq as u8], at))).collect();
+        assert_eq!(pushed, [true, true, true, false, false]);
+        assert_eq!(q.len(), 3);
+        let mut out = Vec::new();
+        q.drain_into(&mut out);
+        assert_eq!(out.iter().map(|i| i.1).collect::<Vec<_>>(), [0, 1, 2], "the oldest kept, in order");
+        assert!(q.is_empty());
+        assert!(q.push((1, 5, vec![5], at)), "room again after a tick");
+    }
 }
