@@ -153,6 +153,11 @@ fn run(
     let mut sender =
         SnapshotSender::new(schema.clone(), SenderConfig { history: 32, predict, ..SenderConfig::default() });
     let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
+    // Another player on a perfect link encodes each snapshot first: where the two players'
+    // baselines hold an entity in the same snapshot, this client gets the delta bits the
+    // other one cached in the world snapshot.
+    let mut neighbour = SnapshotSender::new(schema.clone(), SenderConfig::default());
+    let mut neighbour_buf = vec![0u8; 1200];
     let mut world = BTreeMap::new();
     let mut in_flight: Vec<(u32, Vec<u8>)> = Vec::new(); // (deliver at tick, bytes)
     let mut acks: Vec<(u32, u32)> = Vec::new(); // (deliver at tick, acked tick)
@@ -184,6 +189,8 @@ fn run(
         }
         acks.retain(|(at, _)| *at > tick);
         worlds.insert(tick, snap.clone());
+        neighbour.encode(&snap, &vis, &mut neighbour_buf).unwrap();
+        neighbour.ack(tick);
         let stats = sender.encode(&snap, &vis, &mut buf).unwrap();
         result.deferred += stats.deferred;
         result.full += usize::from(stats.baseline.is_none());

@@ -14,6 +14,7 @@
 //! destroyed), and for created entities the kind and every field, for changed ones a
 //! per-field change mask and component deltas. Unchanged entities cost nothing.
 
+mod cache;
 mod codec;
 pub mod receiver;
 pub mod schema;

@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use super::cache;
 use super::codec::{self, Counter};
 use super::schema::{EntityId, KindId, Schema};
 use super::world::WorldSnapshot;
@@ -577,17 +578,20 @@ fn write(
         }
     }
     let sent = || records.iter().filter(|r| r.selected);
-    w.write_golomb(sent().count() as u32, 4);
     // The id gaps' Exp-Golomb order is chosen per packet (2 bits): dense runs of ids (a full
-    // snapshot) want 0, sparse changes want more.
+    // snapshot) want 0, sparse changes want more. One pass counts the records and costs the
+    // orders.
+    let (mut count, mut next_id) = (0u32, 0u32);
     let mut cost = [0u32; 4];
-    let mut next_id = 0u32;
     for r in sent() {
+        count += 1;
+        let gap = r.id.saturating_sub(next_id);
         for (k, c) in cost.iter_mut().enumerate() {
-            *c += codec::golomb_len(r.id.saturating_sub(next_id), k as u32);
+            *c += codec::golomb_len(gap, k as u32);
         }
         next_id = r.id.saturating_add(1);
     }
+    w.write_golomb(count, 4);
     let gap_order = (0..4).min_by_key(|k| cost[*k as usize]).unwrap_or(1);
     w.write(gap_order, 2);
 
@@ -603,7 +607,7 @@ fn write(
     }
     let mut pre_pos = 0usize;
     let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
-    for r in sent().filter(|r| adapt && r.op == Op::Changed) {
+    for r in sent().filter(|r| r.op == Op::Changed).take(if adapt { usize::MAX } else { 0 }) {
         let Some((e, b)) = r.base.zip(base) else { continue };
         let Some(k) = schema.kind(e.kind) else { continue };
         let cur = world.words_at(r.world_index as usize);
@@ -673,6 +677,31 @@ fn write(
             }
             Op::Changed => {
                 let (e, b) = r.base.zip(base).ok_or(SnapshotError::Malformed)?;
+                let custom = matches!(scratch.orders.get(usize::from(e.kind)), Some((_, true)));
+                if let Some(src) = b.sources.get(e.src as usize).filter(|_| reference.is_none() && !custom) {
+                    // The default orders against a baseline: the same bits for every player
+                    // whose baseline holds this entity in the same snapshot, shared through
+                    // this tick's world snapshot.
+                    let (serial, index) = (src.serial(), r.world_index as usize);
+                    if let Some((bits, len)) = world.cached_delta(index, serial) {
+                        cache::write_bits(&mut w, bits, len);
+                    } else {
+                        let k = schema.kind(e.kind).ok_or(SnapshotError::UnknownKind)?;
+                        let (from, to) = (src.words_at(e.index as usize), world.words_at(index));
+                        let mut cap = cache::Capture::default();
+                        codec::write_delta(k, from, to, &k.orders, &mut cap);
+                        if cap.overflow {
+                            codec::write_delta(k, from, to, &k.orders, &mut w);
+                        } else {
+                            world.cache_delta(index, serial, cap.bits, cap.len);
+                            cache::write_bits(&mut w, cap.bits, cap.len);
+                        }
+                    }
+                    if w.overflowed() {
+                        break;
+                    }
+                    continue;
+                }
                 let k = schema.kind(e.kind).ok_or(SnapshotError::UnknownKind)?;
                 let cur = world.words_at(r.world_index as usize);
                 let orders = match scratch.orders.get(usize::from(e.kind)) {

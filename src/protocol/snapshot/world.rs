@@ -1,11 +1,14 @@
 //! One tick of replicated state: every entity's id, kind and quantized words, sorted by id.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::cache::{DeltaCache, next_serial};
 use super::schema::{EntityId, KindId, Replicate, Schema};
 
 /// The quantized state of a set of entities at one tick. The server makes one per tick and
 /// shares it (`Arc`) with every player; the client rebuilds one per snapshot it receives.
 /// Two snapshots are equal when their tick and entities (ids, kinds, words) are.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct WorldSnapshot {
     tick: u32,
     ids: Vec<EntityId>,
@@ -14,6 +17,26 @@ pub struct WorldSnapshot {
     words: Vec<u32>,
     /// Per entity, the tick its words last changed (see [`SnapshotBuilder::finish_after`]).
     changed: Vec<u32>,
+    /// This content's cache key as a baseline, assigned on first use (0: not yet); any change
+    /// of content clears it.
+    serial: AtomicU64,
+    /// Delta bits of this snapshot's entities against baselines, shared by the players.
+    cache: DeltaCache,
+}
+
+impl Clone for WorldSnapshot {
+    fn clone(&self) -> Self {
+        Self {
+            tick: self.tick,
+            ids: self.ids.clone(),
+            kinds: self.kinds.clone(),
+            offsets: self.offsets.clone(),
+            words: self.words.clone(),
+            changed: self.changed.clone(),
+            serial: AtomicU64::new(0),
+            cache: self.fresh_cache(),
+        }
+    }
 }
 
 impl PartialEq for WorldSnapshot {
@@ -60,7 +83,47 @@ impl WorldSnapshot {
     /// The same state labelled with another tick (replays, benchmarks).
     pub fn retick(mut self, tick: u32) -> Self {
         self.tick = tick;
+        self.touch();
         self
+    }
+
+    /// Content changed: a new cache key, and no cached deltas.
+    fn touch(&mut self) {
+        *self.serial.get_mut() = 0;
+        if self.cache.is_used() {
+            self.cache = self.fresh_cache();
+        }
+    }
+
+    /// An empty delta cache, allocated up front if this one was.
+    fn fresh_cache(&self) -> DeltaCache {
+        if self.cache.is_used() { DeltaCache::with_len(self.len()) } else { DeltaCache::default() }
+    }
+
+    /// This content's key as a baseline in other snapshots' delta caches.
+    #[inline]
+    pub(crate) fn serial(&self) -> u64 {
+        let s = self.serial.load(Ordering::Relaxed);
+        if s != 0 {
+            return s;
+        }
+        let fresh = next_serial();
+        match self.serial.compare_exchange(0, fresh, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => fresh,
+            Err(other) => other,
+        }
+    }
+
+    /// The cached delta bits of entity `index` against the baseline snapshot `serial`.
+    #[inline]
+    pub(crate) fn cached_delta(&self, index: usize, serial: u64) -> Option<(u128, u32)> {
+        self.cache.get(self.len(), index, serial)
+    }
+
+    /// Shares entity `index`'s delta bits against the baseline snapshot `serial`.
+    #[inline]
+    pub(crate) fn cache_delta(&self, index: usize, serial: u64, bits: u128, len: u32) {
+        self.cache.put(self.len(), index, serial, bits, len);
     }
 
     /// The tick.
@@ -127,6 +190,7 @@ impl WorldSnapshot {
 
     /// Clears for reuse, keeping the allocations.
     pub(crate) fn reset(&mut self, tick: u32) {
+        self.touch();
         self.tick = tick;
         self.ids.clear();
         self.kinds.clear();
@@ -137,6 +201,7 @@ impl WorldSnapshot {
 
     /// Appends an entity; ids must be pushed in ascending order (callers check).
     pub(crate) fn push_raw(&mut self, id: EntityId, kind: KindId, words: &[u32]) {
+        self.touch();
         self.ids.push(id);
         self.kinds.push(kind);
         self.changed.push(self.tick);
@@ -146,6 +211,7 @@ impl WorldSnapshot {
 
     /// Appends an entity with `n` zero words and returns them for the caller to fill.
     pub(crate) fn push_zeroed(&mut self, id: EntityId, kind: KindId, n: usize) -> &mut [u32] {
+        self.touch();
         self.ids.push(id);
         self.kinds.push(kind);
         self.changed.push(self.tick);
@@ -231,6 +297,7 @@ impl<'s> SnapshotBuilder<'s> {
                 }
             }
         }
+        out.cache = DeltaCache::with_len(out.len());
         Ok(out)
     }
 }
