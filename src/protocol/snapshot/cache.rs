@@ -29,6 +29,18 @@ pub(crate) fn next_serial() -> u64 {
     NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
 }
 
+/// What the cache holds for one entity and baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lookup {
+    /// The delta's bits and their length.
+    Hit(u128, u32),
+    /// Not there; a slot is free for it.
+    Miss,
+    /// Not there, and every slot holds another baseline (or the cache is not allocated):
+    /// code it directly.
+    Full,
+}
+
 #[derive(Debug, Default)]
 struct Slot {
     /// `EMPTY`, `BUSY`, or `(baseline serial << 8) | bit length`.
@@ -61,21 +73,26 @@ impl DeltaCache {
     }
 
     /// The bits of entity `index`'s delta against the baseline snapshot `serial`, if some
-    /// player stored them.
+    /// player stored them; else whether a slot is still free to store them in.
     #[inline]
-    pub(crate) fn get(&self, entities: usize, index: usize, serial: u64) -> Option<(u128, u32)> {
+    pub(crate) fn get(&self, entities: usize, index: usize, serial: u64) -> Lookup {
         if index >= entities {
-            return None;
+            return Lookup::Full;
         }
-        let slots = self.slots.get()?.get(index * SLOTS..(index + 1) * SLOTS)?;
-        slots.iter().find_map(|s| {
+        let Some(slots) = self.slots.get().and_then(|s| s.get(index * SLOTS..(index + 1) * SLOTS)) else {
+            return Lookup::Full;
+        };
+        let mut room = false;
+        for s in slots {
             let tag = s.tag.load(Ordering::Acquire);
-            (tag > BUSY && tag >> 8 == serial).then(|| {
+            if tag > BUSY && tag >> 8 == serial {
                 let lo = u128::from(s.bits[0].load(Ordering::Relaxed));
                 let hi = u128::from(s.bits[1].load(Ordering::Relaxed));
-                (lo | hi << 64, (tag & 0xFF) as u32)
-            })
-        })
+                return Lookup::Hit(lo | hi << 64, (tag & 0xFF) as u32);
+            }
+            room |= tag == EMPTY;
+        }
+        if room { Lookup::Miss } else { Lookup::Full }
     }
 
     /// Stores entity `index`'s delta bits against the baseline snapshot `serial` in a free
@@ -143,15 +160,18 @@ mod tests {
     #[test]
     fn a_slot_answers_only_for_its_baseline_and_two_baselines_fit() {
         let c = DeltaCache::default();
-        assert_eq!(c.get(4, 1, 7), None);
+        assert_eq!(c.get(4, 1, 7), Lookup::Full, "not allocated");
+        let c = DeltaCache::with_len(4);
+        assert_eq!(c.get(4, 1, 7), Lookup::Miss);
         c.put(4, 1, 7, 0b1011, 4);
+        assert_eq!(c.get(4, 1, 9), Lookup::Miss, "one slot left");
         c.put(4, 1, 9, 0xFFFF_FFFF_FFFF_FFFF_FFFF, 80);
         c.put(4, 1, 11, 1, 1); // no slot left: not cached
-        assert_eq!(c.get(4, 1, 7), Some((0b1011, 4)));
-        assert_eq!(c.get(4, 1, 9), Some((0xFFFF_FFFF_FFFF_FFFF_FFFF, 80)));
-        assert_eq!(c.get(4, 1, 11), None);
-        assert_eq!(c.get(4, 2, 7), None, "another entity");
-        assert_eq!(c.get(4, 9, 7), None, "out of range");
+        assert_eq!(c.get(4, 1, 7), Lookup::Hit(0b1011, 4));
+        assert_eq!(c.get(4, 1, 9), Lookup::Hit(0xFFFF_FFFF_FFFF_FFFF_FFFF, 80));
+        assert_eq!(c.get(4, 1, 11), Lookup::Full);
+        assert_eq!(c.get(4, 2, 7), Lookup::Miss, "another entity");
+        assert_eq!(c.get(4, 9, 7), Lookup::Full, "out of range");
         c.put(4, 9, 7, 1, 1); // out of range: ignored
     }
 

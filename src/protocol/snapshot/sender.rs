@@ -683,14 +683,17 @@ fn write(
                     // whose baseline holds this entity in the same snapshot, shared through
                     // this tick's world snapshot.
                     let (serial, index) = (src.serial(), r.world_index as usize);
-                    if let Some((bits, len)) = world.cached_delta(index, serial) {
+                    let lookup = world.cached_delta(index, serial);
+                    if let cache::Lookup::Hit(bits, len) = lookup {
                         cache::write_bits(&mut w, bits, len);
                     } else {
                         let k = schema.kind(e.kind).ok_or(SnapshotError::UnknownKind)?;
                         let (from, to) = (src.words_at(e.index as usize), world.words_at(index));
                         let mut cap = cache::Capture::default();
-                        codec::write_delta(k, from, to, &k.orders, &mut cap);
-                        if cap.overflow {
+                        if lookup == cache::Lookup::Miss {
+                            codec::write_delta(k, from, to, &k.orders, &mut cap);
+                        }
+                        if lookup == cache::Lookup::Full || cap.overflow {
                             codec::write_delta(k, from, to, &k.orders, &mut w);
                         } else {
                             world.cache_delta(index, serial, cap.bits, cap.len);

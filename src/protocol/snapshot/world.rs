@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::cache::{DeltaCache, next_serial};
+use super::cache::{DeltaCache, Lookup, next_serial};
 use super::schema::{EntityId, KindId, Replicate, Schema};
 
 /// The quantized state of a set of entities at one tick. The server makes one per tick and
@@ -116,7 +116,7 @@ impl WorldSnapshot {
 
     /// The cached delta bits of entity `index` against the baseline snapshot `serial`.
     #[inline]
-    pub(crate) fn cached_delta(&self, index: usize, serial: u64) -> Option<(u128, u32)> {
+    pub(crate) fn cached_delta(&self, index: usize, serial: u64) -> Lookup {
         self.cache.get(self.len(), index, serial)
     }
 
