@@ -14,6 +14,7 @@ use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
 use volley::demo::arena::Arena;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{self, USER_DATA_BYTES};
+use volley::server::scrape::{Scrape, ServerFigures};
 use volley::server::{ServerConfig, ServerMetrics};
 use volley::transport::conditioner::LinkProfile;
 use volley::util::hex;
@@ -205,6 +206,12 @@ struct BotsArgs {
     /// Client id of the first bot.
     #[arg(long, default_value_t = 1)]
     first_client_id: u64,
+    /// The server's admin address (host:port). With it the swarm scrapes the server's
+    /// /metrics once every bot is connected and again at the end, and prints the server's own
+    /// figures over that span: tick p99, inputs within one tick, CPU and memory per player,
+    /// input to effect.
+    #[arg(long)]
+    admin: Option<String>,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -503,7 +510,24 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
         link,
         ..SwarmConfig::new(resolve("--server", &args.server).await?, args.bots, key)
     };
+    let admin = match &args.admin {
+        Some(a) => Some(resolve("--admin", a).await?),
+        None => None,
+    };
+    let wanted = args.bots as u64;
     let mut swarm = tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx));
+    // The server's figures are taken from the moment every bot is connected (and a second
+    // more, for the joins to settle) to the end.
+    let first_scrape = admin.map(|addr| {
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            while progress.connected.load(std::sync::atomic::Ordering::Relaxed) < wanted {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            scrape(addr).await
+        })
+    });
     let ticker = tokio::spawn({
         let progress = progress.clone();
         async move {
@@ -521,8 +545,12 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
         }
     });
     // Until told to stop, or until every bot has ended (the server shut down).
+    let mut last_scrape = None;
     let report = tokio::select! {
         _ = until_stopped(args.duration) => {
+            if let Some(addr) = admin {
+                last_scrape = Some(scrape(addr).await);
+            }
             let _ = stop_tx.send(true);
             (&mut swarm).await
         }
@@ -530,12 +558,35 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     }
     .map_err(|e| e.to_string())?;
     ticker.abort();
+    let first_scrape = match first_scrape {
+        Some(task) if task.is_finished() => task.await.ok(),
+        Some(task) => {
+            task.abort();
+            None
+        }
+        None => None,
+    };
     println!(
         "bots: {} were disconnected by the server (it said goodbye)",
         progress.disconnected_by_server.load(std::sync::atomic::Ordering::Relaxed)
     );
     println!("{}", report.summary());
+    match (first_scrape, last_scrape) {
+        (Some(Ok(first)), Some(Ok(last))) => println!("{}", ServerFigures::between(&first, &last).line()),
+        (Some(Err(e)), _) | (_, Some(Err(e))) => println!("server figures: scraping --admin failed: {e}"),
+        (None, Some(_)) => println!("server figures: not every bot connected; no server figures"),
+        _ => {}
+    }
     Ok(())
+}
+
+/// The server's /metrics.
+async fn scrape(addr: SocketAddr) -> Result<Scrape, String> {
+    match volley::server::admin::get(addr, "/metrics", Duration::from_secs(5)).await {
+        Ok((200, body)) => Ok(Scrape::parse(&body)),
+        Ok((status, _)) => Err(format!("{addr}/metrics answered {status}")),
+        Err(e) => Err(format!("{addr}/metrics: {e}")),
+    }
 }
 
 async fn health(args: HealthArgs) -> Result<bool, String> {

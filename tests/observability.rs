@@ -171,3 +171,38 @@ async fn readyz_says_full_when_every_slot_is_taken() {
     let _ = swarm.await;
     server.shutdown().await;
 }
+
+/// `volley bots --admin` reads the server's own figures back from its /metrics and prints
+/// them; they agree with the server's counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bot_swarm_prints_the_servers_own_figures() {
+    let key = [4u8; 32];
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
+    config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+    let server = volley::server::start(config, Arena::new()).await.unwrap();
+    let admin_addr = server.admin_addr().unwrap();
+    let (addr, hex_key) = (server.addr().to_string(), volley::util::hex::encode(&key));
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+            .args(["bots", "--bots", "6", "--duration", "4", "--server", &addr])
+            .args(["--private-key", &hex_key, "--admin", &admin_addr.to_string()])
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line = stdout.lines().find(|l| l.starts_with("server (its /metrics")).unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains(": 6 players;"), "{line}");
+    let figure = |label: &str, unit: &str| -> f64 {
+        let rest = line.split(label).nth(1).unwrap_or_else(|| panic!("{label} in {line}"));
+        rest.trim().split(unit).next().unwrap().trim().parse().unwrap_or_else(|_| panic!("{label} in {line}"))
+    };
+    assert!(figure("CPU", "us") > 0.0, "{line}");
+    assert!(figure("memory", "KiB") > 0.0, "{line}");
+    let within = figure("inputs within one tick", "%");
+    assert!((0.0..=100.0).contains(&within) && within > 0.0, "{line}");
+    assert!(figure("tick p99", "ms") > 0.0, "{line}");
+    server.shutdown().await;
+}

@@ -401,6 +401,12 @@ impl ServerMetrics {
         );
         d("volley_inputs_applied_total", None, "Player inputs applied by the world.");
         d("volley_inputs_dropped_total", None, "Player inputs refused because the world's input queue was full.");
+        d("volley_inputs_on_time_total", None, "Player inputs applied within one tick period of their arrival.");
+        d(
+            "volley_player_ticks_total",
+            None,
+            "Ticks times the players connected at each: the count behind per-player-tick costs.",
+        );
         d(
             "volley_input_effect_seconds",
             Some(Unit::Seconds),
@@ -647,6 +653,8 @@ impl ServerMetrics {
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));
         self.counter("volley_inputs_dropped_total", &[], get(&self.inputs_dropped));
+        self.counter("volley_inputs_on_time_total", &[], get(&self.inputs_on_time));
+        self.counter("volley_player_ticks_total", &[], get(&self.player_ticks));
         for (i, kind) in SENT_KINDS.iter().enumerate() {
             self.counter("volley_sent_packets_total", &[("kind", kind)], get(&self.sent[i][0]));
             self.counter("volley_sent_bytes_total", &[("kind", kind)], get(&self.sent[i][1]));

@@ -42,6 +42,7 @@ pub mod admin;
 pub mod broadcaster;
 pub mod metrics;
 pub mod player;
+pub mod scrape;
 pub mod session;
 pub mod socket;
 pub mod world;
