@@ -26,8 +26,8 @@ use crate::transport::udp::UdpTx;
 /// Messages to a player actor.
 #[derive(Debug)]
 pub enum PlayerMsg {
-    /// A datagram from this player's address.
-    Datagram(Bytes, Instant),
+    /// A datagram from this player's address (owned: it is decrypted in place).
+    Datagram(Vec<u8>, Instant),
     /// The player's snapshot slot holds a new tick's world snapshot and the inputs it
     /// applied.
     SnapshotReady,
@@ -245,7 +245,7 @@ impl Actor for PlayerActor {
         let socket = s.args.socket.clone();
         let mut tx = UdpTx::new(&socket);
         match msg {
-            PlayerMsg::Datagram(bytes, at) => {
+            PlayerMsg::Datagram(mut bytes, at) => {
                 s.args.inflight.fetch_sub(1, Ordering::Relaxed);
                 s.args.metrics.player_backlog.fetch_sub(1, Ordering::Relaxed);
                 // The netcode prefix byte's low nibble is the packet type; 5 is a payload.
@@ -256,7 +256,6 @@ impl Actor for PlayerActor {
                 };
                 s.args.metrics.record_received(kind, bytes.len() as u64);
                 s.figures.received_bytes += bytes.len() as u64;
-                let mut bytes = bytes.to_vec();
                 match s.session.on_datagram(now, &mut bytes, &mut tx) {
                     Incoming::Inputs(inputs) => {
                         let mut dropped = 0;

@@ -103,13 +103,13 @@ impl PlayerSession {
 
     /// Takes one datagram from this player's address.
     pub fn on_datagram(&mut self, now: Duration, bytes: &mut [u8], tx: &mut impl Transmit) -> Incoming {
-        let payload = match self.connection.receive(now, bytes) {
-            Ok(Packet::Payload(p)) => p.to_vec(),
+        let payload: &[u8] = match self.connection.receive(now, bytes) {
+            Ok(Packet::Payload(p)) => p,
             Ok(Packet::Disconnect) => return Incoming::Disconnected,
             Ok(_) | Err(_) => return Incoming::Nothing,
         };
         if payload.first() == Some(&CONTROL_FRAME) {
-            if let Ok(Control::Hello { protocol_version }) = Control::decode(&payload) {
+            if let Ok(Control::Hello { protocol_version }) = Control::decode(payload) {
                 let answer = answer_hello(protocol_version, self.params);
                 let mut b = [0u8; 16];
                 let n = answer.encode(&mut b);
@@ -118,7 +118,7 @@ impl PlayerSession {
             }
             return Incoming::Nothing;
         }
-        let Ok(Some(state)) = self.endpoint.receive(now, &payload) else { return Incoming::Nothing };
+        let Ok(Some(state)) = self.endpoint.receive(now, payload) else { return Incoming::Nothing };
         let Ok(input) = read_input_packet(state) else { return Incoming::Nothing };
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
@@ -235,7 +234,7 @@ async fn receive_loop(
                     }
                     route.inflight.fetch_add(1, Ordering::Relaxed);
                     args.metrics.player_backlog.fetch_add(1, Ordering::Relaxed);
-                    let _ = route.player.cast(PlayerMsg::Datagram(Bytes::copy_from_slice(&buf[..len]), arrived));
+                    let _ = route.player.cast(PlayerMsg::Datagram(buf[..len].to_vec(), arrived));
                     continue;
                 }
                 let now = (args.clock)();
