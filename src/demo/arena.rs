@@ -377,22 +377,27 @@ impl Relevancy for Nearby {
                     }
                     for &i in &grid.cells[y * CELLS + x] {
                         let (position, is_avatar) = grid.positions[i as usize];
-                        let d = if Some(i as usize) == mine { 0.0 } else { me.distance(position) };
-                        if is_avatar || d <= VIEW_RADIUS {
-                            out.push(Interest { index: i, priority: priority(d) });
+                        let d2 = if Some(i as usize) == mine { 0.0 } else { me.distance_squared(position) };
+                        if is_avatar || d2 <= VIEW_RADIUS * VIEW_RADIUS {
+                            // The squared distance stands in for the priority until the
+                            // nearest are chosen (priority falls as distance grows).
+                            out.push(Interest { index: i, priority: d2 });
                         }
                     }
                 }
             }
             let covered = r as f32 * CELL;
-            let within = out.iter().filter(|x| x.priority >= priority(covered)).count();
+            let within = out.iter().filter(|x| x.priority <= covered * covered).count();
             if within >= MAX_VISIBLE || (x0 == 0 && y0 == 0 && x1 == CELLS - 1 && y1 == CELLS - 1) {
                 break;
             }
         }
         if out.len() > MAX_VISIBLE {
-            out.select_nth_unstable_by(MAX_VISIBLE - 1, |a, b| b.priority.total_cmp(&a.priority));
+            out.select_nth_unstable_by(MAX_VISIBLE - 1, |a, b| a.priority.total_cmp(&b.priority));
             out.truncate(MAX_VISIBLE);
+        }
+        for x in out.iter_mut() {
+            x.priority = priority(x.priority.sqrt());
         }
         out.sort_unstable_by_key(|x| x.index);
     }
