@@ -126,6 +126,10 @@ struct ServerArgs {
     /// /healthz fails when no tick has finished for this many seconds.
     #[arg(long, env = "VOLLEY_STALL_AFTER", default_value_t = 1.0)]
     stall_after: f64,
+    /// Snapshot datagrams sent per system call at most (sendmmsg, 1 to 32; 1 sends each as
+    /// soon as it is encoded).
+    #[arg(long, env = "VOLLEY_SEND_BATCH", default_value_t = 32)]
+    send_batch: usize,
     /// Write one line of figures per second to this CSV file (for `volley plot`).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
@@ -231,6 +235,7 @@ struct FileConfig {
     shutdown_grace: Option<f64>,
     admin: Option<String>,
     stall_after: Option<f64>,
+    send_batch: Option<usize>,
 }
 
 /// Fills every setting that neither a flag nor the environment gave from the config file.
@@ -277,6 +282,9 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     if let Some(v) = f.stall_after.filter(|_| unset("stall_after")) {
         a.stall_after = v;
     }
+    if let Some(v) = f.send_batch.filter(|_| unset("send_batch")) {
+        a.send_batch = v;
+    }
     Ok(())
 }
 
@@ -301,6 +309,10 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
         return Err("--stall-after must be a positive number of seconds".into());
     }
     c.stall_after = Duration::from_secs_f64(a.stall_after);
+    if !(1..=volley::transport::batch::BATCH).contains(&a.send_batch) {
+        return Err(format!("--send-batch must be between 1 and {}", volley::transport::batch::BATCH));
+    }
+    c.send_batch = a.send_batch;
     c.admin_addr = match a.admin.as_str() {
         "off" | "" => None,
         addr => {

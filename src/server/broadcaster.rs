@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
+use super::batcher::SnapshotBatcher;
 use super::metrics::ServerMetrics;
 use super::player::PlayerMsg;
 use super::world::{AppliedInputs, Audience, PlayerId};
@@ -57,24 +58,42 @@ pub enum BroadcastMsg {
 #[derive(Debug, Default)]
 pub struct Broadcaster;
 
+/// What the broadcaster starts with.
+#[derive(Debug)]
+pub struct BroadcastArgs {
+    /// The server's figures.
+    pub metrics: Arc<ServerMetrics>,
+    /// Where the player actors leave their snapshot datagrams (told how many were woken
+    /// each tick); `None` in tests without a socket.
+    pub batcher: Option<Arc<SnapshotBatcher>>,
+}
+
 /// The broadcaster's state: the players and the server's figures.
 #[derive(Debug)]
 pub struct BroadcastState {
     players: BTreeMap<PlayerId, (ActorRef<PlayerMsg>, SnapshotSlot)>,
     metrics: Arc<ServerMetrics>,
+    batcher: Option<Arc<SnapshotBatcher>>,
+    /// This tick's player actors to wake (reused tick after tick).
+    to_wake: Vec<ActorRef<PlayerMsg>>,
 }
 
 impl Actor for Broadcaster {
     type Msg = BroadcastMsg;
     type State = BroadcastState;
-    type Arguments = Arc<ServerMetrics>;
+    type Arguments = BroadcastArgs;
 
     async fn pre_start(
         &self,
         _: ActorRef<BroadcastMsg>,
-        metrics: Arc<ServerMetrics>,
+        args: BroadcastArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(BroadcastState { players: BTreeMap::new(), metrics })
+        Ok(BroadcastState {
+            players: BTreeMap::new(),
+            metrics: args.metrics,
+            batcher: args.batcher,
+            to_wake: Vec::new(),
+        })
     }
 
     async fn handle(
@@ -111,17 +130,26 @@ impl Actor for Broadcaster {
             }
             BroadcastMsg::Snapshot(snap, applied) => {
                 let mut replaced = 0;
+                let to_wake = &mut state.to_wake;
+                to_wake.clear();
                 for (r, slot) in players.values() {
                     let was_empty = match slot.snapshot.lock() {
                         Ok(mut s) => s.replace((snap.clone(), applied.clone())).is_none(),
                         Err(_) => continue, // its actor panicked holding it; it is being cleaned up
                     };
                     if was_empty {
-                        // A player actor that stopped is removed by its own post_stop.
-                        let _ = r.cast(PlayerMsg::SnapshotReady);
+                        to_wake.push(r.clone());
                     } else {
                         replaced += 1;
                     }
+                }
+                // The batcher learns how many will answer before the first can.
+                if let Some(b) = &state.batcher {
+                    b.begin_tick(to_wake.len());
+                }
+                for r in to_wake.drain(..) {
+                    // A player actor that stopped is removed by its own post_stop.
+                    let _ = r.cast(PlayerMsg::SnapshotReady);
                 }
                 state.metrics.snapshots_replaced.fetch_add(replaced, Ordering::Relaxed);
             }
@@ -188,7 +216,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_player_actor_that_falls_behind_holds_at_most_the_bound_then_is_disconnected() {
-        let (broadcaster, _) = Actor::spawn(None, Broadcaster, Arc::new(ServerMetrics::new())).await.unwrap();
+        let (broadcaster, _) =
+            Actor::spawn(None, Broadcaster, BroadcastArgs { metrics: Arc::new(ServerMetrics::new()), batcher: None })
+                .await
+                .unwrap();
         let release = Arc::new(Notify::new());
         let inbox = SnapshotSlot::default();
         let (events, reliable) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));

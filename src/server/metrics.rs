@@ -247,6 +247,10 @@ pub struct ServerMetrics {
     pub snapshots_replaced: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub inputs_dropped: AtomicU64,
+    /// System calls that received datagrams (each takes up to a batch).
+    pub receive_calls: AtomicU64,
+    /// System calls that sent snapshot datagrams (each sends up to a batch).
+    pub send_calls: AtomicU64,
     sent: [[AtomicU64; 2]; 3],
     received: [[AtomicU64; 2]; 2],
     ends: [AtomicU64; 4],
@@ -345,6 +349,8 @@ impl ServerMetrics {
             player_backlog: AtomicU64::new(0),
             snapshots_replaced: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
+            receive_calls: AtomicU64::new(0),
+            send_calls: AtomicU64::new(0),
             sent: Default::default(),
             received: Default::default(),
             ends: Default::default(),
@@ -401,6 +407,16 @@ impl ServerMetrics {
         );
         d("volley_inputs_applied_total", None, "Player inputs applied by the world.");
         d("volley_inputs_dropped_total", None, "Player inputs refused because the world's input queue was full.");
+        d(
+            "volley_socket_receive_calls_total",
+            None,
+            "System calls that took datagrams off the socket (recvmmsg takes several at once).",
+        );
+        d(
+            "volley_socket_send_calls_total",
+            None,
+            "System calls that sent snapshot datagrams (sendmmsg sends several at once).",
+        );
         d("volley_inputs_on_time_total", None, "Player inputs applied within one tick period of their arrival.");
         d(
             "volley_player_ticks_total",
@@ -562,6 +578,13 @@ impl ServerMetrics {
         }
     }
 
+    /// Records one receive call that took `n` datagrams.
+    pub fn record_receive_batch(&self, n: usize) {
+        if n > 0 {
+            self.receive_calls.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Records a rejected handshake packet.
     pub fn record_rejection(&self, why: DropReason) {
         self.handshake_drops.fetch_add(1, Ordering::Relaxed);
@@ -655,6 +678,8 @@ impl ServerMetrics {
         self.counter("volley_inputs_dropped_total", &[], get(&self.inputs_dropped));
         self.counter("volley_inputs_on_time_total", &[], get(&self.inputs_on_time));
         self.counter("volley_player_ticks_total", &[], get(&self.player_ticks));
+        self.counter("volley_socket_receive_calls_total", &[], get(&self.receive_calls));
+        self.counter("volley_socket_send_calls_total", &[], get(&self.send_calls));
         for (i, kind) in SENT_KINDS.iter().enumerate() {
             self.counter("volley_sent_packets_total", &[("kind", kind)], get(&self.sent[i][0]));
             self.counter("volley_sent_bytes_total", &[("kind", kind)], get(&self.sent[i][1]));

@@ -27,6 +27,10 @@
 //!   one-place slot per player and wakes the player actor only if the slot was empty: a
 //!   player actor that falls behind skips to the newest tick (counted in
 //!   `volley_snapshots_replaced_total`) instead of queueing stale snapshots.
+//! - **Batched system calls.** The socket takes up to 32 datagrams per `recvmmsg`; the
+//!   player actors leave their encrypted snapshots with the [`batcher::SnapshotBatcher`],
+//!   which sends them 32 per `sendmmsg` (`send_batch`), and sends the rest as soon as the
+//!   last player actor woken for the tick is done. Control packets are sent at once.
 //! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
 //!   at once) and then skips ahead, counting an overrun.
 //! - **Failure.** A player actor that fails (a panic in it, or in the game's relevancy code
@@ -39,6 +43,7 @@
 //!   broadcaster and socket, in that order.
 
 pub mod admin;
+pub mod batcher;
 pub mod broadcaster;
 pub mod metrics;
 pub mod player;
@@ -91,6 +96,8 @@ pub struct ServerConfig {
     pub admin_addr: Option<SocketAddr>,
     /// `/healthz` fails when no tick has finished for this long.
     pub stall_after: Duration,
+    /// Snapshot datagrams sent per system call at most (`sendmmsg`; 1 sends each at once).
+    pub send_batch: usize,
 }
 
 impl ServerConfig {
@@ -108,6 +115,7 @@ impl ServerConfig {
             shutdown_grace: Duration::from_secs(3),
             admin_addr: None,
             stall_after: Duration::from_secs(1),
+            send_batch: 32,
         }
     }
 }
@@ -201,7 +209,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     if config.max_players == 0 {
         return Err(StartError::Config("max players must be at least 1".into()));
     }
-    let socket = UdpSocket::bind(config.bind).await.map_err(|e| StartError::Bind(config.bind, e))?;
+    let socket = Arc::new(UdpSocket::bind(config.bind).await.map_err(|e| StartError::Bind(config.bind, e))?);
     let addr = socket.local_addr().map_err(|e| StartError::Bind(config.bind, e))?;
     let public = config.public_addr.unwrap_or(addr);
     let metrics = Arc::new(ServerMetrics::default());
@@ -221,7 +229,9 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let schema = Arc::new(world.schema());
     let relevancy = world.relevancy();
 
-    let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, metrics.clone())
+    let batcher = Arc::new(batcher::SnapshotBatcher::new(socket.clone(), metrics.clone(), config.send_batch));
+    let broadcast_args = broadcaster::BroadcastArgs { metrics: metrics.clone(), batcher: Some(batcher.clone()) };
+    let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
     // Sixteen inputs a player between two ticks (a client sends one a tick, repeated ones are
@@ -245,7 +255,8 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     };
     let netcode = NetcodeConfig::new(config.protocol_id, config.private_key, vec![public], config.max_players);
     let socket_args = socket::SocketArgs {
-        socket: Arc::new(socket),
+        socket,
+        batcher,
         netcode,
         player_queue: config.player_queue,
         schema,

@@ -12,6 +12,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
+use super::batcher::{BatchTx, SnapshotBatcher};
 use super::broadcaster::{BroadcastMsg, SnapshotSlot};
 use super::metrics::{DatagramDrop, EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
@@ -45,6 +46,8 @@ pub struct PlayerArgs {
     pub connection: Connection,
     /// The server socket.
     pub socket: Arc<UdpSocket>,
+    /// Where snapshot datagrams go to leave in batches.
+    pub batcher: Arc<SnapshotBatcher>,
     /// The replicated kinds.
     pub schema: Arc<Schema>,
     /// Who sees what.
@@ -97,6 +100,7 @@ struct Figures {
 /// The parts of [`PlayerArgs`] the actor keeps once the session owns the connection.
 struct PlayerShell {
     socket: Arc<UdpSocket>,
+    batcher: Arc<SnapshotBatcher>,
     world: ActorRef<WorldMsg>,
     inputs: InputQueue,
     broadcaster: ActorRef<BroadcastMsg>,
@@ -159,21 +163,18 @@ impl PlayerState {
 
     fn on_snapshot(&mut self, world: &Arc<WorldSnapshot>, applied: &AppliedInputs) {
         let now = (self.args.clock)();
-        let socket = self.args.socket.clone();
-        let mut tx = UdpTx::new(&socket);
+        let batcher = self.args.batcher.clone();
         let id = self.session.id();
         let mine = applied.newest.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied.newest[i].1);
-        let handling = applied.fresh.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied.fresh[i].1);
+        // When this snapshot carries the effect of an input the tick applied, its added
+        // latency is the input's way to the world plus the tick and this send (measured by
+        // the batcher when the datagram leaves), without the wait for the tick to begin.
+        let effect =
+            applied.fresh.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| (applied.fresh[i].1, applied.started));
+        let mut tx = BatchTx::new(&batcher, effect);
         let sent = self.session.on_snapshot(now, world, mine, &mut tx);
         let m = &self.args.metrics;
-        m.record_drop(DatagramDrop::SendFailed, tx.dropped);
         let Some(sent) = sent else { return };
-        if let Some(handling) = handling.filter(|_| tx.sent > 0) {
-            // This snapshot carries the effect of an input the tick applied: its added latency
-            // is the input's way to the world plus the tick and this send, without the wait
-            // for the tick to begin.
-            m.record_input_effect(handling + Instant::now().saturating_duration_since(applied.started));
-        }
         self.figures.sent_bytes += tx.bytes;
         if tx.sent > 0 {
             // One payload packet: its snapshot section, the rest of its frame (acks, messages,
@@ -220,6 +221,7 @@ impl Actor for PlayerActor {
             addr: args.connection.addr(),
             client_id: args.connection.client_id(),
             socket: args.socket,
+            batcher: args.batcher,
             world: args.world,
             broadcaster: args.broadcaster,
             inputs: args.inputs,
@@ -278,6 +280,7 @@ impl Actor for PlayerActor {
                 if let Some((world, applied)) = taken {
                     s.on_snapshot(&world, &applied);
                 }
+                s.args.batcher.done();
             }
             PlayerMsg::Message(data, reliable) => {
                 s.args.slot.messages.fetch_sub(1, Ordering::Relaxed);

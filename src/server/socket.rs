@@ -19,6 +19,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::batcher::SnapshotBatcher;
 use super::broadcaster::BroadcastMsg;
 use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetrics};
 use super::player::{PlayerActor, PlayerArgs, PlayerMsg};
@@ -30,6 +31,7 @@ use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as Ne
 use crate::protocol::netcode::slots::{Occupant, SlotTable};
 use crate::protocol::session::SessionParams;
 use crate::protocol::snapshot::Schema;
+use crate::transport::batch::{BATCH, RecvBatch};
 use crate::transport::udp::UdpTx;
 
 /// Control messages to the receive loop.
@@ -65,6 +67,8 @@ pub enum SocketMsg {
 pub struct SocketArgs {
     /// The bound socket.
     pub socket: Arc<UdpSocket>,
+    /// Where player actors leave snapshot datagrams to be sent in batches.
+    pub batcher: Arc<SnapshotBatcher>,
     /// netcode settings (protocol id, key, public address, slots, rates).
     pub netcode: NetcodeConfig,
     /// Datagrams a player actor may have queued before more are dropped.
@@ -186,13 +190,20 @@ async fn receive_loop(
             return;
         }
     };
-    let mut handshake =
-        Handshake::new(n.protocol_id, n.private_key, n.public_addresses.clone(), n.max_clients, challenge_key);
     let now0 = (args.clock)();
-    let mut limiter = RateLimiter::new(n.handshake_rate_per_address, n.rate_table_capacity);
-    let mut total = TokenBucket::full(n.handshake_rate_total, now0);
-    let mut slots = Slots { table: SlotTable::new(n.max_clients), by_actor: HashMap::new() };
-    let mut buf = vec![0u8; 2048];
+    let mut hs = Handshaking {
+        handshake: Handshake::new(
+            n.protocol_id,
+            n.private_key,
+            n.public_addresses.clone(),
+            n.max_clients,
+            challenge_key,
+        ),
+        limiter: RateLimiter::new(n.handshake_rate_per_address, n.rate_table_capacity),
+        total: TokenBucket::full(n.handshake_rate_total, now0),
+        slots: Slots { table: SlotTable::new(n.max_clients), by_actor: HashMap::new() },
+    };
+    let mut batch = RecvBatch::default();
     loop {
         tokio::select! {
             biased;
@@ -200,12 +211,12 @@ async fn receive_loop(
                 None | Some(SocketCtl::Stop) => break,
                 Some(SocketCtl::Release { addr, client_id, slot }) => {
                     let slot = slot as usize;
-                    if slots.table.get(slot).is_some_and(|o| o.addr == addr && o.client_id == client_id) {
-                        slots.release(slot);
+                    if hs.slots.table.get(slot).is_some_and(|o| o.addr == addr && o.client_id == client_id) {
+                        hs.slots.release(slot);
                     }
                 }
                 Some(SocketCtl::Failed(actor)) => {
-                    let released = slots.by_actor.get(&actor).copied().and_then(|slot| Some((slot as u32, slots.release(slot)?)));
+                    let released = hs.slots.by_actor.get(&actor).copied().and_then(|slot| Some((slot as u32, hs.slots.release(slot)?)));
                     if let Some((slot, mut o)) = released {
                         let mut tx = UdpTx::new(&args.socket);
                         o.value.farewell.disconnect((args.clock)(), &mut tx);
@@ -219,92 +230,133 @@ async fn receive_loop(
                     }
                 }
                 Some(SocketCtl::DisconnectAll) => {
-                    for (_, o) in slots.table.iter() {
+                    for (_, o) in hs.slots.table.iter() {
                         let _ = o.value.player.cast(PlayerMsg::Disconnect);
                     }
                 }
             },
-            r = args.socket.recv_from(&mut buf) => {
-                let Ok((len, from)) = r else { continue };
-                let arrived = Instant::now();
-                if let Some(route) = slots.table.slot_of(&from).and_then(|i| slots.table.get(i)).map(|o| &o.value) {
-                    if route.inflight.load(Ordering::Relaxed) >= args.player_queue {
-                        args.metrics.record_drop(DatagramDrop::QueueFull, 1);
-                        continue;
-                    }
-                    route.inflight.fetch_add(1, Ordering::Relaxed);
-                    args.metrics.player_backlog.fetch_add(1, Ordering::Relaxed);
-                    let _ = route.player.cast(PlayerMsg::Datagram(buf[..len].to_vec(), arrived));
+            r = args.socket.readable() => {
+                if r.is_err() {
                     continue;
                 }
-                let now = (args.clock)();
-                args.metrics.record_received(ReceivedKind::Control, len as u64);
-                let datagram = &mut buf[..len];
-                let kind = match packet::read_header(datagram) {
-                    Ok(h) if matches!(h.kind, PacketKind::Request | PacketKind::Response) => h.kind,
-                    Ok(_) => {
-                        args.metrics.record_rejection(DropReason::UnknownAddress);
-                        continue;
+                // A few batches, then back to the control channel: a flood cannot starve it.
+                for _ in 0..4 {
+                    let n = match batch.recv(&args.socket) {
+                        Ok(n) => n,
+                        Err(_) => break,
+                    };
+                    args.metrics.record_receive_batch(n);
+                    let arrived = Instant::now();
+                    for i in 0..n {
+                        let Some((datagram, from)) = batch.get_mut(i) else { break };
+                        on_datagram(&args, &supervisor, &ctl, &mut hs, datagram, from, arrived).await;
                     }
-                    Err(e) => {
-                        args.metrics.record_rejection(e);
-                        continue;
-                    }
-                };
-                if !limiter.allow(from, now) || !total.take(n.handshake_rate_total, now) {
-                    args.metrics.record_rejection(DropReason::RateLimited);
-                    continue;
-                }
-                let mut tx = UdpTx::new(&args.socket);
-                if kind == PacketKind::Request {
-                    if let Err(e) = handshake.on_request(now, from, datagram, &slots.table, &mut tx) {
-                        args.metrics.record_rejection(e);
-                    }
-                    count_control(&args.metrics, &tx);
-                    continue;
-                }
-                let accepted = match handshake.on_response(now, from, datagram, &slots.table, &mut tx) {
-                    Ok(a) => a,
-                    Err(e) => {
-                        args.metrics.record_rejection(e);
-                        count_control(&args.metrics, &tx);
-                        continue;
-                    }
-                };
-                let Some(index) = slots.table.reserve() else { continue };
-                let slot = index as u32;
-                let mut connection = Connection::new(&accepted, slot, n.max_clients as u32, n.protocol_id, n.connection_rate, now);
-                connection.keep_alive(now, &mut tx);
-                count_control(&args.metrics, &tx);
-                let farewell = connection.farewell_copy();
-                let inflight = Arc::new(AtomicUsize::new(0));
-                let player_args = PlayerArgs {
-                    connection,
-                    socket: args.socket.clone(),
-                    schema: args.schema.clone(),
-                    relevancy: args.relevancy.clone(),
-                    world: args.world.clone(),
-                    inputs: args.inputs.clone(),
-                    broadcaster: args.broadcaster.clone(),
-                    slot: Arc::default(),
-                    socket_ctl: ctl.clone(),
-                    inflight: inflight.clone(),
-                    session: args.session,
-                    snapshot_every: args.snapshot_every,
-                    metrics: args.metrics.clone(),
-                    clock: args.clock,
-                };
-                match Actor::spawn_linked(None, PlayerActor, player_args, supervisor.clone()).await {
-                    Ok((player, _)) => {
-                        slots.by_actor.insert(player.get_id(), index);
-                        slots.table.fill(index, from, accepted.client_id, Route { player, farewell, inflight });
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "could not start a player actor");
-                        slots.table.unreserve(index);
+                    if n < BATCH {
+                        break;
                     }
                 }
             }
+        }
+    }
+}
+
+/// The receive loop's handshake state and its table of connected addresses.
+struct Handshaking {
+    handshake: Handshake,
+    limiter: RateLimiter,
+    total: TokenBucket,
+    slots: Slots,
+}
+
+/// One datagram: to its player actor if its address is connected, else through the
+/// stateless handshake.
+async fn on_datagram(
+    args: &SocketArgs,
+    supervisor: &ActorCell,
+    ctl: &mpsc::UnboundedSender<SocketCtl>,
+    hs: &mut Handshaking,
+    datagram: &mut [u8],
+    from: SocketAddr,
+    arrived: Instant,
+) {
+    let n = &args.netcode;
+    let Handshaking { handshake, limiter, total, slots } = hs;
+    if let Some(route) = slots.table.slot_of(&from).and_then(|i| slots.table.get(i)).map(|o| &o.value) {
+        if route.inflight.load(Ordering::Relaxed) >= args.player_queue {
+            args.metrics.record_drop(DatagramDrop::QueueFull, 1);
+            return;
+        }
+        route.inflight.fetch_add(1, Ordering::Relaxed);
+        args.metrics.player_backlog.fetch_add(1, Ordering::Relaxed);
+        let _ = route.player.cast(PlayerMsg::Datagram(datagram.to_vec(), arrived));
+        return;
+    }
+    let len = datagram.len();
+    let now = (args.clock)();
+    args.metrics.record_received(ReceivedKind::Control, len as u64);
+    let kind = match packet::read_header(datagram) {
+        Ok(h) if matches!(h.kind, PacketKind::Request | PacketKind::Response) => h.kind,
+        Ok(_) => {
+            args.metrics.record_rejection(DropReason::UnknownAddress);
+            return;
+        }
+        Err(e) => {
+            args.metrics.record_rejection(e);
+            return;
+        }
+    };
+    if !limiter.allow(from, now) || !total.take(n.handshake_rate_total, now) {
+        args.metrics.record_rejection(DropReason::RateLimited);
+        return;
+    }
+    let mut tx = UdpTx::new(&args.socket);
+    if kind == PacketKind::Request {
+        if let Err(e) = handshake.on_request(now, from, datagram, &slots.table, &mut tx) {
+            args.metrics.record_rejection(e);
+        }
+        count_control(&args.metrics, &tx);
+        return;
+    }
+    let accepted = match handshake.on_response(now, from, datagram, &slots.table, &mut tx) {
+        Ok(a) => a,
+        Err(e) => {
+            args.metrics.record_rejection(e);
+            count_control(&args.metrics, &tx);
+            return;
+        }
+    };
+    let Some(index) = slots.table.reserve() else { return };
+    let slot = index as u32;
+    let mut connection = Connection::new(&accepted, slot, n.max_clients as u32, n.protocol_id, n.connection_rate, now);
+    connection.keep_alive(now, &mut tx);
+    count_control(&args.metrics, &tx);
+    let farewell = connection.farewell_copy();
+    let inflight = Arc::new(AtomicUsize::new(0));
+    let player_args = PlayerArgs {
+        connection,
+        socket: args.socket.clone(),
+        batcher: args.batcher.clone(),
+        schema: args.schema.clone(),
+        relevancy: args.relevancy.clone(),
+        world: args.world.clone(),
+        inputs: args.inputs.clone(),
+        broadcaster: args.broadcaster.clone(),
+        slot: Arc::default(),
+        socket_ctl: ctl.clone(),
+        inflight: inflight.clone(),
+        session: args.session,
+        snapshot_every: args.snapshot_every,
+        metrics: args.metrics.clone(),
+        clock: args.clock,
+    };
+    match Actor::spawn_linked(None, PlayerActor, player_args, supervisor.clone()).await {
+        Ok((player, _)) => {
+            slots.by_actor.insert(player.get_id(), index);
+            slots.table.fill(index, from, accepted.client_id, Route { player, farewell, inflight });
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "could not start a player actor");
+            slots.table.unreserve(index);
         }
     }
 }

@@ -1,4 +1,5 @@
 //! Moving datagrams: real UDP sockets for the server, clients and bots.
 
+pub mod batch;
 pub mod conditioner;
 pub mod udp;
