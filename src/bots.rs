@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::client::GameClient;
-use crate::client::udp::UdpClient;
+use crate::client::polled::PolledClient;
 use crate::demo::arena::{self, ArenaEvent, ArenaInput, Avatar};
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::client::ClientState;
@@ -187,51 +187,61 @@ pub fn think(me: u32, world: &WorldSnapshot, schema: &Schema, tick: u64) -> (Are
     (input, others)
 }
 
-async fn run_bot(
-    cfg: Arc<SwarmConfig>,
-    index: usize,
-    progress: Arc<SwarmProgress>,
-    mut stop: watch::Receiver<bool>,
-) -> BotReport {
-    let mut report = BotReport::default();
-    let schema = Arc::new(arena::schema());
-    let params = TokenParams {
-        protocol_id: cfg.protocol_id,
-        client_id: cfg.first_client_id + index as u64,
-        now_unix_secs: unix_now().as_secs(),
-        expire_seconds: 60,
-        timeout_seconds: 10,
-        server_addresses: vec![cfg.server],
-        user_data: [0; crate::protocol::netcode::USER_DATA_BYTES],
-    };
-    let Ok(token) = ConnectToken::generate(&params, &cfg.private_key) else { return report };
-    let client = GameClient::new(token, schema.clone(), unix_now());
-    let Ok(mut bot) = UdpClient::bind(client, cfg.bind, unix_now).await else { return report };
-    if let Some(link) = cfg.link {
-        bot = bot.with_conditioner(link, 0x9e37_79b9 ^ (index as u64).wrapping_mul(0x2545_f491));
-    }
-    let started = Instant::now();
-    let period = Duration::from_secs_f64(1.0 / f64::from(cfg.input_rate_hz.max(1)));
-    let mut next = Instant::now();
-    let mut tick = 0u64;
-    let mut input = ArenaInput::default().to_bytes();
-    let mut was_ready = false;
-    loop {
-        if *stop.borrow() {
-            break;
+/// One bot between frames.
+struct Bot {
+    client: PolledClient,
+    report: BotReport,
+    started: Instant,
+    tick: u64,
+    input: Vec<u8>,
+    was_ready: bool,
+}
+
+impl Bot {
+    /// Mints its token and binds its socket; a bot that cannot start reports as never
+    /// connected.
+    fn start(cfg: &SwarmConfig, index: usize, schema: &Arc<Schema>) -> Result<Self, BotReport> {
+        let params = TokenParams {
+            protocol_id: cfg.protocol_id,
+            client_id: cfg.first_client_id + index as u64,
+            now_unix_secs: unix_now().as_secs(),
+            expire_seconds: 60,
+            timeout_seconds: 10,
+            server_addresses: vec![cfg.server],
+            user_data: [0; crate::protocol::netcode::USER_DATA_BYTES],
+        };
+        let token = ConnectToken::generate(&params, &cfg.private_key).map_err(|_| BotReport::default())?;
+        let client = GameClient::new(token, schema.clone(), unix_now());
+        let mut client = PolledClient::bind(client, cfg.bind, unix_now).map_err(|_| BotReport::default())?;
+        if let Some(link) = cfg.link {
+            client = client.with_conditioner(link, 0x9e37_79b9 ^ (index as u64).wrapping_mul(0x2545_f491));
         }
-        next += period;
-        let got = bot.step(&input, next).await;
-        tick += 1;
+        Ok(Self {
+            client,
+            report: BotReport::default(),
+            started: Instant::now(),
+            tick: 0,
+            input: ArenaInput::default().to_bytes(),
+            was_ready: false,
+        })
+    }
+
+    /// One frame: take what arrived, think, send the input. `false` once the bot is over
+    /// (the server said goodbye, or the connection failed).
+    fn frame(&mut self, cfg: &SwarmConfig, progress: &SwarmProgress, schema: &Schema) -> bool {
+        let bot = &mut self.client;
+        let report = &mut self.report;
+        let got = bot.poll(&self.input);
+        self.tick += 1;
         let ready = bot.client.is_ready();
-        if ready != was_ready {
+        if ready != self.was_ready {
             if ready {
                 progress.connected.fetch_add(1, Ordering::Relaxed);
                 report.connected = true;
             } else {
                 progress.connected.fetch_sub(1, Ordering::Relaxed);
             }
-            was_ready = ready;
+            self.was_ready = ready;
         }
         if ready {
             progress.inputs.fetch_add(1, Ordering::Relaxed);
@@ -241,61 +251,133 @@ async fn run_bot(
                 report.kill_feed.push(seq);
             }
         }
-        let idle = cfg.idle_after.is_some_and(|d| started.elapsed() >= d);
+        let idle = cfg.idle_after.is_some_and(|d| self.started.elapsed() >= d);
         if idle {
-            input = ArenaInput::default().to_bytes();
+            self.input = ArenaInput::default().to_bytes();
         }
         if got > 0 && !idle {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
             progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
             if let Some(world) = bot.client.latest() {
-                let (i, others) = think(bot.client.client_index(), world, &schema, tick);
+                let (i, others) = think(bot.client.client_index(), world, schema, self.tick);
                 report.max_others_seen = report.max_others_seen.max(others);
-                input = i.to_bytes();
+                self.input = i.to_bytes();
             }
         }
         if bot.client.state() == ClientState::Disconnected {
             progress.disconnected_by_server.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        !bot.client.state().is_error()
+    }
+
+    /// Its report (saying goodbye to the server if still connected).
+    fn finish(mut self, progress: &SwarmProgress) -> BotReport {
+        if self.was_ready {
+            progress.connected.fetch_sub(1, Ordering::Relaxed);
+        }
+        let bot = &mut self.client;
+        let s = bot.client.stats();
+        let report = &mut self.report;
+        report.state = Some(bot.client.state());
+        report.snapshots = s.snapshots;
+        report.snapshot_errors = s.snapshot_errors;
+        report.rtt = s.rtt;
+        report.loss = s.loss;
+        report.bytes_received = s.bytes_received;
+        report.latest = bot.client.latest().cloned();
+        if bot.client.state() == ClientState::Connected {
+            bot.disconnect();
+        }
+        self.report
+    }
+}
+
+/// Each driver task's frame is split into this many slices, polled one after another, so its
+/// bots' inputs reach the server spread over the frame rather than in one burst.
+const SLICES: usize = 8;
+
+/// One driver: the bots `lane`, `lane + lanes`, … polled once a frame each, in slices.
+async fn drive(
+    cfg: Arc<SwarmConfig>,
+    lane: usize,
+    lanes: usize,
+    progress: Arc<SwarmProgress>,
+    mut stop: watch::Receiver<bool>,
+    began: Instant,
+) -> Vec<(usize, BotReport)> {
+    let schema = Arc::new(arena::schema());
+    let mine: Vec<usize> = (lane..cfg.bots).step_by(lanes.max(1)).collect();
+    let mut waiting = mine.iter().copied().peekable();
+    let mut live: Vec<(usize, Bot)> = Vec::with_capacity(mine.len());
+    let mut reports = Vec::with_capacity(mine.len());
+    let frame = Duration::from_secs_f64(1.0 / f64::from(cfg.input_rate_hz.max(1)));
+    let slice_period = frame / SLICES as u32;
+    let mut next = Instant::now();
+    let mut slice = 0usize;
+    loop {
+        if *stop.borrow() {
             break;
         }
-        if bot.client.state().is_error() {
+        let now = Instant::now();
+        while let Some(&i) = waiting.peek() {
+            if began + cfg.connect_spacing * i as u32 > now {
+                break;
+            }
+            waiting.next();
+            match Bot::start(&cfg, i, &schema) {
+                Ok(bot) => live.push((i, bot)),
+                Err(report) => reports.push((i, report)),
+            }
+        }
+        // This slice: every SLICES-th live bot, so each bot is polled once a frame.
+        let mut k = slice;
+        while k < live.len() {
+            if live[k].1.frame(&cfg, &progress, &schema) {
+                k += SLICES;
+            } else {
+                let (i, bot) = live.swap_remove(k);
+                reports.push((i, bot.finish(&progress)));
+            }
+        }
+        if live.is_empty() && waiting.peek().is_none() {
             break;
         }
-        if stop.has_changed().unwrap_or(true) && *stop.borrow_and_update() {
-            break;
+        slice = (slice + 1) % SLICES;
+        next += slice_period;
+        let now = Instant::now();
+        if next + frame < now {
+            // Far behind (a stalled machine): skip what was missed rather than rush.
+            next = now;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(next) => {}
+            _ = stop.changed() => {}
         }
     }
-    if was_ready {
-        progress.connected.fetch_sub(1, Ordering::Relaxed);
-    }
-    let s = bot.client.stats();
-    report.state = Some(bot.client.state());
-    report.snapshots = s.snapshots;
-    report.snapshot_errors = s.snapshot_errors;
-    report.rtt = s.rtt;
-    report.loss = s.loss;
-    report.bytes_received = s.bytes_received;
-    report.latest = bot.client.latest().cloned();
-    if bot.client.state() == ClientState::Connected {
-        bot.disconnect();
-    }
-    report
+    reports.extend(live.into_iter().map(|(i, bot)| (i, bot.finish(&progress))));
+    reports
 }
 
 /// Runs the swarm until `stop` turns true (or every bot ends); returns the report.
+///
+/// The bots are polled, as a game's frame loop polls its socket: one driver task per core
+/// takes its share of bots through a frame (each bot: take what arrived, think, send its
+/// input), so a bot costs no task, timer or wake-up of its own.
 pub async fn run_swarm(cfg: SwarmConfig, progress: Arc<SwarmProgress>, stop: watch::Receiver<bool>) -> SwarmReport {
     let started = Instant::now();
     let cfg = Arc::new(cfg);
-    let mut tasks = Vec::with_capacity(cfg.bots);
-    for i in 0..cfg.bots {
-        tasks.push(tokio::spawn(run_bot(cfg.clone(), i, progress.clone(), stop.clone())));
-        if !cfg.connect_spacing.is_zero() {
-            tokio::time::sleep(cfg.connect_spacing).await;
+    let lanes = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, cfg.bots.max(1));
+    let drivers: Vec<_> = (0..lanes)
+        .map(|lane| tokio::spawn(drive(cfg.clone(), lane, lanes, progress.clone(), stop.clone(), started)))
+        .collect();
+    let mut bots = vec![BotReport::default(); cfg.bots];
+    for d in drivers {
+        for (i, report) in d.await.unwrap_or_default() {
+            if let Some(slot) = bots.get_mut(i) {
+                *slot = report;
+            }
         }
-    }
-    let mut bots = Vec::with_capacity(tasks.len());
-    for t in tasks {
-        bots.push(t.await.unwrap_or_default());
     }
     SwarmReport { bots, elapsed: started.elapsed() }
 }

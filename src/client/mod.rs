@@ -1,9 +1,12 @@
 //! The client library: the same protocol core as the server, driven by the game's loop.
 //!
 //! [`GameClient`] is sans-IO: feed it datagrams and the time, and it hands datagrams to a
-//! [`Transmit`] sink. [`udp`] drives one over a real UDP socket.
+//! [`Transmit`] sink. [`udp`] drives one over a real UDP socket from a task of its own;
+//! [`polled`] from the game's frame loop.
 
+mod link;
 pub mod playback;
+pub mod polled;
 pub mod predict;
 pub mod udp;
 

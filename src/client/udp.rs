@@ -1,4 +1,5 @@
-//! A [`GameClient`] over a real UDP socket, optionally through a link conditioner.
+//! A [`GameClient`] over a real UDP socket, optionally through a link conditioner, driven by
+//! `async` steps (one task per client).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -7,9 +8,8 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::GameClient;
-use crate::transport::conditioner::{LinkConditioner, LinkProfile};
-
-type Held = Vec<(Instant, SocketAddr, Vec<u8>)>;
+use super::link::{Conditioned, Fate};
+use crate::transport::conditioner::LinkProfile;
 
 /// A client and its socket.
 #[derive(Debug)]
@@ -18,10 +18,7 @@ pub struct UdpClient {
     pub client: GameClient,
     socket: UdpSocket,
     clock: fn() -> Duration,
-    up: Option<LinkConditioner>,
-    down: Option<LinkConditioner>,
-    outgoing: Held,
-    incoming: Held,
+    link: Conditioned,
     snapshots: usize,
 }
 
@@ -31,22 +28,12 @@ impl UdpClient {
     /// # Errors
     /// When the socket cannot be bound.
     pub async fn bind(client: GameClient, bind: SocketAddr, clock: fn() -> Duration) -> std::io::Result<Self> {
-        Ok(Self {
-            client,
-            socket: UdpSocket::bind(bind).await?,
-            clock,
-            up: None,
-            down: None,
-            outgoing: Vec::new(),
-            incoming: Vec::new(),
-            snapshots: 0,
-        })
+        Ok(Self { client, socket: UdpSocket::bind(bind).await?, clock, link: Conditioned::default(), snapshots: 0 })
     }
 
     /// Sends and receives through a conditioned link (each direction with `profile`).
     pub fn with_conditioner(mut self, profile: LinkProfile, seed: u64) -> Self {
-        self.up = Some(LinkConditioner::new(profile, seed));
-        self.down = Some(LinkConditioner::new(profile, seed.rotate_left(17) ^ 0x5bd1_e995));
+        self.link = Conditioned::new(profile, seed);
         self
     }
 
@@ -59,39 +46,32 @@ impl UdpClient {
     }
 
     fn transmit(&mut self, wire: Vec<(SocketAddr, Vec<u8>)>) {
-        let now = Instant::now();
         for (to, bytes) in wire {
-            match self.up.as_mut().map(LinkConditioner::decide) {
-                None => {
-                    let _ = self.socket.try_send_to(&bytes, to);
-                }
-                Some(None) => {}
-                Some(Some(delay)) => self.outgoing.push((now + delay, to, bytes)),
+            if let Fate::Now = self.link.outbound(to, &bytes) {
+                let _ = self.socket.try_send_to(&bytes, to);
             }
         }
     }
 
-    fn deliver(&mut self, from: SocketAddr, mut bytes: Vec<u8>) {
+    fn deliver(&mut self, from: SocketAddr, bytes: &mut [u8]) {
         let now = (self.clock)();
-        if self.client.receive(now, from, &mut bytes).is_some() {
+        if self.client.receive(now, from, bytes).is_some() {
             self.snapshots += 1;
         }
     }
 
     fn flush_due(&mut self) {
-        let now = Instant::now();
-        let (due, held): (Held, Held) = std::mem::take(&mut self.outgoing).into_iter().partition(|(t, _, _)| *t <= now);
-        self.outgoing = held;
-        for (_, to, bytes) in due {
-            let _ = self.socket.try_send_to(&bytes, to);
-        }
-        let (mut due, held): (Held, Held) =
-            std::mem::take(&mut self.incoming).into_iter().partition(|(t, _, _)| *t <= now);
-        self.incoming = held;
-        due.sort_by_key(|(t, _, _)| *t);
-        for (_, from, bytes) in due {
-            self.deliver(from, bytes);
-        }
+        let Self { client, socket, clock, link, snapshots } = self;
+        link.release(
+            |to, bytes| {
+                let _ = socket.try_send_to(bytes, to);
+            },
+            |from, bytes| {
+                if client.receive(clock(), from, bytes).is_some() {
+                    *snapshots += 1;
+                }
+            },
+        );
     }
 
     /// Runs timers and sends `input` (when connected), then takes datagrams until `until`.
@@ -106,14 +86,13 @@ impl UdpClient {
         let mut buf = [0u8; 1500];
         loop {
             self.flush_due();
-            let next_held = self.outgoing.iter().chain(&self.incoming).map(|(t, _, _)| *t).min();
-            let deadline = next_held.map_or(until, |t| t.min(until));
+            let deadline = self.link.next_due().map_or(until, |t| t.min(until));
             match tokio::time::timeout_at(deadline, self.socket.recv_from(&mut buf)).await {
-                Ok(Ok((n, from))) => match self.down.as_mut().map(LinkConditioner::decide) {
-                    None => self.deliver(from, buf[..n].to_vec()),
-                    Some(None) => {}
-                    Some(Some(delay)) => self.incoming.push((Instant::now() + delay, from, buf[..n].to_vec())),
-                },
+                Ok(Ok((n, from))) => {
+                    if let Fate::Now = self.link.inbound(from, &buf[..n]) {
+                        self.deliver(from, &mut buf[..n]);
+                    }
+                }
                 Ok(Err(_)) => {}
                 Err(_) if Instant::now() >= until => {
                     self.flush_due();

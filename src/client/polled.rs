@@ -1,0 +1,103 @@
+//! A [`GameClient`] over a non-blocking UDP socket that the game's own loop polls once a
+//! frame, as most game clients do: no task, no timer and no wake-up per datagram.
+//!
+//! [`PolledClient::poll`] takes everything the socket holds, runs the client's timers and
+//! sends this frame's input. Its socket is not registered with any event loop, so a datagram
+//! arriving costs nothing until the next poll. The bot swarm drives hundreds of these from
+//! one task per core.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use super::GameClient;
+use super::link::{Conditioned, Fate};
+use crate::protocol::netcode::Transmit;
+use crate::transport::conditioner::LinkProfile;
+
+/// A client and its non-blocking socket.
+#[derive(Debug)]
+pub struct PolledClient {
+    /// The protocol state.
+    pub client: GameClient,
+    socket: UdpSocket,
+    clock: fn() -> Duration,
+    link: Conditioned,
+    buf: Box<[u8; 2048]>,
+}
+
+/// Sends straight from the client's encoder, or through the link conditioner.
+struct Tx<'a> {
+    socket: &'a UdpSocket,
+    link: &'a mut Conditioned,
+}
+
+impl Transmit for Tx<'_> {
+    fn send(&mut self, to: SocketAddr, packet: &[u8]) {
+        if let Fate::Now = self.link.outbound(to, packet) {
+            let _ = self.socket.send_to(packet, to);
+        }
+    }
+}
+
+impl PolledClient {
+    /// Binds an ephemeral port on `bind` (for example `127.0.0.1:0`), non-blocking.
+    ///
+    /// # Errors
+    /// When the socket cannot be bound.
+    pub fn bind(client: GameClient, bind: SocketAddr, clock: fn() -> Duration) -> std::io::Result<Self> {
+        let socket = UdpSocket::bind(bind)?;
+        socket.set_nonblocking(true)?;
+        Ok(Self { client, socket, clock, link: Conditioned::default(), buf: Box::new([0; 2048]) })
+    }
+
+    /// Sends and receives through a conditioned link (each direction with `profile`); held
+    /// datagrams move at the first poll after they are due.
+    pub fn with_conditioner(mut self, profile: LinkProfile, seed: u64) -> Self {
+        self.link = Conditioned::new(profile, seed);
+        self
+    }
+
+    /// The local address.
+    ///
+    /// # Errors
+    /// From the socket.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// One frame: takes every datagram waiting (and any held ones now due), runs the
+    /// client's timers, and sends `input` (when connected). Returns how many new snapshots
+    /// arrived.
+    pub fn poll(&mut self, input: &[u8]) -> usize {
+        let Self { client, socket, clock, link, buf } = self;
+        let mut snapshots = 0;
+        link.release(
+            |to, bytes| {
+                let _ = socket.send_to(bytes, to);
+            },
+            |from, bytes| snapshots += usize::from(client.receive(clock(), from, bytes).is_some()),
+        );
+        // Bounded: a flood cannot hold the caller's loop.
+        for _ in 0..256 {
+            let Ok((n, from)) = socket.recv_from(&mut buf[..]) else { break };
+            if let Fate::Now = link.inbound(from, &buf[..n]) {
+                snapshots += usize::from(client.receive(clock(), from, &mut buf[..n]).is_some());
+            }
+        }
+        let now = clock();
+        let mut tx = Tx { socket, link };
+        client.update(now, &mut tx);
+        client.send_input(now, input, &mut tx);
+        snapshots
+    }
+
+    /// Disconnects, telling the server (straight, not through the conditioner).
+    pub fn disconnect(&mut self) {
+        let now = (self.clock)();
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        self.client.disconnect(now, &mut wire);
+        for (to, bytes) in wire {
+            let _ = self.socket.send_to(&bytes, to);
+        }
+    }
+}
