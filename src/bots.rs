@@ -198,9 +198,9 @@ struct Bot {
 }
 
 impl Bot {
-    /// Mints its token and binds its socket; a bot that cannot start reports as never
-    /// connected.
-    fn start(cfg: &SwarmConfig, index: usize, schema: &Arc<Schema>) -> Result<Self, BotReport> {
+    /// Mints its token and binds its socket; `None` if it cannot (it reports as never
+    /// connected).
+    fn start(cfg: &SwarmConfig, index: usize, schema: &Arc<Schema>) -> Option<Self> {
         let params = TokenParams {
             protocol_id: cfg.protocol_id,
             client_id: cfg.first_client_id + index as u64,
@@ -210,13 +210,13 @@ impl Bot {
             server_addresses: vec![cfg.server],
             user_data: [0; crate::protocol::netcode::USER_DATA_BYTES],
         };
-        let token = ConnectToken::generate(&params, &cfg.private_key).map_err(|_| BotReport::default())?;
+        let token = ConnectToken::generate(&params, &cfg.private_key).ok()?;
         let client = GameClient::new(token, schema.clone(), unix_now());
-        let mut client = PolledClient::bind(client, cfg.bind, unix_now).map_err(|_| BotReport::default())?;
+        let mut client = PolledClient::bind(client, cfg.bind, unix_now).ok()?;
         if let Some(link) = cfg.link {
             client = client.with_conditioner(link, 0x9e37_79b9 ^ (index as u64).wrapping_mul(0x2545_f491));
         }
-        Ok(Self {
+        Some(Self {
             client,
             report: BotReport::default(),
             started: Instant::now(),
@@ -326,8 +326,8 @@ async fn drive(
             }
             waiting.next();
             match Bot::start(&cfg, i, &schema) {
-                Ok(bot) => live.push((i, bot)),
-                Err(report) => reports.push((i, report)),
+                Some(bot) => live.push((i, bot)),
+                None => reports.push((i, BotReport::default())),
             }
         }
         // This slice: every SLICES-th live bot, so each bot is polled once a frame.
