@@ -130,6 +130,10 @@ struct ServerArgs {
     /// soon as it is encoded).
     #[arg(long, env = "VOLLEY_SEND_BATCH", default_value_t = 32)]
     send_batch: usize,
+    /// Kernel receive and send buffer of the server's socket, bytes (capped by the kernel's
+    /// net.core.rmem_max / wmem_max).
+    #[arg(long, env = "VOLLEY_SOCKET_BUFFER", default_value_t = 4 << 20)]
+    socket_buffer: usize,
     /// Write one line of figures per second to this CSV file (for `volley plot`).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
@@ -236,6 +240,7 @@ struct FileConfig {
     admin: Option<String>,
     stall_after: Option<f64>,
     send_batch: Option<usize>,
+    socket_buffer: Option<usize>,
 }
 
 /// Fills every setting that neither a flag nor the environment gave from the config file.
@@ -285,6 +290,9 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     if let Some(v) = f.send_batch.filter(|_| unset("send_batch")) {
         a.send_batch = v;
     }
+    if let Some(v) = f.socket_buffer.filter(|_| unset("socket_buffer")) {
+        a.socket_buffer = v;
+    }
     Ok(())
 }
 
@@ -313,6 +321,7 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
         return Err(format!("--send-batch must be between 1 and {}", volley::transport::batch::BATCH));
     }
     c.send_batch = a.send_batch;
+    c.socket_buffer_bytes = a.socket_buffer;
     c.admin_addr = match a.admin.as_str() {
         "off" | "" => None,
         addr => {
