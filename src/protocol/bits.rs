@@ -143,6 +143,26 @@ impl<'a> BitReader<'a> {
         (self.buf.len() - self.pos) * 8 + self.scratch_bits as usize
     }
 
+    /// Moves input bytes into the scratch word until it holds more than 56 bits or the input
+    /// ends: four at a time while there is room for them, then one at a time.
+    #[inline]
+    fn refill(&mut self) {
+        if self.scratch_bits <= 32
+            && let Some(chunk) = self.buf.get(self.pos..self.pos + 4)
+        {
+            let w = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]);
+            self.scratch |= u64::from(w) << self.scratch_bits;
+            self.scratch_bits += 32;
+            self.pos += 4;
+        }
+        while self.scratch_bits <= 56 {
+            let Some(&b) = self.buf.get(self.pos) else { break };
+            self.scratch |= u64::from(b) << self.scratch_bits;
+            self.scratch_bits += 8;
+            self.pos += 1;
+        }
+    }
+
     /// Reads `bits` bits (0 to 32).
     ///
     /// # Errors
@@ -150,11 +170,11 @@ impl<'a> BitReader<'a> {
     #[inline]
     pub fn read(&mut self, bits: u32) -> Result<u32, BitError> {
         debug_assert!(bits <= 32);
-        while self.scratch_bits < bits {
-            let b = *self.buf.get(self.pos).ok_or(BitError)?;
-            self.scratch |= u64::from(b) << self.scratch_bits;
-            self.scratch_bits += 8;
-            self.pos += 1;
+        if self.scratch_bits < bits {
+            self.refill();
+            if self.scratch_bits < bits {
+                return Err(BitError);
+            }
         }
         let v = (self.scratch & ((1u64 << bits) - 1)) as u32;
         self.scratch >>= bits;
@@ -198,13 +218,29 @@ impl<'a> BitReader<'a> {
     /// Past the end of the input, or a code for a value beyond `u32`.
     #[inline]
     pub fn read_golomb(&mut self, k: u32) -> Result<u32, BitError> {
-        let mut prefix = 0u32;
-        while !self.read_bool()? {
-            prefix += 1;
-            if prefix + k > 32 {
+        if self.scratch_bits <= 32 {
+            self.refill();
+        }
+        // The zeros of the prefix, all at once when the terminating one is in the scratch
+        // word (bits above `scratch_bits` are always zero).
+        let zeros = self.scratch.trailing_zeros();
+        let prefix = if zeros < self.scratch_bits {
+            if zeros + k > 32 {
                 return Err(BitError);
             }
-        }
+            self.scratch >>= zeros + 1;
+            self.scratch_bits -= zeros + 1;
+            zeros
+        } else {
+            let mut prefix = 0u32;
+            while !self.read_bool()? {
+                prefix += 1;
+                if prefix + k > 32 {
+                    return Err(BitError);
+                }
+            }
+            prefix
+        };
         let rest = prefix + k;
         let low = u64::from(self.read(rest)?);
         let v = (1u64 << rest | low) - (1u64 << k);
@@ -287,8 +323,64 @@ mod tests {
         }
 
         #[test]
+        fn reads_of_arbitrary_bytes_match_a_bit_at_a_time_model(
+            // Half the bytes zero: long Exp-Golomb prefixes, and their limit, come up often.
+            bytes in proptest::collection::vec(prop_oneof![Just(0u8), any::<u8>()], 0..48),
+            steps in proptest::collection::vec((any::<bool>(), 0u32..=32), 1..40),
+        ) {
+            let mut r = BitReader::new(&bytes);
+            let mut m = Model { bytes: &bytes, bit: 0 };
+            for (golomb, n) in steps {
+                let (got, want) = if golomb {
+                    (r.read_golomb(n % 9), m.golomb(n % 9))
+                } else {
+                    (r.read(n), m.read(n))
+                };
+                prop_assert_eq!(got, want);
+                if want.is_err() {
+                    break;
+                }
+                prop_assert_eq!(r.bits_left(), bytes.len() * 8 - m.bit);
+            }
+        }
+
+        #[test]
         fn zigzag_round_trips(v in any::<i32>()) {
             prop_assert_eq!(unzigzag(zigzag(v)), v);
+        }
+    }
+
+    /// The plainest reader: one bit at a time, least significant first.
+    struct Model<'a> {
+        bytes: &'a [u8],
+        bit: usize,
+    }
+
+    impl Model<'_> {
+        fn bit(&mut self) -> Result<u32, BitError> {
+            let b = self.bytes.get(self.bit / 8).ok_or(BitError)?;
+            let v = u32::from(b >> (self.bit % 8) & 1);
+            self.bit += 1;
+            Ok(v)
+        }
+
+        fn read(&mut self, n: u32) -> Result<u32, BitError> {
+            if self.bit + n as usize > self.bytes.len() * 8 {
+                return Err(BitError);
+            }
+            (0..n).try_fold(0u32, |acc, i| Ok(acc | self.bit()? << i))
+        }
+
+        fn golomb(&mut self, k: u32) -> Result<u32, BitError> {
+            let mut prefix = 0;
+            while self.bit()? == 0 {
+                prefix += 1;
+                if prefix + k > 32 {
+                    return Err(BitError);
+                }
+            }
+            let low = u64::from(self.read(prefix + k)?);
+            u32::try_from((1u64 << (prefix + k) | low) - (1u64 << k)).map_err(|_| BitError)
         }
     }
 

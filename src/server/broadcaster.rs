@@ -148,8 +148,13 @@ impl Actor for Broadcaster {
                     b.begin_tick(to_wake.len());
                 }
                 for r in to_wake.drain(..) {
-                    // A player actor that stopped is removed by its own post_stop.
-                    let _ = r.cast(PlayerMsg::SnapshotReady);
+                    // A player actor that stopped is removed by its own post_stop; it will
+                    // not answer, so the batcher stops waiting for it.
+                    if r.cast(PlayerMsg::SnapshotReady).is_err()
+                        && let Some(b) = &state.batcher
+                    {
+                        b.done();
+                    }
                 }
                 state.metrics.snapshots_replaced.fetch_add(replaced, Ordering::Relaxed);
             }
