@@ -23,9 +23,9 @@ use crate::protocol::netcode::Transmit;
 use crate::transport::batch;
 
 /// One queued datagram.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Queued {
-    to: Option<SocketAddr>,
+    to: SocketAddr,
     bytes: Vec<u8>,
     /// For the input-to-effect latency: the input's way to the world, and when the tick that
     /// applied it started.
@@ -85,14 +85,15 @@ impl SnapshotBatcher {
         let full = {
             let Ok(mut p) = self.pending.lock() else { return };
             let i = p.used;
-            if i == p.items.len() {
-                p.items.push(Queued::default());
+            match p.items.get_mut(i) {
+                Some(q) => {
+                    q.to = to;
+                    q.bytes.clear();
+                    q.bytes.extend_from_slice(packet);
+                    q.effect = effect;
+                }
+                None => p.items.push(Queued { to, bytes: packet.to_vec(), effect }),
             }
-            let q = &mut p.items[i];
-            q.to = Some(to);
-            q.bytes.clear();
-            q.bytes.extend_from_slice(packet);
-            q.effect = effect;
             p.used += 1;
             if p.used >= self.batch { Some(self.take(&mut p)) } else { None }
         };
@@ -118,10 +119,9 @@ impl SnapshotBatcher {
 
     fn send(&self, mut full: Pending) {
         let items: Vec<(SocketAddr, &[u8])> =
-            full.items[..full.used].iter().filter_map(|q| Some((q.to?, q.bytes.as_slice()))).collect();
+            full.items[..full.used].iter().map(|q| (q.to, q.bytes.as_slice())).collect();
         let out = batch::send_batch(&self.socket, &items);
-        let calls = items.len().div_ceil(batch::BATCH) as u64;
-        self.metrics.send_calls.fetch_add(calls, Ordering::Relaxed);
+        self.metrics.send_calls.fetch_add(out.calls, Ordering::Relaxed);
         self.metrics.record_drop(DatagramDrop::SendFailed, out.dropped);
         let left = Instant::now();
         for q in &full.items[..full.used] {

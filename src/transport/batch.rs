@@ -71,6 +71,8 @@ pub struct SendOutcome {
     pub bytes: u64,
     /// Datagrams it refused (a full send buffer, an unreachable address).
     pub dropped: u64,
+    /// System calls made.
+    pub calls: u64,
 }
 
 /// Sends every datagram in `items` (destination, bytes), [`BATCH`] per system call where the
@@ -80,6 +82,7 @@ pub fn send_batch(socket: &UdpSocket, items: &[(SocketAddr, &[u8])]) -> SendOutc
     let mut rest = items;
     while !rest.is_empty() {
         let chunk = &rest[..rest.len().min(BATCH)];
+        out.calls += 1;
         match socket.try_io(tokio::io::Interest::WRITABLE, || sys::send(socket, chunk)) {
             Ok(n) => {
                 let n = n.clamp(1, chunk.len());
