@@ -365,7 +365,24 @@ impl Relevancy for Nearby {
         };
         // Ring by ring around the player's cell: after ring r, everything within r cells'
         // width is in; stop once that holds MAX_VISIBLE candidates (the nearest are then all
-        // among them), or the grid is exhausted.
+        // among them), or the grid is exhausted. Candidates gather in the thread's buffer, so
+        // that a player's own list stays MAX_VISIBLE long however crowded the arena gets.
+        CANDIDATES.with_borrow_mut(|found| self.nearest(&grid, me, mine, found, out));
+    }
+}
+
+thread_local! {
+    /// The relevancy's candidates on this thread.
+    static CANDIDATES: std::cell::RefCell<Vec<Interest>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Nearby {
+    /// The `MAX_VISIBLE` entities nearest to `me` (and every avatar within the view radius,
+    /// if fewer), into `out`, by index.
+    fn nearest(&self, grid: &Grid, me: Vec2, mine: Option<usize>, found: &mut Vec<Interest>, out: &mut Vec<Interest>) {
+        let out_final = out;
+        let out = found;
+        out.clear();
         let (cx, cy) = Grid::cell_of(me);
         for r in 0..CELLS {
             let (x0, x1) = (cx.saturating_sub(r), (cx + r).min(CELLS - 1));
@@ -396,10 +413,8 @@ impl Relevancy for Nearby {
             out.select_nth_unstable_by(MAX_VISIBLE - 1, |a, b| a.priority.total_cmp(&b.priority));
             out.truncate(MAX_VISIBLE);
         }
-        for x in out.iter_mut() {
-            x.priority = priority(x.priority.sqrt());
-        }
-        out.sort_unstable_by_key(|x| x.index);
+        out_final.extend(out.iter().map(|x| Interest { index: x.index, priority: priority(x.priority.sqrt()) }));
+        out_final.sort_unstable_by_key(|x| x.index);
     }
 }
 

@@ -144,7 +144,8 @@ impl Handshake {
             challenge_key,
             challenge_sequence: 0,
             send_sequence: 0,
-            pending: HashMap::with_capacity(pending_capacity),
+            // Grows with use up to `pending_capacity` (a flood may never come).
+            pending: HashMap::new(),
             pending_capacity,
             history: TokenHistory::new((max_clients * 8).max(4096)),
             last_purge: Duration::ZERO,

@@ -31,8 +31,10 @@ impl<T> SlotTable<T> {
     pub fn new(capacity: usize) -> Self {
         Self {
             entries: (0..capacity).map(|_| None).collect(),
-            by_addr: HashMap::with_capacity(capacity),
-            by_id: HashMap::with_capacity(capacity),
+            // The maps grow as clients arrive: a server sized for thousands that has a few
+            // pays for a few.
+            by_addr: HashMap::new(),
+            by_id: HashMap::new(),
             free: (0..capacity).rev().collect(),
         }
     }

@@ -41,7 +41,9 @@ const FRAGMENT_BYTES: usize = 1024;
 const MAX_RELIABLE_PER_PACKET: usize = 32;
 /// Reliable messages and events in one packet, at most (the receiver parses into a fixed array).
 const MAX_SECTIONS: usize = 64;
-const SENT_PACKETS: usize = 256;
+/// Packets remembered in each direction: two seconds of 60 Hz traffic, far past any ack
+/// that still matters (a packet whose entry is gone counts as lost; its messages are resent).
+const SENT_PACKETS: usize = 128;
 /// Reliable message ids of packets in flight live in one ring shared by all of them, of 8
 /// ids per message of the reliable window (a message is rarely sent more than twice a round
 /// trip), at most enough for every packet of the sent ring full of messages. A packet whose
@@ -144,9 +146,21 @@ pub struct EndpointStats {
     pub duplicates: u64,
 }
 
+thread_local! {
+    /// Packet bodies being built on this thread (shared by its endpoints).
+    static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `now` in microseconds, modulo 2^32.
+fn micros(now: Duration) -> u32 {
+    now.as_micros() as u32
+}
+
 #[derive(Debug, Clone, Copy)]
 struct SentPacket {
-    time: Duration,
+    /// When it was sent, in microseconds modulo 2^32 (an RTT sample is a wrapping
+    /// difference; a packet unacknowledged for 71 minutes is long gone from the ring).
+    time_us: u32,
     acked: bool,
     /// Where its reliable message ids start in `reliable_ids` (a running count).
     reliable_first: u32,
@@ -277,7 +291,7 @@ impl Endpoint {
             inbox: VecDeque::new(),
             events_out: VecDeque::new(),
             events_in: VecDeque::new(),
-            scratch: Vec::with_capacity(config.max_packet_bytes * 2),
+            scratch: Vec::new(),
         }
     }
 
@@ -407,7 +421,9 @@ impl Endpoint {
     /// Never; a state blob that does not fit is left out and the packet still goes.
     pub fn build_packet(&mut self, now: Duration, state: Option<&[u8]>, out: &mut [u8]) -> usize {
         let limit = self.config.max_packet_bytes.min(out.len());
-        let mut body = std::mem::take(&mut self.scratch);
+        // The body is assembled in the thread's buffer (the endpoint's own is only for
+        // decompressed packets received, which may be handed back borrowed).
+        let mut body = BODY.with_borrow_mut(std::mem::take);
         body.clear();
         let seq = self.local_seq;
         self.local_seq = seq.wrapping_add(1);
@@ -421,7 +437,8 @@ impl Endpoint {
             put_varint(&mut body, s.len());
             body.extend_from_slice(s);
         }
-        let mut sent = SentPacket { time: now, acked: false, reliable_first: self.reliable_written, reliable_len: 0 };
+        let mut sent =
+            SentPacket { time_us: micros(now), acked: false, reliable_first: self.reliable_written, reliable_len: 0 };
         let timeout = self.link.resend_timeout();
         let oldest = self.send_queue.front().map(|m| m.id);
         for m in self.send_queue.iter_mut() {
@@ -497,7 +514,7 @@ impl Endpoint {
                 out[..len].copy_from_slice(&body);
             }
         }
-        self.scratch = body;
+        BODY.with_borrow_mut(|b| *b = body);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         len
@@ -615,7 +632,7 @@ impl Endpoint {
             }
             p.acked = true;
             let p = *p;
-            self.link.rtt_sample(now.saturating_sub(p.time));
+            self.link.rtt_sample(Duration::from_micros(u64::from(micros(now).wrapping_sub(p.time_us))));
             self.link.delivery(true);
             let len = u32::from(p.reliable_len);
             let ring = self.reliable_ids.len();

@@ -22,7 +22,7 @@ pub mod sender;
 pub mod world;
 
 pub use receiver::SnapshotReceiver;
-pub use schema::{EntityId, KindId, KindSchema, Replicate, Schema, SchemaError};
+pub use schema::{EntityId, KindId, KindSchema, MAX_KINDS, Replicate, Schema, SchemaError};
 pub use sender::{EncodeStats, Interest, SenderConfig, SnapshotSender};
 pub use world::{EntityRef, SnapshotBuilder, WorldError, WorldSnapshot};
 

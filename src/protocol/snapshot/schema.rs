@@ -9,6 +9,9 @@ pub type EntityId = u32;
 /// An index into the [`Schema`]'s kinds.
 pub type KindId = u16;
 
+/// Kinds a schema may hold (kind ids use 15 bits; the sender keeps a flag in the 16th).
+pub const MAX_KINDS: usize = 1 << 15;
+
 /// A type whose values replicate as quantized fields. Implement it with [`replicated!`].
 ///
 /// [`replicated!`]: crate::replicated
@@ -98,8 +101,8 @@ pub enum SchemaError {
     /// The type is registered already.
     #[error("kind {0} is registered twice")]
     Duplicate(&'static str),
-    /// More than 65 535 kinds.
-    #[error("too many kinds")]
+    /// More than [`MAX_KINDS`] kinds.
+    #[error("too many kinds (at most 32 768)")]
     TooMany,
     /// The kind has no fields, or more than 64 words.
     #[error("kind {0} must have 1 to 64 words")]
@@ -125,7 +128,10 @@ impl Schema {
         if kind.words == 0 || kind.words > 64 {
             return Err(SchemaError::BadSize(T::NAME));
         }
-        let id = KindId::try_from(self.kinds.len()).map_err(|_| SchemaError::TooMany)?;
+        let id = KindId::try_from(self.kinds.len())
+            .ok()
+            .filter(|id| usize::from(*id) < MAX_KINDS)
+            .ok_or(SchemaError::TooMany)?;
         self.kinds.push(kind);
         self.names.push(type_id);
         Ok(id)

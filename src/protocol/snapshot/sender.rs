@@ -68,24 +68,35 @@ pub struct EncodeStats {
     pub deferred: u32,
 }
 
-/// One entity as this client knows it after a given snapshot.
+/// One entity as this client knows it after a given snapshot: 16 bytes, since a player's
+/// history holds one per visible entity per snapshot in flight.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     id: EntityId,
     /// Index into `sources[src]`.
     index: u32,
-    /// Priority accumulated while waiting.
-    accum: f32,
-    src: u16,
-    kind: KindId,
     /// The tick its state last changed, as of its source snapshot.
     changed: u32,
-    /// False for an entity that is visible but not yet sent (a deferred creation).
-    present: bool,
+    src: u16,
+    /// The kind, with [`ABSENT`] set for an entity that is visible but not yet sent (a
+    /// deferred creation). Kinds are below 2^15 (see [`super::schema::MAX_KINDS`]).
+    kind_flags: u16,
 }
 
-/// `src` of an entry whose deletion was sent: removed before the view is stored.
-const TOMBSTONE: u16 = u16::MAX;
+/// Flag of [`Entry::kind_flags`]: the client does not have this entity yet.
+const ABSENT: u16 = 0x8000;
+
+impl Entry {
+    #[inline]
+    fn kind(&self) -> KindId {
+        self.kind_flags & !ABSENT
+    }
+
+    #[inline]
+    fn present(&self) -> bool {
+        self.kind_flags & ABSENT == 0
+    }
+}
 
 /// The client's view after a snapshot: shared world snapshots plus, per entity, which one
 /// holds its state. Entities sent this tick point at this tick's world; deferred ones keep
@@ -97,6 +108,9 @@ struct SentView {
     acked: bool,
     sources: Vec<Arc<WorldSnapshot>>,
     entries: Vec<Entry>,
+    /// Entities that changed but were not sent, with the priority they accumulated, by id
+    /// (usually none).
+    waiting: Vec<(EntityId, f32)>,
 }
 
 impl SentView {
@@ -137,8 +151,6 @@ pub struct SnapshotSender {
     cursor: usize,
     acked: Option<u32>,
     last_tick: Option<u32>,
-    records: Vec<Record>,
-    order: Vec<u32>,
     predict: bool,
     max_age: u32,
     scratch: Scratch,
@@ -148,7 +160,7 @@ pub struct SnapshotSender {
 
 /// Released views' buffers kept for reuse: enough for acks that arrive in bursts, few enough
 /// that a burst of loss leaves no lasting memory behind.
-const SPARE_VIEWS: usize = 4;
+const SPARE_VIEWS: usize = 2;
 
 /// Per-packet working memory, sized once for the schema (encoding allocates nothing).
 #[derive(Debug, Default)]
@@ -162,11 +174,12 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
-    fn new(schema: &Schema) -> Self {
+    /// Histograms only for a sender that predicts (the only one that picks its orders).
+    fn new(schema: &Schema, predict: bool) -> Self {
         let kinds = schema.len();
         let words = |k: usize| schema.kind(k as KindId).map_or(0, |k| k.words().min(codec::MAX_ORDER_WORDS));
         Self {
-            hist: (0..kinds).map(|k| vec![[0; codec::BUCKETS]; words(k)]).collect(),
+            hist: if predict { (0..kinds).map(|k| vec![[0; codec::BUCKETS]; words(k)]).collect() } else { Vec::new() },
             orders: vec![([0; codec::MAX_ORDER_WORDS], false); kinds],
             predicted: Vec::new(),
         }
@@ -177,15 +190,13 @@ impl SnapshotSender {
     /// A sender with nothing sent yet.
     pub fn new(schema: Arc<Schema>, config: SenderConfig) -> Self {
         let history = config.history.max(2);
-        let scratch = Scratch::new(&schema);
+        let scratch = Scratch::new(&schema, config.predict);
         Self {
             schema,
             ring: (0..history).map(|_| SentView::default()).collect(),
             cursor: 0,
             acked: None,
             last_tick: None,
-            records: Vec::new(),
-            order: Vec::new(),
             predict: config.predict,
             max_age: config.max_baseline_age,
             scratch,
@@ -220,6 +231,7 @@ impl SnapshotSender {
             v.tick = None;
             v.sources.clear();
             v.entries.clear();
+            v.waiting = Vec::new();
             if self.spare.len() < SPARE_VIEWS {
                 self.spare.push(std::mem::take(&mut v.entries));
             } else {
@@ -278,17 +290,27 @@ impl SnapshotSender {
         if view.entries.capacity() == 0 {
             view.entries = self.spare.pop().unwrap_or_default();
         }
+        // Room for the visible set and a few deletions the budget defers; a buffer that
+        // once grew far past that is given back rather than kept for the player's lifetime.
+        let want = interest.len() + 4;
+        if view.entries.capacity() > want + want / 2 {
+            view.entries = Vec::new();
+        }
+        view.entries.clear();
+        view.entries.reserve_exact(want);
         view.tick = None;
         view.acked = false;
-        view.entries.clear();
+        view.waiting.clear();
         view.sources.clear();
         view.sources.push(world.clone());
         let base = base_slot.map(|s| &self.ring[s]);
         let reference = if self.predict { base_slot.and_then(|b| self.reference_slot(b, tick)) } else { None };
         let reference = reference.map(|(s, num, den)| Reference { view: &self.ring[s], num, den });
 
-        self.records.clear();
-        merge(&mut self.records, &mut view, base, world, interest);
+        // The per-encode working lists live in the thread, not in every player's sender.
+        let (mut records, mut order) = WORK.with_borrow_mut(|w| (std::mem::take(&mut w.0), std::mem::take(&mut w.1)));
+        records.clear();
+        merge(&mut records, &mut view, base, world, interest);
 
         let kind_bits = kind_bits(&self.schema);
         let has_base = base.is_some();
@@ -298,58 +320,40 @@ impl SnapshotSender {
         let write_records = |records: &[Record], scratch: &mut Scratch, out: &mut [u8]| {
             write(schema, records, base, reference, world, tick, base_tick, kind_bits, scratch, predict, out)
         };
-        let mut written = write_records(&self.records, &mut self.scratch, out);
+        let mut written = write_records(&records, &mut self.scratch, out);
         if written.is_err() {
             // Over budget: size every record, pick by priority, and retry until it fits.
             // Gap cost is estimated against the previous record, sent or not; the write pass
             // corrects any miss.
             let mut prev_id = 0u32;
-            for r in &mut self.records {
+            for r in &mut records {
                 r.bits = body_bits(&self.schema, r, base, world, has_base, kind_bits)
                     + codec::golomb_len(r.id.saturating_sub(prev_id), 1);
                 prev_id = r.id.saturating_add(1);
             }
-            select(&mut self.records, &mut self.order, out.len() as u32 * 8);
+            select(&mut records, &mut order, out.len() as u32 * 8);
             loop {
-                written = write_records(&self.records, &mut self.scratch, out);
-                if written.is_ok() || !drop_lowest(&mut self.records) {
+                written = write_records(&records, &mut self.scratch, out);
+                if written.is_ok() || !drop_lowest(&mut records) {
                     break;
                 }
             }
         }
-        let bytes = written?;
+        let stats = match written {
+            Ok(bytes) => Some(settle(
+                &records,
+                &mut view,
+                base,
+                EncodeStats { bytes, baseline: base_tick, ..Default::default() },
+            )),
+            Err(_) => None,
+        };
+        WORK.with_borrow_mut(|w| {
+            w.0 = records;
+            w.1 = order;
+        });
+        let Some(stats) = stats else { return Err(SnapshotError::OverBudget) };
 
-        // The view was written as if every record went out; undo that for those that wait.
-        let mut stats = EncodeStats { bytes, baseline: base_tick, ..EncodeStats::default() };
-        let mut tombstones = false;
-        for r in &self.records {
-            let slot = &mut view.entries[r.pos as usize];
-            match (r.op, r.selected) {
-                (Op::Changed, true) => stats.changed += 1,
-                (Op::Created, true) => stats.created += 1,
-                (Op::Destroyed, true) => {
-                    stats.destroyed += 1;
-                    slot.src = TOMBSTONE;
-                    tombstones = true;
-                }
-                (Op::Destroyed, false) => stats.deferred += 1,
-                (Op::Changed | Op::Created, false) => {
-                    stats.deferred += 1;
-                    *slot = match r.base.filter(|e| e.present).zip(base) {
-                        // The client keeps what it had (for a replacement: the old entity).
-                        Some((e, b)) => Entry {
-                            accum: r.priority,
-                            src: source_of(&mut view.sources, &b.sources[e.src as usize]),
-                            ..e
-                        },
-                        None => Entry { accum: r.priority, present: false, ..*slot },
-                    };
-                }
-            }
-        }
-        if tombstones {
-            view.entries.retain(|e| e.src != TOMBSTONE);
-        }
         view.tick = Some(tick);
         self.ring[self.cursor] = view;
         self.cursor = (self.cursor + 1) % self.ring.len();
@@ -362,11 +366,50 @@ impl SnapshotSender {
     pub fn client_view(&self, tick: u32) -> Option<WorldSnapshot> {
         let v = self.ring.iter().find(|v| v.tick == Some(tick))?;
         let mut out = WorldSnapshot::new(tick);
-        for e in v.entries.iter().filter(|e| e.present) {
-            out.push_raw(e.id, e.kind, v.words(e));
+        for e in v.entries.iter().filter(|e| e.present()) {
+            out.push_raw(e.id, e.kind(), v.words(e));
         }
         Some(out)
     }
+}
+
+/// The view was built as if every record went out: undoes that for the records that wait
+/// (the client keeps what it had, and their priority accumulates), and counts what was sent.
+fn settle(records: &[Record], view: &mut SentView, base: Option<&SentView>, mut stats: EncodeStats) -> EncodeStats {
+    // Deletions were left out of the view; one that waits goes back in, shifting the rest.
+    let mut shift = 0usize;
+    for r in records {
+        let at = r.pos as usize + shift;
+        match (r.op, r.selected) {
+            (Op::Changed, true) => stats.changed += 1,
+            (Op::Created, true) => stats.created += 1,
+            (Op::Destroyed, true) => stats.destroyed += 1,
+            (Op::Destroyed, false) => {
+                stats.deferred += 1;
+                if let Some((e, b)) = r.base.zip(base) {
+                    let src = source_of(&mut view.sources, &b.sources[usize::from(e.src)]);
+                    view.entries.insert(at.min(view.entries.len()), Entry { src, ..e });
+                    shift += 1;
+                }
+            }
+            (Op::Changed | Op::Created, false) => {
+                stats.deferred += 1;
+                view.waiting.push((r.id, r.priority));
+                let Some(slot) = view.entries.get(at).copied() else { continue };
+                view.entries[at] = match r.base.filter(Entry::present).zip(base) {
+                    // The client keeps what it had (for a replacement: the old entity).
+                    Some((e, b)) => Entry { src: source_of(&mut view.sources, &b.sources[usize::from(e.src)]), ..e },
+                    None => Entry { kind_flags: slot.kind_flags | ABSENT, ..slot },
+                };
+            }
+        }
+    }
+    stats
+}
+
+thread_local! {
+    /// The records and the priority order of the encode running on this thread.
+    static WORK: std::cell::RefCell<(Vec<Record>, Vec<u32>)> = const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
 }
 
 fn source_of(sources: &mut Vec<Arc<WorldSnapshot>>, s: &Arc<WorldSnapshot>) -> u16 {
@@ -378,7 +421,8 @@ fn source_of(sources: &mut Vec<Arc<WorldSnapshot>>, s: &Arc<WorldSnapshot>) -> u
 }
 
 /// Walks the baseline view and this tick's visible entities in id order, writing the new
-/// view's entries (as if everything is sent) and a record for each entity that needs bits.
+/// view's entries (as if everything is sent: deletions leave no entry) and a record for each
+/// entity that needs bits.
 fn merge(
     records: &mut Vec<Record>,
     view: &mut SentView,
@@ -386,19 +430,12 @@ fn merge(
     world: &WorldSnapshot,
     interest: &[Interest],
 ) {
-    let empty: &[Entry] = &[];
-    let entries = base.map_or(empty, |b| &b.entries);
-    let ids = world.ids();
-    let (mut i, mut j) = (0, 0);
-    let fresh = |id, x: &Interest| Entry {
-        id,
-        index: x.index,
-        accum: 0.0,
-        src: 0,
-        kind: world.kind_at(x.index as usize),
-        changed: world.changed_at(x.index as usize),
-        present: true,
+    let (entries, waiting): (&[Entry], &[(EntityId, f32)]) = match base {
+        Some(b) => (&b.entries, &b.waiting),
+        None => (&[], &[]),
     };
+    let ids = world.ids();
+    let (mut i, mut j, mut w) = (0, 0, 0);
     loop {
         let e = entries.get(i);
         let v = interest.get(j).and_then(|x| Some((*ids.get(x.index as usize)?, x)));
@@ -414,28 +451,26 @@ fn merge(
             // Gone from view: the client must delete it (unless it never had it).
             let e = entries[i];
             i += 1;
-            if !e.present {
-                continue;
+            if e.present() {
+                records.push(Record {
+                    id: e.id,
+                    op: Op::Destroyed,
+                    world_index: 0,
+                    pos,
+                    base: Some(e),
+                    priority: f32::INFINITY,
+                    bits: 0,
+                    selected: true,
+                });
             }
-            let b = base.expect("entries come from a baseline");
-            let src = source_of(&mut view.sources, &b.sources[e.src as usize]);
-            view.entries.push(Entry { src, accum: 0.0, ..e });
-            records.push(Record {
-                id: e.id,
-                op: Op::Destroyed,
-                world_index: 0,
-                pos,
-                base: Some(e),
-                priority: f32::INFINITY,
-                bits: 0,
-                selected: true,
-            });
             continue;
         }
         let Some((id, x)) = v else { break };
         j += 1;
-        let entry = fresh(id, x);
-        view.entries.push(entry);
+        let index = x.index as usize;
+        let kind = world.kind_at(index);
+        let changed = world.changed_at(index);
+        view.entries.push(Entry { id, index: x.index, changed, src: 0, kind_flags: kind });
         if !same {
             records.push(Record {
                 id,
@@ -451,16 +486,21 @@ fn merge(
         }
         let e = entries[i];
         i += 1;
-        let b = base.expect("entries come from a baseline");
-        let op = if !e.present || e.kind != entry.kind {
+        let op = if e.kind_flags != kind {
+            // Never sent (absent), or replaced by an entity of another kind.
             Op::Created
-        } else if e.changed == entry.changed || codec::words_eq(b.words(&e), world.words_at(x.index as usize)) {
+        } else if e.changed == changed || base.is_some_and(|b| codec::words_eq(b.words(&e), world.words_at(index))) {
             // Same last-change tick: unchanged without looking at the words.
             continue;
         } else {
             Op::Changed
         };
-        let priority = e.accum + x.priority;
+        // Priority it accumulated while waiting, if it did.
+        while waiting.get(w).is_some_and(|(wid, _)| *wid < id) {
+            w += 1;
+        }
+        let accum = waiting.get(w).filter(|(wid, _)| *wid == id).map_or(0.0, |(_, a)| *a);
+        let priority = accum + x.priority;
         records.push(Record { id, op, world_index: x.index, pos, base: Some(e), priority, bits: 0, selected: true });
     }
 }
@@ -485,7 +525,7 @@ fn body_bits(
             c.0 += kind_bits;
         }
         Op::Changed => {
-            if let Some((e, b, k)) = r.base.zip(base).and_then(|(e, b)| Some((e, b, schema.kind(e.kind)?))) {
+            if let Some((e, b, k)) = r.base.zip(base).and_then(|(e, b)| Some((e, b, schema.kind(e.kind())?))) {
                 codec::write_delta(k, b.words(&e), world.words_at(r.world_index as usize), &k.orders, &mut c);
             }
         }
@@ -540,7 +580,7 @@ fn older_of<'a>(
     while entries.get(*pos).is_some_and(|x| x.id < id) {
         *pos += 1;
     }
-    let x = entries.get(*pos).filter(|x| x.id == id && x.present && x.kind == kind)?;
+    let x = entries.get(*pos).filter(|x| x.id == id && x.kind_flags == kind)?;
     (words <= codec::MAX_PREDICTED_WORDS).then(|| (rf.view.words(x), rf.num, rf.den))
 }
 
@@ -609,9 +649,9 @@ fn write(
     let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
     for r in sent().filter(|r| r.op == Op::Changed).take(if adapt { usize::MAX } else { 0 }) {
         let Some((e, b)) = r.base.zip(base) else { continue };
-        let Some(k) = schema.kind(e.kind) else { continue };
+        let Some(k) = schema.kind(e.kind()) else { continue };
         let cur = world.words_at(r.world_index as usize);
-        let older = older_of(reference, &mut pre_pos, r.id, e.kind, k.words());
+        let older = older_of(reference, &mut pre_pos, r.id, e.kind(), k.words());
         let mut reference_words = b.words(&e);
         if let Some((older, num, den)) = older {
             let pred = &mut pred[..k.words()];
@@ -625,7 +665,7 @@ fn write(
                 reference_words = pred;
             }
         }
-        if let Some(h) = scratch.hist.get_mut(usize::from(e.kind)).filter(|h| h.len() == k.words()) {
+        if let Some(h) = scratch.hist.get_mut(usize::from(e.kind())).filter(|h| h.len() == k.words()) {
             codec::residual_histogram(k, reference_words, cur, h);
         }
     }
@@ -677,7 +717,7 @@ fn write(
             }
             Op::Changed => {
                 let (e, b) = r.base.zip(base).ok_or(SnapshotError::Malformed)?;
-                let custom = matches!(scratch.orders.get(usize::from(e.kind)), Some((_, true)));
+                let custom = matches!(scratch.orders.get(usize::from(e.kind())), Some((_, true)));
                 if let Some(src) = b.sources.get(e.src as usize).filter(|_| reference.is_none() && !custom) {
                     // The default orders against a baseline: the same bits for every player
                     // whose baseline holds this entity in the same snapshot, shared through
@@ -687,7 +727,7 @@ fn write(
                     if let cache::Lookup::Hit(bits, len) = lookup {
                         cache::write_bits(&mut w, bits, len);
                     } else {
-                        let k = schema.kind(e.kind).ok_or(SnapshotError::UnknownKind)?;
+                        let k = schema.kind(e.kind()).ok_or(SnapshotError::UnknownKind)?;
                         let (from, to) = (src.words_at(e.index as usize), world.words_at(index));
                         let mut cap = cache::Capture::default();
                         if lookup == cache::Lookup::Miss {
@@ -705,13 +745,13 @@ fn write(
                     }
                     continue;
                 }
-                let k = schema.kind(e.kind).ok_or(SnapshotError::UnknownKind)?;
+                let k = schema.kind(e.kind()).ok_or(SnapshotError::UnknownKind)?;
                 let cur = world.words_at(r.world_index as usize);
-                let orders = match scratch.orders.get(usize::from(e.kind)) {
+                let orders = match scratch.orders.get(usize::from(e.kind())) {
                     Some((o, true)) => &o[..k.words()],
                     _ => &k.orders[..],
                 };
-                match older_of(reference, &mut ref_pos, r.id, e.kind, k.words()) {
+                match older_of(reference, &mut ref_pos, r.id, e.kind(), k.words()) {
                     Some((older, num, den)) => {
                         // The receiver can predict this entity too: one bit says whether it
                         // does (the first pass chose whichever codes shorter).
