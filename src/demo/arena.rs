@@ -131,6 +131,9 @@ pub struct Arena {
     rng: u64,
     kills: u32,
     feed: Vec<ArenaEvent>,
+    /// Living players by grid cell, rebuilt each tick: a shot is tested against the players
+    /// in its cell and the eight around it, not against everyone.
+    hit_cells: Vec<Vec<PlayerId>>,
 }
 
 /// The arena's schema (clients register the same).
@@ -232,6 +235,12 @@ impl World for Arena {
         }
         let mut gone = Vec::new();
         let mut kills = Vec::new();
+        self.hit_cells.resize_with(CELLS * CELLS, Vec::new);
+        self.hit_cells.iter_mut().for_each(Vec::clear);
+        for (id, p) in self.players.iter().filter(|(_, p)| p.avatar.alive) {
+            let (x, y) = Grid::cell_of(p.avatar.position);
+            self.hit_cells[y * CELLS + x].push(*id);
+        }
         for (sid, s) in &mut self.shots {
             s.position += s.velocity * dt;
             s.life -= dt;
@@ -239,10 +248,26 @@ impl World for Arena {
                 gone.push(*sid);
                 continue;
             }
-            for (pid, p) in &mut self.players {
-                if *pid == s.owner || !p.avatar.alive || p.avatar.position.distance(s.position) > HIT_RADIUS {
-                    continue;
+            // The lowest id within reach is hit (cells are wider than the hit radius, so
+            // the 3 × 3 cells around the shot hold everyone within reach).
+            let (cx, cy) = Grid::cell_of(s.position);
+            let mut victim: Option<PlayerId> = None;
+            for y in cy.saturating_sub(1)..=(cy + 1).min(CELLS - 1) {
+                for x in cx.saturating_sub(1)..=(cx + 1).min(CELLS - 1) {
+                    for pid in &self.hit_cells[y * CELLS + x] {
+                        let Some(p) = self.players.get(pid) else { continue };
+                        if *pid == s.owner
+                            || !p.avatar.alive
+                            || p.avatar.position.distance(s.position) > HIT_RADIUS
+                            || victim.is_some_and(|v| v < *pid)
+                        {
+                            continue;
+                        }
+                        victim = Some(*pid);
+                    }
                 }
+            }
+            if let Some((pid, p)) = victim.and_then(|v| self.players.get_mut(&v).map(|p| (v, p))) {
                 gone.push(*sid);
                 p.avatar.health = p.avatar.health.saturating_sub(25);
                 if p.avatar.health == 0 {
@@ -250,10 +275,9 @@ impl World for Arena {
                     p.avatar.deaths = (p.avatar.deaths + 1).min(4095);
                     p.respawn_in = RESPAWN;
                     kills.push(s.owner);
-                    self.feed.push(ArenaEvent::Kill { seq: self.kills, killer: s.owner, victim: *pid });
+                    self.feed.push(ArenaEvent::Kill { seq: self.kills, killer: s.owner, victim: pid });
                     self.kills += 1;
                 }
-                break;
             }
         }
         for sid in gone {
@@ -297,8 +321,9 @@ pub struct Nearby {
     positions: std::sync::Mutex<Option<(u32, Positions)>>,
 }
 
-/// Side of a grid cell, metres.
-const CELL: f32 = 10.0;
+/// Side of a grid cell, metres: small enough that, in a crowd, the rings that hold the 64
+/// nearest hold few more (the candidates are what the search costs).
+const CELL: f32 = 5.0;
 /// Cells per side (the arena, plus a margin for anything outside it).
 const CELLS: usize = (2.0 * HALF_SIZE / CELL) as usize + 2;
 
@@ -404,8 +429,9 @@ impl Nearby {
                 }
             }
             let covered = r as f32 * CELL;
-            let within = out.iter().filter(|x| x.priority <= covered * covered).count();
-            if within >= MAX_VISIBLE || (x0 == 0 && y0 == 0 && x1 == CELLS - 1 && y1 == CELLS - 1) {
+            let enough = out.len() >= MAX_VISIBLE
+                && out.iter().filter(|x| x.priority <= covered * covered).count() >= MAX_VISIBLE;
+            if enough || (x0 == 0 && y0 == 0 && x1 == CELLS - 1 && y1 == CELLS - 1) {
                 break;
             }
         }
@@ -422,6 +448,33 @@ impl Nearby {
 mod relevancy_tests {
     use super::*;
     use crate::protocol::snapshot::SnapshotBuilder;
+
+    /// Shots hit across grid cells, the lowest id within reach first, and score a kill.
+    #[test]
+    fn shots_hit_the_lowest_id_within_reach_across_cells() {
+        let mut arena = Arena::new();
+        for id in [1, 2, 3] {
+            arena.join(id);
+        }
+        // 1 fires along +x; its shots' first step ends at x = -0.5, in the grid cell left of
+        // x = 0, within reach of 2 and 3, which stand right of it.
+        for (id, at) in [(1, Vec2::new(-2.0, 0.0)), (2, Vec2::new(0.15, 0.0)), (3, Vec2::new(0.1, 0.3))] {
+            arena.players.get_mut(&id).unwrap().avatar.position = at;
+        }
+        assert_ne!(Grid::cell_of(Vec2::new(-0.5, 0.0)), Grid::cell_of(Vec2::new(0.15, 0.0)));
+        arena.players.get_mut(&1).unwrap().input = ArenaInput { fire: true, ..ArenaInput::default() };
+        arena.tick(0, Duration::from_secs_f64(1.0 / 60.0));
+        assert_eq!(arena.players[&2].avatar.health, 75, "hit on the shot's first step, from the next cell");
+        let mut ticks = 1;
+        while arena.players[&2].avatar.alive && ticks < 240 {
+            arena.tick(ticks, Duration::from_secs_f64(1.0 / 60.0));
+            ticks += 1;
+        }
+        assert!(!arena.players[&2].avatar.alive, "four hits kill");
+        assert_eq!(arena.players[&3].avatar.health, 100, "the lower id is hit first");
+        assert_eq!(arena.players[&1].avatar.score, 1);
+        assert!(matches!(arena.feed[..], [ArenaEvent::Kill { killer: 1, victim: 2, .. }]));
+    }
 
     /// The grid search picks the same entities as scoring every entity would.
     #[test]

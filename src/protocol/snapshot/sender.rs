@@ -435,6 +435,7 @@ fn merge(
         None => (&[], &[]),
     };
     let ids = world.ids();
+    let tracked = world.tracks_changes();
     let (mut i, mut j, mut w) = (0, 0, 0);
     loop {
         let e = entries.get(i);
@@ -489,8 +490,13 @@ fn merge(
         let op = if e.kind_flags != kind {
             // Never sent (absent), or replaced by an entity of another kind.
             Op::Created
-        } else if e.changed == changed || base.is_some_and(|b| codec::words_eq(b.words(&e), world.words_at(index))) {
-            // Same last-change tick: unchanged without looking at the words.
+        } else if e.changed == changed
+            || (!tracked && base.is_some_and(|b| codec::words_eq(b.words(&e), world.words_at(index))))
+        {
+            // Same last-change tick: unchanged, without looking at the words. Where the world
+            // tracks changes, a different tick means it changed since (should it have come
+            // back to the very same state, its delta costs the field mask and no more); where
+            // it does not, the words decide.
             continue;
         } else {
             Op::Changed

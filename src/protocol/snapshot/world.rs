@@ -17,6 +17,8 @@ pub struct WorldSnapshot {
     words: Vec<u32>,
     /// Per entity, the tick its words last changed (see [`SnapshotBuilder::finish_after`]).
     changed: Vec<u32>,
+    /// `changed` was worked out against the previous snapshot (else it is just this tick).
+    tracked: bool,
     /// This content's cache key as a baseline, assigned on first use (0: not yet); any change
     /// of content clears it.
     serial: AtomicU64,
@@ -33,6 +35,7 @@ impl Clone for WorldSnapshot {
             offsets: self.offsets.clone(),
             words: self.words.clone(),
             changed: self.changed.clone(),
+            tracked: self.tracked,
             serial: AtomicU64::new(0),
             cache: self.fresh_cache(),
         }
@@ -166,6 +169,13 @@ impl WorldSnapshot {
         self.kinds.get(index).copied().unwrap_or(0)
     }
 
+    /// Whether [`Self::changed_at`] tells when each entity last changed (the snapshot was
+    /// finished after the previous one); else it is just this tick.
+    #[inline]
+    pub(crate) fn tracks_changes(&self) -> bool {
+        self.tracked
+    }
+
     /// The tick at which the entity at `index` last changed (or this snapshot's tick, when
     /// built without a previous snapshot).
     pub(crate) fn changed_at(&self, index: usize) -> u32 {
@@ -197,6 +207,7 @@ impl WorldSnapshot {
         self.offsets.clear();
         self.words.clear();
         self.changed.clear();
+        self.tracked = false;
     }
 
     /// Appends an entity; ids must be pushed in ascending order (callers check).
@@ -298,6 +309,7 @@ impl<'s> SnapshotBuilder<'s> {
             }
         }
         out.cache = DeltaCache::with_len(out.len());
+        out.tracked = previous.is_some();
         Ok(out)
     }
 }
