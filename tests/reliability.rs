@@ -280,6 +280,44 @@ fn compressible_packets_are_compressed_and_still_read() {
     assert!(sim.a.stats().compression_saved_bytes > 500);
 }
 
+/// After a long run of packets lz4 cannot shrink (bit-packed snapshots) the endpoint tries it
+/// only now and then, yet compressible packets are compressed again within a pause, and every
+/// packet still reads back.
+#[test]
+fn lz4_backs_off_on_incompressible_packets_and_comes_back() {
+    let mut a = Endpoint::new(EndpointConfig::default());
+    let mut b = Endpoint::new(EndpointConfig::default());
+    let mut out = [0u8; 1200];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut t = 0u64;
+    let mut send = |a: &mut Endpoint, b: &mut Endpoint, state: &[u8]| {
+        t += 1;
+        let now = Duration::from_millis(16 * t);
+        let n = a.build_packet(now, Some(state), &mut out);
+        assert_eq!(b.receive(now, &out[..n]).unwrap(), Some(state), "packet {t} reads back");
+    };
+    for _ in 0..200 {
+        let noise: Vec<u8> = (0..300)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed as u8
+            })
+            .collect();
+        send(&mut a, &mut b, &noise);
+    }
+    let before = a.stats().compressed_packets;
+    assert!(before <= 2, "noise rarely shrinks: {before}");
+    let text = "the quick brown fox jumps over the lazy dog. ".repeat(6);
+    for _ in 0..40 {
+        send(&mut a, &mut b, text.as_bytes());
+    }
+    // At most a pause of 32 passes uncompressed; every packet after it shrinks.
+    let after = a.stats().compressed_packets - before;
+    assert!(after >= 40 - 33, "{after} compressed");
+}
+
 proptest! {
     #[test]
     fn garbage_packets_are_errors_not_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1300), frame in 0u8..3) {

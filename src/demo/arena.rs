@@ -428,7 +428,14 @@ impl Nearby {
                     }
                 }
             }
-            let covered = r as f32 * CELL;
+            // Everything nearer than the searched square's nearest outer edge is in (a side
+            // at the grid's border has nothing beyond it: positions outside are clamped in).
+            let side = |lo: usize, hi: usize, v: f32| {
+                let below = if lo == 0 { f32::INFINITY } else { v - ((lo - 1) as f32 * CELL - HALF_SIZE) };
+                let above = if hi == CELLS - 1 { f32::INFINITY } else { (hi as f32 * CELL - HALF_SIZE) - v };
+                below.min(above)
+            };
+            let covered = side(x0, x1, me.x).min(side(y0, y1, me.y));
             let enough = out.len() >= MAX_VISIBLE
                 && out.iter().filter(|x| x.priority <= covered * covered).count() >= MAX_VISIBLE;
             if enough || (x0 == 0 && y0 == 0 && x1 == CELLS - 1 && y1 == CELLS - 1) {

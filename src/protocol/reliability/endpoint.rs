@@ -147,6 +147,9 @@ pub struct EndpointStats {
 }
 
 thread_local! {
+    /// lz4's hash table on this thread (shared by its endpoints).
+    static LZ4_TABLE: std::cell::RefCell<lz4_flex::block::CompressTable> =
+        std::cell::RefCell::new(lz4_flex::block::CompressTable::small());
     /// Packet bodies being built on this thread (shared by its endpoints).
     static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -212,7 +215,15 @@ pub struct Endpoint {
     events_out: VecDeque<Bytes>,
     events_in: VecDeque<Bytes>,
     scratch: Vec<u8>,
+    /// Packets to send before trying lz4 again, and the next such pause: after each packet
+    /// lz4 could not shrink the pause doubles (up to [`LZ4_MAX_PAUSE`]); one it shrinks
+    /// resets it. A stream of bit-packed snapshots then costs a compression attempt in 32
+    /// packets, not every one.
+    lz4_pause: (u8, u8),
 }
+
+/// The longest pause between lz4 attempts, in packets.
+const LZ4_MAX_PAUSE: u8 = 32;
 
 fn put_varint(out: &mut Vec<u8>, mut v: usize) {
     while v >= 0x80 {
@@ -292,6 +303,7 @@ impl Endpoint {
             events_out: VecDeque::new(),
             events_in: VecDeque::new(),
             scratch: Vec::new(),
+            lz4_pause: (0, 0),
         }
     }
 
@@ -499,19 +511,28 @@ impl Endpoint {
 
         let mut len = body.len();
         out[..len].copy_from_slice(&body);
-        if self.config.compress && len > 64 {
+        let try_lz4 = self.config.compress && len > 64 && self.lz4_pause.0 == 0;
+        if self.config.compress && len > 64 && !try_lz4 {
+            self.lz4_pause.0 -= 1;
+        }
+        if try_lz4 {
             // lz4 only when it wins; bit-packed snapshots rarely shrink, text-like messages do.
+            // The hash table is the thread's (lz4_flex would allocate 16 KiB a call).
             out[0] = FRAME_LZ4;
-            if let Ok(n) = lz4_flex::block::compress_into(&body[1..], &mut out[1..limit]) {
-                if n + 1 < len {
+            let compressed = LZ4_TABLE
+                .with_borrow_mut(|t| lz4_flex::block::compress_into_with_table(&body[1..], &mut out[1..limit], t));
+            match compressed {
+                Ok(n) if n + 1 < len => {
                     self.stats.compressed_packets += 1;
                     self.stats.compression_saved_bytes += (len - n - 1) as u64;
                     len = n + 1;
-                } else {
-                    out[..len].copy_from_slice(&body);
+                    self.lz4_pause = (0, 0);
                 }
-            } else {
-                out[..len].copy_from_slice(&body);
+                _ => {
+                    out[..len].copy_from_slice(&body);
+                    let next = (self.lz4_pause.1.max(1) * 2).min(LZ4_MAX_PAUSE);
+                    self.lz4_pause = (self.lz4_pause.1, next);
+                }
             }
         }
         BODY.with_borrow_mut(|b| *b = body);
