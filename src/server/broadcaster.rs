@@ -1,7 +1,7 @@
 //! The broadcaster actor: hands each tick's shared snapshot to every player actor.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -31,6 +31,77 @@ pub type SnapshotSlot = Arc<PlayerInbox>;
 
 /// World messages that may wait in one player actor's mailbox.
 pub const MAX_PENDING_MESSAGES: usize = 1024;
+
+/// Wakes a tick's player actors a few at a time: each one that finishes its snapshot wakes
+/// the next. The runtime's queues then never hold more than about `window` snapshot
+/// wake-ups, so a player actor woken by an input datagram runs after those few, not after
+/// every player's snapshot of the tick: inputs and acks do not queue behind the fan-out.
+/// The work is the same and the cores stay busy (the window is a few per core).
+///
+/// Each tick starts a new generation of `window` chains; a chain of an older generation
+/// ends with the player that holds it. So a player actor that dies holding a wake-up costs
+/// its chain only until the next tick, and chains never pile up when ticks overlap.
+#[derive(Debug)]
+pub struct FanOut {
+    pending: Mutex<VecDeque<ActorRef<PlayerMsg>>>,
+    window: usize,
+    generation: AtomicU32,
+    batcher: Option<Arc<SnapshotBatcher>>,
+}
+
+/// Wake-ups in flight per core of the runtime.
+pub const FAN_OUT_PER_CORE: usize = 4;
+
+impl FanOut {
+    /// A relay that keeps `window` player actors woken at once (at least one); the batcher,
+    /// if any, is told of a player actor that could not be woken.
+    pub fn new(window: usize, batcher: Option<Arc<SnapshotBatcher>>) -> Self {
+        Self { pending: Mutex::new(VecDeque::new()), window: window.max(1), generation: AtomicU32::new(0), batcher }
+    }
+
+    /// A window of [`FAN_OUT_PER_CORE`] for each core this machine has.
+    pub fn per_core(batcher: Option<Arc<SnapshotBatcher>>) -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+        Self::new(FAN_OUT_PER_CORE * cores, batcher)
+    }
+
+    /// Queues this tick's wake-ups behind any the last tick left, and starts the window.
+    fn start(&self, players: &mut Vec<ActorRef<PlayerMsg>>) {
+        if let Ok(mut q) = self.pending.lock() {
+            q.extend(players.drain(..));
+        }
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        for _ in 0..self.window {
+            if !self.wake_next(generation) {
+                break;
+            }
+        }
+    }
+
+    /// A player actor woken with `generation` has sent its snapshot: it passes the wake-up
+    /// on, if its chain is still current.
+    pub fn finished(&self, generation: u32) {
+        if generation == self.generation.load(Ordering::Acquire) {
+            self.wake_next(generation);
+        }
+    }
+
+    /// Wakes the next queued player actor; false when none is left.
+    fn wake_next(&self, generation: u32) -> bool {
+        loop {
+            let next = self.pending.lock().ok().and_then(|mut q| q.pop_front());
+            let Some(r) = next else { return false };
+            if r.cast(PlayerMsg::SnapshotReady(generation)).is_ok() {
+                return true;
+            }
+            // A player actor that stopped is removed by its own post_stop; it will not
+            // answer, so the batcher stops waiting for it.
+            if let Some(b) = &self.batcher {
+                b.done();
+            }
+        }
+    }
+}
 
 /// Messages to the broadcaster.
 #[derive(Debug)]
@@ -66,6 +137,8 @@ pub struct BroadcastArgs {
     /// Where the player actors leave their snapshot datagrams (told how many were woken
     /// each tick); `None` in tests without a socket.
     pub batcher: Option<Arc<SnapshotBatcher>>,
+    /// Wakes the player actors (shared with them: each wakes the next).
+    pub fanout: Arc<FanOut>,
 }
 
 /// The broadcaster's state: the players and the server's figures.
@@ -74,6 +147,7 @@ pub struct BroadcastState {
     players: BTreeMap<PlayerId, (ActorRef<PlayerMsg>, SnapshotSlot)>,
     metrics: Arc<ServerMetrics>,
     batcher: Option<Arc<SnapshotBatcher>>,
+    fanout: Arc<FanOut>,
     /// This tick's player actors to wake (reused tick after tick).
     to_wake: Vec<ActorRef<PlayerMsg>>,
 }
@@ -92,6 +166,7 @@ impl Actor for Broadcaster {
             players: BTreeMap::new(),
             metrics: args.metrics,
             batcher: args.batcher,
+            fanout: args.fanout,
             to_wake: Vec::new(),
         })
     }
@@ -147,15 +222,7 @@ impl Actor for Broadcaster {
                 if let Some(b) = &state.batcher {
                     b.begin_tick(to_wake.len());
                 }
-                for r in to_wake.drain(..) {
-                    // A player actor that stopped is removed by its own post_stop; it will
-                    // not answer, so the batcher stops waiting for it.
-                    if r.cast(PlayerMsg::SnapshotReady).is_err()
-                        && let Some(b) = &state.batcher
-                    {
-                        b.done();
-                    }
-                }
+                state.fanout.start(to_wake);
                 state.metrics.snapshots_replaced.fetch_add(replaced, Ordering::Relaxed);
             }
         }
@@ -211,6 +278,67 @@ mod tests {
         }
     }
 
+    /// Counts its snapshot wake-ups and remembers their generation; passes nothing on
+    /// (the test does, to step the relay by hand).
+    struct Counted(Arc<AtomicUsize>, Arc<AtomicU32>);
+
+    impl Actor for Counted {
+        type Msg = PlayerMsg;
+        type State = ();
+        type Arguments = ();
+
+        async fn pre_start(&self, _: ActorRef<PlayerMsg>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+
+        async fn handle(&self, _: ActorRef<PlayerMsg>, msg: PlayerMsg, _: &mut ()) -> Result<(), ActorProcessingErr> {
+            if let PlayerMsg::SnapshotReady(g) = msg {
+                self.1.store(g, Ordering::Relaxed);
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn the_fan_out_keeps_its_window_and_a_new_tick_ends_old_chains() {
+        let woken = Arc::new(AtomicUsize::new(0));
+        let generation = Arc::new(AtomicU32::new(0));
+        let mut players = Vec::new();
+        for _ in 0..10 {
+            let (r, _) = Actor::spawn(None, Counted(woken.clone(), generation.clone()), ()).await.unwrap();
+            players.push(r);
+        }
+        let fanout = FanOut::new(2, None);
+        let mut tick = players.clone();
+        fanout.start(&mut tick);
+        settle(|| woken.load(Ordering::Relaxed) >= 2).await;
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(woken.load(Ordering::Relaxed), 2, "only the window is woken at first");
+        let g1 = generation.load(Ordering::Relaxed);
+        fanout.finished(g1);
+        settle(|| woken.load(Ordering::Relaxed) >= 3).await;
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(woken.load(Ordering::Relaxed), 3, "each finished player wakes one more");
+        // A new tick (nobody new to wake): a fresh window of chains, and the old ones end.
+        fanout.start(&mut Vec::new());
+        settle(|| woken.load(Ordering::Relaxed) >= 5).await;
+        fanout.finished(g1);
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(woken.load(Ordering::Relaxed), 5, "an old generation's chain ended");
+        let g2 = generation.load(Ordering::Relaxed);
+        assert_ne!(g1, g2);
+        for _ in 0..10 {
+            fanout.finished(g2);
+        }
+        settle(|| woken.load(Ordering::Relaxed) >= 10).await;
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(woken.load(Ordering::Relaxed), 10, "everyone once, nobody twice");
+        for p in players {
+            p.stop(None);
+        }
+    }
+
     /// Waits until `done`, ten seconds at most.
     async fn settle(done: impl Fn() -> bool) {
         let start = std::time::Instant::now();
@@ -221,10 +349,17 @@ mod tests {
 
     #[tokio::test]
     async fn a_player_actor_that_falls_behind_holds_at_most_the_bound_then_is_disconnected() {
-        let (broadcaster, _) =
-            Actor::spawn(None, Broadcaster, BroadcastArgs { metrics: Arc::new(ServerMetrics::new()), batcher: None })
-                .await
-                .unwrap();
+        let (broadcaster, _) = Actor::spawn(
+            None,
+            Broadcaster,
+            BroadcastArgs {
+                metrics: Arc::new(ServerMetrics::new()),
+                batcher: None,
+                fanout: Arc::new(FanOut::new(4, None)),
+            },
+        )
+        .await
+        .unwrap();
         let release = Arc::new(Notify::new());
         let inbox = SnapshotSlot::default();
         let (events, reliable) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));

@@ -22,7 +22,10 @@
 //!   messages wait for one player actor: beyond that its events are dropped, and a reliable
 //!   message that cannot be queued disconnects it rather than being lost silently.
 //! - **Ack processing never waits for the fan-out.** Each player actor decodes its own acks
-//!   and encodes its own snapshot; the broadcaster only clones an `Arc` per player.
+//!   and encodes its own snapshot; the broadcaster only clones an `Arc` per player. The
+//!   player actors of a tick are woken a few at a time ([`broadcaster::FanOut`]: four per
+//!   core; each that finishes wakes the next), so the runtime's queues never hold a whole
+//!   tick of snapshot work in front of a player actor woken by an input or an ack.
 //! - **Snapshots are newest-wins.** The broadcaster leaves each tick's snapshot in a
 //!   one-place slot per player and wakes the player actor only if the slot was empty: a
 //!   player actor that falls behind skips to the newest tick (counted in
@@ -255,7 +258,9 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let relevancy = world.relevancy();
 
     let batcher = Arc::new(batcher::SnapshotBatcher::new(socket.clone(), metrics.clone(), config.send_batch));
-    let broadcast_args = broadcaster::BroadcastArgs { metrics: metrics.clone(), batcher: Some(batcher.clone()) };
+    let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())));
+    let broadcast_args =
+        broadcaster::BroadcastArgs { metrics: metrics.clone(), batcher: Some(batcher.clone()), fanout: fanout.clone() };
     let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
@@ -282,6 +287,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let socket_args = socket::SocketArgs {
         socket,
         batcher,
+        fanout,
         netcode,
         player_queue: config.player_queue,
         schema,

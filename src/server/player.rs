@@ -13,7 +13,7 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::batcher::{BatchTx, SnapshotBatcher};
-use super::broadcaster::{BroadcastMsg, SnapshotSlot};
+use super::broadcaster::{BroadcastMsg, FanOut, SnapshotSlot};
 use super::metrics::{DatagramDrop, EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
 use super::socket::SocketCtl;
@@ -30,8 +30,8 @@ pub enum PlayerMsg {
     /// A datagram from this player's address (owned: it is decrypted in place).
     Datagram(Vec<u8>, Instant),
     /// The player's snapshot slot holds a new tick's world snapshot and the inputs it
-    /// applied.
-    SnapshotReady,
+    /// applied; the number is the fan-out's generation, passed back when done.
+    SnapshotReady(u32),
     /// Time to check timeouts and send keep-alives.
     Heartbeat,
     /// End the connection, telling the client.
@@ -48,6 +48,8 @@ pub struct PlayerArgs {
     pub socket: Arc<UdpSocket>,
     /// Where snapshot datagrams go to leave in batches.
     pub batcher: Arc<SnapshotBatcher>,
+    /// Wakes the next player actor once this one has sent its snapshot.
+    pub fanout: Arc<FanOut>,
     /// The replicated kinds.
     pub schema: Arc<Schema>,
     /// Who sees what.
@@ -101,6 +103,7 @@ struct Figures {
 struct PlayerShell {
     socket: Arc<UdpSocket>,
     batcher: Arc<SnapshotBatcher>,
+    fanout: Arc<FanOut>,
     world: ActorRef<WorldMsg>,
     inputs: InputQueue,
     broadcaster: ActorRef<BroadcastMsg>,
@@ -222,6 +225,7 @@ impl Actor for PlayerActor {
             client_id: args.connection.client_id(),
             socket: args.socket,
             batcher: args.batcher,
+            fanout: args.fanout,
             world: args.world,
             broadcaster: args.broadcaster,
             inputs: args.inputs,
@@ -275,12 +279,13 @@ impl Actor for PlayerActor {
                     Incoming::Nothing => {}
                 }
             }
-            PlayerMsg::SnapshotReady => {
+            PlayerMsg::SnapshotReady(generation) => {
                 let taken = s.args.slot.snapshot.lock().ok().and_then(|mut slot| slot.take());
                 if let Some((world, applied)) = taken {
                     s.on_snapshot(&world, &applied);
                 }
                 s.args.batcher.done();
+                s.args.fanout.finished(generation);
             }
             PlayerMsg::Message(data, reliable) => {
                 s.args.slot.messages.fetch_sub(1, Ordering::Relaxed);

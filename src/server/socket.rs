@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::batcher::SnapshotBatcher;
-use super::broadcaster::BroadcastMsg;
+use super::broadcaster::{BroadcastMsg, FanOut};
 use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetrics};
 use super::player::{PlayerActor, PlayerArgs, PlayerMsg};
 use super::world::{Relevancy, WorldMsg};
@@ -69,6 +69,8 @@ pub struct SocketArgs {
     pub socket: Arc<UdpSocket>,
     /// Where player actors leave snapshot datagrams to be sent in batches.
     pub batcher: Arc<SnapshotBatcher>,
+    /// The broadcaster's relay of snapshot wake-ups, which player actors continue.
+    pub fanout: Arc<FanOut>,
     /// netcode settings (protocol id, key, public address, slots, rates).
     pub netcode: NetcodeConfig,
     /// Datagrams a player actor may have queued before more are dropped.
@@ -336,6 +338,7 @@ async fn on_datagram(
         connection,
         socket: args.socket.clone(),
         batcher: args.batcher.clone(),
+        fanout: args.fanout.clone(),
         schema: args.schema.clone(),
         relevancy: args.relevancy.clone(),
         world: args.world.clone(),
