@@ -83,6 +83,9 @@ pub struct PlayerState {
     rtt_us: u64,
     reason: DisconnectReason,
     figures: Figures,
+    /// Its reliable queue overflowed and a disconnect is on its way: messages still in the
+    /// mailbox are dropped without another warning each.
+    cut_off: bool,
 }
 
 /// What this player has added to the server-wide sums, and its own totals for `/players`.
@@ -238,7 +241,7 @@ impl Actor for PlayerActor {
         let session =
             PlayerSession::new(args.connection, args.schema, args.relevancy, args.session, args.snapshot_every);
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
-        Ok(PlayerState { args: shell, session, rtt_us: 0, reason: DisconnectReason::Local, figures })
+        Ok(PlayerState { args: shell, session, rtt_us: 0, reason: DisconnectReason::Local, figures, cut_off: false })
     }
 
     async fn handle(
@@ -292,8 +295,12 @@ impl Actor for PlayerActor {
                 // A client that stops acknowledging fills its reliable queue: it is cut off
                 // rather than allowed to grow the server's memory. An event that does not fit
                 // is simply not sent.
+                if s.cut_off {
+                    return Ok(());
+                }
                 if let Some(e) = s.session.queue_message(data, reliable).err().filter(|_| reliable) {
                     tracing::warn!(player = s.session.id(), error = %e, "reliable queue full; disconnecting");
+                    s.cut_off = true;
                     myself.send_message(PlayerMsg::Disconnect)?;
                 }
             }

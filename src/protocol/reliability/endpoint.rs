@@ -660,9 +660,13 @@ impl Endpoint {
             if len == 0 || self.reliable_written.wrapping_sub(p.reliable_first) > ring as u32 {
                 continue; // nothing reliable, or its ids were overwritten: those will be resent
             }
+            // The queue holds consecutive ids from its front: a message's place is its id's
+            // distance from the front's (a linear search here cost O(queue) an id, which
+            // under overload, with hundreds queued, was most of a packet's handling).
+            let front = self.send_queue.front().map_or(0, |m| m.id);
             for k in 0..len {
                 let id = self.reliable_ids[p.reliable_first.wrapping_add(k) as usize % ring];
-                if let Some(m) = self.send_queue.iter_mut().find(|m| m.id == id) {
+                if let Some(m) = self.send_queue.get_mut(usize::from(id.wrapping_sub(front))).filter(|m| m.id == id) {
                     m.acked = true;
                 }
             }
