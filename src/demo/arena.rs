@@ -391,11 +391,9 @@ impl Relevancy for Nearby {
             );
             return;
         };
-        // Ring by ring around the player's cell: after ring r, everything within r cells'
-        // width is in; stop once that holds MAX_VISIBLE candidates (the nearest are then all
-        // among them), or the grid is exhausted. Candidates gather in the thread's buffer, so
-        // that a player's own list stays MAX_VISIBLE long however crowded the arena gets.
-        CANDIDATES.with_borrow_mut(|found| self.nearest(&grid, me, mine, found, out));
+        // Candidates gather in the thread's buffer, so that a player's own list stays
+        // MAX_VISIBLE long however crowded the arena gets.
+        CANDIDATES.with_borrow_mut(|candidates| nearest(&grid, me, mine, candidates, out));
     }
 }
 
@@ -404,54 +402,53 @@ thread_local! {
     static CANDIDATES: std::cell::RefCell<Vec<Interest>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-impl Nearby {
-    /// The `MAX_VISIBLE` entities nearest to `me` (and every avatar within the view radius,
-    /// if fewer), into `out`, by index.
-    fn nearest(&self, grid: &Grid, me: Vec2, mine: Option<usize>, found: &mut Vec<Interest>, out: &mut Vec<Interest>) {
-        let out_final = out;
-        let out = found;
-        out.clear();
-        let (cx, cy) = Grid::cell_of(me);
-        for r in 0..CELLS {
-            let (x0, x1) = (cx.saturating_sub(r), (cx + r).min(CELLS - 1));
-            let (y0, y1) = (cy.saturating_sub(r), (cy + r).min(CELLS - 1));
-            for y in y0..=y1 {
-                for x in x0..=x1 {
-                    if x.abs_diff(cx).max(y.abs_diff(cy)) != r {
-                        continue; // inner rings are done
-                    }
-                    for &i in &grid.cells[y * CELLS + x] {
-                        let (position, is_avatar) = grid.positions[i as usize];
-                        let d2 = if Some(i as usize) == mine { 0.0 } else { me.distance_squared(position) };
-                        if is_avatar || d2 <= VIEW_RADIUS * VIEW_RADIUS {
-                            // The squared distance stands in for the priority until the
-                            // nearest are chosen (priority falls as distance grows).
-                            out.push(Interest { index: i, priority: d2 });
-                        }
+/// The `MAX_VISIBLE` entities nearest to `me` (and every avatar within the view radius, if
+/// fewer), into `out`, by index. Ring by ring around the player's cell, gathering
+/// `candidates` (their priority field holds the squared distance until the end); it stops once
+/// MAX_VISIBLE of them lie nearer than the searched square's nearest outer edge (the nearest
+/// are then all among them), or the grid is exhausted.
+fn nearest(grid: &Grid, me: Vec2, mine: Option<usize>, candidates: &mut Vec<Interest>, out: &mut Vec<Interest>) {
+    candidates.clear();
+    let (cx, cy) = Grid::cell_of(me);
+    for r in 0..CELLS {
+        let (x0, x1) = (cx.saturating_sub(r), (cx + r).min(CELLS - 1));
+        let (y0, y1) = (cy.saturating_sub(r), (cy + r).min(CELLS - 1));
+        for y in y0..=y1 {
+            for x in x0..=x1 {
+                if x.abs_diff(cx).max(y.abs_diff(cy)) != r {
+                    continue; // inner rings are done
+                }
+                for &i in &grid.cells[y * CELLS + x] {
+                    let (position, is_avatar) = grid.positions[i as usize];
+                    let d2 = if Some(i as usize) == mine { 0.0 } else { me.distance_squared(position) };
+                    if is_avatar || d2 <= VIEW_RADIUS * VIEW_RADIUS {
+                        // The squared distance stands in for the priority until the
+                        // nearest are chosen (priority falls as distance grows).
+                        candidates.push(Interest { index: i, priority: d2 });
                     }
                 }
             }
-            // Everything nearer than the searched square's nearest outer edge is in (a side
-            // at the grid's border has nothing beyond it: positions outside are clamped in).
-            let side = |lo: usize, hi: usize, v: f32| {
-                let below = if lo == 0 { f32::INFINITY } else { v - ((lo - 1) as f32 * CELL - HALF_SIZE) };
-                let above = if hi == CELLS - 1 { f32::INFINITY } else { (hi as f32 * CELL - HALF_SIZE) - v };
-                below.min(above)
-            };
-            let covered = side(x0, x1, me.x).min(side(y0, y1, me.y));
-            let enough = out.len() >= MAX_VISIBLE
-                && out.iter().filter(|x| x.priority <= covered * covered).count() >= MAX_VISIBLE;
-            if enough || (x0 == 0 && y0 == 0 && x1 == CELLS - 1 && y1 == CELLS - 1) {
-                break;
-            }
         }
-        if out.len() > MAX_VISIBLE {
-            out.select_nth_unstable_by(MAX_VISIBLE - 1, |a, b| a.priority.total_cmp(&b.priority));
-            out.truncate(MAX_VISIBLE);
+        // Everything nearer than the searched square's nearest outer edge is in (a side
+        // at the grid's border has nothing beyond it: positions outside are clamped in).
+        let side = |lo: usize, hi: usize, v: f32| {
+            let below = if lo == 0 { f32::INFINITY } else { v - ((lo - 1) as f32 * CELL - HALF_SIZE) };
+            let above = if hi == CELLS - 1 { f32::INFINITY } else { (hi as f32 * CELL - HALF_SIZE) - v };
+            below.min(above)
+        };
+        let covered = side(x0, x1, me.x).min(side(y0, y1, me.y));
+        let enough = candidates.len() >= MAX_VISIBLE
+            && candidates.iter().filter(|x| x.priority <= covered * covered).count() >= MAX_VISIBLE;
+        if enough || (x0 == 0 && y0 == 0 && x1 == CELLS - 1 && y1 == CELLS - 1) {
+            break;
         }
-        out_final.extend(out.iter().map(|x| Interest { index: x.index, priority: priority(x.priority) }));
-        out_final.sort_unstable_by_key(|x| x.index);
     }
+    if candidates.len() > MAX_VISIBLE {
+        candidates.select_nth_unstable_by(MAX_VISIBLE - 1, |a, b| a.priority.total_cmp(&b.priority));
+        candidates.truncate(MAX_VISIBLE);
+    }
+    out.extend(candidates.iter().map(|x| Interest { index: x.index, priority: priority(x.priority) }));
+    out.sort_unstable_by_key(|x| x.index);
 }
 
 #[cfg(test)]

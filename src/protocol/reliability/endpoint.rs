@@ -511,11 +511,9 @@ impl Endpoint {
 
         let mut len = body.len();
         out[..len].copy_from_slice(&body);
-        let try_lz4 = self.config.compress && len > 64 && self.lz4_pause.0 == 0;
-        if self.config.compress && len > 64 && !try_lz4 {
+        if self.config.compress && len > 64 && self.lz4_pause.0 > 0 {
             self.lz4_pause.0 -= 1;
-        }
-        if try_lz4 {
+        } else if self.config.compress && len > 64 {
             // lz4 only when it wins; bit-packed snapshots rarely shrink, text-like messages do.
             // The hash table is the thread's (lz4_flex would allocate 16 KiB a call).
             out[0] = FRAME_LZ4;

@@ -586,6 +586,7 @@ fn older_of<'a>(
     while entries.get(*pos).is_some_and(|x| x.id < id) {
         *pos += 1;
     }
+    // `kind` has no ABSENT flag, so this also asks that the client has the entity.
     let x = entries.get(*pos).filter(|x| x.id == id && x.kind_flags == kind)?;
     (words <= codec::MAX_PREDICTED_WORDS).then(|| (rf.view.words(x), rf.num, rf.den))
 }
