@@ -7,6 +7,7 @@ pub mod bits;
 pub mod input;
 pub mod netcode;
 pub mod quant;
+pub mod range;
 pub mod reliability;
 pub mod session;
 pub mod snapshot;

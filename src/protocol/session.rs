@@ -9,8 +9,9 @@ use std::time::Duration;
 
 /// The first byte of a payload that carries a session control message.
 pub const CONTROL_FRAME: u8 = 0xC5;
-/// volley's protocol version; both sides must speak the same.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// volley's protocol version; both sides must speak the same (2: predicted snapshots are
+/// range-coded).
+pub const PROTOCOL_VERSION: u16 = 2;
 const MAGIC: [u8; 4] = *b"VLLY";
 const HELLO_INTERVAL: Duration = Duration::from_millis(100);
 

@@ -6,8 +6,10 @@
 //! code (small moves are cheap) or the raw value (whichever is shorter). Fields declared "at rest" (velocities) spend one bit saying
 //! whether they are all zero, and nothing more when they are.
 
+use super::schema::KindId;
 use super::schema::KindSchema;
 use crate::protocol::bits::{BitError, BitReader, BitWriter, unzigzag, zigzag};
+use crate::protocol::range::{Prob, RangeDecoder, RangeEncoder};
 
 /// Something bits go into: the writer, or a counter for sizing.
 pub(crate) trait Sink {
@@ -91,63 +93,6 @@ fn mask(bits: u32) -> u32 {
 #[inline]
 pub(crate) fn default_order(width: u32) -> u32 {
     (width / 3).saturating_sub(1)
-}
-
-/// The most words a kind may have for per-packet orders.
-pub(crate) const MAX_ORDER_WORDS: usize = 64;
-/// Bits that carry one per-packet order.
-pub(crate) const ORDER_BITS: u32 = 5;
-/// Buckets of a residual histogram: the bit length of the residual, 0 to 32.
-pub(crate) const BUCKETS: usize = 33;
-
-/// Counts, per component, the bit lengths of the residuals a delta of `cur` against `base`
-/// would code (components that move, in fields that changed).
-pub(crate) fn residual_histogram(kind: &KindSchema, base: &[u32], cur: &[u32], hist: &mut [[u32; BUCKETS]]) {
-    if base.len() != cur.len() || cur.len() != kind.widths.len() || hist.len() < cur.len() {
-        return;
-    }
-    for r in &kind.ranges {
-        let (a, b) = (r.start as usize, r.end as usize);
-        if words_eq(&base[a..b], &cur[a..b]) || (r.at_rest && cur[a..b].iter().all(|x| *x == 0)) {
-            continue;
-        }
-        for i in a..b {
-            if base[i] != cur[i] {
-                let z = zigzag(signed_diff(base[i], cur[i], u32::from(kind.widths[i]))) - 1;
-                hist[i][(32 - z.leading_zeros()) as usize] += 1;
-            }
-        }
-    }
-}
-
-/// The order per component that codes a histogram's residuals shortest, into `out`; returns
-/// the bits saved against the kind's default orders (an estimate: each bucket is costed at its
-/// middle value).
-pub(crate) fn best_orders(kind: &KindSchema, hist: &[[u32; BUCKETS]], out: &mut [u8]) -> u32 {
-    let mut saved = 0u32;
-    for (i, (h, width)) in hist.iter().zip(&kind.widths).enumerate().take(out.len()) {
-        let width = u32::from(*width);
-        // The buckets in use, each costed at its middle value.
-        let mut used = [(0u32, 0u32); BUCKETS];
-        let mut n = 0;
-        for (b, count) in h.iter().enumerate().filter(|(_, c)| **c > 0) {
-            let z = if b == 0 { 0 } else { (1u32 << (b - 1)) | ((1u32 << (b - 1)) >> 1) };
-            used[n] = (z, *count);
-            n += 1;
-        }
-        let used = &used[..n];
-        let cost =
-            |k: u32| -> u64 { used.iter().map(|(z, c)| u64::from(*c) * u64::from(golomb_len(*z, k).min(width))).sum() };
-        let default = default_order(width);
-        let base_cost = cost(default);
-        let (best, best_cost) = (0..width.min(1 << ORDER_BITS))
-            .map(|k| (k, cost(k)))
-            .min_by_key(|(_, c)| *c)
-            .unwrap_or((default, base_cost));
-        out[i] = best as u8;
-        saved += u32::try_from(base_cost - best_cost).unwrap_or(u32::MAX);
-    }
-    saved
 }
 
 /// `cur - base` as a signed number of `width` bits (1 to 32).
@@ -363,6 +308,184 @@ pub(crate) fn read_delta(
     Ok(())
 }
 
+/// One component's models: the residual's bit length (a tree over 0 to 63; 0 is "same as
+/// the reference"; for selectors of one or two bits, node 1 is "differs") and the first bit
+/// below the leading one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ComponentModel {
+    class: [Prob; 64],
+    top: Prob,
+}
+
+impl Default for ComponentModel {
+    fn default() -> Self {
+        Self { class: [Prob::EVEN; 64], top: Prob::EVEN }
+    }
+}
+
+/// The models of one kind's deltas in the current packet.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KindModels {
+    epoch: u32,
+    /// Whether an entity is coded against the prediction.
+    pub predicted: Prob,
+    /// Per field: changed, and all zero ("at rest").
+    fields: Vec<[Prob; 2]>,
+    components: Vec<ComponentModel>,
+}
+
+/// Adaptive models for a range-coded packet, per kind, reset at the start of every packet
+/// (lazily: a kind's models are reset when the packet first uses them).
+#[derive(Debug, Default)]
+pub(crate) struct Models {
+    epoch: u32,
+    kinds: Vec<KindModels>,
+}
+
+impl Models {
+    /// Forgets what the previous packet taught.
+    pub fn start_packet(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            for k in &mut self.kinds {
+                k.epoch = 0;
+            }
+            self.epoch = 1;
+        }
+    }
+
+    /// The models of kind `id` (laid out for `kind`) in this packet.
+    pub fn kind(&mut self, id: KindId, kind: &KindSchema) -> &mut KindModels {
+        let i = usize::from(id);
+        if self.kinds.len() <= i {
+            self.kinds.resize_with(i + 1, KindModels::default);
+        }
+        let m = &mut self.kinds[i];
+        if m.epoch != self.epoch {
+            m.epoch = self.epoch;
+            m.predicted = Prob::EVEN;
+            m.fields.clear();
+            m.fields.resize(kind.ranges.len(), [Prob::EVEN; 2]);
+            m.components.clear();
+            m.components.resize(kind.widths.len(), ComponentModel::default());
+        }
+        m
+    }
+}
+
+/// Bits of a residual's length class (0 to 32 fit in six).
+const CLASS_BITS: u32 = 6;
+
+#[inline]
+fn write_component_rc(base: u32, cur: u32, width: u32, m: &mut ComponentModel, e: &mut RangeEncoder) {
+    if width <= 2 {
+        let differs = base != cur;
+        e.bit(&mut m.class[1], differs);
+        if differs {
+            e.direct(cur & mask(width), width);
+        }
+        return;
+    }
+    let r = signed_diff(base, cur, width);
+    let a = r.unsigned_abs();
+    let class = 32 - a.leading_zeros();
+    e.tree(&mut m.class, class, CLASS_BITS);
+    if class > 0 {
+        e.direct(u32::from(r < 0), 1);
+        if class > 1 {
+            let low = a - (1 << (class - 1));
+            e.bit(&mut m.top, low >> (class - 2) & 1 == 1);
+            if class > 2 {
+                e.direct(low & mask(class - 2), class - 2);
+            }
+        }
+    }
+}
+
+#[inline]
+fn read_component_rc(base: u32, width: u32, m: &mut ComponentModel, d: &mut RangeDecoder<'_>) -> Result<u32, BitError> {
+    if width <= 2 {
+        return Ok(if d.bit(&mut m.class[1]) { d.direct(width) & mask(width) } else { base });
+    }
+    let class = d.tree(&mut m.class, CLASS_BITS);
+    if class == 0 {
+        return Ok(base);
+    }
+    if class > width {
+        return Err(BitError);
+    }
+    let negative = d.direct(1) == 1;
+    let mut a = 1u32 << (class - 1);
+    if class > 1 {
+        a |= u32::from(d.bit(&mut m.top)) << (class - 2);
+        if class > 2 {
+            a |= d.direct(class - 2);
+        }
+    }
+    let r = if negative { a.wrapping_neg() } else { a };
+    Ok(base.wrapping_add(r) & mask(width))
+}
+
+/// [`write_delta`] through the range coder with the kind's adaptive models.
+pub(crate) fn write_delta_rc(kind: &KindSchema, base: &[u32], cur: &[u32], m: &mut KindModels, e: &mut RangeEncoder) {
+    let n = kind.widths.len();
+    if base.len() != n || cur.len() != n || m.components.len() != n || m.fields.len() != kind.ranges.len() {
+        return;
+    }
+    let many = kind.ranges.len() > 1;
+    for (f, r) in kind.ranges.iter().enumerate() {
+        let (a, b) = (r.start as usize, r.end as usize);
+        if many {
+            let changed = !words_eq(&base[a..b], &cur[a..b]);
+            e.bit(&mut m.fields[f][0], changed);
+            if !changed {
+                continue;
+            }
+        }
+        if r.at_rest {
+            let rest = cur[a..b].iter().all(|x| *x == 0);
+            e.bit(&mut m.fields[f][1], rest);
+            if rest {
+                continue;
+            }
+        }
+        let comps = base[a..b].iter().zip(&cur[a..b]).zip(&kind.widths[a..b]).zip(&mut m.components[a..b]);
+        for (((bw, cw), width), c) in comps {
+            write_component_rc(*bw, *cw, u32::from(*width), c, e);
+        }
+    }
+}
+
+/// Reads a delta [`write_delta_rc`] wrote against `base` into `out`.
+pub(crate) fn read_delta_rc(
+    kind: &KindSchema,
+    base: &[u32],
+    m: &mut KindModels,
+    d: &mut RangeDecoder<'_>,
+    out: &mut [u32],
+) -> Result<(), BitError> {
+    let n = kind.widths.len();
+    if base.len() != n || out.len() != n || m.components.len() != n || m.fields.len() != kind.ranges.len() {
+        return Err(BitError);
+    }
+    out.copy_from_slice(base);
+    let many = kind.ranges.len() > 1;
+    for (f, r) in kind.ranges.iter().enumerate() {
+        let (a, b) = (r.start as usize, r.end as usize);
+        if many && !d.bit(&mut m.fields[f][0]) {
+            continue;
+        }
+        if r.at_rest && d.bit(&mut m.fields[f][1]) {
+            out[a..b].fill(0);
+            continue;
+        }
+        for ((w, width), c) in out[a..b].iter_mut().zip(&kind.widths[a..b]).zip(&mut m.components[a..b]) {
+            *w = read_component_rc(*w, u32::from(*width), c, d)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,6 +540,20 @@ mod tests {
             prop_assert_eq!(&out, &cur);
             read_delta(&k, &base, &k.orders, &mut r, &mut out).unwrap();
             prop_assert_eq!(&out, &cur);
+
+            // The range-coded form, twice in one packet (the models learn in between).
+            let mut models = Models::default();
+            models.start_packet();
+            let mut e = RangeEncoder::default();
+            write_delta_rc(&k, &base, &cur, models.kind(0, &k), &mut e);
+            write_delta_rc(&k, &cur, &base, models.kind(0, &k), &mut e);
+            let bytes = e.finish();
+            models.start_packet();
+            let mut d = RangeDecoder::new(&bytes);
+            read_delta_rc(&k, &base, models.kind(0, &k), &mut d, &mut out).unwrap();
+            prop_assert_eq!(&out, &cur);
+            read_delta_rc(&k, &cur, models.kind(0, &k), &mut d, &mut out).unwrap();
+            prop_assert_eq!(&out, &base);
         }
 
         #[test]
@@ -438,6 +575,12 @@ mod tests {
             let base = vec![7u32; k.words()];
             let _ = read_full(&k, &mut BitReader::new(&bytes), &mut out);
             let _ = read_delta(&k, &base, &k.orders, &mut BitReader::new(&bytes), &mut out);
+            let mut models = Models::default();
+            models.start_packet();
+            let mut d = RangeDecoder::new(&bytes);
+            for _ in 0..8 {
+                let _ = read_delta_rc(&k, &base, models.kind(0, &k), &mut d, &mut out);
+            }
         }
     }
 

@@ -8,11 +8,15 @@
 //!   byte budget, with a priority accumulator.
 //! - [`receiver`]: per client, the decoder and the ring of snapshots it can be based on.
 //!
-//! Wire format (bits, least significant first): tick (32), has-baseline (1) and
-//! `tick - baseline - 1` (Exp-Golomb k=2), record count (k=4), the gap code's order (2 bits),
-//! then records in id order: id gap (Exp-Golomb of that order), an operation when there is a baseline (`0` changed, `10` created, `11`
-//! destroyed), and for created entities the kind and every field, for changed ones a
-//! per-field change mask and component deltas. Unchanged entities cost nothing.
+//! Wire format (bits, least significant first): tick (32), has-baseline (1), and with a
+//! baseline `tick - baseline - 1` (Exp-Golomb k=2), has-second-reference (1) and its distance
+//! before the baseline (k=2), and range-coded (1); then the record count (k=4), the gap
+//! code's order (2 bits), and records in id order: id gap (Exp-Golomb of that order), an
+//! operation when there is a baseline (`0` changed, `10` created, `11` destroyed), and for
+//! created entities the kind and every field, for changed ones a per-field change mask and
+//! component deltas. Unchanged entities cost nothing. In a range-coded packet (a sender that
+//! predicts) the changed entities' bits (prediction flag, masks, deltas) go to a range-coded
+//! stream after the bit stream instead, its length in the packet's last two bytes.
 
 mod cache;
 mod codec;

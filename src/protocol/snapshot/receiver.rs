@@ -3,10 +3,11 @@
 use std::sync::Arc;
 
 use super::codec;
-use super::schema::{KindId, KindSchema, Schema};
+use super::schema::Schema;
 use super::world::WorldSnapshot;
 use super::{SnapshotError, kind_bits};
 use crate::protocol::bits::BitReader;
+use crate::protocol::range::RangeDecoder;
 
 /// Rebuilds the server's snapshots on the client. Keeps the last `history` snapshots it
 /// decoded, so any of them can serve as the baseline of a later delta.
@@ -16,8 +17,8 @@ pub struct SnapshotReceiver {
     ring: Vec<Option<WorldSnapshot>>,
     spare: WorldSnapshot,
     newest: Option<u32>,
-    /// Per kind: the current packet's Exp-Golomb orders, if it overrides the defaults.
-    orders: Vec<([u8; codec::MAX_ORDER_WORDS], bool)>,
+    /// The range coder's models for predicted packets.
+    models: codec::Models,
 }
 
 impl SnapshotReceiver {
@@ -27,7 +28,7 @@ impl SnapshotReceiver {
             ring: (0..history.max(2)).map(|_| None).collect(),
             spare: WorldSnapshot::default(),
             newest: None,
-            orders: vec![([0; codec::MAX_ORDER_WORDS], false); schema.len()],
+            models: codec::Models::default(),
             schema,
         }
     }
@@ -53,6 +54,7 @@ impl SnapshotReceiver {
     /// Malformed input, an unknown kind, or a baseline this receiver no longer has.
     pub fn decode(&mut self, bytes: &[u8]) -> Result<u32, SnapshotError> {
         let mut r = BitReader::new(bytes);
+        let mut rc_stream = None;
         let tick = r.read(32)?;
         if self.get(tick).is_some() {
             return Ok(tick);
@@ -81,13 +83,29 @@ impl SnapshotReceiver {
             }
             _ => None,
         };
+        // A range-coded second stream follows the bit stream, its length in the last two
+        // bytes: the bit stream is read again from a slice that ends where it does.
+        let mut r = if base_tick.is_some() && r.read_bool()? {
+            let consumed = bytes.len() * 8 - r.bits_left();
+            let split = bytes.len().checked_sub(2).ok_or(SnapshotError::Malformed)?;
+            let m = usize::from(u16::from_le_bytes([bytes[split], bytes[split + 1]]));
+            let bits_end = split.checked_sub(m).ok_or(SnapshotError::Malformed)?;
+            let mut r = BitReader::new(&bytes[..bits_end]);
+            skip(&mut r, consumed)?;
+            rc_stream = Some(&bytes[bits_end..split]);
+            r
+        } else {
+            r
+        };
         let count = r.read_golomb(4)? as usize;
         if count > r.bits_left() {
             return Err(SnapshotError::Malformed);
         }
         let mut out = std::mem::take(&mut self.spare);
         out.reset(tick);
-        let mut orders = std::mem::take(&mut self.orders);
+        let mut models = std::mem::take(&mut self.models);
+        models.start_packet();
+        let mut rc = rc_stream.map(RangeDecoder::new);
         let empty = WorldSnapshot::default();
         let base = match base_tick {
             Some(b) => self.get(b).ok_or(SnapshotError::BaselineMissing),
@@ -101,9 +119,10 @@ impl SnapshotReceiver {
         };
         let result = base.and_then(|base| {
             let reference = reference?;
-            rebuild(&self.schema, &mut orders, base, reference, base_tick.is_some(), count, &mut r, &mut out)
+            let coder = rc.as_mut().map(|d| (d, &mut models));
+            rebuild(&self.schema, base, reference, base_tick.is_some(), count, &mut r, coder, &mut out)
         });
-        self.orders = orders;
+        self.models = models;
         match result {
             Ok(()) => {
                 let slot = tick as usize % n;
@@ -129,45 +148,29 @@ struct Ref<'a> {
     den: u32,
 }
 
-/// The orders a delta of `kind` uses in this packet.
-fn orders_of<'a>(orders: &'a [([u8; codec::MAX_ORDER_WORDS], bool)], kind: KindId, k: &'a KindSchema) -> &'a [u8] {
-    match orders.get(usize::from(kind)) {
-        Some((o, true)) => &o[..k.words()],
-        _ => &k.orders,
+/// Skips `bits` bits.
+fn skip(r: &mut BitReader<'_>, mut bits: usize) -> Result<(), SnapshotError> {
+    while bits > 0 {
+        let n = bits.min(32);
+        r.read(n as u32)?;
+        bits -= n;
     }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
 fn rebuild(
     schema: &Schema,
-    orders: &mut [([u8; codec::MAX_ORDER_WORDS], bool)],
     base: &WorldSnapshot,
     reference: Option<Ref<'_>>,
     has_base: bool,
     count: usize,
     r: &mut BitReader<'_>,
+    mut rc: Option<(&mut RangeDecoder<'_>, &mut codec::Models)>,
     out: &mut WorldSnapshot,
 ) -> Result<(), SnapshotError> {
     let kind_bits = kind_bits(schema);
     let gap_order = r.read(2)?;
-    // The packet's Exp-Golomb orders, where they differ from the kinds' defaults.
-    for o in orders.iter_mut() {
-        o.1 = false;
-    }
-    if r.read_bool()? {
-        for (kind, o) in orders.iter_mut().enumerate() {
-            o.1 = r.read_bool()?;
-            if o.1 {
-                let words = schema.kind(kind as KindId).map_or(0, |k| k.words());
-                if words > codec::MAX_ORDER_WORDS {
-                    return Err(SnapshotError::Malformed);
-                }
-                for w in &mut o.0[..words] {
-                    *w = r.read(codec::ORDER_BITS)? as u8;
-                }
-            }
-        }
-    }
     let mut bi = 0usize; // next baseline entity to copy
     let mut next_id = 0u64;
     let copy_until = |out: &mut WorldSnapshot, bi: &mut usize, id: u64| {
@@ -197,18 +200,22 @@ fn rebuild(
                     let x = rf.world.get(rf.world.find(id)?)?;
                     (x.kind == e.kind && k.words() <= codec::MAX_PREDICTED_WORDS).then_some((x.words, rf.num, rf.den))
                 });
-                match older {
-                    Some((older, num, den)) if r.read_bool()? => {
+                let words = out.push_zeroed(id, e.kind, k.words());
+                match rc.as_mut() {
+                    Some((d, models)) => {
+                        let m = models.kind(e.kind, k);
                         let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
-                        let pred = &mut pred[..k.words()];
-                        codec::predict(k, e.words, older, num, den, pred);
-                        let words = out.push_zeroed(id, e.kind, k.words());
-                        codec::read_delta(k, pred, orders_of(orders, e.kind, k), r, words)?;
+                        let from = match older {
+                            Some((older, num, den)) if d.bit(&mut m.predicted) => {
+                                let pred = &mut pred[..k.words()];
+                                codec::predict(k, e.words, older, num, den, pred);
+                                &*pred
+                            }
+                            _ => e.words,
+                        };
+                        codec::read_delta_rc(k, from, m, d, words)?;
                     }
-                    _ => {
-                        let words = out.push_zeroed(id, e.kind, k.words());
-                        codec::read_delta(k, e.words, orders_of(orders, e.kind, k), r, words)?;
-                    }
+                    None => codec::read_delta(k, e.words, &k.orders, r, words)?,
                 }
                 bi += 1;
             }

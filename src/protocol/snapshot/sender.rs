@@ -8,6 +8,7 @@ use super::schema::{EntityId, KindId, Schema};
 use super::world::WorldSnapshot;
 use super::{SnapshotError, kind_bits};
 use crate::protocol::bits::BitWriter;
+use crate::protocol::range::RangeEncoder;
 
 /// Settings of a [`SnapshotSender`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,9 +18,9 @@ pub struct SenderConfig {
     /// Spend encode time to save bandwidth: predict changed entities by extrapolating from
     /// a second acknowledged snapshot older than the baseline (one bit per changed entity
     /// says whether the prediction or the baseline is the reference, whichever codes
-    /// shorter), and pick each packet's Exp-Golomb orders per component from its residuals.
-    /// Pays off where many things move steadily (physics scenes); costs about twice the
-    /// encode time of changed entities.
+    /// shorter), and code changed entities with the adaptive range coder, whose models learn
+    /// each packet's residuals. Pays off where many things move (physics scenes); costs a
+    /// few times the encode time of changed entities.
     pub predict: bool,
     /// The oldest baseline (or prediction reference) used, in ticks before the snapshot: the
     /// client keeps the snapshots of its last 64 ticks (a ring indexed by tick), so anything
@@ -162,35 +163,23 @@ pub struct SnapshotSender {
 /// that a burst of loss leaves no lasting memory behind.
 const SPARE_VIEWS: usize = 2;
 
-/// Per-packet working memory, sized once for the schema (encoding allocates nothing).
+/// Per-packet working memory.
 #[derive(Debug, Default)]
 pub(crate) struct Scratch {
-    /// Per kind, per word: the bit lengths of this packet's residuals.
-    hist: Vec<Vec<[u32; codec::BUCKETS]>>,
-    /// Per kind: the orders this packet uses, and whether they differ from the defaults.
-    orders: Vec<([u8; codec::MAX_ORDER_WORDS], bool)>,
     /// Per changed record sent, in order: whether it is coded against the prediction.
     predicted: Vec<bool>,
 }
 
-impl Scratch {
-    /// Histograms only for a sender that predicts (the only one that picks its orders).
-    fn new(schema: &Schema, predict: bool) -> Self {
-        let kinds = schema.len();
-        let words = |k: usize| schema.kind(k as KindId).map_or(0, |k| k.words().min(codec::MAX_ORDER_WORDS));
-        Self {
-            hist: if predict { (0..kinds).map(|k| vec![[0; codec::BUCKETS]; words(k)]).collect() } else { Vec::new() },
-            orders: vec![([0; codec::MAX_ORDER_WORDS], false); kinds],
-            predicted: Vec::new(),
-        }
-    }
+thread_local! {
+    /// The range coder's models and output buffer of the predicted encode running on this
+    /// thread (per thread, not per player: they only live for one packet).
+    static RC: std::cell::RefCell<(codec::Models, Vec<u8>)> = std::cell::RefCell::default();
 }
 
 impl SnapshotSender {
     /// A sender with nothing sent yet.
     pub fn new(schema: Arc<Schema>, config: SenderConfig) -> Self {
         let history = config.history.max(2);
-        let scratch = Scratch::new(&schema, config.predict);
         Self {
             schema,
             ring: (0..history).map(|_| SentView::default()).collect(),
@@ -199,7 +188,7 @@ impl SnapshotSender {
             last_tick: None,
             predict: config.predict,
             max_age: config.max_baseline_age,
-            scratch,
+            scratch: Scratch::default(),
             spare: Vec::new(),
         }
     }
@@ -614,7 +603,9 @@ fn write(
     adaptive: bool,
     out: &mut [u8],
 ) -> Result<usize, SnapshotError> {
-    let mut w = BitWriter::new(out);
+    let out_len = out.len();
+    let rc = adaptive && base_tick.is_some();
+    let mut w = BitWriter::new(&mut *out);
     w.write(tick, 32);
     w.write_bool(base_tick.is_some());
     if let Some(bt) = base_tick {
@@ -623,6 +614,9 @@ fn write(
         if let Some(r) = reference {
             w.write_golomb(r.den - 1, 2);
         }
+        // A sender that predicts range-codes its changed entities into a second stream that
+        // follows the bit stream (its length in the last two bytes); one bit says so.
+        w.write_bool(rc);
     }
     let sent = || records.iter().filter(|r| r.selected);
     // The id gaps' Exp-Golomb order is chosen per packet (2 bits): dense runs of ids (a full
@@ -643,65 +637,30 @@ fn write(
     w.write(gap_order, 2);
 
     // With prediction on, a first pass over the changed entities: which reference each is
-    // coded against, and the residuals' lengths, from which the packet picks its Exp-Golomb
-    // orders per component.
+    // coded against (whichever the default Exp-Golomb code sizes shorter).
     scratch.predicted.clear();
-    let adapt = reference.is_some() || adaptive;
-    if adapt {
-        for h in scratch.hist.iter_mut().flatten() {
-            *h = [0; codec::BUCKETS];
-        }
-    }
     let mut pre_pos = 0usize;
     let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
-    for r in sent().filter(|r| r.op == Op::Changed).take(if adapt { usize::MAX } else { 0 }) {
+    for r in sent().filter(|r| r.op == Op::Changed && reference.is_some()) {
         let Some((e, b)) = r.base.zip(base) else { continue };
         let Some(k) = schema.kind(e.kind()) else { continue };
         let cur = world.words_at(r.world_index as usize);
-        let older = older_of(reference, &mut pre_pos, r.id, e.kind(), k.words());
-        let mut reference_words = b.words(&e);
-        if let Some((older, num, den)) = older {
+        if let Some((older, num, den)) = older_of(reference, &mut pre_pos, r.id, e.kind(), k.words()) {
             let pred = &mut pred[..k.words()];
             codec::predict(k, b.words(&e), older, num, den, pred);
             let (mut plain, mut predicted) = (Counter::default(), Counter::default());
             codec::write_delta(k, b.words(&e), cur, &k.orders, &mut plain);
             codec::write_delta(k, pred, cur, &k.orders, &mut predicted);
-            let use_pred = predicted.0 < plain.0;
-            scratch.predicted.push(use_pred);
-            if use_pred {
-                reference_words = pred;
-            }
-        }
-        if let Some(h) = scratch.hist.get_mut(usize::from(e.kind())).filter(|h| h.len() == k.words()) {
-            codec::residual_histogram(k, reference_words, cur, h);
+            scratch.predicted.push(predicted.0 < plain.0);
         }
     }
-    let mut any_custom = false;
-    for (kind, (orders, custom)) in scratch.orders.iter_mut().enumerate() {
-        *custom = false;
-        if !adapt {
-            continue;
-        }
-        let (Some(k), Some(h)) = (schema.kind(kind as KindId), scratch.hist.get(kind)) else { continue };
-        if h.len() != k.words() || h.iter().all(|c| c.iter().all(|n| *n == 0)) {
-            continue;
-        }
-        let saved = codec::best_orders(k, h, &mut orders[..k.words()]);
-        *custom = saved > 1 + codec::ORDER_BITS * k.words() as u32;
-        any_custom |= *custom;
-    }
-    w.write_bool(any_custom);
-    if any_custom {
-        for (kind, (orders, custom)) in scratch.orders.iter().enumerate() {
-            w.write_bool(*custom);
-            let words = schema.kind(kind as KindId).map_or(0, |k| k.words());
-            if *custom {
-                for o in &orders[..words] {
-                    w.write(u32::from(*o), codec::ORDER_BITS);
-                }
-            }
-        }
-    }
+    let (mut models, rc_buf) = if rc {
+        RC.with_borrow_mut(|x| (std::mem::take(&mut x.0), std::mem::take(&mut x.1)))
+    } else {
+        (codec::Models::default(), Vec::new())
+    };
+    models.start_packet();
+    let mut enc = RangeEncoder::new(rc_buf);
     let mut predicted = scratch.predicted.iter();
     let mut ref_pos = 0usize; // walks the reference view's entries in id order
     let mut next_id = 0u32; // the smallest id the next record may have
@@ -724,8 +683,7 @@ fn write(
             }
             Op::Changed => {
                 let (e, b) = r.base.zip(base).ok_or(SnapshotError::Malformed)?;
-                let custom = matches!(scratch.orders.get(usize::from(e.kind())), Some((_, true)));
-                if let Some(src) = b.sources.get(e.src as usize).filter(|_| reference.is_none() && !custom) {
+                if let Some(src) = b.sources.get(e.src as usize).filter(|_| !rc) {
                     // The default orders against a baseline: the same bits for every player
                     // whose baseline holds this entity in the same snapshot, shared through
                     // this tick's world snapshot.
@@ -754,32 +712,41 @@ fn write(
                 }
                 let k = schema.kind(e.kind()).ok_or(SnapshotError::UnknownKind)?;
                 let cur = world.words_at(r.world_index as usize);
-                let orders = match scratch.orders.get(usize::from(e.kind())) {
-                    Some((o, true)) => &o[..k.words()],
-                    _ => &k.orders[..],
-                };
-                match older_of(reference, &mut ref_pos, r.id, e.kind(), k.words()) {
-                    Some((older, num, den)) => {
-                        // The receiver can predict this entity too: one bit says whether it
-                        // does (the first pass chose whichever codes shorter).
-                        let use_pred = predicted.next().copied().unwrap_or(false);
-                        w.write_bool(use_pred);
-                        if use_pred {
-                            let pred = &mut pred[..k.words()];
-                            codec::predict(k, b.words(&e), older, num, den, pred);
-                            codec::write_delta(k, pred, cur, orders, &mut w);
-                        } else {
-                            codec::write_delta(k, b.words(&e), cur, orders, &mut w);
-                        }
+                let m = models.kind(e.kind(), k);
+                let mut reference_words = b.words(&e);
+                if let Some((older, num, den)) = older_of(reference, &mut ref_pos, r.id, e.kind(), k.words()) {
+                    // The receiver can predict this entity too: one bit says whether it
+                    // does (the first pass chose whichever codes shorter).
+                    let use_pred = predicted.next().copied().unwrap_or(false);
+                    enc.bit(&mut m.predicted, use_pred);
+                    if use_pred {
+                        let pred = &mut pred[..k.words()];
+                        codec::predict(k, b.words(&e), older, num, den, pred);
+                        reference_words = pred;
                     }
-                    None => codec::write_delta(k, b.words(&e), cur, orders, &mut w),
                 }
+                codec::write_delta_rc(k, reference_words, cur, m, &mut enc);
             }
             _ => {}
         }
-        if w.overflowed() {
+        if w.overflowed() || (rc && enc.bytes_so_far() > out_len) {
             break;
         }
     }
-    w.finish().map_err(|_| SnapshotError::OverBudget)
+    let bits = w.finish();
+    let stream = if rc { enc.finish() } else { Vec::new() };
+    let result = bits.ok().and_then(|n| {
+        if !rc {
+            return Some(n);
+        }
+        let m = u16::try_from(stream.len()).ok()?;
+        let end = n.checked_add(stream.len())?.checked_add(2).filter(|end| *end <= out.len())?;
+        out[n..end - 2].copy_from_slice(&stream);
+        out[end - 2..end].copy_from_slice(&m.to_le_bytes());
+        Some(end)
+    });
+    if rc {
+        RC.with_borrow_mut(|x| *x = (models, stream));
+    }
+    result.ok_or(SnapshotError::OverBudget)
 }
