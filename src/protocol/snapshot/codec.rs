@@ -340,12 +340,18 @@ pub(crate) struct KindModels {
 pub(crate) struct Models {
     epoch: u32,
     kinds: Vec<KindModels>,
+    /// The records' id gaps.
+    pub gap: ComponentModel,
+    /// The records' operations: not "changed", then "destroyed" (else created).
+    pub op: [Prob; 2],
 }
 
 impl Models {
     /// Forgets what the previous packet taught.
     pub fn start_packet(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
+        self.gap = ComponentModel::default();
+        self.op = [Prob::EVEN; 2];
         if self.epoch == 0 {
             for k in &mut self.kinds {
                 k.epoch = 0;
@@ -424,6 +430,39 @@ fn read_component_rc(base: u32, width: u32, m: &mut ComponentModel, d: &mut Rang
     }
     let r = if negative { a.wrapping_neg() } else { a };
     Ok(base.wrapping_add(r) & mask(width))
+}
+
+/// Codes an unsigned number (an id gap): its bit length through the model's tree, the bit
+/// below the leading one modelled, the rest plain.
+pub(crate) fn write_uint_rc(v: u32, m: &mut ComponentModel, e: &mut RangeEncoder) {
+    let class = 32 - v.leading_zeros();
+    e.tree(&mut m.class, class, CLASS_BITS);
+    if class > 1 {
+        let low = v - (1 << (class - 1));
+        e.bit(&mut m.top, low >> (class - 2) & 1 == 1);
+        if class > 2 {
+            e.direct(low & mask(class - 2), class - 2);
+        }
+    }
+}
+
+/// Reads a number [`write_uint_rc`] wrote.
+pub(crate) fn read_uint_rc(m: &mut ComponentModel, d: &mut RangeDecoder<'_>) -> Result<u32, BitError> {
+    let class = d.tree(&mut m.class, CLASS_BITS);
+    if class == 0 {
+        return Ok(0);
+    }
+    if class > 32 {
+        return Err(BitError);
+    }
+    let mut v = 1u32 << (class - 1);
+    if class > 1 {
+        v |= u32::from(d.bit(&mut m.top)) << (class - 2);
+        if class > 2 {
+            v |= d.direct(class - 2);
+        }
+    }
+    Ok(v)
 }
 
 /// [`write_delta`] through the range coder with the kind's adaptive models.
@@ -554,6 +593,21 @@ mod tests {
             prop_assert_eq!(&out, &cur);
             read_delta_rc(&k, &cur, models.kind(0, &k), &mut d, &mut out).unwrap();
             prop_assert_eq!(&out, &base);
+        }
+
+        #[test]
+        fn numbers_round_trip_through_the_range_coder(vs in proptest::collection::vec(any::<u32>().prop_map(|v| v >> (v % 32)), 0..50)) {
+            let mut m = ComponentModel::default();
+            let mut e = RangeEncoder::default();
+            for v in &vs {
+                write_uint_rc(*v, &mut m, &mut e);
+            }
+            let bytes = e.finish();
+            let mut m = ComponentModel::default();
+            let mut d = RangeDecoder::new(&bytes);
+            for v in &vs {
+                prop_assert_eq!(read_uint_rc(&mut m, &mut d).unwrap(), *v);
+            }
         }
 
         #[test]

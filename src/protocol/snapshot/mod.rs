@@ -15,8 +15,9 @@
 //! operation when there is a baseline (`0` changed, `10` created, `11` destroyed), and for
 //! created entities the kind and every field, for changed ones a per-field change mask and
 //! component deltas. Unchanged entities cost nothing. In a range-coded packet (a sender that
-//! predicts) the changed entities' bits (prediction flag, masks, deltas) go to a range-coded
-//! stream after the bit stream instead, its length in the packet's last two bytes.
+//! predicts) the records' gaps and operations and the changed entities' bits (prediction
+//! flag, masks, deltas) go to a range-coded stream after the bit stream instead, its length in
+//! the packet's last two bytes.
 
 mod cache;
 mod codec;

@@ -98,7 +98,10 @@ impl SnapshotReceiver {
             r
         };
         let count = r.read_golomb(4)? as usize;
-        if count > r.bits_left() {
+        // Every record costs a bit of the bit stream, or (range-coded) at least seven modelled
+        // decisions of at least 0.022 bits each (probabilities stay within 31/2048 of certain).
+        let rc_bits = rc_stream.map_or(0, |s: &[u8]| s.len() * 8 + 64);
+        if count > r.bits_left() + 8 * rc_bits {
             return Err(SnapshotError::Malformed);
         }
         let mut out = std::mem::take(&mut self.spare);
@@ -180,12 +183,24 @@ fn rebuild(
         }
     };
     for _ in 0..count {
-        let id64 = next_id + u64::from(r.read_golomb(gap_order)?);
+        let gap = match rc.as_mut() {
+            Some((d, models)) => codec::read_uint_rc(&mut models.gap, d)?,
+            None => r.read_golomb(gap_order)?,
+        };
+        let id64 = next_id + u64::from(gap);
         let id = u32::try_from(id64).map_err(|_| SnapshotError::Malformed)?;
         next_id = id64 + 1;
         copy_until(out, &mut bi, id64);
         let in_base = base.get(bi).filter(|e| e.id == id);
-        let op = if !has_base || !r.read_bool()? {
+        let op = if let Some((d, models)) = rc.as_mut() {
+            if !d.bit(&mut models.op[0]) {
+                0
+            } else if d.bit(&mut models.op[1]) {
+                2
+            } else {
+                1
+            }
+        } else if !has_base || !r.read_bool()? {
             if has_base { 0 } else { 1 }
         } else if r.read_bool()? {
             2

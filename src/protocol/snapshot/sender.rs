@@ -665,9 +665,20 @@ fn write(
     let mut ref_pos = 0usize; // walks the reference view's entries in id order
     let mut next_id = 0u32; // the smallest id the next record may have
     for r in sent() {
-        w.write_golomb(r.id.saturating_sub(next_id), gap_order);
+        let gap = r.id.saturating_sub(next_id);
         next_id = r.id.saturating_add(1);
-        if base_tick.is_some() {
+        if rc {
+            // Gaps and operations through the range coder too (a run of changed neighbours
+            // costs a fraction of a bit each).
+            codec::write_uint_rc(gap, &mut models.gap, &mut enc);
+            enc.bit(&mut models.op[0], r.op != Op::Changed);
+            if r.op != Op::Changed {
+                enc.bit(&mut models.op[1], r.op == Op::Destroyed);
+            }
+        } else {
+            w.write_golomb(gap, gap_order);
+        }
+        if base_tick.is_some() && !rc {
             match r.op {
                 Op::Changed => w.write(0, 1),
                 Op::Created => w.write(0b01, 2),
