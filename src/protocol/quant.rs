@@ -27,12 +27,16 @@ pub struct FieldSpec {
     pub widths: [u8; 4],
     /// Whether an all-zero value is common enough to cost one bit ("at rest").
     pub at_rest: bool,
+    /// Whether the field is a smallest-three rotation ([`QuatQ`]'s layout: a 2-bit index of
+    /// the dropped component, then three components in ±1/√2): predicted snapshots
+    /// extrapolate it as a rotation, not component by component.
+    pub rotation: bool,
 }
 
 impl FieldSpec {
     /// One component of `bits` bits.
     pub const fn single(bits: u32) -> Self {
-        Self { components: 1, widths: [bits as u8, 0, 0, 0], at_rest: false }
+        Self { components: 1, widths: [bits as u8, 0, 0, 0], at_rest: false, rotation: false }
     }
 
     /// The widths of the components in use.
@@ -228,7 +232,12 @@ impl Vec2Q {
 
 impl Quantizer<Vec2> for Vec2Q {
     fn spec(&self) -> FieldSpec {
-        FieldSpec { components: 2, widths: [self.x.bits as u8, self.y.bits as u8, 0, 0], at_rest: false }
+        FieldSpec {
+            components: 2,
+            widths: [self.x.bits as u8, self.y.bits as u8, 0, 0],
+            at_rest: false,
+            rotation: false,
+        }
     }
     fn quantize(&self, v: &Vec2, out: &mut [u32]) {
         put(out, 0, self.x.q(v.x));
@@ -261,7 +270,12 @@ impl Vec3Q {
     }
 
     fn spec3(&self, at_rest: bool) -> FieldSpec {
-        FieldSpec { components: 3, widths: [self.x.bits as u8, self.y.bits as u8, self.z.bits as u8, 0], at_rest }
+        FieldSpec {
+            components: 3,
+            widths: [self.x.bits as u8, self.y.bits as u8, self.z.bits as u8, 0],
+            at_rest,
+            rotation: false,
+        }
     }
 
     fn q3(&self, v: &Vec3, out: &mut [u32]) {
@@ -350,7 +364,7 @@ impl Default for QuatQ {
 impl Quantizer<Quat> for QuatQ {
     fn spec(&self) -> FieldSpec {
         let b = self.component.bits as u8;
-        FieldSpec { components: 4, widths: [2, b, b, b], at_rest: false }
+        FieldSpec { components: 4, widths: [2, b, b, b], at_rest: false, rotation: true }
     }
     fn quantize(&self, q: &Quat, out: &mut [u32]) {
         let q = if q.is_finite() && q.length_squared() > 0.0 { q.normalize() } else { Quat::IDENTITY };

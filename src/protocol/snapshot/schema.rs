@@ -32,6 +32,8 @@ pub(crate) struct FieldRange {
     pub start: u16,
     pub end: u16,
     pub at_rest: bool,
+    /// A smallest-three rotation (four components: index, then three).
+    pub rotation: bool,
 }
 
 /// One entity kind's layout.
@@ -61,7 +63,8 @@ impl KindSchema {
             let start = words as u16;
             words += f.components as usize;
             widths.extend_from_slice(f.widths());
-            ranges.push(FieldRange { start, end: words as u16, at_rest: f.at_rest });
+            let rotation = f.rotation && f.components == 4 && f.widths[0] == 2;
+            ranges.push(FieldRange { start, end: words as u16, at_rest: f.at_rest, rotation });
         }
         let orders = widths.iter().map(|w| super::codec::default_order(u32::from(*w)) as u8).collect();
         Self { name, fields, offsets, words, ranges, widths, orders }
