@@ -95,14 +95,17 @@ impl RangeEncoder {
         }
     }
 
-    /// Codes the low `n` bits of `v` (most significant first) at even odds, unmodelled.
+    /// Codes the low `n` bits of `v` (most significant first) at even odds, unmodelled, up to
+    /// eight at a time.
     #[inline]
     pub fn direct(&mut self, v: u32, n: u32) {
-        for i in (0..n).rev() {
-            self.range >>= 1;
-            if v >> i & 1 == 1 {
-                self.low += u64::from(self.range);
-            }
+        let mut left = n.min(32);
+        while left > 0 {
+            let k = left.min(8);
+            left -= k;
+            let chunk = (v >> left) & ((1 << k) - 1);
+            self.range >>= k;
+            self.low += u64::from(chunk) * u64::from(self.range);
             while self.range < TOP {
                 self.range <<= 8;
                 self.shift_low();
@@ -221,13 +224,15 @@ impl<'a> RangeDecoder<'a> {
     #[inline]
     pub fn direct(&mut self, n: u32) -> u32 {
         let mut v = 0u32;
-        for _ in 0..n {
-            self.range >>= 1;
-            let bit = self.code >= self.range;
-            if bit {
-                self.code -= self.range;
-            }
-            v = v << 1 | u32::from(bit);
+        let mut left = n.min(32);
+        while left > 0 {
+            let k = left.min(8);
+            left -= k;
+            self.range >>= k;
+            // A valid stream gives a chunk below 2^k; garbage is clamped to it.
+            let chunk = (self.code / self.range).min((1 << k) - 1);
+            self.code -= chunk * self.range;
+            v = v << k | chunk;
             self.normalize();
         }
         v

@@ -147,22 +147,26 @@ fn main() {
     // Encode time: the whole recording, baseline 6 back (divide by the frame count for one
     // frame of 901 cubes).
     let mut c = Criterion::default().sample_size(10).configure_from_args();
-    c.bench_function(&format!("cube_scene/encode_{}_frames_lag6", worlds.len()), |b| {
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut interest = Vec::new();
-        b.iter(|| {
-            let mut sender = SnapshotSender::new(schema.clone(), SenderConfig::default());
-            let mut total = 0;
-            for world in &worlds {
-                if world.tick() > 6 {
-                    sender.ack(world.tick() - 6);
+    for predict in [false, true] {
+        let name = if predict { "encode_{}_frames_lag6_predicted" } else { "encode_{}_frames_lag6" };
+        c.bench_function(&format!("cube_scene/{}", name.replace("{}", &worlds.len().to_string())), |b| {
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut interest = Vec::new();
+            b.iter(|| {
+                let mut sender =
+                    SnapshotSender::new(schema.clone(), SenderConfig { predict, ..SenderConfig::default() });
+                let mut total = 0;
+                for world in &worlds {
+                    if world.tick() > 6 {
+                        sender.ack(world.tick() - 6);
+                    }
+                    Interest::everything(world, &mut interest);
+                    total += sender.encode(world, &interest, &mut buf).expect("fits").bytes;
                 }
-                Interest::everything(world, &mut interest);
-                total += sender.encode(world, &interest, &mut buf).expect("fits").bytes;
-            }
-            black_box(total)
+                black_box(total)
+            });
         });
-    });
+    }
     c.final_summary();
 }
 

@@ -540,6 +540,21 @@ fn read_component_rc(base: u32, width: u32, m: &mut ComponentModel, d: &mut Rang
     Ok(base.wrapping_add(r) & mask(width))
 }
 
+/// A quick size of the residuals of `cur` against `base` (the sum of their bit lengths, a
+/// selector that differs counts 2): which of two references a range-coded delta prefers.
+pub(crate) fn residual_size(kind: &KindSchema, base: &[u32], cur: &[u32]) -> u32 {
+    let mut size = 0;
+    for ((b, c), width) in base.iter().zip(cur).zip(&kind.widths) {
+        let width = u32::from(*width);
+        size += if width <= 2 {
+            2 * u32::from(b != c)
+        } else {
+            32 - signed_diff(*b, *c, width).unsigned_abs().leading_zeros()
+        };
+    }
+    size
+}
+
 /// Codes an unsigned number (an id gap): its bit length through the model's tree, the bit
 /// below the leading one modelled, the rest plain.
 pub(crate) fn write_uint_rc(v: u32, m: &mut ComponentModel, e: &mut RangeEncoder) {

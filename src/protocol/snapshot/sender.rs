@@ -154,7 +154,6 @@ pub struct SnapshotSender {
     last_tick: Option<u32>,
     predict: bool,
     max_age: u32,
-    scratch: Scratch,
     /// Entry buffers of released views, reused by the next encodes (at most [`SPARE_VIEWS`]).
     spare: Vec<Vec<Entry>>,
 }
@@ -162,13 +161,6 @@ pub struct SnapshotSender {
 /// Released views' buffers kept for reuse: enough for acks that arrive in bursts, few enough
 /// that a burst of loss leaves no lasting memory behind.
 const SPARE_VIEWS: usize = 2;
-
-/// Per-packet working memory.
-#[derive(Debug, Default)]
-pub(crate) struct Scratch {
-    /// Per changed record sent, in order: whether it is coded against the prediction.
-    predicted: Vec<bool>,
-}
 
 thread_local! {
     /// The range coder's models and output buffer of the predicted encode running on this
@@ -188,7 +180,6 @@ impl SnapshotSender {
             last_tick: None,
             predict: config.predict,
             max_age: config.max_baseline_age,
-            scratch: Scratch::default(),
             spare: Vec::new(),
         }
     }
@@ -306,10 +297,10 @@ impl SnapshotSender {
         let base_tick = base.and_then(|b| b.tick);
         // Everything but the records and the working memory is fixed for this packet.
         let (schema, predict) = (&self.schema, self.predict);
-        let write_records = |records: &[Record], scratch: &mut Scratch, out: &mut [u8]| {
-            write(schema, records, base, reference, world, tick, base_tick, kind_bits, scratch, predict, out)
+        let write_records = |records: &[Record], out: &mut [u8]| {
+            write(schema, records, base, reference, world, tick, base_tick, kind_bits, predict, out)
         };
-        let mut written = write_records(&records, &mut self.scratch, out);
+        let mut written = write_records(&records, out);
         if written.is_err() {
             // Over budget: size every record, pick by priority, and retry until it fits.
             // Gap cost is estimated against the previous record, sent or not; the write pass
@@ -322,7 +313,7 @@ impl SnapshotSender {
             }
             select(&mut records, &mut order, out.len() as u32 * 8);
             loop {
-                written = write_records(&records, &mut self.scratch, out);
+                written = write_records(&records, out);
                 if written.is_ok() || !drop_lowest(&mut records) {
                     break;
                 }
@@ -599,7 +590,6 @@ fn write(
     tick: u32,
     base_tick: Option<u32>,
     kind_bits: u32,
-    scratch: &mut Scratch,
     adaptive: bool,
     out: &mut [u8],
 ) -> Result<usize, SnapshotError> {
@@ -636,24 +626,7 @@ fn write(
     let gap_order = (0..4).min_by_key(|k| cost[*k as usize]).unwrap_or(1);
     w.write(gap_order, 2);
 
-    // With prediction on, a first pass over the changed entities: which reference each is
-    // coded against (whichever the default Exp-Golomb code sizes shorter).
-    scratch.predicted.clear();
-    let mut pre_pos = 0usize;
     let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
-    for r in sent().filter(|r| r.op == Op::Changed && reference.is_some()) {
-        let Some((e, b)) = r.base.zip(base) else { continue };
-        let Some(k) = schema.kind(e.kind()) else { continue };
-        let cur = world.words_at(r.world_index as usize);
-        if let Some((older, num, den)) = older_of(reference, &mut pre_pos, r.id, e.kind(), k.words()) {
-            let pred = &mut pred[..k.words()];
-            codec::predict(k, b.words(&e), older, num, den, pred);
-            let (mut plain, mut predicted) = (Counter::default(), Counter::default());
-            codec::write_delta(k, b.words(&e), cur, &k.orders, &mut plain);
-            codec::write_delta(k, pred, cur, &k.orders, &mut predicted);
-            scratch.predicted.push(predicted.0 < plain.0);
-        }
-    }
     let (mut models, rc_buf) = if rc {
         RC.with_borrow_mut(|x| (std::mem::take(&mut x.0), std::mem::take(&mut x.1)))
     } else {
@@ -661,7 +634,6 @@ fn write(
     };
     models.start_packet();
     let mut enc = RangeEncoder::new(rc_buf);
-    let mut predicted = scratch.predicted.iter();
     let mut ref_pos = 0usize; // walks the reference view's entries in id order
     let mut next_id = 0u32; // the smallest id the next record may have
     for r in sent() {
@@ -726,13 +698,13 @@ fn write(
                 let m = models.kind(e.kind(), k);
                 let mut reference_words = b.words(&e);
                 if let Some((older, num, den)) = older_of(reference, &mut ref_pos, r.id, e.kind(), k.words()) {
-                    // The receiver can predict this entity too: one bit says whether it
-                    // does (the first pass chose whichever codes shorter).
-                    let use_pred = predicted.next().copied().unwrap_or(false);
+                    // The receiver can predict this entity too: one bit says whether it does,
+                    // whichever reference leaves the smaller residuals.
+                    let pred = &mut pred[..k.words()];
+                    codec::predict(k, b.words(&e), older, num, den, pred);
+                    let use_pred = codec::residual_size(k, pred, cur) < codec::residual_size(k, b.words(&e), cur);
                     enc.bit(&mut m.predicted, use_pred);
                     if use_pred {
-                        let pred = &mut pred[..k.words()];
-                        codec::predict(k, b.words(&e), older, num, den, pred);
                         reference_words = pred;
                     }
                 }
