@@ -207,7 +207,12 @@ fn rotation_words(w: &[u32], bits: u32) -> [i64; 4] {
             k += 1;
         }
     }
-    q[largest] = ((ONE * ONE - sum).max(0) as u64).isqrt() as i64;
+    if sum > ONE * ONE {
+        // Words no unit quaternion quantizes to: scaled to unit length, so that products
+        // stay in range.
+        return normalized(q).unwrap_or([0, 0, 0, ONE]);
+    }
+    q[largest] = ((ONE * ONE - sum) as u64).isqrt() as i64;
     q
 }
 
