@@ -134,6 +134,10 @@ struct ServerArgs {
     /// net.core.rmem_max / wmem_max).
     #[arg(long, env = "VOLLEY_SOCKET_BUFFER", default_value_t = 4 << 20)]
     socket_buffer: usize,
+    /// Predicted, range-coded snapshots: fewer bytes where much moves (physics scenes), more
+    /// encode time per changed entity.
+    #[arg(long, env = "VOLLEY_PREDICT_SNAPSHOTS")]
+    predict_snapshots: bool,
     /// Write one line of figures per second to this CSV file (for `volley plot`).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
@@ -241,6 +245,7 @@ struct FileConfig {
     stall_after: Option<f64>,
     send_batch: Option<usize>,
     socket_buffer: Option<usize>,
+    predict_snapshots: Option<bool>,
 }
 
 /// Fills every setting that neither a flag nor the environment gave from the config file.
@@ -293,6 +298,9 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     if let Some(v) = f.socket_buffer.filter(|_| unset("socket_buffer")) {
         a.socket_buffer = v;
     }
+    if let Some(v) = f.predict_snapshots.filter(|_| unset("predict_snapshots")) {
+        a.predict_snapshots = v;
+    }
     Ok(())
 }
 
@@ -322,6 +330,7 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     }
     c.send_batch = a.send_batch;
     c.socket_buffer_bytes = a.socket_buffer;
+    c.predict_snapshots = a.predict_snapshots;
     c.admin_addr = match a.admin.as_str() {
         "off" | "" => None,
         addr => {

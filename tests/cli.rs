@@ -67,7 +67,7 @@ fn settings_come_from_flags_then_environment_then_the_config_file() {
     let file = dir.join("server.toml");
     std::fs::write(
         &file,
-        "tick_rate = 30\nsnapshot_rate = 15\nduration = 0.5\nbind = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\n",
+        "tick_rate = 30\nsnapshot_rate = 15\nduration = 0.5\nbind = \"127.0.0.1:0\"\nadmin = \"127.0.0.1:0\"\npredict_snapshots = true\n",
     )
     .unwrap();
     let run = |env: &[(&str, &str)], extra: &[&str]| {
@@ -80,7 +80,12 @@ fn settings_come_from_flags_then_environment_then_the_config_file() {
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8_lossy(&out.stderr).to_string()
     };
-    assert!(run(&[], &[]).contains("tick_hz=30"), "from the file");
+    let from_file = run(&[], &[]);
+    assert!(from_file.contains("tick_hz=30") && from_file.contains("predict_snapshots=true"), "from the file");
+    assert!(
+        run(&[("VOLLEY_PREDICT_SNAPSHOTS", "false")], &[]).contains("predict_snapshots=false"),
+        "environment over file"
+    );
     assert!(
         run(&[("VOLLEY_TICK_RATE", "20"), ("VOLLEY_SNAPSHOT_RATE", "10")], &[]).contains("tick_hz=20"),
         "environment over file"

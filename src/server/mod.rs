@@ -124,6 +124,12 @@ pub struct ServerConfig {
     /// 1000 players, 60 000 datagrams a second, the default 208 KiB overflows within a few
     /// milliseconds of the receive loop falling behind.
     pub socket_buffer_bytes: usize,
+    /// Predicted, range-coded snapshots ([`SenderConfig::predict`]): fewer bytes where many
+    /// things move (physics), several times the encode time of a changed entity. Off by
+    /// default.
+    ///
+    /// [`SenderConfig::predict`]: crate::protocol::snapshot::SenderConfig::predict
+    pub predict_snapshots: bool,
 }
 
 impl ServerConfig {
@@ -142,6 +148,7 @@ impl ServerConfig {
             admin_addr: None,
             stall_after: Duration::from_secs(1),
             send_batch: 32,
+            predict_snapshots: false,
             socket_buffer_bytes: 4 << 20,
         }
     }
@@ -297,6 +304,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         broadcaster: broadcaster.clone(),
         session,
         snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),
+        sender: crate::protocol::snapshot::SenderConfig { predict: config.predict_snapshots, ..Default::default() },
         metrics: metrics.clone(),
         clock: unix_now,
     };
@@ -304,7 +312,14 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         .await
         .map_err(|e| StartError::Spawn("socket", e.to_string()))?;
     metrics.set_ready(true);
-    tracing::info!(%addr, public = %public, admin = ?admin_addr, tick_hz = config.tick_rate_hz, "server listening");
+    tracing::info!(
+        %addr,
+        public = %public,
+        admin = ?admin_addr,
+        tick_hz = config.tick_rate_hz,
+        predict_snapshots = config.predict_snapshots,
+        "server listening"
+    );
     Ok(ServerHandle {
         addr,
         socket: socket_ref,

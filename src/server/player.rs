@@ -21,7 +21,7 @@ use super::world::{AppliedInputs, InputQueue, Relevancy, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::session::SessionParams;
-use crate::protocol::snapshot::{Schema, WorldSnapshot};
+use crate::protocol::snapshot::{Schema, SenderConfig, WorldSnapshot};
 use crate::transport::udp::UdpTx;
 
 /// Messages to a player actor.
@@ -70,6 +70,8 @@ pub struct PlayerArgs {
     pub session: SessionParams,
     /// Send a snapshot every this many ticks.
     pub snapshot_every: u32,
+    /// How each player's snapshots are encoded.
+    pub sender: SenderConfig,
     /// Server figures.
     pub metrics: Arc<ServerMetrics>,
     /// The server's clock (Unix time), as the netcode layer needs.
@@ -238,8 +240,14 @@ impl Actor for PlayerActor {
             metrics: args.metrics,
             clock: args.clock,
         };
-        let session =
-            PlayerSession::new(args.connection, args.schema, args.relevancy, args.session, args.snapshot_every);
+        let session = PlayerSession::new(
+            args.connection,
+            args.schema,
+            args.relevancy,
+            args.session,
+            args.snapshot_every,
+            args.sender,
+        );
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
         Ok(PlayerState { args: shell, session, rtt_us: 0, reason: DisconnectReason::Local, figures, cut_off: false })
     }

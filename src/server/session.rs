@@ -70,12 +70,13 @@ impl PlayerSession {
         relevancy: Arc<dyn Relevancy>,
         params: SessionParams,
         snapshot_every: u32,
+        sender: SenderConfig,
     ) -> Self {
         Self {
             id: connection.client_index(),
             connection,
             endpoint: Endpoint::new(EndpointConfig::default()),
-            sender: SnapshotSender::new(schema, SenderConfig::default()),
+            sender: SnapshotSender::new(schema, sender),
             dedup: InputDedup::default(),
             interest: Vec::new(),
             snapshot_buf: Vec::with_capacity(MAX_PAYLOAD_BYTES),

@@ -30,7 +30,7 @@ use crate::protocol::netcode::packet::{self, PacketKind};
 use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as NetcodeConfig};
 use crate::protocol::netcode::slots::{Occupant, SlotTable};
 use crate::protocol::session::SessionParams;
-use crate::protocol::snapshot::Schema;
+use crate::protocol::snapshot::{Schema, SenderConfig};
 use crate::transport::batch::{BATCH, RecvBatch};
 use crate::transport::udp::UdpTx;
 
@@ -89,6 +89,8 @@ pub struct SocketArgs {
     pub session: SessionParams,
     /// Send a snapshot every this many ticks.
     pub snapshot_every: u32,
+    /// How each player's snapshots are encoded.
+    pub sender: SenderConfig,
     /// Figures.
     pub metrics: Arc<ServerMetrics>,
     /// Unix time.
@@ -349,6 +351,7 @@ async fn on_datagram(
         inflight: inflight.clone(),
         session: args.session,
         snapshot_every: args.snapshot_every,
+        sender: args.sender,
         metrics: args.metrics.clone(),
         clock: args.clock,
     };

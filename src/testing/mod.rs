@@ -15,7 +15,7 @@ use crate::protocol::netcode::slots::SlotTable;
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
-use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::snapshot::{Schema, SenderConfig, SnapshotBuilder, WorldSnapshot};
 use crate::server::session::{Incoming, PlayerSession};
 use crate::server::{Outbox, PlayerId, Relevancy, World};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
@@ -70,6 +70,7 @@ pub struct Stepper<W: World> {
     pending_inputs: Vec<(PlayerId, u32, Vec<u8>)>,
     applied_seq: BTreeMap<PlayerId, u32>,
     params: SessionParams,
+    sender: SenderConfig,
 }
 
 impl<W: World> Stepper<W> {
@@ -102,8 +103,16 @@ impl<W: World> Stepper<W> {
                 snapshot_rate_hz: hz,
                 max_payload_bytes: 1200,
             },
+            sender: SenderConfig::default(),
             world,
         }
+    }
+
+    /// How players' snapshots are encoded (for example predicted: `SenderConfig { predict:
+    /// true, .. }`), for the players that connect from now on.
+    pub fn with_sender_config(mut self, sender: SenderConfig) -> Self {
+        self.sender = sender;
+        self
     }
 
     /// Adds a client behind a link with `profile` (both ways); returns its index.
@@ -187,7 +196,14 @@ impl<W: World> Stepper<W> {
                     let protocol = crate::DEFAULT_PROTOCOL_ID;
                     let mut conn = Connection::new(&accepted, slot, self.max_players as u32, protocol, rate, now);
                     conn.keep_alive(now, &mut wire);
-                    let session = PlayerSession::new(conn, self.schema.clone(), self.relevancy.clone(), self.params, 1);
+                    let session = PlayerSession::new(
+                        conn,
+                        self.schema.clone(),
+                        self.relevancy.clone(),
+                        self.params,
+                        1,
+                        self.sender,
+                    );
                     self.sessions.fill(index, from, accepted.client_id, session);
                     self.world.join(slot);
                 }

@@ -63,7 +63,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seconds: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(20);
     let key = volley::protocol::netcode::generate_key()?;
     let world = Cubes { scene: CubeScene::new(), driver: None, target: Vec3::ZERO };
-    let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse()?, key), world).await?;
+    // A physics scene: predicted, range-coded snapshots.
+    let mut config = ServerConfig::new("127.0.0.1:0".parse()?, key);
+    config.predict_snapshots = true;
+    let server = volley::server::start(config, world).await?;
     let params = TokenParams {
         protocol_id: volley::DEFAULT_PROTOCOL_ID,
         client_id: 1,
