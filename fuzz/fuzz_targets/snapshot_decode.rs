@@ -22,28 +22,42 @@ volley::replicated! {
     }
 }
 
+/// A world at `tick` whose bodies have moved and turned `tick` steps.
+fn world(schema: &Schema, tick: u32) -> Option<Arc<volley::protocol::snapshot::WorldSnapshot>> {
+    let mut b = SnapshotBuilder::new(schema, tick);
+    for id in [0u32, 3, 9] {
+        let t = tick as f32;
+        let body = Body {
+            position: Vec3::splat(id as f32) + Vec3::new(0.3 * t, -0.1 * t, 0.05 * t),
+            velocity: Vec3::ZERO,
+            rotation: Quat::from_rotation_y(0.2 * t) * Quat::from_rotation_x(id as f32),
+        };
+        b.insert(id, &body).ok()?;
+    }
+    b.insert(12, &Tag { value: 7 }).ok()?;
+    b.finish().ok().map(Arc::new)
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut schema = Schema::new();
     let _ = schema.register::<Body>();
     let _ = schema.register::<Tag>();
     let schema = Arc::new(schema);
-    // A genuine baseline at tick 1 so that deltas against it are exercised too.
-    let mut b = SnapshotBuilder::new(&schema, 1);
-    for id in [0u32, 3, 9] {
-        let body = Body { position: Vec3::splat(id as f32), velocity: Vec3::ZERO, rotation: Quat::IDENTITY };
-        let _ = b.insert(id, &body);
-    }
-    let _ = b.insert(12, &Tag { value: 7 });
-    let Ok(world) = b.finish() else { return };
-    let world = Arc::new(world);
-    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig::default());
+    // Genuine snapshots at ticks 1 (full) and 2 (a range-coded delta), so that deltas and
+    // predictions against them (tick 2 the baseline, tick 1 the second reference) are
+    // exercised too. The sender predicts; a genuine predicted tick 3 is in the corpus.
+    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig { predict: true, ..SenderConfig::default() });
+    let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
     let mut interest = Vec::new();
-    Interest::everything(&world, &mut interest);
     let mut buf = [0u8; 1200];
-    let Ok(stats) = sender.encode(&world, &interest, &mut buf) else { return };
-    let mut receiver = SnapshotReceiver::new(schema, 64);
-    if receiver.decode(&buf[..stats.bytes]).is_err() {
-        return;
+    for tick in 1..=2 {
+        let Some(w) = world(&schema, tick) else { return };
+        Interest::everything(&w, &mut interest);
+        let Ok(stats) = sender.encode(&w, &interest, &mut buf) else { return };
+        if receiver.decode(&buf[..stats.bytes]).is_err() {
+            return;
+        }
+        sender.ack(tick);
     }
     for chunk in data.split(|b| *b == 0xfe) {
         if let Ok(tick) = receiver.decode(chunk) {
