@@ -220,7 +220,7 @@ struct BotsArgs {
     first_client_id: u64,
     /// The server's admin address (host:port). With it the swarm scrapes the server's
     /// /metrics once every bot is connected and again at the end, and prints the server's own
-    /// figures over that span: tick p99, inputs within one tick, CPU and memory per player,
+    /// figures over that span: tick p99, inputs applied at the next tick, CPU and memory per player,
     /// input to effect.
     #[arg(long)]
     admin: Option<String>,
@@ -510,9 +510,10 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
     let applied = ServerMetrics::get(&m.inputs_applied).max(1);
     let player_ticks = ServerMetrics::get(&m.player_ticks).max(1);
     println!(
-        "inputs applied within one tick: {:.2} % of {}",
+        "inputs applied at the next tick: {:.2} % of {} (within one tick period: {:.2} %)",
+        ServerMetrics::get(&m.inputs_next_tick) as f64 * 100.0 / applied as f64,
+        applied,
         ServerMetrics::get(&m.inputs_on_time) as f64 * 100.0 / applied as f64,
-        applied
     );
     if let Some((cpu, rss)) = usage {
         println!(

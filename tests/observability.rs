@@ -201,8 +201,10 @@ async fn the_bot_swarm_prints_the_servers_own_figures() {
     };
     assert!(figure("CPU", "us") > 0.0, "{line}");
     assert!(figure("memory", "KiB") > 0.0, "{line}");
-    let within = figure("inputs within one tick", "%");
+    let next = figure("inputs applied at the next tick", "%");
+    let within = figure("within one tick period", "%");
     assert!((0.0..=100.0).contains(&within) && within > 0.0, "{line}");
+    assert!((0.0..=100.0).contains(&next) && next > 0.0, "{line}");
     assert!(figure("tick p99", "ms") > 0.0, "{line}");
     server.shutdown().await;
 }

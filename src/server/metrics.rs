@@ -233,8 +233,11 @@ pub struct ServerMetrics {
     pub rtt_sum_us: AtomicU64,
     /// Players summed over ticks (the denominator of per-player-tick costs).
     pub player_ticks: AtomicU64,
-    /// Inputs applied at the first tick after they arrived.
+    /// Inputs applied within one tick period of their arrival.
     pub inputs_on_time: AtomicU64,
+    /// Inputs applied by the first tick that started after they arrived (none waited past a
+    /// tick that could have applied it, however late that tick started).
+    pub inputs_next_tick: AtomicU64,
     /// Inputs applied.
     pub inputs_applied: AtomicU64,
     /// Reliable messages resent.
@@ -343,6 +346,7 @@ impl ServerMetrics {
             rtt_sum_us: AtomicU64::new(0),
             player_ticks: AtomicU64::new(0),
             inputs_on_time: AtomicU64::new(0),
+            inputs_next_tick: AtomicU64::new(0),
             inputs_applied: AtomicU64::new(0),
             reliable_resends: AtomicU64::new(0),
             reliable_queue: AtomicU64::new(0),
@@ -419,6 +423,11 @@ impl ServerMetrics {
         );
         d("volley_inputs_on_time_total", None, "Player inputs applied within one tick period of their arrival.");
         d(
+            "volley_inputs_next_tick_total",
+            None,
+            "Player inputs applied by the first tick that started after their arrival.",
+        );
+        d(
             "volley_player_ticks_total",
             None,
             "Ticks times the players connected at each: the count behind per-player-tick costs.",
@@ -485,12 +494,16 @@ impl ServerMetrics {
         self.lateness_us.lock().map(|r| r.quantile(q)).unwrap_or_default()
     }
 
-    /// Records how long an input waited from arrival to being applied, and whether that was
-    /// within one tick period.
-    pub fn record_input(&self, d: Duration, tick: Duration) {
+    /// Records how long an input waited from arrival to being applied, whether that was
+    /// within one tick period, and whether it was applied by the first tick after its arrival
+    /// (`next_tick`: it arrived after the previous tick took its inputs).
+    pub fn record_input(&self, d: Duration, tick: Duration, next_tick: bool) {
         self.inputs_applied.fetch_add(1, Ordering::Relaxed);
         if d <= tick {
             self.inputs_on_time.fetch_add(1, Ordering::Relaxed);
+        }
+        if next_tick {
+            self.inputs_next_tick.fetch_add(1, Ordering::Relaxed);
         }
         self.record_input_delay(d);
     }
@@ -677,6 +690,7 @@ impl ServerMetrics {
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));
         self.counter("volley_inputs_dropped_total", &[], get(&self.inputs_dropped));
         self.counter("volley_inputs_on_time_total", &[], get(&self.inputs_on_time));
+        self.counter("volley_inputs_next_tick_total", &[], get(&self.inputs_next_tick));
         self.counter("volley_player_ticks_total", &[], get(&self.player_ticks));
         self.counter("volley_socket_receive_calls_total", &[], get(&self.receive_calls));
         self.counter("volley_socket_send_calls_total", &[], get(&self.send_calls));

@@ -102,7 +102,10 @@ pub struct ServerFigures {
     pub players: f64,
     /// Tick duration p99, seconds.
     pub tick_p99: Option<f64>,
-    /// Share of inputs applied within one tick of arriving.
+    /// Share of inputs applied by the first tick that started after they arrived.
+    pub inputs_next_tick: Option<f64>,
+    /// Share of inputs applied within one tick period of arriving (stricter: a tick that
+    /// starts late counts against it).
     pub inputs_within_tick: Option<f64>,
     /// Input arrival to its effect leaving in a snapshot, without the wait for the tick: p50
     /// and p99, seconds.
@@ -124,6 +127,10 @@ impl ServerFigures {
             memory_per_player: ratio(end.value("process_resident_memory_bytes", "").unwrap_or(0.0), players),
             players,
             tick_p99: end.quantile_since(start, "volley_tick_duration_seconds", 0.99),
+            inputs_next_tick: ratio(
+                end.increase(start, "volley_inputs_next_tick_total"),
+                end.increase(start, "volley_inputs_applied_total"),
+            ),
             inputs_within_tick: ratio(
                 end.increase(start, "volley_inputs_on_time_total"),
                 end.increase(start, "volley_inputs_applied_total"),
@@ -141,11 +148,13 @@ impl ServerFigures {
         let ms = |s: Option<f64>| s.map_or("-".to_string(), |s| format!("{:.2} ms", s * 1e3));
         let pct = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.2} %", r * 100.0));
         format!(
-            "server (its /metrics, over the run): {} players; tick p99 {}; inputs within one tick {}; \
+            "server (its /metrics, over the run): {} players; tick p99 {}; inputs applied at the next tick {} \
+             (within one tick period {}); \
              CPU {} per player-tick; memory {} per player; input to effect p50 {} p99 {} \
              (histogram estimates); snapshots skipped {}",
             self.players,
             ms(self.tick_p99),
+            pct(self.inputs_next_tick),
             pct(self.inputs_within_tick),
             self.cpu_per_player_tick.map_or("-".to_string(), |s| format!("{:.2} us", s * 1e6)),
             self.memory_per_player.map_or("-".to_string(), |b| format!("{:.1} KiB", b / 1024.0)),

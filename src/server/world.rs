@@ -222,6 +222,9 @@ pub struct WorldState<W: World> {
     tick: u32,
     dt: Duration,
     next_tick: Instant,
+    /// When the previous tick took its inputs: an input that arrived before then waited past a
+    /// tick that could have applied it.
+    last_drain: Option<Instant>,
     /// Inputs for the next tick: player, sequence, bytes, arrival at the socket, and how
     /// long they took from there to the world.
     pending: Vec<(PlayerId, u32, Vec<u8>, Instant, Duration)>,
@@ -252,6 +255,7 @@ impl<W: World> Actor for WorldActor<W> {
             tick: 0,
             dt,
             next_tick: Instant::now() + dt,
+            last_drain: None,
             pending: Vec::new(),
             applied: std::collections::BTreeMap::new(),
             previous: None,
@@ -308,12 +312,14 @@ impl<W: World> Actor for WorldActor<W> {
 fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), ActorProcessingErr> {
     let started = Instant::now();
     s.tick += 1;
+    let previous_drain = s.last_drain.replace(started);
     s.inputs.drain_into(&mut s.pending);
     let mut fresh = std::collections::BTreeMap::new();
     for (p, seq, input, at, handling) in s.pending.drain(..) {
         s.world.input(p, &input);
         s.applied.insert(p, seq);
-        s.metrics.record_input(started.saturating_duration_since(at), s.dt);
+        let next_tick = previous_drain.is_none_or(|d| at >= d);
+        s.metrics.record_input(started.saturating_duration_since(at), s.dt, next_tick);
         fresh.insert(p, handling); // the newest input of each player wins
     }
     let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
