@@ -263,14 +263,21 @@ fn predict_rotation(base: &[u32], older: &[u32], bits: u32, num: u32, den: u32, 
         p = quat_mul(step, p);
     }
     let Some(p) = normalized(p) else { return false };
-    // Back to smallest three, as the quantizer does: the first largest magnitude is dropped,
-    // the others are taken with its sign made positive.
+    // Back to smallest three, as the quantizer does: the first largest magnitude is dropped.
     let mut largest = 0;
     for i in 1..4 {
         if p[i].abs() > p[largest].abs() {
             largest = i;
         }
     }
+    rotation_to_words(p, largest, bits, out);
+    true
+}
+
+/// A fixed-point unit quaternion as smallest-three words that drop component `largest`
+/// (its sign made positive; the other three clamped to ±1/√2, which only a component that is
+/// not the largest can exceed).
+fn rotation_to_words(p: [i64; 4], largest: usize, bits: u32, out: &mut [u32]) {
     let sign = if p[largest] < 0 { -1 } else { 1 };
     let steps = i64::from(mask(bits));
     out[0] = largest as u32;
@@ -283,7 +290,21 @@ fn predict_rotation(base: &[u32], older: &[u32], bits: u32, num: u32, den: u32, 
             k += 1;
         }
     }
-    true
+}
+
+/// The reference for a rotation's three components once the dropped component's index is
+/// known: the reference itself when its index is the same, else the reference's rotation
+/// re-expressed without component `largest` (so a change of the largest component costs the
+/// index and small residuals, not three unrelated numbers).
+fn rotation_reference(reference: &[u32], largest: u32, bits: u32) -> [u32; 4] {
+    let mut out = [0u32; 4];
+    if reference.len() == 4 {
+        out.copy_from_slice(reference);
+    }
+    if out[0] & 3 != largest & 3 && (2..=24).contains(&bits) {
+        rotation_to_words(rotation_words(&out, bits), (largest & 3) as usize, bits, &mut out);
+    }
+    out
 }
 
 /// Slice equality without a call into `memcmp` (entities are a few words; the call costs
@@ -616,7 +637,18 @@ pub(crate) fn write_delta_rc(kind: &KindSchema, base: &[u32], cur: &[u32], m: &m
                 continue;
             }
         }
-        let comps = base[a..b].iter().zip(&cur[a..b]).zip(&kind.widths[a..b]).zip(&mut m.components[a..b]);
+        let rotation: [u32; 4];
+        let reference = if r.rotation && b - a == 4 {
+            // The dropped component's index first, then the rest against the reference as
+            // seen with that index.
+            write_component_rc(base[a], cur[a], u32::from(kind.widths[a]), &mut m.components[a], e);
+            rotation = rotation_reference(&base[a..b], cur[a], u32::from(kind.widths[a + 1]));
+            &rotation[..]
+        } else {
+            &base[a..b]
+        };
+        let skip = usize::from(r.rotation && b - a == 4);
+        let comps = reference.iter().zip(&cur[a..b]).zip(&kind.widths[a..b]).zip(&mut m.components[a..b]).skip(skip);
         for (((bw, cw), width), c) in comps {
             write_component_rc(*bw, *cw, u32::from(*width), c, e);
         }
@@ -646,8 +678,16 @@ pub(crate) fn read_delta_rc(
             out[a..b].fill(0);
             continue;
         }
-        for ((w, width), c) in out[a..b].iter_mut().zip(&kind.widths[a..b]).zip(&mut m.components[a..b]) {
-            *w = read_component_rc(*w, u32::from(*width), c, d)?;
+        let mut reference = [0u32; 4];
+        let skip = usize::from(r.rotation && b - a == 4);
+        if skip == 1 {
+            out[a] = read_component_rc(base[a], u32::from(kind.widths[a]), &mut m.components[a], d)?;
+            reference = rotation_reference(&base[a..b], out[a], u32::from(kind.widths[a + 1]));
+        }
+        let comps = out[a..b].iter_mut().zip(&kind.widths[a..b]).zip(&mut m.components[a..b]).enumerate().skip(skip);
+        for (i, ((w, width), c)) in comps {
+            let from = if skip == 1 { reference[i] } else { *w };
+            *w = read_component_rc(from, u32::from(*width), c, d)?;
         }
     }
     Ok(())
@@ -807,6 +847,30 @@ mod tests {
                 prop_assert!(out[0] < 4 && out[1..].iter().all(|c| *c <= mask(bits)));
             }
         }
+    }
+
+    #[test]
+    fn a_rotation_whose_largest_component_changes_is_coded_against_itself_re_expressed() {
+        use crate::protocol::quant::{Quantizer, QuatQ};
+        use glam::Quat;
+        let quant = QuatQ::new(9);
+        let words = |q: Quat| {
+            let mut w = [0u32; 4];
+            quant.quantize(&q, &mut w);
+            w
+        };
+        // y is largest before, x after a small turn.
+        let before = words(Quat::from_xyzw(0.69, 0.70, 0.1, 0.12).normalize());
+        let after = words(Quat::from_xyzw(0.71, 0.68, 0.1, 0.12).normalize());
+        assert_eq!((before[0], after[0]), (1, 0));
+        let re = rotation_reference(&before, after[0], 9);
+        assert_eq!(re[0], 0);
+        for i in 1..4 {
+            let d = (i64::from(re[i]) - i64::from(after[i])).abs();
+            assert!(d <= 12, "component {i}: {} against {} (before: {:?})", re[i], after[i], before);
+        }
+        // Same index: the reference is left as it is.
+        assert_eq!(rotation_reference(&before, 1, 9), before);
     }
 
     #[test]
