@@ -150,6 +150,32 @@ pub struct BroadcastState {
     fanout: Arc<FanOut>,
     /// This tick's player actors to wake (reused tick after tick).
     to_wake: Vec<ActorRef<PlayerMsg>>,
+    /// Messages to every player not yet handed out: they go to each player actor as one
+    /// shared batch (one cast per player, not one per message and player) when the tick's
+    /// snapshot goes out, or earlier when anything else must keep its place after them.
+    to_all: Vec<(Bytes, bool)>,
+}
+
+/// Hands `to_all` to every player actor as one shared batch.
+fn flush_to_all(players: &BTreeMap<PlayerId, (ActorRef<PlayerMsg>, SnapshotSlot)>, to_all: &mut Vec<(Bytes, bool)>) {
+    if to_all.is_empty() {
+        return;
+    }
+    let batch: Arc<[(Bytes, bool)]> = to_all.drain(..).collect();
+    let n = batch.len();
+    let reliable = batch.iter().any(|(_, r)| *r);
+    for (r, inbox) in players.values() {
+        let pending = inbox.messages.fetch_add(n, Ordering::Relaxed);
+        if pending < MAX_PENDING_MESSAGES {
+            let _ = r.cast(PlayerMsg::Messages(batch.clone()));
+            continue;
+        }
+        inbox.messages.fetch_sub(n, Ordering::Relaxed);
+        if reliable {
+            tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
+            let _ = r.cast(PlayerMsg::Disconnect);
+        }
+    }
 }
 
 impl Actor for Broadcaster {
@@ -168,6 +194,7 @@ impl Actor for Broadcaster {
             batcher: args.batcher,
             fanout: args.fanout,
             to_wake: Vec::new(),
+            to_all: Vec::new(),
         })
     }
 
@@ -178,12 +205,20 @@ impl Actor for Broadcaster {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let players = &mut state.players;
+        // Messages to all go out batched; whatever comes next that is not one of them must
+        // follow them, so they go first (order, and who was there, stay as the world sent).
+        if !matches!(msg, BroadcastMsg::Message { to: Audience::All, .. }) {
+            flush_to_all(players, &mut state.to_all);
+        }
         match msg {
             BroadcastMsg::Add(p, r, slot) => {
                 players.insert(p, (r, slot));
             }
             BroadcastMsg::Remove(p) => {
                 players.remove(&p);
+            }
+            BroadcastMsg::Message { to: Audience::All, data, reliable } => {
+                state.to_all.push((data, reliable));
             }
             BroadcastMsg::Message { to, data, reliable } => {
                 let send = |(r, inbox): &(ActorRef<PlayerMsg>, SnapshotSlot)| {
@@ -337,6 +372,92 @@ mod tests {
         for p in players {
             p.stop(None);
         }
+    }
+
+    /// Records the world messages that reach it, in order, and how many casts carried them.
+    struct Recorder(Arc<Mutex<(Vec<Bytes>, usize)>>, SnapshotSlot);
+
+    impl Actor for Recorder {
+        type Msg = PlayerMsg;
+        type State = ();
+        type Arguments = ();
+
+        async fn pre_start(&self, _: ActorRef<PlayerMsg>, _: ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+
+        async fn handle(&self, _: ActorRef<PlayerMsg>, msg: PlayerMsg, _: &mut ()) -> Result<(), ActorProcessingErr> {
+            let Ok(mut log) = self.0.lock() else { return Ok(()) };
+            match msg {
+                PlayerMsg::Message(data, _) => {
+                    self.1.messages.fetch_sub(1, Ordering::Relaxed);
+                    log.0.push(data);
+                    log.1 += 1;
+                }
+                PlayerMsg::Messages(batch) => {
+                    self.1.messages.fetch_sub(batch.len(), Ordering::Relaxed);
+                    log.0.extend(batch.iter().map(|(d, _)| d.clone()));
+                    log.1 += 1;
+                }
+                _ => {}
+            }
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn messages_to_everyone_go_out_as_one_batch_per_player_in_the_worlds_order() {
+        let (broadcaster, _) = Actor::spawn(
+            None,
+            Broadcaster,
+            BroadcastArgs {
+                metrics: Arc::new(ServerMetrics::new()),
+                batcher: None,
+                fanout: Arc::new(FanOut::new(4, None)),
+            },
+        )
+        .await
+        .unwrap();
+        let mut logs = Vec::new();
+        let mut slots = Vec::new();
+        for p in 0..3u32 {
+            let log = Arc::new(Mutex::new((Vec::new(), 0usize)));
+            let slot = SnapshotSlot::default();
+            let (r, _) = Actor::spawn(None, Recorder(log.clone(), slot.clone()), ()).await.unwrap();
+            broadcaster.cast(BroadcastMsg::Add(p, r, slot.clone())).unwrap();
+            logs.push(log);
+            slots.push(slot);
+        }
+        let msg = |to: Audience, s: &'static str| BroadcastMsg::Message {
+            to,
+            data: Bytes::from_static(s.as_bytes()),
+            reliable: true,
+        };
+        // A tick's messages: three to all, one to player 1 in between, two more to all.
+        for (to, s) in [
+            (Audience::All, "a"),
+            (Audience::All, "b"),
+            (Audience::Player(1), "p"),
+            (Audience::All, "c"),
+            (Audience::All, "d"),
+            (Audience::All, "e"),
+        ] {
+            broadcaster.cast(msg(to, s)).unwrap();
+        }
+        // The tick's snapshot hands out what is batched.
+        let applied = Arc::new(super::super::world::Applied {
+            newest: Vec::new(),
+            fresh: Vec::new(),
+            started: tokio::time::Instant::now(),
+        });
+        broadcaster.cast(BroadcastMsg::Snapshot(Arc::new(WorldSnapshot::new(1)), applied)).unwrap();
+        let got = |i: usize| logs[i].lock().map(|l| (l.0.concat(), l.1)).unwrap_or_default();
+        settle(|| (0..3).all(|i| got(i).0.len() >= if i == 1 { 6 } else { 5 })).await;
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(got(0), (b"abcde".to_vec(), 2), "two batches: before the targeted message and after");
+        assert_eq!(got(1), (b"abpcde".to_vec(), 3), "the targeted message keeps its place");
+        assert_eq!(got(2), (b"abcde".to_vec(), 2));
+        assert!(slots.iter().all(|s| s.messages.load(Ordering::Relaxed) == 0), "the inbox counts are settled");
     }
 
     /// Waits until `done`, ten seconds at most.

@@ -38,6 +38,8 @@ pub enum PlayerMsg {
     Disconnect,
     /// A message from the world: (bytes, reliable).
     Message(Bytes, bool),
+    /// Messages from the world to every player, in order, shared by all player actors.
+    Messages(std::sync::Arc<[(Bytes, bool)]>),
 }
 
 /// What a player actor starts with.
@@ -207,6 +209,26 @@ impl PlayerState {
     }
 }
 
+/// Queues one world message for the client. A client that stops acknowledging fills its
+/// reliable queue: it is cut off rather than allowed to grow the server's memory. An event
+/// that does not fit is simply not sent.
+fn queue_message(
+    myself: &ActorRef<PlayerMsg>,
+    s: &mut PlayerState,
+    data: Bytes,
+    reliable: bool,
+) -> Result<(), ActorProcessingErr> {
+    if s.cut_off {
+        return Ok(());
+    }
+    if let Some(e) = s.session.queue_message(data, reliable).err().filter(|_| reliable) {
+        tracing::warn!(player = s.session.id(), error = %e, "reliable queue full; disconnecting");
+        s.cut_off = true;
+        myself.send_message(PlayerMsg::Disconnect)?;
+    }
+    Ok(())
+}
+
 impl Actor for PlayerActor {
     type Msg = PlayerMsg;
     type State = PlayerState;
@@ -300,16 +322,12 @@ impl Actor for PlayerActor {
             }
             PlayerMsg::Message(data, reliable) => {
                 s.args.slot.messages.fetch_sub(1, Ordering::Relaxed);
-                // A client that stops acknowledging fills its reliable queue: it is cut off
-                // rather than allowed to grow the server's memory. An event that does not fit
-                // is simply not sent.
-                if s.cut_off {
-                    return Ok(());
-                }
-                if let Some(e) = s.session.queue_message(data, reliable).err().filter(|_| reliable) {
-                    tracing::warn!(player = s.session.id(), error = %e, "reliable queue full; disconnecting");
-                    s.cut_off = true;
-                    myself.send_message(PlayerMsg::Disconnect)?;
+                queue_message(&myself, s, data, reliable)?;
+            }
+            PlayerMsg::Messages(batch) => {
+                s.args.slot.messages.fetch_sub(batch.len(), Ordering::Relaxed);
+                for (data, reliable) in batch.iter() {
+                    queue_message(&myself, s, data.clone(), *reliable)?;
                 }
             }
             PlayerMsg::Heartbeat => {
