@@ -2,6 +2,11 @@
 //!
 //! - [`netcode`]: the secure connection layer (netcode.io 1.02 on the wire).
 //! - [`session`]: protocol version and session parameters agreed after connecting.
+//! - [`reliability`]: acks, RTT/loss estimates, reliable and unreliable channels.
+//! - [`snapshot`]: the merged delta snapshot (schema, world, sender, receiver).
+//! - [`quant`] and [`bits`]: quantized fields and the bit writer/reader under them.
+//! - [`range`]: the adaptive range coder of predicted snapshots.
+//! - [`input`]: client inputs, repeated and sequence-numbered.
 
 pub mod bits;
 pub mod input;
