@@ -6,7 +6,7 @@
 //! - [`snapshot`]: the merged delta snapshot (schema, world, sender, receiver).
 //! - [`quant`] and [`bits`]: quantized fields and the bit writer/reader under them.
 //! - [`range`]: the adaptive range coder of predicted snapshots.
-//! - [`input`]: client inputs, repeated and sequence-numbered.
+//! - [`input`]: the client's newest-wins state: the snapshot it has, its latest inputs.
 
 pub mod bits;
 pub mod input;
