@@ -407,17 +407,7 @@ mod tests {
 
     #[tokio::test]
     async fn messages_to_everyone_go_out_as_one_batch_per_player_in_the_worlds_order() {
-        let (broadcaster, _) = Actor::spawn(
-            None,
-            Broadcaster,
-            BroadcastArgs {
-                metrics: Arc::new(ServerMetrics::new()),
-                batcher: None,
-                fanout: Arc::new(FanOut::new(4, None)),
-            },
-        )
-        .await
-        .unwrap();
+        let broadcaster = spawn_broadcaster().await;
         let mut logs = Vec::new();
         let mut slots = Vec::new();
         for p in 0..3u32 {
@@ -460,6 +450,16 @@ mod tests {
         assert!(slots.iter().all(|s| s.messages.load(Ordering::Relaxed) == 0), "the inbox counts are settled");
     }
 
+    /// A broadcaster without a socket (no batcher), four wake-ups in flight.
+    async fn spawn_broadcaster() -> ActorRef<BroadcastMsg> {
+        let args = BroadcastArgs {
+            metrics: Arc::new(ServerMetrics::new()),
+            batcher: None,
+            fanout: Arc::new(FanOut::new(4, None)),
+        };
+        Actor::spawn(None, Broadcaster, args).await.unwrap().0
+    }
+
     /// Waits until `done`, ten seconds at most.
     async fn settle(done: impl Fn() -> bool) {
         let start = std::time::Instant::now();
@@ -470,17 +470,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_player_actor_that_falls_behind_holds_at_most_the_bound_then_is_disconnected() {
-        let (broadcaster, _) = Actor::spawn(
-            None,
-            Broadcaster,
-            BroadcastArgs {
-                metrics: Arc::new(ServerMetrics::new()),
-                batcher: None,
-                fanout: Arc::new(FanOut::new(4, None)),
-            },
-        )
-        .await
-        .unwrap();
+        let broadcaster = spawn_broadcaster().await;
         let release = Arc::new(Notify::new());
         let inbox = SnapshotSlot::default();
         let (events, reliable) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));

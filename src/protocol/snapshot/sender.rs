@@ -627,12 +627,15 @@ fn write(
     w.write(gap_order, 2);
 
     let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
+    // Only a range-coded packet takes the thread's models (and resets them).
     let (mut models, rc_buf) = if rc {
         RC.with_borrow_mut(|x| (std::mem::take(&mut x.0), std::mem::take(&mut x.1)))
     } else {
         (codec::Models::default(), Vec::new())
     };
-    models.start_packet();
+    if rc {
+        models.start_packet();
+    }
     let mut enc = RangeEncoder::new(rc_buf);
     let mut ref_pos = 0usize; // walks the reference view's entries in id order
     let mut next_id = 0u32; // the smallest id the next record may have
