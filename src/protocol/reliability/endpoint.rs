@@ -198,6 +198,9 @@ pub struct Endpoint {
     received: SequenceBuffer<()>,
     remote_newest: Option<u16>,
     loss_cursor: Option<u16>,
+    /// The last ack processed and the packets it covered (bit i: `ack - i`), so a packet
+    /// repeating acks already seen costs nothing.
+    acks_seen: Option<(u16, u64)>,
     last_state: Option<u16>,
     // Reliable, sending.
     next_message_id: u16,
@@ -289,6 +292,7 @@ impl Endpoint {
             received: SequenceBuffer::new(SENT_PACKETS),
             remote_newest: None,
             loss_cursor: None,
+            acks_seen: None,
             last_state: None,
             next_message_id: 0,
             reliable_ids: Vec::new(),
@@ -640,11 +644,24 @@ impl Endpoint {
         if self.sent.get(ack).is_none() {
             return;
         }
-        for i in 0..=ACK_BITS {
-            let s = ack.wrapping_sub(i);
-            if i > 0 && bits >> (i - 1) & 1 == 0 {
-                continue;
+        // Bit i: packet `ack - i`. Only the packets this ack covers that the last one did
+        // not are looked at (most packets repeat what the one before acknowledged).
+        let covered = 1 | u64::from(bits) << 1;
+        let mut fresh = covered;
+        if let Some((prev, prev_covered)) = self.acks_seen {
+            let d = ack.wrapping_sub(prev);
+            let before = if d <= ACK_BITS { prev_covered << d } else { 0 };
+            fresh &= !before;
+            if !newer(prev, ack) {
+                self.acks_seen = Some((ack, covered | before));
             }
+        } else {
+            self.acks_seen = Some((ack, covered));
+        }
+        while fresh != 0 {
+            let i = fresh.trailing_zeros();
+            fresh &= fresh - 1;
+            let s = ack.wrapping_sub(i as u16);
             let Some(p) = self.sent.get_mut(s) else { continue };
             if p.acked {
                 continue;

@@ -186,7 +186,7 @@ impl SnapshotSender {
 
     /// Records the client's acknowledgement of the snapshot of `tick`.
     pub fn ack(&mut self, tick: u32) {
-        if self.last_tick.is_none_or(|last| tick > last) {
+        if self.last_tick.is_none_or(|last| tick > last) || self.acked == Some(tick) {
             return;
         }
         if let Some(v) = self.ring.iter_mut().find(|v| v.tick == Some(tick)) {
