@@ -11,7 +11,7 @@ use std::time::Duration;
 pub const CONTROL_FRAME: u8 = 0xC5;
 /// volley's protocol version; both sides must speak the same (2: predicted snapshots are
 /// range-coded).
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 const MAGIC: [u8; 4] = *b"VLLY";
 const HELLO_INTERVAL: Duration = Duration::from_millis(100);
 

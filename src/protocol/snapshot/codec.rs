@@ -478,6 +478,22 @@ pub(crate) struct Models {
     pub gap: ComponentModel,
     /// The records' operations: not "changed", then "destroyed" (else created).
     pub op: [Prob; 2],
+    /// Per baseline entity passed: whether the next record is at (or, a creation, before)
+    /// it. Context: [`flag_context`].
+    pub flag: [Prob; 6],
+}
+
+/// The context of a baseline entity's record flag: whether the flag before it was set
+/// (neighbours change together), and whether the entity moved between the prediction's
+/// second reference and the baseline (moving entities keep moving): no reference, still,
+/// moved.
+pub(crate) fn flag_context(previous: bool, base: &[u32], older: Option<&[u32]>) -> usize {
+    let motion = match older {
+        None => 0,
+        Some(o) if words_eq(o, base) => 1,
+        Some(_) => 2,
+    };
+    usize::from(previous) * 3 + motion
 }
 
 impl Models {
@@ -486,6 +502,7 @@ impl Models {
         self.epoch = self.epoch.wrapping_add(1);
         self.gap = ComponentModel::default();
         self.op = [Prob::EVEN; 2];
+        self.flag = [Prob::EVEN; 6];
         if self.epoch == 0 {
             for k in &mut self.kinds {
                 k.epoch = 0;

@@ -15,9 +15,12 @@
 //! operation when there is a baseline (`0` changed, `10` created, `11` destroyed), and for
 //! created entities the kind and every field, for changed ones a per-field change mask and
 //! component deltas. Unchanged entities cost nothing. In a range-coded packet (a sender that
-//! predicts) the records' gaps and operations and the changed entities' bits (prediction
+//! predicts) the records' places, operations and the changed entities' bits (prediction
 //! flag, masks, deltas) go to a range-coded stream after the bit stream instead, its length in
-//! the packet's last two bytes.
+//! the packet's last two bytes. There a record's place is one flag per baseline entity passed
+//! ("the next record is here", or for a creation before it, whose id gap then follows), in
+//! the context of the flag before and of whether that entity moved between the second
+//! reference and the baseline: moving entities are the ones likely to change.
 
 mod cache;
 mod codec;

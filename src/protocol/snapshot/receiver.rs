@@ -182,24 +182,53 @@ fn rebuild(
             *bi += 1;
         }
     };
+    let mut flagged = false; // the last record flag (range-coded packets)
     for _ in 0..count {
-        let gap = match rc.as_mut() {
-            Some((d, models)) => codec::read_uint_rc(&mut models.gap, d)?,
-            None => r.read_golomb(gap_order)?,
+        let (id64, rc_op) = match rc.as_mut() {
+            Some((d, models)) => {
+                // One flag per baseline entity passed, until the one the record is at (or,
+                // for a creation, before).
+                while let Some(e) = base.get(bi) {
+                    let older = reference
+                        .as_ref()
+                        .and_then(|rf| rf.world.get(rf.world.find(e.id)?))
+                        .filter(|x| x.kind == e.kind)
+                        .map(|x| x.words);
+                    flagged = d.bit(&mut models.flag[codec::flag_context(flagged, e.words, older)]);
+                    if flagged {
+                        break;
+                    }
+                    out.push_raw(e.id, e.kind, e.words);
+                    next_id = u64::from(e.id) + 1;
+                    bi += 1;
+                }
+                let op = if !d.bit(&mut models.op[0]) {
+                    0
+                } else if d.bit(&mut models.op[1]) {
+                    2
+                } else {
+                    1
+                };
+                let at = base.get(bi).map(|e| u64::from(e.id));
+                let id = if op == 1 {
+                    let id = next_id + u64::from(codec::read_uint_rc(&mut models.gap, d)?);
+                    if at.is_some_and(|at| id > at) {
+                        return Err(SnapshotError::Malformed);
+                    }
+                    id
+                } else {
+                    at.ok_or(SnapshotError::Malformed)?
+                };
+                (id, Some(op))
+            }
+            None => (next_id + u64::from(r.read_golomb(gap_order)?), None),
         };
-        let id64 = next_id + u64::from(gap);
         let id = u32::try_from(id64).map_err(|_| SnapshotError::Malformed)?;
         next_id = id64 + 1;
         copy_until(out, &mut bi, id64);
         let in_base = base.get(bi).filter(|e| e.id == id);
-        let op = if let Some((d, models)) = rc.as_mut() {
-            if !d.bit(&mut models.op[0]) {
-                0
-            } else if d.bit(&mut models.op[1]) {
-                2
-            } else {
-                1
-            }
+        let op = if let Some(op) = rc_op {
+            op
         } else if !has_base || !r.read_bool()? {
             if has_base { 0 } else { 1 }
         } else if r.read_bool()? {

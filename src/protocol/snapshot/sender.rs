@@ -571,6 +571,42 @@ fn older_of<'a>(
     (words <= codec::MAX_PREDICTED_WORDS).then(|| (rf.view.words(x), rf.num, rf.den))
 }
 
+/// The walk over the baseline's entities the client has, for the record flags of a
+/// range-coded packet.
+#[derive(Default)]
+struct BaseWalk {
+    /// Index into the baseline's entries.
+    pos: usize,
+    /// Index into the reference's entries.
+    ref_pos: usize,
+    /// The last flag coded.
+    flagged: bool,
+}
+
+impl BaseWalk {
+    /// The baseline entity the walk stands at (skipping those the client lacks).
+    fn current(&mut self, entries: &[Entry]) -> Option<Entry> {
+        while let Some(e) = entries.get(self.pos) {
+            if e.present() {
+                return Some(*e);
+            }
+            self.pos += 1;
+        }
+        None
+    }
+}
+
+/// The reference's words for entity `id` of `kind`, if the client has it there.
+fn older_words<'a>(reference: Option<Reference<'a>>, pos: &mut usize, id: EntityId, kind: KindId) -> Option<&'a [u32]> {
+    let rf = reference?;
+    let entries = &rf.view.entries;
+    while entries.get(*pos).is_some_and(|x| x.id < id) {
+        *pos += 1;
+    }
+    let x = entries.get(*pos).filter(|x| x.id == id && x.kind_flags == kind)?;
+    Some(rf.view.words(x))
+}
+
 /// A second reference for prediction: the client's view `den` ticks before the baseline,
 /// extrapolated `num` ticks past it.
 #[derive(Clone, Copy)]
@@ -639,18 +675,44 @@ fn write(
     let mut enc = RangeEncoder::new(rc_buf);
     let mut ref_pos = 0usize; // walks the reference view's entries in id order
     let mut next_id = 0u32; // the smallest id the next record may have
+    let base_entries: &[Entry] = base.map_or(&[], |b| &b.entries);
+    let mut walk = BaseWalk::default();
     for r in sent() {
-        let gap = r.id.saturating_sub(next_id);
-        next_id = r.id.saturating_add(1);
         if rc {
-            // Gaps and operations through the range coder too (a run of changed neighbours
-            // costs a fraction of a bit each).
-            codec::write_uint_rc(gap, &mut models.gap, &mut enc);
+            // Where the record is: one flag per baseline entity passed, in the context of
+            // whether that entity was moving (a record is far likelier on a moving one).
+            let b = base.ok_or(SnapshotError::Malformed)?;
+            while let Some(e) = walk.current(base_entries) {
+                let here = e.id >= r.id;
+                let older = older_words(reference, &mut walk.ref_pos, e.id, e.kind());
+                let ctx = codec::flag_context(walk.flagged, b.words(&e), older);
+                enc.bit(&mut models.flag[ctx], here);
+                walk.flagged = here;
+                if here {
+                    break;
+                }
+                next_id = e.id.saturating_add(1);
+                walk.pos += 1;
+            }
+            let at_base = walk.current(base_entries).is_some_and(|e| e.id == r.id);
+            if r.op != Op::Created && !at_base {
+                return Err(SnapshotError::Malformed);
+            }
             enc.bit(&mut models.op[0], r.op != Op::Changed);
             if r.op != Op::Changed {
                 enc.bit(&mut models.op[1], r.op == Op::Destroyed);
             }
+            if r.op == Op::Created {
+                // A creation's id: its distance from the smallest id it may have.
+                codec::write_uint_rc(r.id.saturating_sub(next_id), &mut models.gap, &mut enc);
+            }
+            if at_base {
+                walk.pos += 1;
+            }
+            next_id = r.id.saturating_add(1);
         } else {
+            let gap = r.id.saturating_sub(next_id);
+            next_id = r.id.saturating_add(1);
             w.write_golomb(gap, gap_order);
         }
         if base_tick.is_some() && !rc {
