@@ -250,12 +250,16 @@ fn rebuild(
                         let m = models.kind(e.kind, k);
                         let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
                         let from = match older {
-                            Some((older, num, den)) if d.bit(&mut m.predicted) => {
+                            Some((older, num, den)) => {
                                 let pred = &mut pred[..k.words()];
                                 codec::predict(k, e.words, older, num, den, pred);
-                                &*pred
+                                if !codec::words_eq(pred, e.words) && d.bit(&mut m.predicted) {
+                                    &*pred
+                                } else {
+                                    e.words
+                                }
                             }
-                            _ => e.words,
+                            None => e.words,
                         };
                         codec::read_delta_rc(k, from, m, d, words)?;
                     }

@@ -763,14 +763,18 @@ fn write(
                 let m = models.kind(e.kind(), k);
                 let mut reference_words = b.words(&e);
                 if let Some((older, num, den)) = older_of(reference, &mut ref_pos, r.id, e.kind(), k.words()) {
-                    // The receiver can predict this entity too: one bit says whether it does,
-                    // whichever reference leaves the smaller residuals.
                     let pred = &mut pred[..k.words()];
                     codec::predict(k, b.words(&e), older, num, den, pred);
-                    let use_pred = codec::residual_size(k, pred, cur) < codec::residual_size(k, b.words(&e), cur);
-                    enc.bit(&mut m.predicted, use_pred);
-                    if use_pred {
-                        reference_words = pred;
+                    // A prediction that is the baseline (the entity stood still between the
+                    // two references) needs no bit.
+                    if !codec::words_eq(pred, b.words(&e)) {
+                        // The receiver can predict this entity too: one bit says whether it
+                        // does, whichever reference leaves the smaller residuals.
+                        let use_pred = codec::residual_size(k, pred, cur) < codec::residual_size(k, b.words(&e), cur);
+                        enc.bit(&mut m.predicted, use_pred);
+                        if use_pred {
+                            reference_words = pred;
+                        }
                     }
                 }
                 codec::write_delta_rc(k, reference_words, cur, m, &mut enc);
