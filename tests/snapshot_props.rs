@@ -333,3 +333,38 @@ fn an_ack_older_than_the_clients_ring_means_a_full_snapshot_not_an_error() {
     }
     assert!(full > 20, "{full} full snapshots");
 }
+
+#[test]
+fn a_predicted_packet_that_destroys_thousands_at_once_decodes() {
+    // Range-coded records can cost well under a bit each (a destruction is three skewed
+    // decisions): the receiver's sanity bound on the record count must allow for that.
+    let schema = schema();
+    let config = SenderConfig { history: 32, predict: true, max_baseline_age: 63 };
+    let mut sender = SnapshotSender::new(schema.clone(), config);
+    let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
+    let mut world = BTreeMap::new();
+    for id in 0..20_000 {
+        world.insert(id, Thing::Score(Score { points: id % 100, alive: true }));
+    }
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut vis = Vec::new();
+    for tick in 1..=4u32 {
+        if tick == 4 {
+            world.retain(|id, _| *id < 10);
+        }
+        let snap = snapshot(&schema, tick, &world, None);
+        interest(&snap, 0, &mut vis);
+        let stats = sender.encode(&snap, &vis, &mut buf).unwrap();
+        receiver.decode(&buf[..stats.bytes]).unwrap();
+        assert_same(receiver.latest().unwrap(), &snap);
+        sender.ack(tick);
+        if tick == 4 {
+            assert_eq!(stats.destroyed, 19_990);
+            assert!(stats.bytes < 2_000, "{} bytes for the destructions", stats.bytes);
+        }
+    }
+}
+
+fn assert_same(a: &WorldSnapshot, b: &WorldSnapshot) {
+    assert_eq!(a, b, "client == server");
+}

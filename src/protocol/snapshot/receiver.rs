@@ -98,10 +98,11 @@ impl SnapshotReceiver {
             r
         };
         let count = r.read_golomb(4)? as usize;
-        // Every record costs a bit of the bit stream, or (range-coded) at least seven modelled
-        // decisions of at least 0.022 bits each (probabilities stay within 31/2048 of certain).
+        // Every record costs a bit of the bit stream, or (range-coded) at least three modelled
+        // decisions (its flag and operation) of at least 0.022 bits each (probabilities stay
+        // within 31/2048 of certain): at most 15.2 records a coded bit.
         let rc_bits = rc_stream.map_or(0, |s: &[u8]| s.len() * 8 + 64);
-        if count > r.bits_left() + 8 * rc_bits {
+        if count > r.bits_left() + 16 * rc_bits {
             return Err(SnapshotError::Malformed);
         }
         let mut out = std::mem::take(&mut self.spare);
