@@ -19,11 +19,61 @@ pub struct PlayerInbox {
     /// The newest undelivered snapshot. The broadcaster overwrites it each tick and wakes the
     /// player actor only when it was empty, so a player actor that falls behind holds one
     /// snapshot — the newest — instead of a growing queue of stale ones.
-    pub snapshot: Mutex<Option<(Arc<WorldSnapshot>, AppliedInputs)>>,
-    /// World messages cast to the actor and not yet handled. Past [`MAX_PENDING_MESSAGES`]
-    /// events are dropped and a reliable message disconnects the player (it cannot be
-    /// delivered, and must not be lost silently).
+    /// With it, how many message batches the broadcaster had left in `batches` before it:
+    /// the player actor takes those first.
+    pub snapshot: Mutex<Option<(Arc<WorldSnapshot>, AppliedInputs, u64)>>,
+    /// World messages handed to the actor and not yet handled (cast, or waiting in
+    /// `batches`). Past [`MAX_PENDING_MESSAGES`] events are dropped and a reliable message
+    /// disconnects the player (it cannot be delivered, and must not be lost silently).
     pub messages: AtomicUsize,
+    /// Batches of messages to every player, in order, waiting for the actor: it takes them
+    /// when it is next woken by the broadcaster (the tick's snapshot, or a message to it
+    /// alone), so they cost no cast of their own.
+    pub batches: Mutex<Batches>,
+}
+
+/// The batches waiting in a [`PlayerInbox`], numbered in the order they were left.
+#[derive(Debug, Default)]
+pub struct Batches {
+    queue: VecDeque<MessageBatch>,
+    /// Batches ever left.
+    left: u64,
+    /// Batches ever taken.
+    taken: u64,
+}
+
+/// Messages from the world to every player, in order, shared by all player actors:
+/// (bytes, reliable).
+pub type MessageBatch = Arc<[(Bytes, bool)]>;
+
+impl PlayerInbox {
+    /// Leaves a batch (the broadcaster).
+    fn leave(&self, batch: MessageBatch) -> bool {
+        let Ok(mut b) = self.batches.lock() else { return false };
+        b.queue.push_back(batch);
+        b.left += 1;
+        true
+    }
+
+    /// How many batches have been left so far: a snapshot or message handed over now comes
+    /// after them.
+    fn left(&self) -> u64 {
+        self.batches.lock().map_or(0, |b| b.left)
+    }
+
+    /// Moves the batches left before the `upto`-th into `into`, in order (a snapshot or
+    /// message handed over after them is handled after them; later ones wait their turn).
+    pub fn take_batches(&self, upto: u64, into: &mut Vec<MessageBatch>) {
+        if let Ok(mut b) = self.batches.lock() {
+            while b.taken < upto {
+                let Some(batch) = b.queue.pop_front() else { break };
+                b.taken += 1;
+                into.push(batch);
+            }
+        }
+        let n: usize = into.iter().map(|b| b.len()).sum();
+        self.messages.fetch_sub(n, Ordering::Relaxed);
+    }
 }
 
 /// A player's inbox, shared by the broadcaster and the player actor.
@@ -156,18 +206,23 @@ pub struct BroadcastState {
     to_all: Vec<(Bytes, bool)>,
 }
 
-/// Hands `to_all` to every player actor as one shared batch.
+/// Leaves `to_all` in every player actor's inbox as one shared batch, without waking it:
+/// what comes next from the broadcaster (the tick's snapshot, or a message to that player)
+/// wakes it, and it takes the batch first.
 fn flush_to_all(players: &BTreeMap<PlayerId, (ActorRef<PlayerMsg>, SnapshotSlot)>, to_all: &mut Vec<(Bytes, bool)>) {
     if to_all.is_empty() {
         return;
     }
-    let batch: Arc<[(Bytes, bool)]> = to_all.drain(..).collect();
+    let batch: MessageBatch = to_all.drain(..).collect();
     let n = batch.len();
     let reliable = batch.iter().any(|(_, r)| *r);
     for (r, inbox) in players.values() {
         let pending = inbox.messages.fetch_add(n, Ordering::Relaxed);
         if pending < MAX_PENDING_MESSAGES {
-            let _ = r.cast(PlayerMsg::Messages(batch.clone()));
+            if !inbox.leave(batch.clone()) {
+                // Its actor panicked holding the lock; it is being cleaned up.
+                inbox.messages.fetch_sub(n, Ordering::Relaxed);
+            }
             continue;
         }
         inbox.messages.fetch_sub(n, Ordering::Relaxed);
@@ -224,7 +279,7 @@ impl Actor for Broadcaster {
                 let send = |(r, inbox): &(ActorRef<PlayerMsg>, SnapshotSlot)| {
                     let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
                     if pending < MAX_PENDING_MESSAGES {
-                        let _ = r.cast(PlayerMsg::Message(data.clone(), reliable));
+                        let _ = r.cast(PlayerMsg::Message(data.clone(), reliable, inbox.left()));
                         return;
                     }
                     inbox.messages.fetch_sub(1, Ordering::Relaxed);
@@ -243,8 +298,9 @@ impl Actor for Broadcaster {
                 let to_wake = &mut state.to_wake;
                 to_wake.clear();
                 for (r, slot) in players.values() {
+                    let left = slot.left();
                     let was_empty = match slot.snapshot.lock() {
-                        Ok(mut s) => s.replace((snap.clone(), applied.clone())).is_none(),
+                        Ok(mut s) => s.replace((snap.clone(), applied.clone(), left)).is_none(),
                         Err(_) => continue, // its actor panicked holding it; it is being cleaned up
                     };
                     if was_empty {
@@ -301,7 +357,7 @@ mod tests {
                 self.release.notified().await;
             }
             match msg {
-                PlayerMsg::Message(_, reliable) => {
+                PlayerMsg::Message(_, reliable, _) => {
                     self.inbox.messages.fetch_sub(1, Ordering::Relaxed);
                     let n = if reliable { &self.reliable } else { &self.events };
                     n.fetch_add(1, Ordering::Relaxed);
@@ -374,7 +430,7 @@ mod tests {
         }
     }
 
-    /// Records the world messages that reach it, in order, and how many casts carried them.
+    /// Records the world messages that reach it, in order, and how many casts woke it.
     struct Recorder(Arc<Mutex<(Vec<Bytes>, usize)>>, SnapshotSlot);
 
     impl Actor for Recorder {
@@ -388,19 +444,22 @@ mod tests {
 
         async fn handle(&self, _: ActorRef<PlayerMsg>, msg: PlayerMsg, _: &mut ()) -> Result<(), ActorProcessingErr> {
             let Ok(mut log) = self.0.lock() else { return Ok(()) };
-            match msg {
-                PlayerMsg::Message(data, _) => {
-                    self.1.messages.fetch_sub(1, Ordering::Relaxed);
-                    log.0.push(data);
-                    log.1 += 1;
+            // As the player actor does: the batches left before what woke it come first.
+            let upto = match &msg {
+                PlayerMsg::Message(_, _, upto) => *upto,
+                PlayerMsg::SnapshotReady(_) => {
+                    self.1.snapshot.lock().ok().and_then(|mut s| s.take()).map_or(0, |s| s.2)
                 }
-                PlayerMsg::Messages(batch) => {
-                    self.1.messages.fetch_sub(batch.len(), Ordering::Relaxed);
-                    log.0.extend(batch.iter().map(|(d, _)| d.clone()));
-                    log.1 += 1;
-                }
-                _ => {}
+                _ => 0,
+            };
+            let mut batches = Vec::new();
+            self.1.take_batches(upto, &mut batches);
+            log.0.extend(batches.iter().flat_map(|b| b.iter().map(|(d, _)| d.clone())));
+            if let PlayerMsg::Message(data, _, _) = msg {
+                self.1.messages.fetch_sub(1, Ordering::Relaxed);
+                log.0.push(data);
             }
+            log.1 += 1;
             Ok(())
         }
     }
@@ -444,9 +503,10 @@ mod tests {
         let got = |i: usize| logs[i].lock().map(|l| (l.0.concat(), l.1)).unwrap_or_default();
         settle(|| (0..3).all(|i| got(i).0.len() >= if i == 1 { 6 } else { 5 })).await;
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-        assert_eq!(got(0), (b"abcde".to_vec(), 2), "two batches: before the targeted message and after");
-        assert_eq!(got(1), (b"abpcde".to_vec(), 3), "the targeted message keeps its place");
-        assert_eq!(got(2), (b"abcde".to_vec(), 2));
+        // Messages to all cost no cast: the snapshot's wake-up delivers them.
+        assert_eq!(got(0), (b"abcde".to_vec(), 1), "both batches with the snapshot's wake-up");
+        assert_eq!(got(1), (b"abpcde".to_vec(), 2), "the targeted message keeps its place");
+        assert_eq!(got(2), (b"abcde".to_vec(), 1));
         assert!(slots.iter().all(|s| s.messages.load(Ordering::Relaxed) == 0), "the inbox counts are settled");
     }
 

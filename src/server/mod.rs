@@ -26,6 +26,12 @@
 //!   player actors of a tick are woken a few at a time ([`broadcaster::FanOut`]: four per
 //!   core; each that finishes wakes the next), so the runtime's queues never hold a whole
 //!   tick of snapshot work in front of a player actor woken by an input or an ack.
+//! - **World messages keep the world's order.** Messages to one player are cast to its
+//!   actor. Messages to everyone are gathered per tick and left in each player's inbox as
+//!   one shared batch, without a cast of their own: the actor takes the batches left before
+//!   whatever wakes it next (the tick's snapshot, which they then go out with, or a message
+//!   to it alone, which they then precede), so every player sees them in the order the world
+//!   sent them, interleaved correctly with its own messages.
 //! - **Snapshots are newest-wins.** The broadcaster leaves each tick's snapshot in a
 //!   one-place slot per player and wakes the player actor only if the slot was empty: a
 //!   player actor that falls behind skips to the newest tick (counted in

@@ -36,10 +36,9 @@ pub enum PlayerMsg {
     Heartbeat,
     /// End the connection, telling the client.
     Disconnect,
-    /// A message from the world: (bytes, reliable).
-    Message(Bytes, bool),
-    /// Messages from the world to every player, in order, shared by all player actors.
-    Messages(std::sync::Arc<[(Bytes, bool)]>),
+    /// A message from the world: (bytes, reliable, how many message batches to everyone
+    /// the broadcaster had left in the inbox before it).
+    Message(Bytes, bool, u64),
 }
 
 /// What a player actor starts with.
@@ -90,6 +89,8 @@ pub struct PlayerState {
     /// Its reliable queue overflowed and a disconnect is on its way: messages still in the
     /// mailbox are dropped without another warning each.
     cut_off: bool,
+    /// The inbox's batches, taken (kept to swap back, so neither side allocates).
+    batches: Vec<super::broadcaster::MessageBatch>,
 }
 
 /// What this player has added to the server-wide sums, and its own totals for `/players`.
@@ -229,6 +230,23 @@ fn queue_message(
     Ok(())
 }
 
+/// Queues the batches of messages to everyone that the broadcaster left in the inbox before
+/// the `upto`-th.
+fn take_batches(myself: &ActorRef<PlayerMsg>, s: &mut PlayerState, upto: u64) -> Result<(), ActorProcessingErr> {
+    let mut batches = std::mem::take(&mut s.batches);
+    s.args.slot.take_batches(upto, &mut batches);
+    let mut result = Ok(());
+    for batch in batches.drain(..) {
+        for (data, reliable) in batch.iter() {
+            if result.is_ok() {
+                result = queue_message(myself, s, data.clone(), *reliable);
+            }
+        }
+    }
+    s.batches = batches;
+    result
+}
+
 impl Actor for PlayerActor {
     type Msg = PlayerMsg;
     type State = PlayerState;
@@ -271,7 +289,15 @@ impl Actor for PlayerActor {
             args.sender,
         );
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
-        Ok(PlayerState { args: shell, session, rtt_us: 0, reason: DisconnectReason::Local, figures, cut_off: false })
+        Ok(PlayerState {
+            args: shell,
+            session,
+            rtt_us: 0,
+            reason: DisconnectReason::Local,
+            figures,
+            cut_off: false,
+            batches: Vec::new(),
+        })
     }
 
     async fn handle(
@@ -314,21 +340,19 @@ impl Actor for PlayerActor {
             }
             PlayerMsg::SnapshotReady(generation) => {
                 let taken = s.args.slot.snapshot.lock().ok().and_then(|mut slot| slot.take());
-                if let Some((world, applied)) = taken {
+                if let Some((world, applied, upto)) = taken {
+                    // Messages to everyone left before this snapshot go out with it.
+                    take_batches(&myself, s, upto)?;
                     s.on_snapshot(&world, &applied);
                 }
                 s.args.batcher.done();
                 s.args.fanout.finished(generation);
             }
-            PlayerMsg::Message(data, reliable) => {
+            PlayerMsg::Message(data, reliable, upto) => {
+                // Messages to everyone that the broadcaster left before this one go first.
+                take_batches(&myself, s, upto)?;
                 s.args.slot.messages.fetch_sub(1, Ordering::Relaxed);
                 queue_message(&myself, s, data, reliable)?;
-            }
-            PlayerMsg::Messages(batch) => {
-                s.args.slot.messages.fetch_sub(batch.len(), Ordering::Relaxed);
-                for (data, reliable) in batch.iter() {
-                    queue_message(&myself, s, data.clone(), *reliable)?;
-                }
             }
             PlayerMsg::Heartbeat => {
                 s.figures.heartbeats += 1;
