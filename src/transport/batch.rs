@@ -151,8 +151,10 @@ mod sys {
         got: &mut Vec<(usize, usize, SocketAddr)>,
     ) -> io::Result<()> {
         with_headers(&RECV_HEADERS, |headers| {
-            let mut slices: Vec<[IoSliceMut<'_>; 1]> =
-                storage.chunks_mut(DATAGRAM_ROOM).take(BATCH).map(|c| [IoSliceMut::new(c)]).collect();
+            // On the stack: no allocation per call.
+            let mut rooms = storage.chunks_mut(DATAGRAM_ROOM);
+            let mut slices: [[IoSliceMut<'_>; 1]; BATCH] =
+                std::array::from_fn(|_| [IoSliceMut::new(rooms.next().unwrap_or_default())]);
             let results = recvmmsg(socket.as_raw_fd(), headers, slices.iter_mut(), MsgFlags::MSG_DONTWAIT, None)?;
             for (room, r) in results.enumerate() {
                 // A datagram from an address that is neither IPv4 nor IPv6 cannot be a
