@@ -368,14 +368,20 @@ pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32],
     if base.len() != n || cur.len() != n || orders.len() != n {
         return;
     }
+    // Slices of one known length, indexed by ranges clamped to it: no bounds checks in the
+    // loops below.
+    let (base, cur, widths, orders) = (&base[..n], &cur[..n], &kind.widths[..n], &orders[..n]);
     let many = kind.ranges.len() > 1;
     // One bit a field: which changed (fields ≤ 64 words, so a u64 mask holds them).
     let mut changed = u64::MAX;
     if many {
         changed = 0;
         for (f, r) in kind.ranges.iter().enumerate() {
-            let (a, b) = (r.start as usize, r.end as usize);
-            changed |= u64::from(!words_eq(&base[a..b], &cur[a..b])) << f;
+            let mut diff = 0u32;
+            for i in r.start as usize..(r.end as usize).min(n) {
+                diff |= base[i] ^ cur[i];
+            }
+            changed |= u64::from(diff != 0) << f;
         }
     }
     let mut acc = Acc::new(s);
@@ -390,16 +396,16 @@ pub(crate) fn write_delta<S: Sink>(kind: &KindSchema, base: &[u32], cur: &[u32],
         if changed >> f & 1 == 0 {
             continue;
         }
-        let (a, b) = (r.start as usize, r.end as usize);
+        let (a, b) = (r.start as usize, (r.end as usize).min(n));
         if r.at_rest {
-            let rest = cur[a..b].iter().all(|x| *x == 0);
+            let rest = cur[a.min(b)..b].iter().all(|x| *x == 0);
             acc.put(u32::from(rest), 1);
             if rest {
                 continue;
             }
         }
-        for (((bw, cw), width), k) in base[a..b].iter().zip(&cur[a..b]).zip(&kind.widths[a..b]).zip(&orders[a..b]) {
-            write_component(*bw, *cw, u32::from(*width), u32::from(*k), &mut acc);
+        for i in a..b {
+            write_component(base[i], cur[i], u32::from(widths[i]), u32::from(orders[i]), &mut acc);
         }
     }
     acc.finish();
