@@ -469,8 +469,9 @@ pub(crate) struct KindModels {
     epoch: u32,
     /// Whether an entity is coded against the prediction.
     pub predicted: Prob,
-    /// Per field: changed, and all zero ("at rest").
-    fields: Vec<[Prob; 2]>,
+    /// Per field: changed (for a field that did not move between the prediction's
+    /// references), all zero ("at rest"), and changed (for one that did).
+    fields: Vec<[Prob; 3]>,
     components: Vec<ComponentModel>,
 }
 
@@ -528,12 +529,25 @@ impl Models {
             m.epoch = self.epoch;
             m.predicted = Prob::EVEN;
             m.fields.clear();
-            m.fields.resize(kind.ranges.len(), [Prob::EVEN; 2]);
+            m.fields.resize(kind.ranges.len(), [Prob::EVEN; 3]);
             m.components.clear();
             m.components.resize(kind.widths.len(), ComponentModel::default());
         }
         m
     }
+}
+
+/// Which fields of an entity moved between the prediction's second reference (`older`) and
+/// the baseline (bit per field; none without a second reference): a field that moved is
+/// likely to change again.
+pub(crate) fn moving_fields(kind: &KindSchema, base: &[u32], older: Option<&[u32]>) -> u64 {
+    let Some(older) = older.filter(|o| o.len() == base.len()) else { return 0 };
+    let mut moving = 0;
+    for (f, r) in kind.ranges.iter().enumerate().take(64) {
+        let (a, b) = (r.start as usize, (r.end as usize).min(base.len()));
+        moving |= u64::from(!words_eq(&base[a.min(b)..b], &older[a.min(b)..b])) << f;
+    }
+    moving
 }
 
 /// Bits of a residual's length class (0 to 32 fit in six).
@@ -638,7 +652,14 @@ pub(crate) fn read_uint_rc(m: &mut ComponentModel, d: &mut RangeDecoder<'_>) -> 
 }
 
 /// [`write_delta`] through the range coder with the kind's adaptive models.
-pub(crate) fn write_delta_rc(kind: &KindSchema, base: &[u32], cur: &[u32], m: &mut KindModels, e: &mut RangeEncoder) {
+pub(crate) fn write_delta_rc(
+    kind: &KindSchema,
+    base: &[u32],
+    cur: &[u32],
+    moving: u64,
+    m: &mut KindModels,
+    e: &mut RangeEncoder,
+) {
     let n = kind.widths.len();
     if base.len() != n || cur.len() != n || m.components.len() != n || m.fields.len() != kind.ranges.len() {
         return;
@@ -648,7 +669,7 @@ pub(crate) fn write_delta_rc(kind: &KindSchema, base: &[u32], cur: &[u32], m: &m
         let (a, b) = (r.start as usize, r.end as usize);
         if many {
             let changed = !words_eq(&base[a..b], &cur[a..b]);
-            e.bit(&mut m.fields[f][0], changed);
+            e.bit(&mut m.fields[f][if moving >> f & 1 == 1 { 2 } else { 0 }], changed);
             if !changed {
                 continue;
             }
@@ -682,6 +703,7 @@ pub(crate) fn write_delta_rc(kind: &KindSchema, base: &[u32], cur: &[u32], m: &m
 pub(crate) fn read_delta_rc(
     kind: &KindSchema,
     base: &[u32],
+    moving: u64,
     m: &mut KindModels,
     d: &mut RangeDecoder<'_>,
     out: &mut [u32],
@@ -694,7 +716,7 @@ pub(crate) fn read_delta_rc(
     let many = kind.ranges.len() > 1;
     for (f, r) in kind.ranges.iter().enumerate() {
         let (a, b) = (r.start as usize, r.end as usize);
-        if many && !d.bit(&mut m.fields[f][0]) {
+        if many && !d.bit(&mut m.fields[f][if moving >> f & 1 == 1 { 2 } else { 0 }]) {
             continue;
         }
         if r.at_rest && d.bit(&mut m.fields[f][1]) {
@@ -775,14 +797,14 @@ mod tests {
             let mut models = Models::default();
             models.start_packet();
             let mut e = RangeEncoder::default();
-            write_delta_rc(&k, &base, &cur, models.kind(0, &k), &mut e);
-            write_delta_rc(&k, &cur, &base, models.kind(0, &k), &mut e);
+            write_delta_rc(&k, &base, &cur, 1, models.kind(0, &k), &mut e);
+            write_delta_rc(&k, &cur, &base, 1, models.kind(0, &k), &mut e);
             let bytes = e.finish();
             models.start_packet();
             let mut d = RangeDecoder::new(&bytes);
-            read_delta_rc(&k, &base, models.kind(0, &k), &mut d, &mut out).unwrap();
+            read_delta_rc(&k, &base, 1, models.kind(0, &k), &mut d, &mut out).unwrap();
             prop_assert_eq!(&out, &cur);
-            read_delta_rc(&k, &cur, models.kind(0, &k), &mut d, &mut out).unwrap();
+            read_delta_rc(&k, &cur, 1, models.kind(0, &k), &mut d, &mut out).unwrap();
             prop_assert_eq!(&out, &base);
         }
 
@@ -824,7 +846,7 @@ mod tests {
             models.start_packet();
             let mut d = RangeDecoder::new(&bytes);
             for _ in 0..8 {
-                let _ = read_delta_rc(&k, &base, models.kind(0, &k), &mut d, &mut out);
+                let _ = read_delta_rc(&k, &base, 1, models.kind(0, &k), &mut d, &mut out);
             }
         }
     }
