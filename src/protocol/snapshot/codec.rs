@@ -455,11 +455,14 @@ pub(crate) fn read_delta(
 pub(crate) struct ComponentModel {
     class: [Prob; 64],
     top: Prob,
+    /// The residual is zero, by whether the component moved between the prediction's
+    /// references: unknown, no, yes.
+    zero: [Prob; 3],
 }
 
 impl Default for ComponentModel {
     fn default() -> Self {
-        Self { class: [Prob::EVEN; 64], top: Prob::EVEN }
+        Self { class: [Prob::EVEN; 64], top: Prob::EVEN, zero: [Prob::EVEN; 3] }
     }
 }
 
@@ -537,24 +540,44 @@ impl Models {
     }
 }
 
-/// Which fields of an entity moved between the prediction's second reference (`older`) and
-/// the baseline (bit per field; none without a second reference): a field that moved is
-/// likely to change again.
-pub(crate) fn moving_fields(kind: &KindSchema, base: &[u32], older: Option<&[u32]>) -> u64 {
-    let Some(older) = older.filter(|o| o.len() == base.len()) else { return 0 };
-    let mut moving = 0;
-    for (f, r) in kind.ranges.iter().enumerate().take(64) {
-        let (a, b) = (r.start as usize, (r.end as usize).min(base.len()));
-        moving |= u64::from(!words_eq(&base[a.min(b)..b], &older[a.min(b)..b])) << f;
+/// What the receiver knows of an entity's recent motion: its baseline and, with a second
+/// reference for prediction, its state there. Which fields and components moved between the
+/// two is context for coding whether they changed again.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Motion<'a> {
+    /// The baseline's words.
+    pub baseline: &'a [u32],
+    /// The second reference's words, if the client has the entity there.
+    pub older: Option<&'a [u32]>,
+}
+
+impl Motion<'_> {
+    /// A bit per field (up to 64) that moved; none without a second reference.
+    fn fields(&self, kind: &KindSchema) -> u64 {
+        let Some(older) = self.older.filter(|o| o.len() == self.baseline.len()) else { return 0 };
+        let base = self.baseline;
+        let mut moving = 0;
+        for (f, r) in kind.ranges.iter().enumerate().take(64) {
+            let (a, b) = (r.start as usize, (r.end as usize).min(base.len()));
+            moving |= u64::from(!words_eq(&base[a.min(b)..b], &older[a.min(b)..b])) << f;
+        }
+        moving
     }
-    moving
+
+    /// Component `i`: 0 unknown, 1 still, 2 moved.
+    fn component(&self, i: usize) -> usize {
+        match (self.older.and_then(|o| o.get(i)), self.baseline.get(i)) {
+            (Some(o), Some(b)) => 1 + usize::from(o != b),
+            _ => 0,
+        }
+    }
 }
 
 /// Bits of a residual's length class (0 to 32 fit in six).
 const CLASS_BITS: u32 = 6;
 
 #[inline]
-fn write_component_rc(base: u32, cur: u32, width: u32, m: &mut ComponentModel, e: &mut RangeEncoder) {
+fn write_component_rc(base: u32, cur: u32, width: u32, moved: usize, m: &mut ComponentModel, e: &mut RangeEncoder) {
     if width <= 2 {
         let differs = base != cur;
         e.bit(&mut m.class[1], differs);
@@ -566,6 +589,10 @@ fn write_component_rc(base: u32, cur: u32, width: u32, m: &mut ComponentModel, e
     let r = signed_diff(base, cur, width);
     let a = r.unsigned_abs();
     let class = 32 - a.leading_zeros();
+    e.bit(&mut m.zero[moved.min(2)], class == 0);
+    if class == 0 {
+        return;
+    }
     e.tree(&mut m.class, class, CLASS_BITS);
     if class > 0 {
         e.direct(u32::from(r < 0), 1);
@@ -580,13 +607,22 @@ fn write_component_rc(base: u32, cur: u32, width: u32, m: &mut ComponentModel, e
 }
 
 #[inline]
-fn read_component_rc(base: u32, width: u32, m: &mut ComponentModel, d: &mut RangeDecoder<'_>) -> Result<u32, BitError> {
+fn read_component_rc(
+    base: u32,
+    width: u32,
+    moved: usize,
+    m: &mut ComponentModel,
+    d: &mut RangeDecoder<'_>,
+) -> Result<u32, BitError> {
     if width <= 2 {
         return Ok(if d.bit(&mut m.class[1]) { d.direct(width) & mask(width) } else { base });
     }
+    if d.bit(&mut m.zero[moved.min(2)]) {
+        return Ok(base);
+    }
     let class = d.tree(&mut m.class, CLASS_BITS);
     if class == 0 {
-        return Ok(base);
+        return Err(BitError); // a zero residual has its own flag
     }
     if class > width {
         return Err(BitError);
@@ -656,10 +692,11 @@ pub(crate) fn write_delta_rc(
     kind: &KindSchema,
     base: &[u32],
     cur: &[u32],
-    moving: u64,
+    motion: Motion<'_>,
     m: &mut KindModels,
     e: &mut RangeEncoder,
 ) {
+    let moving = motion.fields(kind);
     let n = kind.widths.len();
     if base.len() != n || cur.len() != n || m.components.len() != n || m.fields.len() != kind.ranges.len() {
         return;
@@ -685,16 +722,23 @@ pub(crate) fn write_delta_rc(
         let reference = if r.rotation && b - a == 4 {
             // The dropped component's index first, then the rest against the reference as
             // seen with that index.
-            write_component_rc(base[a], cur[a], u32::from(kind.widths[a]), &mut m.components[a], e);
+            write_component_rc(
+                base[a],
+                cur[a],
+                u32::from(kind.widths[a]),
+                motion.component(a),
+                &mut m.components[a],
+                e,
+            );
             rotation = rotation_reference(&base[a..b], cur[a], u32::from(kind.widths[a + 1]));
             &rotation[..]
         } else {
             &base[a..b]
         };
         let skip = usize::from(r.rotation && b - a == 4);
-        let comps = reference.iter().zip(&cur[a..b]).zip(&kind.widths[a..b]).zip(&mut m.components[a..b]).skip(skip);
-        for (((bw, cw), width), c) in comps {
-            write_component_rc(*bw, *cw, u32::from(*width), c, e);
+        let comps = reference.iter().zip(&cur[a..b]).zip(&kind.widths[a..b]).zip(&mut m.components[a..b]).enumerate();
+        for (i, (((bw, cw), width), c)) in comps.skip(skip) {
+            write_component_rc(*bw, *cw, u32::from(*width), motion.component(a + i), c, e);
         }
     }
 }
@@ -703,11 +747,12 @@ pub(crate) fn write_delta_rc(
 pub(crate) fn read_delta_rc(
     kind: &KindSchema,
     base: &[u32],
-    moving: u64,
+    motion: Motion<'_>,
     m: &mut KindModels,
     d: &mut RangeDecoder<'_>,
     out: &mut [u32],
 ) -> Result<(), BitError> {
+    let moving = motion.fields(kind);
     let n = kind.widths.len();
     if base.len() != n || out.len() != n || m.components.len() != n || m.fields.len() != kind.ranges.len() {
         return Err(BitError);
@@ -726,13 +771,14 @@ pub(crate) fn read_delta_rc(
         let mut reference = [0u32; 4];
         let skip = usize::from(r.rotation && b - a == 4);
         if skip == 1 {
-            out[a] = read_component_rc(base[a], u32::from(kind.widths[a]), &mut m.components[a], d)?;
+            out[a] =
+                read_component_rc(base[a], u32::from(kind.widths[a]), motion.component(a), &mut m.components[a], d)?;
             reference = rotation_reference(&base[a..b], out[a], u32::from(kind.widths[a + 1]));
         }
         let comps = out[a..b].iter_mut().zip(&kind.widths[a..b]).zip(&mut m.components[a..b]).enumerate().skip(skip);
         for (i, ((w, width), c)) in comps {
             let from = if skip == 1 { reference[i] } else { *w };
-            *w = read_component_rc(from, u32::from(*width), c, d)?;
+            *w = read_component_rc(from, u32::from(*width), motion.component(a + i), c, d)?;
         }
     }
     Ok(())
@@ -797,14 +843,14 @@ mod tests {
             let mut models = Models::default();
             models.start_packet();
             let mut e = RangeEncoder::default();
-            write_delta_rc(&k, &base, &cur, 1, models.kind(0, &k), &mut e);
-            write_delta_rc(&k, &cur, &base, 1, models.kind(0, &k), &mut e);
+            write_delta_rc(&k, &base, &cur, Motion::default(), models.kind(0, &k), &mut e);
+            write_delta_rc(&k, &cur, &base, Motion::default(), models.kind(0, &k), &mut e);
             let bytes = e.finish();
             models.start_packet();
             let mut d = RangeDecoder::new(&bytes);
-            read_delta_rc(&k, &base, 1, models.kind(0, &k), &mut d, &mut out).unwrap();
+            read_delta_rc(&k, &base, Motion::default(), models.kind(0, &k), &mut d, &mut out).unwrap();
             prop_assert_eq!(&out, &cur);
-            read_delta_rc(&k, &cur, 1, models.kind(0, &k), &mut d, &mut out).unwrap();
+            read_delta_rc(&k, &cur, Motion::default(), models.kind(0, &k), &mut d, &mut out).unwrap();
             prop_assert_eq!(&out, &base);
         }
 
@@ -846,7 +892,7 @@ mod tests {
             models.start_packet();
             let mut d = RangeDecoder::new(&bytes);
             for _ in 0..8 {
-                let _ = read_delta_rc(&k, &base, 1, models.kind(0, &k), &mut d, &mut out);
+                let _ = read_delta_rc(&k, &base, Motion::default(), models.kind(0, &k), &mut d, &mut out);
             }
         }
     }

@@ -250,7 +250,7 @@ fn rebuild(
                     Some((d, models)) => {
                         let m = models.kind(e.kind, k);
                         let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
-                        let moving = codec::moving_fields(k, e.words, older.map(|o| o.0));
+                        let motion = codec::Motion { baseline: e.words, older: older.map(|o| o.0) };
                         let from = match older {
                             Some((older, num, den)) => {
                                 let pred = &mut pred[..k.words()];
@@ -263,7 +263,7 @@ fn rebuild(
                             }
                             None => e.words,
                         };
-                        codec::read_delta_rc(k, from, moving, m, d, words)?;
+                        codec::read_delta_rc(k, from, motion, m, d, words)?;
                     }
                     None => codec::read_delta(k, e.words, &k.orders, r, words)?,
                 }

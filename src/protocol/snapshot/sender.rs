@@ -762,9 +762,9 @@ fn write(
                 let cur = world.words_at(r.world_index as usize);
                 let m = models.kind(e.kind(), k);
                 let mut reference_words = b.words(&e);
-                let mut moving = 0;
+                let mut motion = codec::Motion { baseline: b.words(&e), older: None };
                 if let Some((older, num, den)) = older_of(reference, &mut ref_pos, r.id, e.kind(), k.words()) {
-                    moving = codec::moving_fields(k, b.words(&e), Some(older));
+                    motion.older = Some(older);
                     let pred = &mut pred[..k.words()];
                     codec::predict(k, b.words(&e), older, num, den, pred);
                     // A prediction that is the baseline (the entity stood still between the
@@ -779,7 +779,7 @@ fn write(
                         }
                     }
                 }
-                codec::write_delta_rc(k, reference_words, cur, moving, m, &mut enc);
+                codec::write_delta_rc(k, reference_words, cur, motion, m, &mut enc);
             }
             _ => {}
         }
