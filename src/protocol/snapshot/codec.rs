@@ -458,11 +458,14 @@ pub(crate) struct ComponentModel {
     /// The residual is zero, by whether the component moved between the prediction's
     /// references: unknown, no, yes.
     zero: [Prob; 3],
+    /// The residual is negative, by the direction the component moved between the
+    /// references: not at all or unknown, up, down.
+    negative: [Prob; 3],
 }
 
 impl Default for ComponentModel {
     fn default() -> Self {
-        Self { class: [Prob::EVEN; 64], top: Prob::EVEN, zero: [Prob::EVEN; 3] }
+        Self { class: [Prob::EVEN; 64], top: Prob::EVEN, zero: [Prob::EVEN; 3], negative: [Prob::EVEN; 3] }
     }
 }
 
@@ -564,11 +567,13 @@ impl Motion<'_> {
         moving
     }
 
-    /// Component `i`: 0 unknown, 1 still, 2 moved.
-    fn component(&self, i: usize) -> usize {
+    /// Component `i`: whether it moved (0 unknown, 1 still, 2 moved) and which way (0 not
+    /// at all or unknown, 1 up, 2 down; a difference of the words as a 32-bit number).
+    fn component(&self, i: usize) -> (usize, usize) {
         match (self.older.and_then(|o| o.get(i)), self.baseline.get(i)) {
-            (Some(o), Some(b)) => 1 + usize::from(o != b),
-            _ => 0,
+            (Some(o), Some(b)) if o == b => (1, 0),
+            (Some(o), Some(b)) => (2, if (b.wrapping_sub(*o) as i32) > 0 { 1 } else { 2 }),
+            _ => (0, 0),
         }
     }
 }
@@ -577,7 +582,7 @@ impl Motion<'_> {
 const CLASS_BITS: u32 = 6;
 
 #[inline]
-fn write_component_rc(base: u32, cur: u32, width: u32, moved: usize, m: &mut ComponentModel, e: &mut RangeEncoder) {
+fn write_component_rc(base: u32, cur: u32, width: u32, (moved, direction): (usize, usize), m: &mut ComponentModel, e: &mut RangeEncoder) {
     if width <= 2 {
         let differs = base != cur;
         e.bit(&mut m.class[1], differs);
@@ -595,7 +600,7 @@ fn write_component_rc(base: u32, cur: u32, width: u32, moved: usize, m: &mut Com
     }
     e.tree(&mut m.class, class, CLASS_BITS);
     if class > 0 {
-        e.direct(u32::from(r < 0), 1);
+        e.bit(&mut m.negative[direction], r < 0);
         if class > 1 {
             let low = a - (1 << (class - 1));
             e.bit(&mut m.top, low >> (class - 2) & 1 == 1);
@@ -610,7 +615,7 @@ fn write_component_rc(base: u32, cur: u32, width: u32, moved: usize, m: &mut Com
 fn read_component_rc(
     base: u32,
     width: u32,
-    moved: usize,
+    (moved, direction): (usize, usize),
     m: &mut ComponentModel,
     d: &mut RangeDecoder<'_>,
 ) -> Result<u32, BitError> {
@@ -627,7 +632,7 @@ fn read_component_rc(
     if class > width {
         return Err(BitError);
     }
-    let negative = d.direct(1) == 1;
+    let negative = d.bit(&mut m.negative[direction]);
     let mut a = 1u32 << (class - 1);
     if class > 1 {
         a |= u32::from(d.bit(&mut m.top)) << (class - 2);
