@@ -460,12 +460,12 @@ pub(crate) struct ComponentModel {
     zero: [Prob; 3],
     /// The residual is negative, by the direction the component moved between the
     /// references: not at all or unknown, up, down.
-    negative: [Prob; 3],
+    negative: [Prob; 5],
 }
 
 impl Default for ComponentModel {
     fn default() -> Self {
-        Self { class: [Prob::EVEN; 64], top: Prob::EVEN, zero: [Prob::EVEN; 3], negative: [Prob::EVEN; 3] }
+        Self { class: [Prob::EVEN; 64], top: Prob::EVEN, zero: [Prob::EVEN; 3], negative: [Prob::EVEN; 5] }
     }
 }
 
@@ -552,6 +552,8 @@ pub(crate) struct Motion<'a> {
     pub baseline: &'a [u32],
     /// The second reference's words, if the client has the entity there.
     pub older: Option<&'a [u32]>,
+    /// The delta is against the prediction (else against the baseline).
+    pub predicted: bool,
 }
 
 impl Motion<'_> {
@@ -572,7 +574,10 @@ impl Motion<'_> {
     fn component(&self, i: usize) -> (usize, usize) {
         match (self.older.and_then(|o| o.get(i)), self.baseline.get(i)) {
             (Some(o), Some(b)) if o == b => (1, 0),
-            (Some(o), Some(b)) => (2, if (b.wrapping_sub(*o) as i32) > 0 { 1 } else { 2 }),
+            (Some(o), Some(b)) => {
+                let up = (b.wrapping_sub(*o) as i32) > 0;
+                (2, 1 + usize::from(!up) + 2 * usize::from(!self.predicted))
+            }
             _ => (0, 0),
         }
     }

@@ -250,16 +250,13 @@ fn rebuild(
                     Some((d, models)) => {
                         let m = models.kind(e.kind, k);
                         let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
-                        let motion = codec::Motion { baseline: e.words, older: older.map(|o| o.0) };
+                        let mut motion = codec::Motion { baseline: e.words, older: older.map(|o| o.0), predicted: false };
                         let from = match older {
                             Some((older, num, den)) => {
                                 let pred = &mut pred[..k.words()];
                                 codec::predict(k, e.words, older, num, den, pred);
-                                if !codec::words_eq(pred, e.words) && d.bit(&mut m.predicted) {
-                                    &*pred
-                                } else {
-                                    e.words
-                                }
+                                motion.predicted = !codec::words_eq(pred, e.words) && d.bit(&mut m.predicted);
+                                if motion.predicted { &*pred } else { e.words }
                             }
                             None => e.words,
                         };

@@ -762,7 +762,7 @@ fn write(
                 let cur = world.words_at(r.world_index as usize);
                 let m = models.kind(e.kind(), k);
                 let mut reference_words = b.words(&e);
-                let mut motion = codec::Motion { baseline: b.words(&e), older: None };
+                let mut motion = codec::Motion { baseline: b.words(&e), older: None, predicted: false };
                 if let Some((older, num, den)) = older_of(reference, &mut ref_pos, r.id, e.kind(), k.words()) {
                     motion.older = Some(older);
                     let pred = &mut pred[..k.words()];
@@ -776,6 +776,7 @@ fn write(
                         enc.bit(&mut m.predicted, use_pred);
                         if use_pred {
                             reference_words = pred;
+                            motion.predicted = true;
                         }
                     }
                 }
