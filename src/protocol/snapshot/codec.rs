@@ -603,7 +603,8 @@ fn write_component_rc(base: u32, cur: u32, width: u32, (moved, direction): (usiz
     if class == 0 {
         return;
     }
-    e.tree(&mut m.class, class, CLASS_BITS);
+    // Lengths 1 to 32 (zero has its flag): five bits.
+    e.tree(&mut m.class, class - 1, CLASS_BITS - 1);
     if class > 0 {
         e.bit(&mut m.negative[direction], r < 0);
         if class > 1 {
@@ -630,10 +631,7 @@ fn read_component_rc(
     if d.bit(&mut m.zero[moved.min(2)]) {
         return Ok(base);
     }
-    let class = d.tree(&mut m.class, CLASS_BITS);
-    if class == 0 {
-        return Err(BitError); // a zero residual has its own flag
-    }
+    let class = d.tree(&mut m.class, CLASS_BITS - 1) + 1;
     if class > width {
         return Err(BitError);
     }
