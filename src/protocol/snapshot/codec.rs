@@ -583,11 +583,24 @@ impl Motion<'_> {
     }
 }
 
+/// Bits of a non-zero residual's length in a component `width` bits wide (3 to 32).
+#[inline]
+fn length_bits(width: u32) -> u32 {
+    32 - width.saturating_sub(1).leading_zeros()
+}
+
 /// Bits of a residual's length class (0 to 32 fit in six).
 const CLASS_BITS: u32 = 6;
 
 #[inline]
-fn write_component_rc(base: u32, cur: u32, width: u32, (moved, direction): (usize, usize), m: &mut ComponentModel, e: &mut RangeEncoder) {
+fn write_component_rc(
+    base: u32,
+    cur: u32,
+    width: u32,
+    (moved, direction): (usize, usize),
+    m: &mut ComponentModel,
+    e: &mut RangeEncoder,
+) {
     if width <= 2 {
         let differs = base != cur;
         e.bit(&mut m.class[1], differs);
@@ -603,8 +616,8 @@ fn write_component_rc(base: u32, cur: u32, width: u32, (moved, direction): (usiz
     if class == 0 {
         return;
     }
-    // Lengths 1 to 32 (zero has its flag): five bits.
-    e.tree(&mut m.class, class - 1, CLASS_BITS - 1);
+    // Lengths 1 to `width` (zero has its flag): as many bits as `width - 1` needs.
+    e.tree(&mut m.class, class - 1, length_bits(width));
     if class > 0 {
         e.bit(&mut m.negative[direction], r < 0);
         if class > 1 {
@@ -631,7 +644,7 @@ fn read_component_rc(
     if d.bit(&mut m.zero[moved.min(2)]) {
         return Ok(base);
     }
-    let class = d.tree(&mut m.class, CLASS_BITS - 1) + 1;
+    let class = d.tree(&mut m.class, length_bits(width)) + 1;
     if class > width {
         return Err(BitError);
     }

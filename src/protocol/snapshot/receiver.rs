@@ -250,7 +250,8 @@ fn rebuild(
                     Some((d, models)) => {
                         let m = models.kind(e.kind, k);
                         let mut pred = [0u32; codec::MAX_PREDICTED_WORDS];
-                        let mut motion = codec::Motion { baseline: e.words, older: older.map(|o| o.0), predicted: false };
+                        let mut motion =
+                            codec::Motion { baseline: e.words, older: older.map(|o| o.0), predicted: false };
                         let from = match older {
                             Some((older, num, den)) => {
                                 let pred = &mut pred[..k.words()];
