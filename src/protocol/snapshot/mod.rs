@@ -20,7 +20,12 @@
 //! the packet's last two bytes. There a record's place is one flag per baseline entity passed
 //! ("the next record is here", or for a creation before it, whose id gap then follows), in
 //! the context of the flag before and of whether that entity moved between the second
-//! reference and the baseline: moving entities are the ones likely to change.
+//! reference and the baseline: moving entities are the ones likely to change. Likewise a
+//! changed entity's field mask is coded by which fields moved, each component's "zero
+//! residual" flag by whether it moved, and a residual's sign by which way it moved (and
+//! whether the delta is against the prediction); a non-zero residual's length goes through a
+//! tree as deep as the component's width needs, then its sign, the bit below its leading one
+//! (modelled) and the rest plain.
 
 mod cache;
 mod codec;
