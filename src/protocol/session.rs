@@ -10,7 +10,8 @@ use std::time::Duration;
 /// The first byte of a payload that carries a session control message.
 pub const CONTROL_FRAME: u8 = 0xC5;
 /// volley's protocol version; both sides must speak the same (2: predicted snapshots are
-/// range-coded).
+/// range-coded; 3: their records are placed by flags, and their decisions are modelled in
+/// the context of the client's own history).
 pub const PROTOCOL_VERSION: u16 = 3;
 const MAGIC: [u8; 4] = *b"VLLY";
 const HELLO_INTERVAL: Duration = Duration::from_millis(100);
