@@ -241,14 +241,21 @@ impl GameClient {
         if !self.is_ready() {
             return;
         }
-        if self.inputs.len() == REDUNDANT_INPUTS {
-            self.inputs.pop_back();
-        }
-        self.inputs.push_front(input.to_vec());
+        // The oldest input's buffer is reused for the newest: no allocation per frame once
+        // REDUNDANT_INPUTS frames have passed.
+        let mut newest =
+            if self.inputs.len() == REDUNDANT_INPUTS { self.inputs.pop_back() } else { None }.unwrap_or_default();
+        newest.clear();
+        newest.extend_from_slice(input);
+        self.inputs.push_front(newest);
         self.input_seq = self.input_seq.wrapping_add(1);
-        let refs: Vec<&[u8]> = self.inputs.iter().map(Vec::as_slice).collect();
+        let mut refs: [&[u8]; REDUNDANT_INPUTS] = [&[]; REDUNDANT_INPUTS];
+        for (r, i) in refs.iter_mut().zip(&self.inputs) {
+            *r = i;
+        }
+        let refs = &refs[..self.inputs.len().min(REDUNDANT_INPUTS)];
         let mut state = std::mem::take(&mut self.scratch);
-        write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, &refs);
+        write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, refs);
         let mut out = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.endpoint.build_packet(now, Some(&state), &mut out);
         self.scratch = state;
