@@ -551,9 +551,9 @@ fn drop_lowest(records: &mut [Record]) -> bool {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 /// The reference view's state of entity `id` (walking `pos` forward in id order), if the
-/// client has it with the same kind, and the prediction's ratio.
+/// client has it with the same kind and it is short enough to predict, and the prediction's
+/// ratio.
 fn older_of<'a>(
     reference: Option<Reference<'a>>,
     pos: &mut usize,
@@ -562,13 +562,8 @@ fn older_of<'a>(
     words: usize,
 ) -> Option<(&'a [u32], u32, u32)> {
     let rf = reference?;
-    let entries = &rf.view.entries;
-    while entries.get(*pos).is_some_and(|x| x.id < id) {
-        *pos += 1;
-    }
-    // `kind` has no ABSENT flag, so this also asks that the client has the entity.
-    let x = entries.get(*pos).filter(|x| x.id == id && x.kind_flags == kind)?;
-    (words <= codec::MAX_PREDICTED_WORDS).then(|| (rf.view.words(x), rf.num, rf.den))
+    let older = older_words(reference, pos, id, kind)?;
+    (words <= codec::MAX_PREDICTED_WORDS).then_some((older, rf.num, rf.den))
 }
 
 /// The walk over the baseline's entities the client has, for the record flags of a
@@ -596,7 +591,8 @@ impl BaseWalk {
     }
 }
 
-/// The reference's words for entity `id` of `kind`, if the client has it there.
+/// The reference's words for entity `id` of `kind` (walking `pos` forward in id order), if
+/// the client has it there (`kind` has no ABSENT flag, so a match is an entity it has).
 fn older_words<'a>(reference: Option<Reference<'a>>, pos: &mut usize, id: EntityId, kind: KindId) -> Option<&'a [u32]> {
     let rf = reference?;
     let entries = &rf.view.entries;
