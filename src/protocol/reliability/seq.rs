@@ -11,16 +11,22 @@ pub fn newer(a: u16, b: u16) -> bool {
 #[derive(Debug, Clone)]
 pub struct SequenceBuffer<T> {
     entries: Vec<Option<(u16, T)>>,
+    /// `entries.len() - 1`; the length is a power of two, so a slot is a mask, not a division
+    /// (a division per lookup was half of building a packet: 32 lookups for the ack field).
+    mask: usize,
 }
 
 impl<T> SequenceBuffer<T> {
-    /// A ring of `size` entries.
+    /// A ring of at least `size` entries (the next power of two, at most 2^16: sequence
+    /// numbers then map to slots the same way on both sides of their wrap).
     pub fn new(size: usize) -> Self {
-        Self { entries: (0..size.max(1)).map(|_| None).collect() }
+        let n = size.clamp(1, 1 << 16).next_power_of_two();
+        Self { entries: (0..n).map(|_| None).collect(), mask: n - 1 }
     }
 
+    #[inline]
     fn slot(&self, seq: u16) -> usize {
-        seq as usize % self.entries.len()
+        seq as usize & self.mask
     }
 
     /// Stores `value` for `seq`.
@@ -70,6 +76,19 @@ mod tests {
         assert!(!newer(65_535, 0));
         assert!(!newer(5, 5));
         assert!(newer(100, 65_000));
+    }
+
+    #[test]
+    fn sequences_closer_than_the_ring_never_share_a_slot_across_the_wrap() {
+        // Asked for 100, the ring holds 128: any 128 consecutive sequences, wrap or not, have
+        // slots of their own (with 100 slots, 65 500 and 0 would share one).
+        let mut b = SequenceBuffer::new(100);
+        for i in 0..128u16 {
+            b.insert(65_500u16.wrapping_add(i), i);
+        }
+        for i in 0..128u16 {
+            assert_eq!(b.get(65_500u16.wrapping_add(i)), Some(&i));
+        }
     }
 
     #[test]
