@@ -54,6 +54,11 @@ async fn metrics_are_live_and_pass_promtool_and_players_has_one_row_each() {
     assert!(metric_value(&text, "volley_input_delay_seconds_count").unwrap() > 0.0);
     assert!(metric_value(&text, "volley_sent_bytes_total{kind=\"snapshot\"}").unwrap() > 1000.0);
     assert!(metric_value(&text, "volley_received_bytes_total{kind=\"input\"}").unwrap() > 1000.0);
+    // Most datagrams are taken by the socket actor without waking the player actor; the
+    // rest (those arriving while the actor holds the link) are cast to it.
+    let direct = metric_value(&text, "volley_player_datagrams_total{path=\"socket\"}").unwrap();
+    let cast = metric_value(&text, "volley_player_datagrams_total{path=\"actor\"}").unwrap();
+    assert!(direct > 8.0 * 60.0 && direct > cast, "socket {direct}, actor {cast}");
     // Full snapshots go out only until a player's first ack arrives.
     let full = metric_value(&text, "volley_snapshot_full_total").unwrap();
     let snapshots = metric_value(&text, "volley_snapshots_total").unwrap();

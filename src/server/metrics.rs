@@ -250,6 +250,9 @@ pub struct ServerMetrics {
     pub snapshots_replaced: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub inputs_dropped: AtomicU64,
+    /// Datagrams from connected players taken by the socket actor itself (through the
+    /// player's link, no wake-up) and cast to the player actor, in that order.
+    pub datagram_paths: [AtomicU64; 2],
     /// System calls that received datagrams (each takes up to a batch).
     pub receive_calls: AtomicU64,
     /// System calls that sent snapshot datagrams (each sends up to a batch).
@@ -353,6 +356,7 @@ impl ServerMetrics {
             player_backlog: AtomicU64::new(0),
             snapshots_replaced: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
+            datagram_paths: [AtomicU64::new(0), AtomicU64::new(0)],
             receive_calls: AtomicU64::new(0),
             send_calls: AtomicU64::new(0),
             sent: Default::default(),
@@ -411,6 +415,11 @@ impl ServerMetrics {
         );
         d("volley_inputs_applied_total", None, "Player inputs applied by the world.");
         d("volley_inputs_dropped_total", None, "Player inputs refused because the world's input queue was full.");
+        d(
+            "volley_player_datagrams_total",
+            None,
+            "Datagrams from connected players, by who took them: the socket actor itself, or the player actor.",
+        );
         d(
             "volley_socket_receive_calls_total",
             None,
@@ -689,6 +698,9 @@ impl ServerMetrics {
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));
         self.counter("volley_inputs_dropped_total", &[], get(&self.inputs_dropped));
+        for (path, n) in ["socket", "actor"].iter().zip(&self.datagram_paths) {
+            self.counter("volley_player_datagrams_total", &[("path", path)], get(n));
+        }
         self.counter("volley_inputs_on_time_total", &[], get(&self.inputs_on_time));
         self.counter("volley_inputs_next_tick_total", &[], get(&self.inputs_next_tick));
         self.counter("volley_player_ticks_total", &[], get(&self.player_ticks));

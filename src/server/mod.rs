@@ -10,7 +10,12 @@
 //! # Runtime semantics
 //!
 //! - **Ordering.** Each actor handles one message at a time, in the order received. A
-//!   player's datagrams reach its actor in arrival order; its inputs reach the world in the
+//!   player's datagrams are taken in arrival order: by the socket actor itself, through the
+//!   player's [`player::PlayerLink`] (its session behind a lock), when the player actor is
+//!   not using the link and has no datagram waiting, else cast to the player actor behind
+//!   the ones waiting. Either way the same code runs on the same session, so an input
+//!   reaches the world without waking the player actor in the common case. Its inputs reach
+//!   the world in the
 //!   order the client sent them (sequence-numbered, repeats skipped) and are applied at the
 //!   next tick, before [`World::tick`]. Player actors hand inputs to the world through a
 //!   shared queue the world empties at each tick, not through its mailbox, so inputs never
@@ -21,8 +26,10 @@
 //!   memory exists for an address until it answers the challenge. At most 1024 world
 //!   messages wait for one player actor: beyond that its events are dropped, and a reliable
 //!   message that cannot be queued disconnects it rather than being lost silently.
-//! - **Ack processing never waits for the fan-out.** Each player actor decodes its own acks
-//!   and encodes its own snapshot; the broadcaster only clones an `Arc` per player. The
+//! - **Ack processing never waits for the fan-out.** Acks and inputs are taken as they
+//!   arrive (by the socket actor, or by the player actor when it holds the link: for the
+//!   few microseconds of its own snapshot). Each player actor encodes its own snapshot; the
+//!   broadcaster only clones an `Arc` per player. The
 //!   player actors of a tick are woken a few at a time ([`broadcaster::FanOut`]: four per
 //!   core; each that finishes wakes the next), so the runtime's queues never hold a whole
 //!   tick of snapshot work in front of a player actor woken by an input or an ack.
@@ -45,7 +52,9 @@
 //! - **Failure.** A player actor that fails (a panic in it, or in the game's relevancy code
 //!   that it runs) is cleaned up alone by the socket actor: the client is sent the netcode
 //!   disconnect packets, and the address, slot and world membership are released. No other
-//!   player notices. If the world actor fails, [`ServerHandle::wait`] returns and the server
+//!   player notices. A panic while the socket actor takes a player's datagram is caught
+//!   there; it leaves that player's link poisoned, so its actor fails at its next message and
+//!   is cleaned up the same way. If the world actor fails, [`ServerHandle::wait`] returns and the server
 //!   stops.
 //! - **Shutdown.** [`ServerHandle::shutdown`] asks every player actor to send its client the
 //!   disconnect packets, waits for them to go (up to the grace period), then stops the world,

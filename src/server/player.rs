@@ -1,10 +1,18 @@
 //! The player (connection) actor: one per connected client. It owns the client's netcode
-//! connection, reliability endpoint and snapshot history, takes its datagrams from the
-//! socket, and encodes its snapshot from each tick's shared world snapshot.
+//! connection, reliability endpoint and snapshot history (its [`PlayerLink`]), takes its
+//! datagrams from the socket, and encodes its snapshot from each tick's shared world
+//! snapshot.
+//!
+//! A datagram does not always need the actor to wake: when the link is free (the actor is
+//! not busy with it) and nothing waits in the actor's mailbox, the socket actor takes the
+//! datagram through the same code (`take_datagram`) itself, under the link's lock. Inputs then
+//! reach the world without an actor hop, and a player costs one wake-up a tick (its
+//! snapshot) instead of two. Otherwise the datagram is cast to the actor as before, behind
+//! the ones already waiting, so a player's datagrams are taken in the order they came.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -17,11 +25,10 @@ use super::broadcaster::{BroadcastMsg, FanOut, SnapshotSlot};
 use super::metrics::{DatagramDrop, EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
 use super::socket::SocketCtl;
-use super::world::{AppliedInputs, InputQueue, Relevancy, WorldMsg};
+use super::world::{AppliedInputs, InputQueue, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
-use crate::protocol::netcode::server::Connection;
 use crate::protocol::session::SessionParams;
-use crate::protocol::snapshot::{Schema, SenderConfig, WorldSnapshot};
+use crate::protocol::snapshot::WorldSnapshot;
 use crate::transport::udp::UdpTx;
 
 /// Messages to a player actor.
@@ -29,6 +36,8 @@ use crate::transport::udp::UdpTx;
 pub enum PlayerMsg {
     /// A datagram from this player's address (owned: it is decrypted in place).
     Datagram(Vec<u8>, Instant),
+    /// The client said goodbye in a datagram the socket actor took.
+    PeerGone,
     /// The player's snapshot slot holds a new tick's world snapshot and the inputs it
     /// applied; the number is the fan-out's generation, passed back when done.
     SnapshotReady(u32),
@@ -41,20 +50,105 @@ pub enum PlayerMsg {
     Message(Bytes, bool, u64),
 }
 
+/// A player's protocol state (the sans-IO session), shared by its actor and the socket
+/// actor, which takes datagrams itself when the lock is free (see the module docs).
+pub struct PlayerLink {
+    session: Mutex<PlayerSession>,
+    /// Bytes received, and control bytes sent in answer, by either path.
+    received_bytes: AtomicU64,
+    sent_bytes: AtomicU64,
+}
+
+impl PlayerLink {
+    /// The link of a new session.
+    pub fn new(session: PlayerSession) -> Arc<Self> {
+        Arc::new(Self {
+            session: Mutex::new(session),
+            received_bytes: AtomicU64::new(0),
+            sent_bytes: AtomicU64::new(0),
+        })
+    }
+
+    /// The session, if nothing holds it (the socket actor does not wait for the actor).
+    pub(crate) fn try_session(&self) -> Option<MutexGuard<'_, PlayerSession>> {
+        self.session.try_lock().ok()
+    }
+
+    /// The session, waiting for whoever holds it; an error once a panic poisoned it (the
+    /// actor then fails and the socket actor cleans up, as for any failure).
+    fn session(&self) -> Result<MutexGuard<'_, PlayerSession>, ActorProcessingErr> {
+        self.session
+            .lock()
+            .map_err(|_| ActorProcessingErr::from("a panic while taking a datagram poisoned the session"))
+    }
+}
+
+impl std::fmt::Debug for PlayerLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlayerLink").field("received_bytes", &self.received_bytes).finish_non_exhaustive()
+    }
+}
+
+/// What taking a datagram needs besides the session.
+pub(crate) struct DatagramEnv<'a> {
+    /// The server socket (answers to control packets leave at once).
+    pub socket: &'a UdpSocket,
+    /// Where inputs go for the world's next tick.
+    pub inputs: &'a InputQueue,
+    /// Server figures.
+    pub metrics: &'a ServerMetrics,
+}
+
+/// Takes one datagram from the player's address (`now` in the netcode clock, `at` when it
+/// arrived): decrypts it, processes its acks, and queues its new inputs for the world.
+/// True when the client said goodbye. Run by the player actor, or by the socket actor when
+/// the link is free.
+pub(crate) fn take_datagram(
+    session: &mut PlayerSession,
+    link: &PlayerLink,
+    env: &DatagramEnv<'_>,
+    now: Duration,
+    bytes: &mut [u8],
+    at: Instant,
+) -> bool {
+    // The netcode prefix byte's low nibble is the packet type; 5 is a payload.
+    let kind = if bytes.first().is_some_and(|b| b & 0x0F == 5) { ReceivedKind::Input } else { ReceivedKind::Control };
+    env.metrics.record_received(kind, bytes.len() as u64);
+    link.received_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    let mut tx = UdpTx::new(env.socket);
+    let gone = match session.on_datagram(now, bytes, &mut tx) {
+        Incoming::Inputs(inputs) => {
+            let mut dropped = 0;
+            for (seq, i) in inputs {
+                dropped += u64::from(!env.inputs.push((session.id(), seq, i, at)));
+            }
+            if dropped > 0 {
+                env.metrics.inputs_dropped.fetch_add(dropped, Ordering::Relaxed);
+            }
+            false
+        }
+        Incoming::Disconnected => true,
+        Incoming::Nothing => false,
+    };
+    if tx.sent > 0 {
+        env.metrics.record_sent(SentKind::Control, tx.sent, tx.bytes);
+    }
+    env.metrics.record_drop(DatagramDrop::SendFailed, tx.dropped);
+    link.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
+    gone
+}
+
 /// What a player actor starts with.
 pub struct PlayerArgs {
-    /// The netcode connection the handshake produced.
-    pub connection: Connection,
+    /// The player's session (made from the connection the handshake produced), shared with
+    /// the socket actor.
+    pub link: Arc<PlayerLink>,
     /// The server socket.
     pub socket: Arc<UdpSocket>,
     /// Where snapshot datagrams go to leave in batches.
     pub batcher: Arc<SnapshotBatcher>,
     /// Wakes the next player actor once this one has sent its snapshot.
     pub fanout: Arc<FanOut>,
-    /// The replicated kinds.
-    pub schema: Arc<Schema>,
-    /// Who sees what.
-    pub relevancy: Arc<dyn Relevancy>,
     /// The world actor.
     pub world: ActorRef<WorldMsg>,
     /// Where inputs go for the world's next tick.
@@ -67,12 +161,8 @@ pub struct PlayerArgs {
     pub socket_ctl: tokio::sync::mpsc::UnboundedSender<SocketCtl>,
     /// Datagrams queued for this actor (the socket drops beyond its limit).
     pub inflight: Arc<AtomicUsize>,
-    /// Session parameters to announce.
+    /// Session parameters announced (the tick rate).
     pub session: SessionParams,
-    /// Send a snapshot every this many ticks.
-    pub snapshot_every: u32,
-    /// How each player's snapshots are encoded.
-    pub sender: SenderConfig,
     /// Server figures.
     pub metrics: Arc<ServerMetrics>,
     /// The server's clock (Unix time), as the netcode layer needs.
@@ -82,7 +172,7 @@ pub struct PlayerArgs {
 /// A player actor's state: the sans-IO session plus what the actor needs to move bytes.
 pub struct PlayerState {
     args: PlayerShell,
-    session: PlayerSession,
+    link: Arc<PlayerLink>,
     rtt_us: u64,
     reason: DisconnectReason,
     figures: Figures,
@@ -100,7 +190,6 @@ struct Figures {
     resends: u64,
     reliable_queue: u64,
     sent_bytes: u64,
-    received_bytes: u64,
     snapshots: u64,
     full_snapshots: u64,
     baseline_age_ticks: Option<u32>,
@@ -142,29 +231,29 @@ impl PlayerState {
 
     /// Once a second: link figures into the histograms, this player's sums into the totals,
     /// and its row of `/players`.
-    fn sample(&mut self) {
+    fn sample(&mut self, session: &PlayerSession) {
         let m = &self.args.metrics;
-        let link = self.session.endpoint().link();
+        let link = session.endpoint().link();
         let (rtt, jitter, loss) = (link.rtt(), link.jitter(), link.loss());
         m.record_link(rtt, jitter, loss);
-        let resends = self.session.endpoint().stats().resends;
+        let resends = session.endpoint().stats().resends;
         m.reliable_resends.fetch_add(resends.saturating_sub(self.figures.resends), Ordering::Relaxed);
         self.figures.resends = resends;
-        let queue = self.session.endpoint().unacked_messages() as u64;
+        let queue = session.endpoint().unacked_messages() as u64;
         m.reliable_queue.fetch_add(queue, Ordering::Relaxed);
         m.reliable_queue.fetch_sub(self.figures.reliable_queue, Ordering::Relaxed);
         self.figures.reliable_queue = queue;
         let f = &self.figures;
         m.set_player(PlayerStats {
-            id: self.session.id(),
+            id: session.id(),
             addr: self.args.addr.to_string(),
             connected_seconds: f.connected_at.map(|t| t.elapsed().as_secs_f64()).unwrap_or_default(),
             rtt_seconds: rtt.as_secs_f64(),
             jitter_seconds: jitter.as_secs_f64(),
             loss_ratio: loss,
             baseline_age_ticks: f.baseline_age_ticks,
-            sent_bytes: f.sent_bytes,
-            received_bytes: f.received_bytes,
+            sent_bytes: f.sent_bytes + self.link.sent_bytes.load(Ordering::Relaxed),
+            received_bytes: self.link.received_bytes.load(Ordering::Relaxed),
             snapshots: f.snapshots,
             full_snapshots: f.full_snapshots,
             reliable_resends: resends,
@@ -172,10 +261,10 @@ impl PlayerState {
         });
     }
 
-    fn on_snapshot(&mut self, world: &Arc<WorldSnapshot>, applied: &AppliedInputs) {
+    fn on_snapshot(&mut self, session: &mut PlayerSession, world: &Arc<WorldSnapshot>, applied: &AppliedInputs) {
         let now = (self.args.clock)();
         let batcher = self.args.batcher.clone();
-        let id = self.session.id();
+        let id = session.id();
         let mine = applied.newest.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied.newest[i].1);
         // When this snapshot carries the effect of an input the tick applied, its added
         // latency is the input's way to the world plus the tick and this send (measured by
@@ -183,7 +272,7 @@ impl PlayerState {
         let effect =
             applied.fresh.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| (applied.fresh[i].1, applied.started));
         let mut tx = BatchTx::new(&batcher, effect);
-        let sent = self.session.on_snapshot(now, world, mine, &mut tx);
+        let sent = session.on_snapshot(now, world, mine, &mut tx);
         let m = &self.args.metrics;
         let Some(sent) = sent else { return };
         self.figures.sent_bytes += tx.bytes;
@@ -201,7 +290,7 @@ impl PlayerState {
         self.figures.snapshots += 1;
         self.figures.full_snapshots += u64::from(age.is_none());
         self.figures.baseline_age_ticks = age;
-        let rtt = self.session.endpoint().link().rtt().as_micros() as u64;
+        let rtt = session.endpoint().link().rtt().as_micros() as u64;
         if rtt != self.rtt_us {
             m.rtt_sum_us.fetch_add(rtt, Ordering::Relaxed);
             m.rtt_sum_us.fetch_sub(self.rtt_us, Ordering::Relaxed);
@@ -216,14 +305,15 @@ impl PlayerState {
 fn queue_message(
     myself: &ActorRef<PlayerMsg>,
     s: &mut PlayerState,
+    session: &mut PlayerSession,
     data: Bytes,
     reliable: bool,
 ) -> Result<(), ActorProcessingErr> {
     if s.cut_off {
         return Ok(());
     }
-    if let Some(e) = s.session.queue_message(data, reliable).err().filter(|_| reliable) {
-        tracing::warn!(player = s.session.id(), error = %e, "reliable queue full; disconnecting");
+    if let Some(e) = session.queue_message(data, reliable).err().filter(|_| reliable) {
+        tracing::warn!(player = session.id(), error = %e, "reliable queue full; disconnecting");
         s.cut_off = true;
         myself.send_message(PlayerMsg::Disconnect)?;
     }
@@ -232,14 +322,19 @@ fn queue_message(
 
 /// Queues the batches of messages to everyone that the broadcaster left in the inbox before
 /// the `upto`-th.
-fn take_batches(myself: &ActorRef<PlayerMsg>, s: &mut PlayerState, upto: u64) -> Result<(), ActorProcessingErr> {
+fn take_batches(
+    myself: &ActorRef<PlayerMsg>,
+    s: &mut PlayerState,
+    session: &mut PlayerSession,
+    upto: u64,
+) -> Result<(), ActorProcessingErr> {
     let mut batches = std::mem::take(&mut s.batches);
     s.args.slot.take_batches(upto, &mut batches);
     let mut result = Ok(());
     for batch in batches.drain(..) {
         for (data, reliable) in batch.iter() {
             if result.is_ok() {
-                result = queue_message(myself, s, data.clone(), *reliable);
+                result = queue_message(myself, s, session, data.clone(), *reliable);
             }
         }
     }
@@ -257,7 +352,11 @@ impl Actor for PlayerActor {
         myself: ActorRef<PlayerMsg>,
         args: PlayerArgs,
     ) -> Result<PlayerState, ActorProcessingErr> {
-        let id = args.connection.client_index();
+        let (id, addr, client_id) = {
+            let session = args.link.session()?;
+            let c = session.connection();
+            (c.client_index(), c.addr(), c.client_id())
+        };
         myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
         args.world.cast(WorldMsg::Join(id))?;
         args.broadcaster.cast(BroadcastMsg::Add(id, myself.clone(), args.slot.clone()))?;
@@ -266,8 +365,8 @@ impl Actor for PlayerActor {
         let tick_period = Duration::from_secs(1) / u32::from(args.session.tick_rate_hz.max(1));
         let shell = PlayerShell {
             tick_period,
-            addr: args.connection.addr(),
-            client_id: args.connection.client_id(),
+            addr,
+            client_id,
             socket: args.socket,
             batcher: args.batcher,
             fanout: args.fanout,
@@ -280,18 +379,10 @@ impl Actor for PlayerActor {
             metrics: args.metrics,
             clock: args.clock,
         };
-        let session = PlayerSession::new(
-            args.connection,
-            args.schema,
-            args.relevancy,
-            args.session,
-            args.snapshot_every,
-            args.sender,
-        );
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
         Ok(PlayerState {
             args: shell,
-            session,
+            link: args.link,
             rtt_us: 0,
             reason: DisconnectReason::Local,
             figures,
@@ -309,67 +400,56 @@ impl Actor for PlayerActor {
         let now = (s.args.clock)();
         let socket = s.args.socket.clone();
         let mut tx = UdpTx::new(&socket);
+        // The session for this message (the socket actor may hold it for a moment).
+        let link = s.link.clone();
+        let mut session = link.session()?;
         match msg {
             PlayerMsg::Datagram(mut bytes, at) => {
                 s.args.inflight.fetch_sub(1, Ordering::Relaxed);
                 s.args.metrics.player_backlog.fetch_sub(1, Ordering::Relaxed);
-                // The netcode prefix byte's low nibble is the packet type; 5 is a payload.
-                let kind = if bytes.first().is_some_and(|b| b & 0x0F == 5) {
-                    ReceivedKind::Input
-                } else {
-                    ReceivedKind::Control
-                };
-                s.args.metrics.record_received(kind, bytes.len() as u64);
-                s.figures.received_bytes += bytes.len() as u64;
-                match s.session.on_datagram(now, &mut bytes, &mut tx) {
-                    Incoming::Inputs(inputs) => {
-                        let mut dropped = 0;
-                        for (seq, i) in inputs {
-                            dropped += u64::from(!s.args.inputs.push((s.session.id(), seq, i, at)));
-                        }
-                        if dropped > 0 {
-                            s.args.metrics.inputs_dropped.fetch_add(dropped, Ordering::Relaxed);
-                        }
-                    }
-                    Incoming::Disconnected => {
-                        s.reason = DisconnectReason::ByPeer;
-                        myself.stop(Some("client disconnected".into()));
-                    }
-                    Incoming::Nothing => {}
+                let env = DatagramEnv { socket: &socket, inputs: &s.args.inputs, metrics: &s.args.metrics };
+                if take_datagram(&mut session, &link, &env, now, &mut bytes, at) {
+                    s.reason = DisconnectReason::ByPeer;
+                    myself.stop(Some("client disconnected".into()));
                 }
+            }
+            PlayerMsg::PeerGone => {
+                s.reason = DisconnectReason::ByPeer;
+                myself.stop(Some("client disconnected".into()));
             }
             PlayerMsg::SnapshotReady(generation) => {
                 let taken = s.args.slot.snapshot.lock().ok().and_then(|mut slot| slot.take());
                 if let Some((world, applied, upto)) = taken {
                     // Messages to everyone left before this snapshot go out with it.
-                    take_batches(&myself, s, upto)?;
-                    s.on_snapshot(&world, &applied);
+                    take_batches(&myself, s, &mut session, upto)?;
+                    s.on_snapshot(&mut session, &world, &applied);
                 }
                 s.args.batcher.done();
                 s.args.fanout.finished(generation);
             }
             PlayerMsg::Message(data, reliable, upto) => {
                 // Messages to everyone that the broadcaster left before this one go first.
-                take_batches(&myself, s, upto)?;
+                take_batches(&myself, s, &mut session, upto)?;
                 s.args.slot.messages.fetch_sub(1, Ordering::Relaxed);
-                queue_message(&myself, s, data, reliable)?;
+                queue_message(&myself, s, &mut session, data, reliable)?;
             }
             PlayerMsg::Heartbeat => {
                 s.figures.heartbeats += 1;
                 if s.figures.heartbeats.is_multiple_of(10) {
-                    s.sample();
+                    s.sample(&session);
                 }
-                if let Some(reason) = s.session.heartbeat(now, &mut tx) {
+                if let Some(reason) = session.heartbeat(now, &mut tx) {
                     s.reason = reason;
                     myself.stop(Some("timed out".into()));
                 }
             }
             PlayerMsg::Disconnect => {
-                s.session.disconnect(now, &mut tx);
+                session.disconnect(now, &mut tx);
                 s.reason = DisconnectReason::Local;
                 myself.stop(Some("server disconnected it".into()));
             }
         }
+        drop(session);
         s.count(&tx);
         Ok(())
     }
@@ -379,7 +459,8 @@ impl Actor for PlayerActor {
         m.record_end(EndReason::from(s.reason));
         m.rtt_sum_us.fetch_sub(s.rtt_us, Ordering::Relaxed);
         m.reliable_queue.fetch_sub(s.figures.reliable_queue, Ordering::Relaxed);
-        let id = s.session.id();
+        // Read even from a session a panic poisoned: only its id is needed.
+        let id = s.link.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).id();
         m.remove_player(id);
         tracing::debug!(player = id, addr = %s.args.addr, reason = s.reason.label(), "player left");
         let _ = s.args.world.cast(WorldMsg::Leave(id));

@@ -2,9 +2,11 @@
 //! connected address's datagrams to its player actor.
 //!
 //! Receiving runs in one task that the actor starts: a datagram from a connected address is
-//! copied once and cast to that player's actor, unless that actor already has
-//! `player_queue` datagrams waiting (then it is dropped and counted, so one slow or flooding
-//! client never grows memory or delays the others). A datagram from any other address goes
+//! taken right there through the player's [`PlayerLink`] when that is free and the player
+//! actor has none waiting (no wake-up of the actor), else copied once and cast to that
+//! player's actor, unless that actor already has `player_queue` datagrams waiting (then it
+//! is dropped and counted, so one slow or flooding client never grows memory or delays the
+//! others). A datagram from any other address goes
 //! through the netcode handshake right there, rate-limited per address and in total; only a
 //! completed challenge creates a player actor. The actor itself supervises the player actors.
 
@@ -22,7 +24,8 @@ use tokio::time::Instant;
 use super::batcher::SnapshotBatcher;
 use super::broadcaster::{BroadcastMsg, FanOut};
 use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetrics};
-use super::player::{PlayerActor, PlayerArgs, PlayerMsg};
+use super::player::{DatagramEnv, PlayerActor, PlayerArgs, PlayerLink, PlayerMsg, take_datagram};
+use super::session::PlayerSession;
 use super::world::{Relevancy, WorldMsg};
 use crate::protocol::netcode::DropReason;
 use crate::protocol::netcode::limits::{RateLimiter, TokenBucket};
@@ -110,6 +113,8 @@ pub struct SocketActor;
 
 struct Route {
     player: ActorRef<PlayerMsg>,
+    /// The player's session, which this task may take datagrams through itself.
+    link: Arc<PlayerLink>,
     /// Says goodbye to the client if its player actor fails.
     farewell: Connection,
     inflight: Arc<AtomicUsize>,
@@ -286,12 +291,37 @@ async fn on_datagram(
     let n = &args.netcode;
     let Handshaking { handshake, limiter, total, slots } = hs;
     if let Some(route) = slots.table.slot_of(&from).and_then(|i| slots.table.get(i)).map(|o| &o.value) {
-        if route.inflight.load(Ordering::Relaxed) >= args.player_queue {
+        let waiting = route.inflight.load(Ordering::Relaxed);
+        // Nothing queued for the actor (so order is kept) and the link free: take it here.
+        if let Some(mut session) = (waiting == 0).then(|| route.link.try_session()).flatten() {
+            let env = DatagramEnv { socket: &args.socket, inputs: &args.inputs, metrics: &args.metrics };
+            let now = (args.clock)();
+            let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                take_datagram(&mut session, &route.link, &env, now, datagram, arrived)
+            }));
+            drop(session);
+            args.metrics.datagram_paths[0].fetch_add(1, Ordering::Relaxed);
+            match taken {
+                Ok(false) => {}
+                Ok(true) => {
+                    let _ = route.player.cast(PlayerMsg::PeerGone);
+                }
+                Err(_) => {
+                    // The lock is poisoned now: the actor fails at its next message and is
+                    // cleaned up like any failed player actor. This wakes it for that.
+                    tracing::error!(%from, "taking a datagram panicked; the player is disconnected");
+                    let _ = route.player.cast(PlayerMsg::Heartbeat);
+                }
+            }
+            return;
+        }
+        if waiting >= args.player_queue {
             args.metrics.record_drop(DatagramDrop::QueueFull, 1);
             return;
         }
         route.inflight.fetch_add(1, Ordering::Relaxed);
         args.metrics.player_backlog.fetch_add(1, Ordering::Relaxed);
+        args.metrics.datagram_paths[1].fetch_add(1, Ordering::Relaxed);
         let _ = route.player.cast(PlayerMsg::Datagram(datagram.to_vec(), arrived));
         return;
     }
@@ -336,13 +366,19 @@ async fn on_datagram(
     count_control(&args.metrics, &tx);
     let farewell = connection.farewell_copy();
     let inflight = Arc::new(AtomicUsize::new(0));
-    let player_args = PlayerArgs {
+    let link = PlayerLink::new(PlayerSession::new(
         connection,
+        args.schema.clone(),
+        args.relevancy.clone(),
+        args.session,
+        args.snapshot_every,
+        args.sender,
+    ));
+    let player_args = PlayerArgs {
+        link: link.clone(),
         socket: args.socket.clone(),
         batcher: args.batcher.clone(),
         fanout: args.fanout.clone(),
-        schema: args.schema.clone(),
-        relevancy: args.relevancy.clone(),
         world: args.world.clone(),
         inputs: args.inputs.clone(),
         broadcaster: args.broadcaster.clone(),
@@ -350,15 +386,13 @@ async fn on_datagram(
         socket_ctl: ctl.clone(),
         inflight: inflight.clone(),
         session: args.session,
-        snapshot_every: args.snapshot_every,
-        sender: args.sender,
         metrics: args.metrics.clone(),
         clock: args.clock,
     };
     match Actor::spawn_linked(None, PlayerActor, player_args, supervisor.clone()).await {
         Ok((player, _)) => {
             slots.by_actor.insert(player.get_id(), index);
-            slots.table.fill(index, from, accepted.client_id, Route { player, farewell, inflight });
+            slots.table.fill(index, from, accepted.client_id, Route { player, link, farewell, inflight });
         }
         Err(e) => {
             tracing::error!(error = %e, "could not start a player actor");
