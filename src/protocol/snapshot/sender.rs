@@ -189,8 +189,21 @@ impl SnapshotSender {
         if self.last_tick.is_none_or(|last| tick > last) || self.acked == Some(tick) {
             return;
         }
-        if let Some(v) = self.ring.iter_mut().find(|v| v.tick == Some(tick)) {
-            v.acked = true;
+        // The ring holds ticks in increasing order from the cursor (oldest) round to the slot
+        // before it (newest); acks are for recent snapshots, so the search starts at the newest
+        // and stops once past the tick (a scan of the whole ring touched 32 views per
+        // datagram: 1.7 % of a 500-player server).
+        let n = self.ring.len();
+        for k in 1..=n {
+            let i = if self.cursor >= k { self.cursor - k } else { self.cursor + n - k };
+            match self.ring[i].tick {
+                Some(t) if t == tick => {
+                    self.ring[i].acked = true;
+                    break;
+                }
+                Some(t) if t < tick => break,
+                _ => {}
+            }
         }
         if self.acked.is_none_or(|a| tick > a) {
             self.acked = Some(tick);
@@ -204,9 +217,16 @@ impl SnapshotSender {
     /// views, not the whole ring, and the world snapshots they point at are let go early.
     fn release_before(&mut self, tick: u32) {
         let predict = self.predict;
-        for v in &mut self.ring {
-            if v.tick.is_none_or(|t| t >= tick) || (predict && v.acked) {
-                continue;
+        let n = self.ring.len();
+        // Oldest first, stopping at the first view the ack keeps.
+        for k in 0..n {
+            let i = if self.cursor + k < n { self.cursor + k } else { self.cursor + k - n };
+            let v = &mut self.ring[i];
+            match v.tick {
+                None => continue,
+                Some(t) if t >= tick => break,
+                Some(_) if predict && v.acked => continue,
+                Some(_) => {}
             }
             v.tick = None;
             v.sources.clear();
