@@ -6,7 +6,8 @@
 //! another drains them. It prints the sending thread's CPU time per datagram, read from
 //! `/proc/thread-self/stat` (Linux). On loopback the sender's system call also runs the
 //! receiving side of the kernel's network stack (and any netfilter rules), so this is an
-//! upper bound of what a real network interface costs.
+//! upper bound of what a real network interface costs. Then a client's side: one socket
+//! sending 120-byte datagrams to one address, with `send_to` and with the socket connected.
 
 use std::net::UdpSocket;
 use std::sync::Arc;
@@ -74,5 +75,47 @@ fn main() -> std::io::Result<()> {
         payload.len(),
         cpu.as_secs_f64() * 1e6 / sent.max(1) as f64
     );
+    client_side()
+}
+
+/// A client's side: one socket sending to one server, with `send_to` or connected (the
+/// polled client connects its socket). Receivers are drained by another thread.
+fn client_side() -> std::io::Result<()> {
+    const SENDS: u32 = 200_000;
+    let server = UdpSocket::bind("127.0.0.1:0")?;
+    server.set_nonblocking(true)?;
+    let to = server.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let drain = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 2048];
+            while !stop.load(Ordering::Relaxed) {
+                if server.recv(&mut buf).is_err() {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        })
+    };
+    let payload = [7u8; 120];
+    for connected in [false, true, false, true] {
+        let socket = UdpSocket::bind("127.0.0.1:0")?;
+        if connected {
+            socket.connect(to)?;
+        }
+        let start = thread_cpu_ticks();
+        for _ in 0..SENDS {
+            let _ = if connected { socket.send(&payload) } else { socket.send_to(&payload, to) };
+        }
+        let Some((start, end)) = start.zip(thread_cpu_ticks()) else { break };
+        println!(
+            "client, one server, {} B: {} {:.2} µs a datagram",
+            payload.len(),
+            if connected { "connected socket, send:" } else { "send_to:" },
+            Duration::from_millis((end - start) * 10).as_secs_f64() * 1e6 / f64::from(SENDS)
+        );
+    }
+    stop.store(true, Ordering::Relaxed);
+    let _ = drain.join();
     Ok(())
 }
