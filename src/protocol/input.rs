@@ -14,15 +14,42 @@ pub const MAX_INPUT_BYTES: usize = 64;
 #[error("malformed input packet")]
 pub struct MalformedInput;
 
-/// What a client's packet says.
+/// What a client's packet says (borrowed from it: reading one allocates nothing).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputPacket<'a> {
     /// The newest snapshot tick the client decoded.
     pub ack_tick: Option<u32>,
     /// Sequence number of the newest input; older ones count down from it.
     pub newest_seq: u32,
+    inputs: [&'a [u8]; REDUNDANT_INPUTS],
+    count: usize,
+}
+
+impl<'a> InputPacket<'a> {
     /// Inputs, newest first.
-    pub inputs: Vec<&'a [u8]>,
+    pub fn inputs(&self) -> &[&'a [u8]] {
+        &self.inputs[..self.count.min(REDUNDANT_INPUTS)]
+    }
+}
+
+/// The inputs of a packet not seen before, oldest first, with their sequence numbers
+/// ([`InputDedup::fresh`]; at most [`REDUNDANT_INPUTS`], no allocation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FreshInputs<'a> {
+    items: [(u32, &'a [u8]); REDUNDANT_INPUTS],
+    count: usize,
+}
+
+impl<'a> FreshInputs<'a> {
+    /// The fresh inputs, oldest first.
+    pub fn as_slice(&self) -> &[(u32, &'a [u8])] {
+        &self.items[..self.count.min(REDUNDANT_INPUTS)]
+    }
+
+    /// True when every input was seen before.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
 }
 
 /// Encodes `(ack, newest_seq, inputs newest first)` into `out` (cleared first); at most
@@ -52,20 +79,20 @@ pub fn read_input_packet(b: &[u8]) -> Result<InputPacket<'_>, MalformedInput> {
     if count > REDUNDANT_INPUTS {
         return Err(MalformedInput);
     }
-    let mut inputs = Vec::with_capacity(count);
+    let mut inputs: [&[u8]; REDUNDANT_INPUTS] = [&[]; REDUNDANT_INPUTS];
     let mut at = 9;
-    for _ in 0..count {
+    for slot in inputs.iter_mut().take(count) {
         let len = *b.get(at).ok_or(MalformedInput)? as usize;
         if len > MAX_INPUT_BYTES {
             return Err(MalformedInput);
         }
-        inputs.push(b.get(at + 1..at + 1 + len).ok_or(MalformedInput)?);
+        *slot = b.get(at + 1..at + 1 + len).ok_or(MalformedInput)?;
         at += 1 + len;
     }
     if at != b.len() {
         return Err(MalformedInput);
     }
-    Ok(InputPacket { ack_tick: (ack != u32::MAX).then_some(ack), newest_seq, inputs })
+    Ok(InputPacket { ack_tick: (ack != u32::MAX).then_some(ack), newest_seq, inputs, count })
 }
 
 /// Remembers which input sequences were applied, so repeats are skipped.
@@ -76,12 +103,13 @@ pub struct InputDedup {
 
 impl InputDedup {
     /// From a packet's inputs (newest first), the new ones, oldest first, with their sequence.
-    pub fn fresh<'a>(&mut self, p: &InputPacket<'a>) -> Vec<(u32, &'a [u8])> {
-        let mut out = Vec::new();
-        for (k, input) in p.inputs.iter().enumerate().rev() {
+    pub fn fresh<'a>(&mut self, p: &InputPacket<'a>) -> FreshInputs<'a> {
+        let mut out = FreshInputs { items: [(0, &[]); REDUNDANT_INPUTS], count: 0 };
+        for (k, input) in p.inputs().iter().enumerate().rev() {
             let seq = p.newest_seq.wrapping_sub(k as u32);
             if self.last.is_none_or(|l| seq.wrapping_sub(l) as i32 > 0) {
-                out.push((seq, *input));
+                out.items[out.count] = (seq, *input);
+                out.count += 1;
                 self.last = Some(seq);
             }
         }
@@ -101,11 +129,11 @@ mod tests {
         let p = read_input_packet(&buf).unwrap();
         assert_eq!(p.ack_tick, Some(9));
         let mut d = InputDedup::default();
-        assert_eq!(d.fresh(&p), vec![(10, &b"a"[..]), (11, &b"b"[..]), (12, &b"c"[..])]);
+        assert_eq!(d.fresh(&p).as_slice(), [(10, &b"a"[..]), (11, &b"b"[..]), (12, &b"c"[..])]);
         write_input_packet(&mut buf, None, 13, &[b"d", b"c", b"b"]);
         let p = read_input_packet(&buf).unwrap();
         assert_eq!(p.ack_tick, None);
-        assert_eq!(d.fresh(&p), vec![(13, &b"d"[..])], "repeats are skipped");
+        assert_eq!(d.fresh(&p).as_slice(), [(13, &b"d"[..])], "repeats are skipped");
         assert!(read_input_packet(&buf[..buf.len() - 1]).is_err());
     }
 

@@ -116,11 +116,12 @@ pub(crate) fn take_datagram(
     env.metrics.record_received(kind, bytes.len() as u64);
     link.received_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
     let mut tx = UdpTx::new(env.socket);
+    let id = session.id();
     let gone = match session.on_datagram(now, bytes, &mut tx) {
         Incoming::Inputs(inputs) => {
             let mut dropped = 0;
-            for (seq, i) in inputs {
-                dropped += u64::from(!env.inputs.push((session.id(), seq, i, at)));
+            for &(seq, i) in inputs.as_slice() {
+                dropped += u64::from(!env.inputs.push((id, seq, i.to_vec(), at)));
             }
             if dropped > 0 {
                 env.metrics.inputs_dropped.fetch_add(dropped, Ordering::Relaxed);

@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::world::{PlayerId, Relevancy};
-use crate::protocol::input::{InputDedup, read_input_packet};
+use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
 use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, MAX_PAYLOAD_BYTES, Transmit};
@@ -17,11 +17,12 @@ use crate::protocol::snapshot::{EncodeStats, Interest, Schema, SenderConfig, Sna
 
 /// What a datagram meant.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Incoming {
+pub enum Incoming<'a> {
     /// Nothing for anyone else (a keep-alive, a control message, a dropped packet).
     Nothing,
-    /// New inputs for the world, oldest first, with their sequence numbers.
-    Inputs(Vec<(u32, Vec<u8>)>),
+    /// New inputs for the world, oldest first, with their sequence numbers (borrowed from
+    /// the datagram).
+    Inputs(FreshInputs<'a>),
     /// The client said goodbye.
     Disconnected,
 }
@@ -103,7 +104,7 @@ impl PlayerSession {
     }
 
     /// Takes one datagram from this player's address.
-    pub fn on_datagram(&mut self, now: Duration, bytes: &mut [u8], tx: &mut impl Transmit) -> Incoming {
+    pub fn on_datagram<'a>(&'a mut self, now: Duration, bytes: &'a mut [u8], tx: &mut impl Transmit) -> Incoming<'a> {
         let payload: &[u8] = match self.connection.receive(now, bytes) {
             Ok(Packet::Payload(p)) => p,
             Ok(Packet::Disconnect) => return Incoming::Disconnected,
@@ -124,7 +125,7 @@ impl PlayerSession {
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);
         }
-        let fresh: Vec<(u32, Vec<u8>)> = self.dedup.fresh(&input).into_iter().map(|(s, i)| (s, i.to_vec())).collect();
+        let fresh = self.dedup.fresh(&input);
         if fresh.is_empty() { Incoming::Nothing } else { Incoming::Inputs(fresh) }
     }
 

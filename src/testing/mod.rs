@@ -172,10 +172,10 @@ impl<W: World> Stepper<W> {
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         if let Some(index) = self.sessions.slot_of(&from) {
             let Some(session) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
+            let id = session.id();
             match session.on_datagram(now, &mut bytes, &mut wire) {
                 Incoming::Inputs(inputs) => {
-                    let id = session.id();
-                    self.pending_inputs.extend(inputs.into_iter().map(|(seq, i)| (id, seq, i)));
+                    self.pending_inputs.extend(inputs.as_slice().iter().map(|&(seq, i)| (id, seq, i.to_vec())));
                 }
                 Incoming::Disconnected => self.drop_session(index),
                 Incoming::Nothing => {}
