@@ -579,10 +579,11 @@ impl Endpoint {
         let seq = c.u16()?;
         let ack = c.u16()?;
         let bits = c.u32()?;
-        // Older than the ring remembers: it cannot be told from a duplicate.
-        let too_old = self
-            .remote_newest
-            .is_some_and(|n| n.wrapping_sub(seq) < 0x8000 && usize::from(n.wrapping_sub(seq)) >= SENT_PACKETS);
+        // Not newer, and older than the ring remembers: it cannot be told from a duplicate
+        // (this includes a sequence exactly half the space away, which is neither newer nor
+        // older and would otherwise take the newest packet's slot in the ring).
+        let too_old =
+            self.remote_newest.is_some_and(|n| !newer(seq, n) && usize::from(n.wrapping_sub(seq)) >= SENT_PACKETS);
         if self.received.get(seq).is_some() || too_old {
             self.stats.duplicates += 1;
             return Ok(None);
@@ -625,7 +626,7 @@ impl Endpoint {
             }
             Some(r) => {
                 let d = u32::from(r.wrapping_sub(seq));
-                if d <= ACK_BITS.into() {
+                if (1..=u32::from(ACK_BITS)).contains(&d) {
                     self.received_bits |= 1 << (d - 1);
                 }
             }
@@ -792,6 +793,28 @@ impl Endpoint {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A packet exactly half the sequence space from the newest is neither newer nor older:
+    /// it is dropped (it used to take the newest packet's ring slot, so a repeat of the
+    /// newest then passed as new). Found by the `reliability_receive` fuzz target.
+    #[test]
+    fn a_packet_half_the_sequence_space_away_is_dropped() {
+        let mut a = Endpoint::new(EndpointConfig::default());
+        let mut b = Endpoint::new(EndpointConfig::default());
+        let now = Duration::from_millis(1);
+        let mut out = vec![0u8; 1500];
+        let mut packet = |seq: u16| {
+            a.local_seq = seq;
+            let n = a.build_packet(now, Some(b"x"), &mut out);
+            out[..n].to_vec()
+        };
+        let (first, half) = (packet(38), packet(38 + 0x8000));
+        assert_eq!(b.receive(now, &first), Ok(Some(&b"x"[..])));
+        assert_eq!(b.receive(now, &half), Ok(None), "half the space away: dropped");
+        assert_eq!(b.receive(now, &first), Ok(None), "a repeat of the newest is a duplicate");
+        assert_eq!(b.stats().duplicates, 2);
+        assert_eq!(b.ack_bits(), (38, 0));
+    }
 
     proptest! {
         /// The ack field kept as packets arrive says exactly what the received ring says
