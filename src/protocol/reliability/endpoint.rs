@@ -612,6 +612,10 @@ impl Endpoint {
             sections[n] = (tag, id, index, count, s, e);
             n += 1;
         }
+        if let Some(r) = self.remote_newest.filter(|r| newer(seq, *r)) {
+            // The sequences this one skips were not received in this lap of the space.
+            self.received.clear_from(r.wrapping_add(1), usize::from(seq.wrapping_sub(r)) - 1);
+        }
         self.received.insert(seq, ());
         match self.remote_newest {
             None => self.received_bits = 0,
@@ -851,6 +855,58 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(b.ack_bits(), (ack, expected));
+            }
+        }
+
+        /// Against a model over unwrapped sequence numbers, with jumps anywhere in the
+        /// sequence space (half of it included): a packet is taken once, never when it is
+        /// exactly half the space away or 128 or more behind the newest, and the ack field
+        /// names exactly the packets taken among the 32 before the newest.
+        #[test]
+        fn acceptance_and_the_ack_field_follow_a_model_over_any_jumps(
+            steps in proptest::collection::vec(prop_oneof![
+                (-40i32..40).boxed(),
+                (-32768i32..32768).boxed(),
+                Just(-32768i32).boxed(),
+            ], 1..200),
+            start in any::<u16>(),
+        ) {
+            let mut a = Endpoint::new(EndpointConfig::default());
+            let mut b = Endpoint::new(EndpointConfig::default());
+            let now = Duration::from_millis(1);
+            let mut out = vec![0u8; 1500];
+            // The model: packets taken, by unwrapped sequence, and the newest taken.
+            let mut taken = std::collections::BTreeSet::new();
+            let mut newest: Option<i64> = None;
+            // The sender's sequence, unwrapped; the receiver only sees it modulo 2^16.
+            let mut at = i64::from(start) + (1 << 20);
+            for step in steps {
+                at += i64::from(step);
+                let seq = at as u16;
+                a.local_seq = seq;
+                let n = a.build_packet(now, Some(b"x"), &mut out);
+                let before = b.stats().packets_received;
+                let _ = b.receive(now, &out[..n]);
+                let got = b.stats().packets_received > before;
+                // The model unwraps it next to its newest (exactly half the space away
+                // counting as behind) and takes it if newer, or less than 128 behind and new.
+                let u = newest.map_or(at, |nw: i64| nw + i64::from(seq.wrapping_sub(nw as u16) as i16));
+                let d = newest.map_or(1, |nw| u - nw);
+                let want = d > 0 || (d > -128 && !taken.contains(&u));
+                prop_assert_eq!(got, want, "seq {}", seq);
+                if want {
+                    taken.insert(u);
+                    newest = Some(newest.map_or(u, |nw| nw.max(u)));
+                }
+                if let Some(nw) = newest {
+                    let mut bits = 0u32;
+                    for i in 0..32 {
+                        if taken.contains(&(nw - 1 - i64::from(i))) {
+                            bits |= 1 << i;
+                        }
+                    }
+                    prop_assert_eq!(b.ack_bits(), (nw as u16, bits));
+                }
             }
         }
     }

@@ -52,6 +52,15 @@ impl<T> SequenceBuffer<T> {
         }
     }
 
+    /// Empties the slots of the `count` sequences from `first` on (at most the whole ring):
+    /// what a newer sequence skipped over must not be found there from an earlier lap.
+    pub fn clear_from(&mut self, first: u16, count: usize) {
+        for k in 0..count.min(self.entries.len()) {
+            let slot = self.slot(first.wrapping_add(k as u16));
+            self.entries[slot] = None;
+        }
+    }
+
     /// Removes and returns the entry for `seq`.
     pub fn remove(&mut self, seq: u16) -> Option<T> {
         let slot = self.slot(seq);
