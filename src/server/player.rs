@@ -22,9 +22,9 @@ use tokio::time::Instant;
 
 use super::batcher::{BatchTx, SnapshotBatcher};
 use super::broadcaster::{BroadcastMsg, FanOut, SnapshotSlot};
-use super::metrics::{DatagramDrop, EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
+use super::metrics::{EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
-use super::socket::SocketCtl;
+use super::socket::{SocketCtl, count_control};
 use super::world::{AppliedInputs, InputQueue, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::session::SessionParams;
@@ -54,7 +54,7 @@ pub enum PlayerMsg {
 /// actor, which takes datagrams itself when the lock is free (see the module docs).
 pub struct PlayerLink {
     session: Mutex<PlayerSession>,
-    /// Bytes received, and control bytes sent in answer, by either path.
+    /// Bytes received by either path, and every byte sent to this player (for `/players`).
     received_bytes: AtomicU64,
     sent_bytes: AtomicU64,
 }
@@ -131,10 +131,7 @@ pub(crate) fn take_datagram(
         Incoming::Disconnected => true,
         Incoming::Nothing => false,
     };
-    if tx.sent > 0 {
-        env.metrics.record_sent(SentKind::Control, tx.sent, tx.bytes);
-    }
-    env.metrics.record_drop(DatagramDrop::SendFailed, tx.dropped);
+    count_control(env.metrics, &tx);
     link.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
     gone
 }
@@ -190,7 +187,6 @@ struct Figures {
     heartbeats: u64,
     resends: u64,
     reliable_queue: u64,
-    sent_bytes: u64,
     snapshots: u64,
     full_snapshots: u64,
     baseline_age_ticks: Option<u32>,
@@ -222,12 +218,8 @@ pub struct PlayerActor;
 impl PlayerState {
     /// Counts what `tx` sent as control traffic.
     fn count(&mut self, tx: &UdpTx<'_>) {
-        let m = &self.args.metrics;
-        if tx.sent > 0 {
-            m.record_sent(SentKind::Control, tx.sent, tx.bytes);
-        }
-        m.record_drop(DatagramDrop::SendFailed, tx.dropped);
-        self.figures.sent_bytes += tx.bytes;
+        count_control(&self.args.metrics, tx);
+        self.link.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
     }
 
     /// Once a second: link figures into the histograms, this player's sums into the totals,
@@ -253,7 +245,7 @@ impl PlayerState {
             jitter_seconds: jitter.as_secs_f64(),
             loss_ratio: loss,
             baseline_age_ticks: f.baseline_age_ticks,
-            sent_bytes: f.sent_bytes + self.link.sent_bytes.load(Ordering::Relaxed),
+            sent_bytes: self.link.sent_bytes.load(Ordering::Relaxed),
             received_bytes: self.link.received_bytes.load(Ordering::Relaxed),
             snapshots: f.snapshots,
             full_snapshots: f.full_snapshots,
@@ -276,7 +268,7 @@ impl PlayerState {
         let sent = session.on_snapshot(now, world, mine, &mut tx);
         let m = &self.args.metrics;
         let Some(sent) = sent else { return };
-        self.figures.sent_bytes += tx.bytes;
+        self.link.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
         if tx.sent > 0 {
             // One payload packet: its snapshot section, the rest of its frame (acks, messages,
             // events), and the netcode header and tag around it.

@@ -401,7 +401,8 @@ async fn on_datagram(
     }
 }
 
-fn count_control(metrics: &ServerMetrics, tx: &UdpTx<'_>) {
+/// Counts what `tx` sent as control traffic, and what it failed to send.
+pub(crate) fn count_control(metrics: &ServerMetrics, tx: &UdpTx<'_>) {
     if tx.sent > 0 {
         metrics.record_sent(SentKind::Control, tx.sent, tx.bytes);
     }

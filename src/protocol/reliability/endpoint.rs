@@ -616,32 +616,35 @@ impl Endpoint {
             sections[n] = (tag, id, index, count, s, e);
             n += 1;
         }
-        if let Some(r) = self.remote_newest.filter(|r| newer(seq, *r)) {
-            // The sequences this one skips were not received in this lap of the space.
-            self.received.clear_from(r.wrapping_add(1), usize::from(seq.wrapping_sub(r)) - 1);
-        }
-        self.received.insert(seq, ());
         match self.remote_newest {
-            None => self.received_bits = 0,
-            Some(r) if newer(seq, r) => {
-                // The field slides by the distance; the old newest becomes bit d - 1.
-                let d = u32::from(seq.wrapping_sub(r));
-                self.received_bits = if d > ACK_BITS.into() {
-                    0
-                } else {
-                    ((u64::from(self.received_bits) << d) | (1u64 << (d - 1))) as u32
-                };
-            }
-            Some(r) => {
+            Some(r) if !newer(seq, r) => {
+                // An older packet: its bit, if it is within the field.
                 let d = u32::from(r.wrapping_sub(seq));
                 if (1..=u32::from(ACK_BITS)).contains(&d) {
                     self.received_bits |= 1 << (d - 1);
                 }
             }
+            newest => {
+                // The new newest. The field slides by the distance (the old newest becomes
+                // bit d - 1), and the sequences skipped, not received in this lap of the
+                // space, are emptied in the ring.
+                self.received_bits = match newest {
+                    None => 0,
+                    Some(r) => {
+                        let d = u32::from(seq.wrapping_sub(r));
+                        self.received.clear_from(r.wrapping_add(1), d as usize - 1);
+                        if d > ACK_BITS.into() {
+                            0
+                        } else {
+                            ((u64::from(self.received_bits) << d) | (1u64 << (d - 1))) as u32
+                        }
+                    }
+                };
+                self.remote_newest = Some(seq);
+            }
         }
-        if self.remote_newest.is_none_or(|r| newer(seq, r)) {
-            self.remote_newest = Some(seq);
-        }
+        // After the emptying above, which may cover this sequence's slot.
+        self.received.insert(seq, ());
         self.stats.packets_received += 1;
         self.process_acks(now, ack, bits);
         for &(tag, id, index, count, s, e) in &sections[..n] {
