@@ -67,14 +67,28 @@ async fn client(addr: std::net::SocketAddr, key: [u8; 32], id: u64) -> UdpClient
     UdpClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap()
 }
 
+/// Four players, fewer than the fan-out wakes at once (four per core): the first player's
+/// actor is woken for its snapshot each tick, and the panic is in the actor.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_player_actor_is_disconnected_alone() {
+    one_player_fails(4, 0).await;
+}
+
+/// Twenty-four players, more than the fan-out wakes at once: its chains send most
+/// snapshots themselves, the last player's among them. The panic is then caught on a
+/// chain, which poisons the player's link, and its actor fails at its next message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_on_the_fan_out_path_disconnects_that_player_alone() {
+    one_player_fails(24, 23).await;
+}
+
+async fn one_player_fails(n: u64, victim_client: usize) {
     let key = [9u8; 32];
     let victim = Arc::new(AtomicU32::new(u32::MAX));
     let world = Faulty { arena: Arena::new(), victim: victim.clone() };
     let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), world).await.unwrap();
     let mut clients = Vec::new();
-    for id in 1..=4 {
+    for id in 1..=n {
         clients.push(client(server.addr(), key, id).await);
     }
     let input = ArenaInput::default().to_bytes();
@@ -85,10 +99,17 @@ async fn a_failing_player_actor_is_disconnected_alone() {
             c.step(&input, next).await;
         }
     }
-    assert!(clients.iter().all(|c| c.client.is_ready()), "all four connected");
+    assert!(clients.iter().all(|c| c.client.is_ready()), "all connected");
 
-    // Player of the first client starts failing.
-    victim.store(clients[0].client.client_index(), Ordering::Relaxed);
+    let m = server.metrics().clone();
+    let (by_fanout, by_actor) = (ServerMetrics::get(&m.snapshot_paths[0]), ServerMetrics::get(&m.snapshot_paths[1]));
+    assert!(by_actor > 0, "woken actors sent snapshots");
+    if n > 8 {
+        assert!(by_fanout > by_actor, "fan-out chains sent {by_fanout} snapshots themselves, actors {by_actor}");
+    }
+
+    // The victim's player starts failing.
+    victim.store(clients[victim_client].client.client_index(), Ordering::Relaxed);
     let before: Vec<u64> = clients.iter().map(|c| c.client.stats().snapshots).collect();
     for _ in 0..90 {
         next += Duration::from_millis(16);
@@ -96,11 +117,10 @@ async fn a_failing_player_actor_is_disconnected_alone() {
             c.step(&input, next).await;
         }
     }
-    let m = server.metrics().clone();
     assert_eq!(ServerMetrics::get(&m.actor_failures), 1, "exactly one actor failed");
-    assert_eq!(ServerMetrics::get(&m.players), 3, "the others are still connected");
-    assert_eq!(clients[0].client.state(), ClientState::Disconnected, "the victim was told");
-    for (i, c) in clients.iter().enumerate().skip(1) {
+    assert_eq!(ServerMetrics::get(&m.players), n - 1, "the others are still connected");
+    assert_eq!(clients[victim_client].client.state(), ClientState::Disconnected, "the victim was told");
+    for (i, c) in clients.iter().enumerate().filter(|(i, _)| *i != victim_client) {
         let got = c.client.stats().snapshots - before[i];
         assert!(got > 60, "client {i} kept receiving snapshots: {got}");
         assert_eq!(c.client.state(), ClientState::Connected);

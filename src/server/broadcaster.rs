@@ -1,14 +1,15 @@
 //! The broadcaster actor: hands each tick's shared snapshot to every player actor.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::batcher::SnapshotBatcher;
 use super::metrics::ServerMetrics;
-use super::player::PlayerMsg;
+use super::player::{PlayerLink, PlayerMsg, SnapshotEnv, guarded, queue_from_world, send_snapshot};
 use super::world::{AppliedInputs, Audience, PlayerId};
 use crate::protocol::snapshot::WorldSnapshot;
 use bytes::Bytes;
@@ -74,6 +75,24 @@ impl PlayerInbox {
         let n: usize = into.iter().map(|b| b.len()).sum();
         self.messages.fetch_sub(n, Ordering::Relaxed);
     }
+
+    /// Like [`PlayerInbox::take_batches`], but only if nothing else is waiting for the actor
+    /// (no message to this player alone): false, and nothing taken, otherwise.
+    pub fn take_batches_alone(&self, upto: u64, into: &mut Vec<MessageBatch>) -> bool {
+        let Ok(mut b) = self.batches.lock() else { return false };
+        let due = usize::try_from(upto.saturating_sub(b.taken)).unwrap_or(usize::MAX);
+        let n: usize = b.queue.iter().take(due).map(|batch| batch.len()).sum();
+        if self.messages.load(Ordering::Acquire) != n {
+            return false;
+        }
+        for _ in 0..due {
+            let Some(batch) = b.queue.pop_front() else { break };
+            b.taken += 1;
+            into.push(batch);
+        }
+        self.messages.fetch_sub(n, Ordering::Relaxed);
+        true
+    }
 }
 
 /// A player's inbox, shared by the broadcaster and the player actor.
@@ -93,11 +112,35 @@ pub const MAX_PENDING_MESSAGES: usize = 1024;
 /// its chain only until the next tick, and chains never pile up when ticks overlap.
 #[derive(Debug)]
 pub struct FanOut {
-    pending: Mutex<VecDeque<ActorRef<PlayerMsg>>>,
+    pending: Mutex<VecDeque<PlayerHandle>>,
     window: usize,
     generation: AtomicU32,
     batcher: Option<Arc<SnapshotBatcher>>,
+    /// With it, a chain sends the snapshots of players whose links are free itself, without
+    /// waking their actors ([`FanOut::with_direct`]).
+    direct: Option<SnapshotEnv>,
+    /// When the current generation started, in microseconds after `epoch`.
+    started_us: AtomicU64,
+    epoch: Instant,
 }
+
+/// What the broadcaster and the fan-out know of one player.
+#[derive(Debug, Clone)]
+pub struct PlayerHandle {
+    /// Its actor.
+    pub actor: ActorRef<PlayerMsg>,
+    /// Its inbox.
+    pub slot: SnapshotSlot,
+    /// Its link, through which the fan-out may send its snapshot without waking the actor
+    /// (`None`: always wake it).
+    pub link: Option<Arc<PlayerLink>>,
+    /// Datagrams waiting in its actor's mailbox.
+    pub inflight: Arc<AtomicUsize>,
+}
+
+/// Snapshots a chain sends itself before it wakes a player actor to carry it on, so that
+/// the runtime gets to interleave other work (the socket, the world) between bursts.
+pub const DIRECT_BURST: usize = 16;
 
 /// Wake-ups in flight per core of the runtime.
 pub const FAN_OUT_PER_CORE: usize = 4;
@@ -106,7 +149,25 @@ impl FanOut {
     /// A relay that keeps `window` player actors woken at once (at least one); the batcher,
     /// if any, is told of a player actor that could not be woken.
     pub fn new(window: usize, batcher: Option<Arc<SnapshotBatcher>>) -> Self {
-        Self { pending: Mutex::new(VecDeque::new()), window: window.max(1), generation: AtomicU32::new(0), batcher }
+        Self {
+            pending: Mutex::new(VecDeque::new()),
+            window: window.max(1),
+            generation: AtomicU32::new(0),
+            batcher,
+            direct: None,
+            started_us: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Lets a chain send a player's snapshot itself, under the player's link, when the link
+    /// is free and nothing waits for the player's actor (no datagram, no message to it
+    /// alone; batches to everyone are queued with the snapshot): the same code the actor
+    /// runs, without its wake-up. Up to [`DIRECT_BURST`] in a row, then the chain wakes the
+    /// next player actor as before; and only in the first half of the tick period.
+    pub fn with_direct(mut self, env: SnapshotEnv) -> Self {
+        self.direct = Some(env);
+        self
     }
 
     /// A window of [`FAN_OUT_PER_CORE`] for each core this machine has.
@@ -116,32 +177,54 @@ impl FanOut {
     }
 
     /// Queues this tick's wake-ups behind any the last tick left, and starts the window.
-    fn start(&self, players: &mut Vec<ActorRef<PlayerMsg>>) {
+    fn start(&self, players: &mut Vec<PlayerHandle>) {
+        // The last tick's chains end first, so that none of them takes this tick's players.
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        self.started_us.store(self.micros(), Ordering::Relaxed);
         if let Ok(mut q) = self.pending.lock() {
             q.extend(players.drain(..));
         }
-        let generation = self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
+        // The chains start on the player actors (spread over the runtime's cores), not here.
         for _ in 0..self.window {
-            if !self.wake_next(generation) {
+            if !self.wake_next(generation, 0) {
                 break;
             }
         }
     }
 
     /// A player actor woken with `generation` has sent its snapshot: it passes the wake-up
-    /// on, if its chain is still current.
+    /// on, if its chain is still current (first sending a burst of snapshots itself, where
+    /// it may).
     pub fn finished(&self, generation: u32) {
         if generation == self.generation.load(Ordering::Acquire) {
-            self.wake_next(generation);
+            self.wake_next(generation, DIRECT_BURST);
         }
     }
 
-    /// Wakes the next queued player actor; false when none is left.
-    fn wake_next(&self, generation: u32) -> bool {
+    fn micros(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// Whether chains may still send snapshots themselves: only in the first half of the
+    /// tick. A fan-out that runs longer (an overloaded server) wakes the player actors, one
+    /// short task each, so that the runtime gets to the socket and the world between them.
+    fn direct_allowed(&self) -> bool {
+        let Some(env) = &self.direct else { return false };
+        let budget = u64::try_from(env.tick_period.as_micros() / 2).unwrap_or(u64::MAX);
+        self.micros().saturating_sub(self.started_us.load(Ordering::Relaxed)) < budget
+    }
+
+    /// Sends up to `burst` queued players' snapshots directly, then wakes the next queued
+    /// player actor; false when none is left.
+    fn wake_next(&self, generation: u32, mut burst: usize) -> bool {
         loop {
             let next = self.pending.lock().ok().and_then(|mut q| q.pop_front());
-            let Some(r) = next else { return false };
-            if r.cast(PlayerMsg::SnapshotReady(generation)).is_ok() {
+            let Some(p) = next else { return false };
+            if burst > 0 && self.direct_allowed() && self.send_direct(&p) {
+                burst -= 1;
+                continue;
+            }
+            if p.actor.cast(PlayerMsg::SnapshotReady(generation)).is_ok() {
                 return true;
             }
             // A player actor that stopped is removed by its own post_stop; it will not
@@ -151,13 +234,62 @@ impl FanOut {
             }
         }
     }
+
+    /// Sends `p`'s snapshot here if its link is free and its actor has nothing waiting
+    /// that must go first; false (nothing done) otherwise.
+    fn send_direct(&self, p: &PlayerHandle) -> bool {
+        let (Some(env), Some(link)) = (&self.direct, &p.link) else { return false };
+        if p.inflight.load(Ordering::Acquire) != 0 {
+            return false; // a waiting datagram (an ack, an input) is taken first, by the actor
+        }
+        let Some(session) = link.try_session() else { return false };
+        let mut batches = Vec::new();
+        let taken = {
+            let Ok(mut slot) = p.slot.snapshot.lock() else { return false };
+            // World messages handed over before this snapshot go out before it. Batches to
+            // everyone are taken here; a message to this player alone is in the actor's
+            // mailbox, and then the actor sends the snapshot after it. Checked under the
+            // slot's lock: the broadcaster counts a message before it puts the next snapshot
+            // in (under this lock), so a message not counted yet comes after this snapshot.
+            let Some((_, _, upto)) = slot.as_ref() else { return false };
+            if !p.slot.take_batches_alone(*upto, &mut batches) {
+                return false;
+            }
+            slot.take()
+        };
+        if let Some((world, applied, _)) = taken {
+            env.metrics.snapshot_paths[0].fetch_add(1, Ordering::Relaxed);
+            let sent = guarded(session, |session| {
+                let cut_off = batches.iter().flat_map(|b| b.iter()).fold(false, |cut, (data, reliable)| {
+                    queue_from_world(session, link, data.clone(), *reliable) || cut
+                });
+                send_snapshot(session, link, env, &world, &applied);
+                cut_off
+            });
+            match sent {
+                Some(false) => {}
+                // A reliable message could not be queued: the actor disconnects the player.
+                Some(true) => {
+                    let _ = p.actor.send_message(PlayerMsg::Disconnect);
+                }
+                None => {
+                    // The link is poisoned now: the actor fails at its next message and is
+                    // cleaned up like any failed player actor. This wakes it for that.
+                    tracing::error!(actor = %p.actor.get_id(), "sending a snapshot panicked; the player is disconnected");
+                    let _ = p.actor.cast(PlayerMsg::Heartbeat);
+                }
+            }
+        }
+        env.batcher.done();
+        true
+    }
 }
 
 /// Messages to the broadcaster.
 #[derive(Debug)]
 pub enum BroadcastMsg {
     /// A player to send snapshots to, through its slot.
-    Add(PlayerId, ActorRef<PlayerMsg>, SnapshotSlot),
+    Add(PlayerId, PlayerHandle),
     /// A player that left.
     Remove(PlayerId),
     /// This tick's snapshot, shared (never copied per player), and each player's newest
@@ -194,12 +326,12 @@ pub struct BroadcastArgs {
 /// The broadcaster's state: the players and the server's figures.
 #[derive(Debug)]
 pub struct BroadcastState {
-    players: BTreeMap<PlayerId, (ActorRef<PlayerMsg>, SnapshotSlot)>,
+    players: BTreeMap<PlayerId, PlayerHandle>,
     metrics: Arc<ServerMetrics>,
     batcher: Option<Arc<SnapshotBatcher>>,
     fanout: Arc<FanOut>,
     /// This tick's player actors to wake (reused tick after tick).
-    to_wake: Vec<ActorRef<PlayerMsg>>,
+    to_wake: Vec<PlayerHandle>,
     /// Messages to every player not yet handed out: they go to each player actor as one
     /// shared batch (one cast per player, not one per message and player) when the tick's
     /// snapshot goes out, or earlier when anything else must keep its place after them.
@@ -209,14 +341,14 @@ pub struct BroadcastState {
 /// Leaves `to_all` in every player actor's inbox as one shared batch, without waking it:
 /// what comes next from the broadcaster (the tick's snapshot, or a message to that player)
 /// wakes it, and it takes the batch first.
-fn flush_to_all(players: &BTreeMap<PlayerId, (ActorRef<PlayerMsg>, SnapshotSlot)>, to_all: &mut Vec<(Bytes, bool)>) {
+fn flush_to_all(players: &BTreeMap<PlayerId, PlayerHandle>, to_all: &mut Vec<(Bytes, bool)>) {
     if to_all.is_empty() {
         return;
     }
     let batch: MessageBatch = to_all.drain(..).collect();
     let n = batch.len();
     let reliable = batch.iter().any(|(_, r)| *r);
-    for (r, inbox) in players.values() {
+    for PlayerHandle { actor: r, slot: inbox, .. } in players.values() {
         let pending = inbox.messages.fetch_add(n, Ordering::Relaxed);
         if pending < MAX_PENDING_MESSAGES {
             if !inbox.leave(batch.clone()) {
@@ -266,8 +398,8 @@ impl Actor for Broadcaster {
             flush_to_all(players, &mut state.to_all);
         }
         match msg {
-            BroadcastMsg::Add(p, r, slot) => {
-                players.insert(p, (r, slot));
+            BroadcastMsg::Add(p, handle) => {
+                players.insert(p, handle);
             }
             BroadcastMsg::Remove(p) => {
                 players.remove(&p);
@@ -276,7 +408,7 @@ impl Actor for Broadcaster {
                 state.to_all.push((data, reliable));
             }
             BroadcastMsg::Message { to, data, reliable } => {
-                let send = |(r, inbox): &(ActorRef<PlayerMsg>, SnapshotSlot)| {
+                let send = |PlayerHandle { actor: r, slot: inbox, .. }: &PlayerHandle| {
                     let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
                     if pending < MAX_PENDING_MESSAGES {
                         let _ = r.cast(PlayerMsg::Message(data.clone(), reliable, inbox.left()));
@@ -297,14 +429,15 @@ impl Actor for Broadcaster {
                 let mut replaced = 0;
                 let to_wake = &mut state.to_wake;
                 to_wake.clear();
-                for (r, slot) in players.values() {
+                for p in players.values() {
+                    let slot = &p.slot;
                     let left = slot.left();
                     let was_empty = match slot.snapshot.lock() {
                         Ok(mut s) => s.replace((snap.clone(), applied.clone(), left)).is_none(),
                         Err(_) => continue, // its actor panicked holding it; it is being cleaned up
                     };
                     if was_empty {
-                        to_wake.push(r.clone());
+                        to_wake.push(p.clone());
                     } else {
                         replaced += 1;
                     }
@@ -326,6 +459,43 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use tokio::sync::Notify;
+
+    #[test]
+    fn batches_are_taken_for_a_snapshot_only_when_nothing_else_waits_for_the_actor() {
+        let inbox = PlayerInbox::default();
+        let batch = |n: usize| -> MessageBatch { (0..n).map(|i| (Bytes::from(vec![i as u8]), true)).collect() };
+        // Two batches (3 and 2 messages) left before the snapshot, one after it.
+        for n in [3, 2, 4] {
+            inbox.messages.fetch_add(n, Ordering::Relaxed);
+            assert!(inbox.leave(batch(n)));
+        }
+        // A message to this player alone is on its way to the actor: the actor goes first.
+        inbox.messages.fetch_add(1, Ordering::Relaxed);
+        let mut into = Vec::new();
+        assert!(!inbox.take_batches_alone(2, &mut into));
+        assert!(into.is_empty());
+        assert_eq!(inbox.messages.load(Ordering::Relaxed), 10, "nothing taken");
+        // Once the actor has handled it, the two batches before the snapshot are taken.
+        inbox.messages.fetch_sub(1, Ordering::Relaxed);
+        assert!(!inbox.take_batches_alone(2, &mut into), "the batch after the snapshot still counts");
+        let mut only = Vec::new();
+        inbox.take_batches(3, &mut only);
+        assert_eq!(only.len(), 3);
+        for n in [3, 2] {
+            inbox.messages.fetch_add(n, Ordering::Relaxed);
+            assert!(inbox.leave(batch(n)));
+        }
+        assert!(inbox.take_batches_alone(5, &mut into));
+        assert_eq!(into.iter().map(|b| b.len()).collect::<Vec<_>>(), [3, 2]);
+        assert_eq!(inbox.messages.load(Ordering::Relaxed), 0);
+        assert!(inbox.take_batches_alone(5, &mut into), "nothing left, nothing waits");
+        assert_eq!(into.len(), 2);
+    }
+
+    /// A player the fan-out can only wake (no link to send through).
+    fn handle(actor: ActorRef<PlayerMsg>, slot: SnapshotSlot) -> PlayerHandle {
+        PlayerHandle { actor, slot, link: None, inflight: Arc::default() }
+    }
 
     /// Stands in for a player actor held back (its first message blocks until released) and
     /// counts what reaches it, as the real one does with the inbox counter.
@@ -398,7 +568,7 @@ mod tests {
         let mut players = Vec::new();
         for _ in 0..10 {
             let (r, _) = Actor::spawn(None, Counted(woken.clone(), generation.clone()), ()).await.unwrap();
-            players.push(r);
+            players.push(handle(r, SnapshotSlot::default()));
         }
         let fanout = FanOut::new(2, None);
         let mut tick = players.clone();
@@ -426,7 +596,7 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
         assert_eq!(woken.load(Ordering::Relaxed), 10, "everyone once, nobody twice");
         for p in players {
-            p.stop(None);
+            p.actor.stop(None);
         }
     }
 
@@ -473,7 +643,7 @@ mod tests {
             let log = Arc::new(Mutex::new((Vec::new(), 0usize)));
             let slot = SnapshotSlot::default();
             let (r, _) = Actor::spawn(None, Recorder(log.clone(), slot.clone()), ()).await.unwrap();
-            broadcaster.cast(BroadcastMsg::Add(p, r, slot.clone())).unwrap();
+            broadcaster.cast(BroadcastMsg::Add(p, handle(r, slot.clone()))).unwrap();
             logs.push(log);
             slots.push(slot);
         }
@@ -543,7 +713,7 @@ mod tests {
             disconnected: disconnected.clone(),
         };
         let (player, _) = Actor::spawn(None, stuck, ()).await.unwrap();
-        broadcaster.cast(BroadcastMsg::Add(7, player.clone(), inbox.clone())).unwrap();
+        broadcaster.cast(BroadcastMsg::Add(7, handle(player.clone(), inbox.clone()))).unwrap();
         // The first message blocks the player actor; then the world floods it with events,
         // and then sends two reliable messages.
         let send = |reliable: bool| {

@@ -253,6 +253,9 @@ pub struct ServerMetrics {
     /// Datagrams from connected players taken by the socket actor itself (through the
     /// player's link, no wake-up) and cast to the player actor, in that order.
     pub datagram_paths: [AtomicU64; 2],
+    /// Snapshots taken from players' slots by a fan-out chain (sent without waking the
+    /// player actor) and by the player actor, in that order.
+    pub snapshot_paths: [AtomicU64; 2],
     /// System calls that received datagrams (each takes up to a batch).
     pub receive_calls: AtomicU64,
     /// System calls that sent snapshot datagrams (each sends up to a batch).
@@ -357,6 +360,7 @@ impl ServerMetrics {
             snapshots_replaced: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
             datagram_paths: [AtomicU64::new(0), AtomicU64::new(0)],
+            snapshot_paths: [AtomicU64::new(0), AtomicU64::new(0)],
             receive_calls: AtomicU64::new(0),
             send_calls: AtomicU64::new(0),
             sent: Default::default(),
@@ -419,6 +423,11 @@ impl ServerMetrics {
             "volley_player_datagrams_total",
             None,
             "Datagrams from connected players, by who took them: the socket actor itself, or the player actor.",
+        );
+        d(
+            "volley_player_snapshots_taken_total",
+            None,
+            "Players' tick snapshots, by who sent them: a fan-out chain without waking the player actor, or the player actor.",
         );
         d(
             "volley_socket_receive_calls_total",
@@ -700,6 +709,9 @@ impl ServerMetrics {
         self.counter("volley_inputs_dropped_total", &[], get(&self.inputs_dropped));
         for (path, n) in ["socket", "actor"].iter().zip(&self.datagram_paths) {
             self.counter("volley_player_datagrams_total", &[("path", path)], get(n));
+        }
+        for (path, n) in ["fanout", "actor"].iter().zip(&self.snapshot_paths) {
+            self.counter("volley_player_snapshots_taken_total", &[("path", path)], get(n));
         }
         self.counter("volley_inputs_on_time_total", &[], get(&self.inputs_on_time));
         self.counter("volley_inputs_next_tick_total", &[], get(&self.inputs_next_tick));

@@ -28,11 +28,19 @@
 //!   message that cannot be queued disconnects it rather than being lost silently.
 //! - **Ack processing never waits for the fan-out.** Acks and inputs are taken as they
 //!   arrive (by the socket actor, or by the player actor when it holds the link: for the
-//!   few microseconds of its own snapshot). Each player actor encodes its own snapshot; the
-//!   broadcaster only clones an `Arc` per player. The
+//!   few microseconds of its own snapshot). Each player's snapshot is encoded for it alone;
+//!   the broadcaster only clones an `Arc` per player. The
 //!   player actors of a tick are woken a few at a time ([`broadcaster::FanOut`]: four per
 //!   core; each that finishes wakes the next), so the runtime's queues never hold a whole
-//!   tick of snapshot work in front of a player actor woken by an input or an ack.
+//!   tick of snapshot work in front of a player actor woken by an input or an ack. A woken
+//!   chain first sends up to 16 snapshots of the players after it itself, through the same
+//!   code, for each player whose link is free and whose actor has nothing waiting (no
+//!   datagram, no message to it alone; batches to everyone go out with the snapshot):
+//!   those players cost no wake-up at all. A chain that meets a busy player wakes its
+//!   actor, which sends its own snapshot after what waits before it. Chains send snapshots
+//!   themselves only in the first half of the tick period: a fan-out that runs longer (an
+//!   overloaded server) goes back to one short task per player, so the socket and the
+//!   world get their turns between them.
 //! - **World messages keep the world's order.** Messages to one player are cast to its
 //!   actor. Messages to everyone are gathered per tick and left in each player's inbox as
 //!   one shared batch, without a cast of their own: the actor takes the batches left before
@@ -52,9 +60,9 @@
 //! - **Failure.** A player actor that fails (a panic in it, or in the game's relevancy code
 //!   that it runs) is cleaned up alone by the socket actor: the client is sent the netcode
 //!   disconnect packets, and the address, slot and world membership are released. No other
-//!   player notices. A panic while the socket actor takes a player's datagram is caught
-//!   there; it leaves that player's link poisoned, so its actor fails at its next message and
-//!   is cleaned up the same way. If the world actor fails, [`ServerHandle::wait`] returns and the server
+//!   player notices. A panic while the socket actor takes a player's datagram, or while a
+//!   fan-out chain sends a player's snapshot, is caught there; it leaves that player's link
+//!   poisoned, so its actor fails at its next message and is cleaned up the same way. If the world actor fails, [`ServerHandle::wait`] returns and the server
 //!   stops.
 //! - **Shutdown.** [`ServerHandle::shutdown`] asks every player actor to send its client the
 //!   disconnect packets, waits for them to go (up to the grace period), then stops the world,
@@ -280,7 +288,13 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let relevancy = world.relevancy();
 
     let batcher = Arc::new(batcher::SnapshotBatcher::new(socket.clone(), metrics.clone(), config.send_batch));
-    let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())));
+    let direct = player::SnapshotEnv {
+        batcher: batcher.clone(),
+        metrics: metrics.clone(),
+        clock: unix_now,
+        tick_period: Duration::from_secs(1) / u32::from(config.tick_rate_hz.max(1)),
+    };
+    let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(direct));
     let broadcast_args =
         broadcaster::BroadcastArgs { metrics: metrics.clone(), batcher: Some(batcher.clone()), fanout: fanout.clone() };
     let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)

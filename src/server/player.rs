@@ -9,9 +9,13 @@
 //! reach the world without an actor hop, and a player costs one wake-up a tick (its
 //! snapshot) instead of two. Otherwise the datagram is cast to the actor as before, behind
 //! the ones already waiting, so a player's datagrams are taken in the order they came.
+//!
+//! Its snapshot is sent the same way: a fan-out chain passing this player sends it through
+//! the same code (`send_snapshot`) when the link is free and nothing waits for the actor;
+//! otherwise the actor is woken for it. So most players cost no wake-up in most ticks.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,7 +25,7 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::batcher::{BatchTx, SnapshotBatcher};
-use super::broadcaster::{BroadcastMsg, FanOut, SnapshotSlot};
+use super::broadcaster::{BroadcastMsg, FanOut, PlayerHandle, SnapshotSlot};
 use super::metrics::{EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
 use super::socket::{SocketCtl, count_control};
@@ -57,6 +61,16 @@ pub struct PlayerLink {
     /// Bytes received by either path, and every byte sent to this player (for `/players`).
     received_bytes: AtomicU64,
     sent_bytes: AtomicU64,
+    /// Snapshots sent, full ones among them, and the last one's baseline age in ticks
+    /// (`u32::MAX`: none), by either path (for `/players`).
+    snapshots: AtomicU64,
+    full_snapshots: AtomicU64,
+    baseline_age_ticks: AtomicU32,
+    /// The RTT this player last added to the server-wide sum, in microseconds.
+    rtt_us: AtomicU64,
+    /// Its reliable queue overflowed and a disconnect is on its way: later messages from
+    /// the world are dropped without another warning each.
+    cut_off: AtomicBool,
 }
 
 impl PlayerLink {
@@ -66,6 +80,11 @@ impl PlayerLink {
             session: Mutex::new(session),
             received_bytes: AtomicU64::new(0),
             sent_bytes: AtomicU64::new(0),
+            snapshots: AtomicU64::new(0),
+            full_snapshots: AtomicU64::new(0),
+            baseline_age_ticks: AtomicU32::new(u32::MAX),
+            rtt_us: AtomicU64::new(0),
+            cut_off: AtomicBool::new(false),
         })
     }
 
@@ -79,8 +98,20 @@ impl PlayerLink {
     fn session(&self) -> Result<MutexGuard<'_, PlayerSession>, ActorProcessingErr> {
         self.session
             .lock()
-            .map_err(|_| ActorProcessingErr::from("a panic while taking a datagram poisoned the session"))
+            .map_err(|_| ActorProcessingErr::from("a panic outside the player actor poisoned its session"))
     }
+}
+
+/// Runs `f` on what `guard` holds, catching a panic. The guard is dropped inside, so a panic
+/// leaves the mutex poisoned (a guard dropped after `catch_unwind` returns would not poison
+/// it: the thread is no longer panicking by then), and the player's actor fails at its next
+/// message. `None` after a panic.
+pub(crate) fn guarded<T, R>(guard: MutexGuard<'_, T>, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        let mut guard = guard;
+        f(&mut guard)
+    }))
+    .ok()
 }
 
 impl std::fmt::Debug for PlayerLink {
@@ -171,12 +202,8 @@ pub struct PlayerArgs {
 pub struct PlayerState {
     args: PlayerShell,
     link: Arc<PlayerLink>,
-    rtt_us: u64,
     reason: DisconnectReason,
     figures: Figures,
-    /// Its reliable queue overflowed and a disconnect is on its way: messages still in the
-    /// mailbox are dropped without another warning each.
-    cut_off: bool,
     /// The inbox's batches, taken (kept to swap back, so neither side allocates).
     batches: Vec<super::broadcaster::MessageBatch>,
 }
@@ -187,16 +214,13 @@ struct Figures {
     heartbeats: u64,
     resends: u64,
     reliable_queue: u64,
-    snapshots: u64,
-    full_snapshots: u64,
-    baseline_age_ticks: Option<u32>,
     connected_at: Option<Instant>,
 }
 
 /// The parts of [`PlayerArgs`] the actor keeps once the session owns the connection.
 struct PlayerShell {
     socket: Arc<UdpSocket>,
-    batcher: Arc<SnapshotBatcher>,
+    env: SnapshotEnv,
     fanout: Arc<FanOut>,
     world: ActorRef<WorldMsg>,
     inputs: InputQueue,
@@ -208,7 +232,6 @@ struct PlayerShell {
     clock: fn() -> Duration,
     addr: SocketAddr,
     client_id: u64,
-    tick_period: Duration,
 }
 
 /// The player actor.
@@ -244,51 +267,71 @@ impl PlayerState {
             rtt_seconds: rtt.as_secs_f64(),
             jitter_seconds: jitter.as_secs_f64(),
             loss_ratio: loss,
-            baseline_age_ticks: f.baseline_age_ticks,
+            baseline_age_ticks: Some(self.link.baseline_age_ticks.load(Ordering::Relaxed)).filter(|a| *a != u32::MAX),
             sent_bytes: self.link.sent_bytes.load(Ordering::Relaxed),
             received_bytes: self.link.received_bytes.load(Ordering::Relaxed),
-            snapshots: f.snapshots,
-            full_snapshots: f.full_snapshots,
+            snapshots: self.link.snapshots.load(Ordering::Relaxed),
+            full_snapshots: self.link.full_snapshots.load(Ordering::Relaxed),
             reliable_resends: resends,
             reliable_queue: queue,
         });
     }
+}
 
-    fn on_snapshot(&mut self, session: &mut PlayerSession, world: &Arc<WorldSnapshot>, applied: &AppliedInputs) {
-        let now = (self.args.clock)();
-        let batcher = self.args.batcher.clone();
-        let id = session.id();
-        let mine = applied.newest.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied.newest[i].1);
-        // When this snapshot carries the effect of an input the tick applied, its added
-        // latency is the input's way to the world plus the tick and this send (measured by
-        // the batcher when the datagram leaves), without the wait for the tick to begin.
-        let effect =
-            applied.fresh.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| (applied.fresh[i].1, applied.started));
-        let mut tx = BatchTx::new(&batcher, effect);
-        let sent = session.on_snapshot(now, world, mine, &mut tx);
-        let m = &self.args.metrics;
-        let Some(sent) = sent else { return };
-        self.link.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
-        if tx.sent > 0 {
-            // One payload packet: its snapshot section, the rest of its frame (acks, messages,
-            // events), and the netcode header and tag around it.
-            let snapshot = (sent.state_bytes as u64).min(tx.bytes);
-            let frame = (sent.frame_bytes as u64).clamp(snapshot, tx.bytes);
-            m.record_sent(SentKind::Snapshot, tx.sent, snapshot);
-            m.record_sent_bytes(SentKind::Reliable, frame - snapshot);
-            m.record_sent_bytes(SentKind::Control, tx.bytes - frame);
-        }
-        let age = sent.encode.baseline.map(|b| sent.tick.wrapping_sub(b));
-        m.record_snapshot(sent.encode.bytes, sent.frame_bytes, age.map(|t| self.args.tick_period * t));
-        self.figures.snapshots += 1;
-        self.figures.full_snapshots += u64::from(age.is_none());
-        self.figures.baseline_age_ticks = age;
-        let rtt = session.endpoint().link().rtt().as_micros() as u64;
-        if rtt != self.rtt_us {
-            m.rtt_sum_us.fetch_add(rtt, Ordering::Relaxed);
-            m.rtt_sum_us.fetch_sub(self.rtt_us, Ordering::Relaxed);
-            self.rtt_us = rtt;
-        }
+/// What sending a snapshot needs besides the session: shared by every player.
+#[derive(Debug, Clone)]
+pub struct SnapshotEnv {
+    /// Where snapshot datagrams leave in batches.
+    pub batcher: Arc<SnapshotBatcher>,
+    /// Server figures.
+    pub metrics: Arc<ServerMetrics>,
+    /// The server's clock (Unix time), as the netcode layer needs.
+    pub clock: fn() -> Duration,
+    /// The world's tick period.
+    pub tick_period: Duration,
+}
+
+/// Encodes and sends this player's snapshot of `world` (with the inputs the tick applied),
+/// and counts it. Run by the player actor, or by the fan-out when the link is free.
+pub(crate) fn send_snapshot(
+    session: &mut PlayerSession,
+    link: &PlayerLink,
+    env: &SnapshotEnv,
+    world: &Arc<WorldSnapshot>,
+    applied: &AppliedInputs,
+) {
+    let now = (env.clock)();
+    let id = session.id();
+    let mine = applied.newest.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| applied.newest[i].1);
+    // When this snapshot carries the effect of an input the tick applied, its added
+    // latency is the input's way to the world plus the tick and this send (measured by
+    // the batcher when the datagram leaves), without the wait for the tick to begin.
+    let effect =
+        applied.fresh.binary_search_by_key(&id, |(p, _)| *p).ok().map(|i| (applied.fresh[i].1, applied.started));
+    let mut tx = BatchTx::new(&env.batcher, effect);
+    let sent = session.on_snapshot(now, world, mine, &mut tx);
+    let m = &env.metrics;
+    let Some(sent) = sent else { return };
+    link.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
+    if tx.sent > 0 {
+        // One payload packet: its snapshot section, the rest of its frame (acks, messages,
+        // events), and the netcode header and tag around it.
+        let snapshot = (sent.state_bytes as u64).min(tx.bytes);
+        let frame = (sent.frame_bytes as u64).clamp(snapshot, tx.bytes);
+        m.record_sent(SentKind::Snapshot, tx.sent, snapshot);
+        m.record_sent_bytes(SentKind::Reliable, frame - snapshot);
+        m.record_sent_bytes(SentKind::Control, tx.bytes - frame);
+    }
+    let age = sent.encode.baseline.map(|b| sent.tick.wrapping_sub(b));
+    m.record_snapshot(sent.encode.bytes, sent.frame_bytes, age.map(|t| env.tick_period * t));
+    link.snapshots.fetch_add(1, Ordering::Relaxed);
+    link.full_snapshots.fetch_add(u64::from(age.is_none()), Ordering::Relaxed);
+    link.baseline_age_ticks.store(age.unwrap_or(u32::MAX), Ordering::Relaxed);
+    let rtt = session.endpoint().link().rtt().as_micros() as u64;
+    let before = link.rtt_us.swap(rtt, Ordering::Relaxed);
+    if rtt != before {
+        m.rtt_sum_us.fetch_add(rtt, Ordering::Relaxed);
+        m.rtt_sum_us.fetch_sub(before, Ordering::Relaxed);
     }
 }
 
@@ -302,15 +345,25 @@ fn queue_message(
     data: Bytes,
     reliable: bool,
 ) -> Result<(), ActorProcessingErr> {
-    if s.cut_off {
-        return Ok(());
-    }
-    if let Some(e) = session.queue_message(data, reliable).err().filter(|_| reliable) {
-        tracing::warn!(player = session.id(), error = %e, "reliable queue full; disconnecting");
-        s.cut_off = true;
+    if queue_from_world(session, &s.link, data, reliable) {
         myself.send_message(PlayerMsg::Disconnect)?;
     }
     Ok(())
+}
+
+/// Queues a message from the world on the session; true when a reliable one could not be
+/// queued, and the player must now be disconnected (messages after it are dropped: the
+/// player is cut off, so none arrives out of order).
+pub(crate) fn queue_from_world(session: &mut PlayerSession, link: &PlayerLink, data: Bytes, reliable: bool) -> bool {
+    if link.cut_off.load(Ordering::Relaxed) {
+        return false;
+    }
+    if let Some(e) = session.queue_message(data, reliable).err().filter(|_| reliable) {
+        tracing::warn!(player = session.id(), error = %e, "reliable queue full; disconnecting");
+        link.cut_off.store(true, Ordering::Relaxed);
+        return true;
+    }
+    false
 }
 
 /// Queues the batches of messages to everyone that the broadcaster left in the inbox before
@@ -352,16 +405,22 @@ impl Actor for PlayerActor {
         };
         myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
         args.world.cast(WorldMsg::Join(id))?;
-        args.broadcaster.cast(BroadcastMsg::Add(id, myself.clone(), args.slot.clone()))?;
+        let handle = PlayerHandle {
+            actor: myself.clone(),
+            slot: args.slot.clone(),
+            link: Some(args.link.clone()),
+            inflight: args.inflight.clone(),
+        };
+        args.broadcaster.cast(BroadcastMsg::Add(id, handle))?;
         args.metrics.players.fetch_add(1, Ordering::Relaxed);
         args.metrics.connects.fetch_add(1, Ordering::Relaxed);
         let tick_period = Duration::from_secs(1) / u32::from(args.session.tick_rate_hz.max(1));
+        let env = SnapshotEnv { batcher: args.batcher, metrics: args.metrics.clone(), clock: args.clock, tick_period };
         let shell = PlayerShell {
-            tick_period,
+            env,
             addr,
             client_id,
             socket: args.socket,
-            batcher: args.batcher,
             fanout: args.fanout,
             world: args.world,
             broadcaster: args.broadcaster,
@@ -373,15 +432,7 @@ impl Actor for PlayerActor {
             clock: args.clock,
         };
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
-        Ok(PlayerState {
-            args: shell,
-            link: args.link,
-            rtt_us: 0,
-            reason: DisconnectReason::Local,
-            figures,
-            cut_off: false,
-            batches: Vec::new(),
-        })
+        Ok(PlayerState { args: shell, link: args.link, reason: DisconnectReason::Local, figures, batches: Vec::new() })
     }
 
     async fn handle(
@@ -396,6 +447,8 @@ impl Actor for PlayerActor {
         // The session for this message (the socket actor may hold it for a moment).
         let link = s.link.clone();
         let mut session = link.session()?;
+        // A snapshot's fan-out chain, passed on once this player's link is free again.
+        let mut chain = None;
         match msg {
             PlayerMsg::Datagram(mut bytes, at) => {
                 s.args.inflight.fetch_sub(1, Ordering::Relaxed);
@@ -415,10 +468,11 @@ impl Actor for PlayerActor {
                 if let Some((world, applied, upto)) = taken {
                     // Messages to everyone left before this snapshot go out with it.
                     take_batches(&myself, s, &mut session, upto)?;
-                    s.on_snapshot(&mut session, &world, &applied);
+                    s.args.metrics.snapshot_paths[1].fetch_add(1, Ordering::Relaxed);
+                    send_snapshot(&mut session, &link, &s.args.env, &world, &applied);
                 }
-                s.args.batcher.done();
-                s.args.fanout.finished(generation);
+                s.args.env.batcher.done();
+                chain = Some(generation);
             }
             PlayerMsg::Message(data, reliable, upto) => {
                 // Messages to everyone that the broadcaster left before this one go first.
@@ -444,13 +498,16 @@ impl Actor for PlayerActor {
         }
         drop(session);
         s.count(&tx);
+        if let Some(generation) = chain {
+            s.args.fanout.finished(generation);
+        }
         Ok(())
     }
 
     async fn post_stop(&self, _: ActorRef<PlayerMsg>, s: &mut PlayerState) -> Result<(), ActorProcessingErr> {
         let m = &s.args.metrics;
         m.record_end(EndReason::from(s.reason));
-        m.rtt_sum_us.fetch_sub(s.rtt_us, Ordering::Relaxed);
+        m.rtt_sum_us.fetch_sub(s.link.rtt_us.swap(0, Ordering::Relaxed), Ordering::Relaxed);
         m.reliable_queue.fetch_sub(s.figures.reliable_queue, Ordering::Relaxed);
         // Read even from a session a panic poisoned: only its id is needed.
         let id = s.link.session.lock().unwrap_or_else(std::sync::PoisonError::into_inner).id();
@@ -460,5 +517,27 @@ impl Actor for PlayerActor {
         let _ = s.args.broadcaster.cast(BroadcastMsg::Remove(id));
         let _ = s.args.socket_ctl.send(SocketCtl::Release { addr: s.args.addr, client_id: s.args.client_id, slot: id });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guarded;
+    use std::sync::Mutex;
+
+    #[test]
+    fn guarded_returns_the_result_and_leaves_the_lock_clean() {
+        let m = Mutex::new(1);
+        assert_eq!(guarded(m.lock().unwrap(), |v| *v + 1), Some(2));
+        assert!(!m.is_poisoned());
+    }
+
+    #[test]
+    fn a_panic_under_guarded_is_caught_and_poisons_the_lock() {
+        let m = Mutex::new(1);
+        let r: Option<()> = guarded(m.lock().unwrap(), |_| panic!("relevancy failed"));
+        assert_eq!(r, None);
+        // What the player actor relies on to fail at its next message.
+        assert!(m.is_poisoned());
     }
 }

@@ -24,7 +24,7 @@ use tokio::time::Instant;
 use super::batcher::SnapshotBatcher;
 use super::broadcaster::{BroadcastMsg, FanOut};
 use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetrics};
-use super::player::{DatagramEnv, PlayerActor, PlayerArgs, PlayerLink, PlayerMsg, take_datagram};
+use super::player::{DatagramEnv, PlayerActor, PlayerArgs, PlayerLink, PlayerMsg, guarded, take_datagram};
 use super::session::PlayerSession;
 use super::world::{Relevancy, WorldMsg};
 use crate::protocol::netcode::DropReason;
@@ -293,20 +293,17 @@ async fn on_datagram(
     if let Some(route) = slots.table.slot_of(&from).and_then(|i| slots.table.get(i)).map(|o| &o.value) {
         let waiting = route.inflight.load(Ordering::Relaxed);
         // Nothing queued for the actor (so order is kept) and the link free: take it here.
-        if let Some(mut session) = (waiting == 0).then(|| route.link.try_session()).flatten() {
+        if let Some(session) = (waiting == 0).then(|| route.link.try_session()).flatten() {
             let env = DatagramEnv { socket: &args.socket, inputs: &args.inputs, metrics: &args.metrics };
             let now = (args.clock)();
-            let taken = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                take_datagram(&mut session, &route.link, &env, now, datagram, arrived)
-            }));
-            drop(session);
+            let taken = guarded(session, |session| take_datagram(session, &route.link, &env, now, datagram, arrived));
             args.metrics.datagram_paths[0].fetch_add(1, Ordering::Relaxed);
             match taken {
-                Ok(false) => {}
-                Ok(true) => {
+                Some(false) => {}
+                Some(true) => {
                     let _ = route.player.cast(PlayerMsg::PeerGone);
                 }
-                Err(_) => {
+                None => {
                     // The lock is poisoned now: the actor fails at its next message and is
                     // cleaned up like any failed player actor. This wakes it for that.
                     tracing::error!(%from, "taking a datagram panicked; the player is disconnected");
