@@ -112,7 +112,7 @@ pub const MAX_PENDING_MESSAGES: usize = 1024;
 /// its chain only until the next tick, and chains never pile up when ticks overlap.
 #[derive(Debug)]
 pub struct FanOut {
-    pending: Mutex<VecDeque<PlayerHandle>>,
+    pending: Mutex<VecDeque<Arc<PlayerHandle>>>,
     window: usize,
     generation: AtomicU32,
     batcher: Option<Arc<SnapshotBatcher>>,
@@ -177,7 +177,7 @@ impl FanOut {
     }
 
     /// Queues this tick's wake-ups behind any the last tick left, and starts the window.
-    fn start(&self, players: &mut Vec<PlayerHandle>) {
+    fn start(&self, players: &mut Vec<Arc<PlayerHandle>>) {
         // The last tick's chains end first, so that none of them takes this tick's players.
         let generation = self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         self.started_us.store(self.micros(), Ordering::Relaxed);
@@ -289,7 +289,7 @@ impl FanOut {
 #[derive(Debug)]
 pub enum BroadcastMsg {
     /// A player to send snapshots to, through its slot.
-    Add(PlayerId, PlayerHandle),
+    Add(PlayerId, Arc<PlayerHandle>),
     /// A player that left.
     Remove(PlayerId),
     /// This tick's snapshot, shared (never copied per player), and each player's newest
@@ -326,12 +326,13 @@ pub struct BroadcastArgs {
 /// The broadcaster's state: the players and the server's figures.
 #[derive(Debug)]
 pub struct BroadcastState {
-    players: BTreeMap<PlayerId, PlayerHandle>,
+    /// Shared with the fan-out: one reference count a player and tick, not one per part.
+    players: BTreeMap<PlayerId, Arc<PlayerHandle>>,
     metrics: Arc<ServerMetrics>,
     batcher: Option<Arc<SnapshotBatcher>>,
     fanout: Arc<FanOut>,
     /// This tick's player actors to wake (reused tick after tick).
-    to_wake: Vec<PlayerHandle>,
+    to_wake: Vec<Arc<PlayerHandle>>,
     /// Messages to every player not yet handed out: they go to each player actor as one
     /// shared batch (one cast per player, not one per message and player) when the tick's
     /// snapshot goes out, or earlier when anything else must keep its place after them.
@@ -341,14 +342,15 @@ pub struct BroadcastState {
 /// Leaves `to_all` in every player actor's inbox as one shared batch, without waking it:
 /// what comes next from the broadcaster (the tick's snapshot, or a message to that player)
 /// wakes it, and it takes the batch first.
-fn flush_to_all(players: &BTreeMap<PlayerId, PlayerHandle>, to_all: &mut Vec<(Bytes, bool)>) {
+fn flush_to_all(players: &BTreeMap<PlayerId, Arc<PlayerHandle>>, to_all: &mut Vec<(Bytes, bool)>) {
     if to_all.is_empty() {
         return;
     }
     let batch: MessageBatch = to_all.drain(..).collect();
     let n = batch.len();
     let reliable = batch.iter().any(|(_, r)| *r);
-    for PlayerHandle { actor: r, slot: inbox, .. } in players.values() {
+    for p in players.values() {
+        let PlayerHandle { actor: r, slot: inbox, .. } = &**p;
         let pending = inbox.messages.fetch_add(n, Ordering::Relaxed);
         if pending < MAX_PENDING_MESSAGES {
             if !inbox.leave(batch.clone()) {
@@ -408,7 +410,8 @@ impl Actor for Broadcaster {
                 state.to_all.push((data, reliable));
             }
             BroadcastMsg::Message { to, data, reliable } => {
-                let send = |PlayerHandle { actor: r, slot: inbox, .. }: &PlayerHandle| {
+                let send = |p: &Arc<PlayerHandle>| {
+                    let PlayerHandle { actor: r, slot: inbox, .. } = &**p;
                     let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
                     if pending < MAX_PENDING_MESSAGES {
                         let _ = r.cast(PlayerMsg::Message(data.clone(), reliable, inbox.left()));
@@ -493,8 +496,8 @@ mod tests {
     }
 
     /// A player the fan-out can only wake (no link to send through).
-    fn handle(actor: ActorRef<PlayerMsg>, slot: SnapshotSlot) -> PlayerHandle {
-        PlayerHandle { actor, slot, link: None, inflight: Arc::default() }
+    fn handle(actor: ActorRef<PlayerMsg>, slot: SnapshotSlot) -> Arc<PlayerHandle> {
+        Arc::new(PlayerHandle { actor, slot, link: None, inflight: Arc::default() })
     }
 
     /// Stands in for a player actor held back (its first message blocks until released) and

@@ -411,7 +411,7 @@ impl Actor for PlayerActor {
             link: Some(args.link.clone()),
             inflight: args.inflight.clone(),
         };
-        args.broadcaster.cast(BroadcastMsg::Add(id, handle))?;
+        args.broadcaster.cast(BroadcastMsg::Add(id, Arc::new(handle)))?;
         args.metrics.players.fetch_add(1, Ordering::Relaxed);
         args.metrics.connects.fetch_add(1, Ordering::Relaxed);
         let tick_period = Duration::from_secs(1) / u32::from(args.session.tick_rate_hz.max(1));
