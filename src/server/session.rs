@@ -52,6 +52,9 @@ pub struct PlayerSession {
     interest: Vec<Interest>,
     snapshot_buf: Vec<u8>,
     welcomed: bool,
+    /// The connection is over (the server disconnected it, the client did, or it timed
+    /// out): no more snapshots, though the session lives until its actor has stopped.
+    closed: bool,
     params: SessionParams,
     snapshot_every: u32,
     relevancy: Arc<dyn Relevancy>,
@@ -82,6 +85,7 @@ impl PlayerSession {
             interest: Vec::new(),
             snapshot_buf: Vec::with_capacity(MAX_PAYLOAD_BYTES),
             welcomed: false,
+            closed: false,
             params,
             snapshot_every: snapshot_every.max(1),
             relevancy,
@@ -107,7 +111,10 @@ impl PlayerSession {
     pub fn on_datagram<'a>(&'a mut self, now: Duration, bytes: &'a mut [u8], tx: &mut impl Transmit) -> Incoming<'a> {
         let payload: &[u8] = match self.connection.receive(now, bytes) {
             Ok(Packet::Payload(p)) => p,
-            Ok(Packet::Disconnect) => return Incoming::Disconnected,
+            Ok(Packet::Disconnect) => {
+                self.closed = true;
+                return Incoming::Disconnected;
+            }
             Ok(_) | Err(_) => return Incoming::Nothing,
         };
         if payload.first() == Some(&CONTROL_FRAME) {
@@ -140,7 +147,7 @@ impl PlayerSession {
         applied_input: Option<u32>,
         tx: &mut impl Transmit,
     ) -> Option<SentSnapshot> {
-        if !self.welcomed || !world.tick().is_multiple_of(self.snapshot_every) {
+        if !self.welcomed || self.closed || !world.tick().is_multiple_of(self.snapshot_every) {
             return None;
         }
         self.relevancy.interest(world, self.id, &mut self.interest);
@@ -164,11 +171,16 @@ impl PlayerSession {
 
     /// Keep-alives and timeouts; `Some` when the connection timed out.
     pub fn heartbeat(&mut self, now: Duration, tx: &mut impl Transmit) -> Option<DisconnectReason> {
-        self.connection.update(now, tx)
+        let reason = self.connection.update(now, tx);
+        self.closed |= reason.is_some();
+        reason
     }
 
     /// Tells the client the connection is over.
+    /// No snapshot is sent after it (a fan-out chain may still pass the session before
+    /// its actor has stopped).
     pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {
         self.connection.disconnect(now, tx);
+        self.closed = true;
     }
 }

@@ -308,3 +308,35 @@ impl<W: World> Stepper<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::arena::Arena;
+
+    /// The actor server keeps a disconnected player's session until its actor has stopped,
+    /// and a fan-out chain may pass it before then: it must send nothing after the
+    /// disconnect packets.
+    #[test]
+    fn a_disconnected_session_sends_no_snapshot() {
+        let mut stepper = Stepper::new(Arena::new(), 60, 4);
+        stepper.add_client(LinkProfile::PERFECT);
+        stepper.run(60);
+        let now = stepper.now;
+        let snap = |tick: u32| {
+            let mut b = SnapshotBuilder::new(&stepper.schema, tick);
+            stepper.world.snapshot(&mut b);
+            Arc::new(b.finish_after(stepper.last_snapshot.as_deref()).unwrap())
+        };
+        let (next, after) = (snap(stepper.tick + 1), snap(stepper.tick + 2));
+        let session = &mut stepper.sessions.iter_mut().next().unwrap().1.value;
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        assert!(session.on_snapshot(now, &next, None, &mut wire).is_some(), "a connected player gets snapshots");
+        wire.clear();
+        session.disconnect(now, &mut wire);
+        let told = wire.len();
+        assert!(told > 0, "the disconnect packets went out");
+        assert!(session.on_snapshot(now, &after, None, &mut wire).is_none());
+        assert_eq!(wire.len(), told, "nothing after the disconnect packets");
+    }
+}
