@@ -196,9 +196,7 @@ impl FanOut {
     /// on, if its chain is still current (first sending a burst of snapshots itself, where
     /// it may).
     pub fn finished(&self, generation: u32) {
-        if generation == self.generation.load(Ordering::Acquire) {
-            self.wake_next(generation, DIRECT_BURST);
-        }
+        self.wake_next(generation, DIRECT_BURST);
     }
 
     fn micros(&self) -> u64 {
@@ -218,6 +216,11 @@ impl FanOut {
     /// player actor; false when none is left.
     fn wake_next(&self, generation: u32, mut burst: usize) -> bool {
         loop {
+            // A chain ends when a newer tick's chains have started (also in mid-burst: the
+            // players queued now are theirs).
+            if generation != self.generation.load(Ordering::Acquire) {
+                return false;
+            }
             let next = self.pending.lock().ok().and_then(|mut q| q.pop_front());
             let Some(p) = next else { return false };
             if burst > 0 && self.direct_allowed() && self.send_direct(&p) {
