@@ -122,7 +122,10 @@ async fn one_player_fails(n: u64, victim_client: usize) {
     assert_eq!(clients[victim_client].client.state(), ClientState::Disconnected, "the victim was told");
     for (i, c) in clients.iter().enumerate().filter(|(i, _)| *i != victim_client) {
         let got = c.client.stats().snapshots - before[i];
-        assert!(got > 60, "client {i} kept receiving snapshots: {got}");
+        // About 86 ticks passed. The clients are stepped one after another on a machine
+        // shared with other tests, so some snapshots are read late and superseded (57 seen
+        // with 24 clients in CI); a stalled player would get none.
+        assert!(got > 30, "client {i} kept receiving snapshots: {got}");
         assert_eq!(c.client.state(), ClientState::Connected);
     }
     server.shutdown().await;
