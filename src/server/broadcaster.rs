@@ -66,11 +66,7 @@ impl PlayerInbox {
     /// message handed over after them is handled after them; later ones wait their turn).
     pub fn take_batches(&self, upto: u64, into: &mut Vec<MessageBatch>) {
         if let Ok(mut b) = self.batches.lock() {
-            while b.taken < upto {
-                let Some(batch) = b.queue.pop_front() else { break };
-                b.taken += 1;
-                into.push(batch);
-            }
+            b.pop_until(upto, into);
         }
         let n: usize = into.iter().map(|b| b.len()).sum();
         self.messages.fetch_sub(n, Ordering::Relaxed);
@@ -85,13 +81,20 @@ impl PlayerInbox {
         if self.messages.load(Ordering::Acquire) != n {
             return false;
         }
-        for _ in 0..due {
-            let Some(batch) = b.queue.pop_front() else { break };
-            b.taken += 1;
-            into.push(batch);
-        }
+        b.pop_until(upto, into);
         self.messages.fetch_sub(n, Ordering::Relaxed);
         true
+    }
+}
+
+impl Batches {
+    /// Moves the batches left before the `upto`-th into `into`, in order.
+    fn pop_until(&mut self, upto: u64, into: &mut Vec<MessageBatch>) {
+        while self.taken < upto {
+            let Some(batch) = self.queue.pop_front() else { break };
+            self.taken += 1;
+            into.push(batch);
+        }
     }
 }
 
@@ -121,6 +124,8 @@ pub struct FanOut {
     direct: Option<SnapshotEnv>,
     /// When the current generation started, in microseconds after `epoch`.
     started_us: AtomicU64,
+    /// How long into a tick chains may send snapshots themselves: half the tick period.
+    direct_us: u64,
     epoch: Instant,
 }
 
@@ -156,6 +161,7 @@ impl FanOut {
             batcher,
             direct: None,
             started_us: AtomicU64::new(0),
+            direct_us: 0,
             epoch: Instant::now(),
         }
     }
@@ -166,6 +172,7 @@ impl FanOut {
     /// runs, without its wake-up. Up to [`DIRECT_BURST`] in a row, then the chain wakes the
     /// next player actor as before; and only in the first half of the tick period.
     pub fn with_direct(mut self, env: SnapshotEnv) -> Self {
+        self.direct_us = u64::try_from(env.tick_period.as_micros() / 2).unwrap_or(u64::MAX);
         self.direct = Some(env);
         self
     }
@@ -207,9 +214,7 @@ impl FanOut {
     /// tick. A fan-out that runs longer (an overloaded server) wakes the player actors, one
     /// short task each, so that the runtime gets to the socket and the world between them.
     fn direct_allowed(&self) -> bool {
-        let Some(env) = &self.direct else { return false };
-        let budget = u64::try_from(env.tick_period.as_micros() / 2).unwrap_or(u64::MAX);
-        self.micros().saturating_sub(self.started_us.load(Ordering::Relaxed)) < budget
+        self.direct.is_some() && self.micros().saturating_sub(self.started_us.load(Ordering::Relaxed)) < self.direct_us
     }
 
     /// Sends up to `burst` queued players' snapshots directly, then wakes the next queued

@@ -62,8 +62,8 @@
 //!   disconnect packets, and the address, slot and world membership are released. No other
 //!   player notices. A panic while the socket actor takes a player's datagram, or while a
 //!   fan-out chain sends a player's snapshot, is caught there; it leaves that player's link
-//!   poisoned, so its actor fails at its next message and is cleaned up the same way. If the world actor fails, [`ServerHandle::wait`] returns and the server
-//!   stops.
+//!   poisoned, so its actor fails at its next message and is cleaned up the same way. If
+//!   the world actor fails, [`ServerHandle::wait`] returns and the server stops.
 //! - **Shutdown.** [`ServerHandle::shutdown`] asks every player actor to send its client the
 //!   disconnect packets, waits for them to go (up to the grace period), then stops the world,
 //!   broadcaster and socket, in that order.
@@ -288,13 +288,13 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let relevancy = world.relevancy();
 
     let batcher = Arc::new(batcher::SnapshotBatcher::new(socket.clone(), metrics.clone(), config.send_batch));
-    let direct = player::SnapshotEnv {
+    let env = player::SnapshotEnv {
         batcher: batcher.clone(),
         metrics: metrics.clone(),
         clock: unix_now,
         tick_period: Duration::from_secs(1) / u32::from(config.tick_rate_hz.max(1)),
     };
-    let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(direct));
+    let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(env.clone()));
     let broadcast_args =
         broadcaster::BroadcastArgs { metrics: metrics.clone(), batcher: Some(batcher.clone()), fanout: fanout.clone() };
     let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)
@@ -322,7 +322,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let netcode = NetcodeConfig::new(config.protocol_id, config.private_key, vec![public], config.max_players);
     let socket_args = socket::SocketArgs {
         socket,
-        batcher,
+        env,
         fanout,
         netcode,
         player_queue: config.player_queue,

@@ -174,8 +174,8 @@ pub struct PlayerArgs {
     pub link: Arc<PlayerLink>,
     /// The server socket.
     pub socket: Arc<UdpSocket>,
-    /// Where snapshot datagrams go to leave in batches.
-    pub batcher: Arc<SnapshotBatcher>,
+    /// What sending a snapshot needs (shared with the fan-out).
+    pub env: SnapshotEnv,
     /// Wakes the next player actor once this one has sent its snapshot.
     pub fanout: Arc<FanOut>,
     /// The world actor.
@@ -414,10 +414,8 @@ impl Actor for PlayerActor {
         args.broadcaster.cast(BroadcastMsg::Add(id, Arc::new(handle)))?;
         args.metrics.players.fetch_add(1, Ordering::Relaxed);
         args.metrics.connects.fetch_add(1, Ordering::Relaxed);
-        let tick_period = Duration::from_secs(1) / u32::from(args.session.tick_rate_hz.max(1));
-        let env = SnapshotEnv { batcher: args.batcher, metrics: args.metrics.clone(), clock: args.clock, tick_period };
         let shell = PlayerShell {
-            env,
+            env: args.env,
             addr,
             client_id,
             socket: args.socket,

@@ -21,10 +21,9 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::batcher::SnapshotBatcher;
 use super::broadcaster::{BroadcastMsg, FanOut};
 use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetrics};
-use super::player::{DatagramEnv, PlayerActor, PlayerArgs, PlayerLink, PlayerMsg, guarded, take_datagram};
+use super::player::{DatagramEnv, PlayerActor, PlayerArgs, PlayerLink, PlayerMsg, SnapshotEnv, guarded, take_datagram};
 use super::session::PlayerSession;
 use super::world::{Relevancy, WorldMsg};
 use crate::protocol::netcode::DropReason;
@@ -70,8 +69,9 @@ pub enum SocketMsg {
 pub struct SocketArgs {
     /// The bound socket.
     pub socket: Arc<UdpSocket>,
-    /// Where player actors leave snapshot datagrams to be sent in batches.
-    pub batcher: Arc<SnapshotBatcher>,
+    /// What sending a snapshot needs (the batcher, figures, clock, tick period), shared
+    /// by the player actors and the fan-out.
+    pub env: SnapshotEnv,
     /// The broadcaster's relay of snapshot wake-ups, which player actors continue.
     pub fanout: Arc<FanOut>,
     /// netcode settings (protocol id, key, public address, slots, rates).
@@ -374,7 +374,7 @@ async fn on_datagram(
     let player_args = PlayerArgs {
         link: link.clone(),
         socket: args.socket.clone(),
-        batcher: args.batcher.clone(),
+        env: args.env.clone(),
         fanout: args.fanout.clone(),
         world: args.world.clone(),
         inputs: args.inputs.clone(),
