@@ -29,6 +29,7 @@ fn relevancy(c: &mut Criterion) {
                 move_y: (a.cos() * 127.0) as i8,
                 aim: ArenaInput::aim_from_radians(a),
                 fire: true,
+                rail: false,
             };
             arena.input(p, &input.to_bytes());
         }

@@ -10,9 +10,9 @@ use glam::Vec2;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::client::GameClient;
 use crate::client::polled::PolledClient;
-use crate::demo::arena::{self, ArenaEvent, ArenaInput, Avatar};
+use crate::client::{GameClient, ViewMode};
+use crate::demo::arena::{self, ArenaEvent, ArenaInput, Avatar, RAIL_RANGE};
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::client::ClientState;
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
@@ -168,21 +168,22 @@ pub fn think(me: u32, world: &WorldSnapshot, schema: &Schema, tick: u64) -> (Are
         }
     }
     let wander = Vec2::from_angle((tick as f32 * 0.01) + me as f32);
-    let (move_dir, aim, fire) = match nearest {
+    let (move_dir, aim, fire, rail) = match nearest {
         Some((d, target)) => {
             let to = (target - mine.position).normalize_or_zero();
             let strafe =
                 Vec2::new(-to.y, to.x) * if (tick / 120 + u64::from(me)).is_multiple_of(2) { 1.0 } else { -1.0 };
             let dir = if d > 12.0 { to } else { strafe };
-            (dir, to.to_angle(), d < 25.0)
+            (dir, to.to_angle(), d < 25.0, d < RAIL_RANGE)
         }
-        None => (wander, wander.to_angle(), false),
+        None => (wander, wander.to_angle(), false, false),
     };
     let input = ArenaInput {
         move_x: (move_dir.x * 127.0) as i8,
         move_y: (move_dir.y * 127.0) as i8,
         aim: ArenaInput::aim_from_radians(aim),
         fire,
+        rail,
     };
     (input, others)
 }
@@ -211,7 +212,9 @@ impl Bot {
             user_data: [0; crate::protocol::netcode::USER_DATA_BYTES],
         };
         let token = ConnectToken::generate(&params, &cfg.private_key).ok()?;
-        let client = GameClient::new(token, schema.clone(), unix_now());
+        let mut client = GameClient::new(token, schema.clone(), unix_now());
+        // The bots aim at what the newest snapshot shows: their rail is judged there.
+        client.set_view_mode(ViewMode::Newest);
         let mut client = PolledClient::bind(client, cfg.bind, unix_now).ok()?;
         if let Some(link) = cfg.link {
             client = client.with_conditioner(link, 0x9e37_79b9 ^ (index as u64).wrapping_mul(0x2545_f491));

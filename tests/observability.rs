@@ -54,6 +54,11 @@ async fn metrics_are_live_and_pass_promtool_and_players_has_one_row_each() {
     assert!(metric_value(&text, "volley_tick_duration_seconds_count").unwrap() > 60.0);
     assert!(metric_value(&text, "volley_rtt_seconds_count").unwrap() >= bots as f64, "every player sampled its RTT");
     assert!(metric_value(&text, "volley_input_delay_seconds_count").unwrap() > 0.0);
+    // Every bot's input carries the view it aimed from (its newest snapshot), and the world
+    // actor passes them on: on loopback a tick or so behind the newest snapshot made.
+    let views = metric_value(&text, "volley_input_view_age_seconds_count").unwrap();
+    let age = metric_value(&text, "volley_input_view_age_seconds_sum").unwrap() / views;
+    assert!(views > bots as f64 * 60.0 && (0.0..0.2).contains(&age), "{views} views, mean age {age} s");
     assert!(metric_value(&text, "volley_sent_bytes_total{kind=\"snapshot\"}").unwrap() > 1000.0);
     assert!(metric_value(&text, "volley_received_bytes_total{kind=\"input\"}").unwrap() > 1000.0);
     // Most datagrams are taken by the socket actor without waking the player actor; the

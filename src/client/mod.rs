@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::protocol::input::{REDUNDANT_INPUTS, write_input_packet};
+use crate::protocol::input::{REDUNDANT_INPUTS, ViewTime, write_input_packet};
 use crate::protocol::netcode::client::{Client as NetcodeClient, ClientState};
 use crate::protocol::netcode::token::ConnectToken;
 use crate::protocol::netcode::{MAX_PAYLOAD_BYTES, Transmit};
@@ -53,6 +53,20 @@ pub struct ClientStats {
     pub render_delay_ticks: f64,
 }
 
+/// What view a client reports with each input (the server's lag compensation rewinds its
+/// world to it when judging that input).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ViewMode {
+    /// What [`GameClient::playback`] gives at the time the input is sent: for a game that
+    /// draws the interpolated playback (the default).
+    #[default]
+    Playback,
+    /// The newest snapshot: for a game (or bot) that acts on [`GameClient::latest`].
+    Newest,
+    /// No view: the server judges the input against its present.
+    Off,
+}
+
 /// A connection to a volley server.
 #[derive(Debug)]
 pub struct GameClient {
@@ -60,8 +74,10 @@ pub struct GameClient {
     session: ClientSession,
     endpoint: Endpoint,
     snapshots: SnapshotReceiver,
-    inputs: VecDeque<Vec<u8>>,
+    /// The last inputs sent, newest first, with the view each was made with.
+    inputs: VecDeque<(Vec<u8>, Option<ViewTime>)>,
     input_seq: u32,
+    view_mode: ViewMode,
     stats: ClientStats,
     scratch: Vec<u8>,
     clock: PlaybackClock,
@@ -95,6 +111,7 @@ impl GameClient {
             snapshots: SnapshotReceiver::new(schema, 64),
             inputs: VecDeque::with_capacity(REDUNDANT_INPUTS),
             input_seq: 0,
+            view_mode: ViewMode::default(),
             stats: ClientStats::default(),
             scratch: Vec::with_capacity(MAX_PAYLOAD_BYTES),
             clock: PlaybackClock::new(60, 60),
@@ -235,23 +252,62 @@ impl GameClient {
         }
     }
 
+    /// Chooses what view each input reports from now on ([`ViewMode::Playback`] by default).
+    pub fn set_view_mode(&mut self, mode: ViewMode) {
+        self.view_mode = mode;
+    }
+
+    /// The view an input sent at `now` reports, as [`GameClient::set_view_mode`] says: what
+    /// [`GameClient::playback`] draws at `now` (extrapolation reported as the span of ticks it
+    /// reaches past the newest snapshot), or the newest snapshot.
+    pub fn view(&self, now: Duration) -> Option<ViewTime> {
+        let newest = self.snapshots.newest_tick()?;
+        match self.view_mode {
+            ViewMode::Off => None,
+            ViewMode::Newest => Some(ViewTime::at(newest)),
+            ViewMode::Playback => match self.clock.playback(now, Some(newest), |t| self.snapshots.get(t).is_some()) {
+                Playback::Waiting => None,
+                Playback::Interpolating { from, to, alpha } => Some(ViewTime::between(from, to, alpha)),
+                Playback::Extrapolating { from, ahead } => {
+                    let span = ahead.max(0.0).ceil().min(255.0);
+                    let alpha = if span > 0.0 { ahead / span } else { 0.0 };
+                    Some(ViewTime::between(from, from.saturating_add(span as u32), alpha))
+                }
+            },
+        }
+    }
+
     /// Sends this tick's input (with the last few repeated) and anything due on the reliable
-    /// and event channels, acknowledging the newest snapshot.
+    /// and event channels, acknowledging the newest snapshot. The input carries the view it
+    /// was made with ([`GameClient::view`] at `now`).
     pub fn send_input(&mut self, now: Duration, input: &[u8], tx: &mut impl Transmit) {
+        let view = self.view(now);
+        self.send_input_with_view(now, input, view, tx);
+    }
+
+    /// [`GameClient::send_input`] with the view given: what the game drew when the player
+    /// made this input, if it draws neither the playback nor the newest snapshot.
+    pub fn send_input_with_view(
+        &mut self,
+        now: Duration,
+        input: &[u8],
+        view: Option<ViewTime>,
+        tx: &mut impl Transmit,
+    ) {
         if !self.is_ready() {
             return;
         }
         // The oldest input's buffer is reused for the newest: no allocation per frame once
         // REDUNDANT_INPUTS frames have passed.
-        let mut newest =
+        let (mut newest, _) =
             if self.inputs.len() == REDUNDANT_INPUTS { self.inputs.pop_back() } else { None }.unwrap_or_default();
         newest.clear();
         newest.extend_from_slice(input);
-        self.inputs.push_front(newest);
+        self.inputs.push_front((newest, view));
         self.input_seq = self.input_seq.wrapping_add(1);
-        let mut refs: [&[u8]; REDUNDANT_INPUTS] = [&[]; REDUNDANT_INPUTS];
-        for (r, i) in refs.iter_mut().zip(&self.inputs) {
-            *r = i;
+        let mut refs: [(&[u8], Option<ViewTime>); REDUNDANT_INPUTS] = [(&[], None); REDUNDANT_INPUTS];
+        for (r, (i, v)) in refs.iter_mut().zip(&self.inputs) {
+            *r = (i, *v);
         }
         let refs = &refs[..self.inputs.len().min(REDUNDANT_INPUTS)];
         let mut state = std::mem::take(&mut self.scratch);

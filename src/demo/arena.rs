@@ -1,6 +1,9 @@
-//! Arena: a top-down shooter. Players move, aim and fire; a hit costs 25 health; at zero a
-//! player dies, the shooter scores, and the victim respawns two seconds later. It is a real
-//! [`World`] written only against volley's public API.
+//! Arena: a top-down shooter. Players move, aim and fire projectiles (a hit costs 25 health)
+//! or a rail, a hitscan beam judged with lag compensation (40 health): against where its
+//! targets were in the view the shooter's input carried, rewound through a
+//! [`History`] of the last half second. At zero health a player dies, the shooter scores,
+//! and the victim respawns two seconds later. It is a real [`World`] written only against
+//! volley's public API.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,8 +12,10 @@ use std::time::Duration;
 use glam::Vec2;
 use serde::{Deserialize, Serialize};
 
+use crate::protocol::input::ViewTime;
 use crate::protocol::quant::{AngleQ, Bits, Flag, Vec2Q};
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use crate::server::lagcomp::History;
 use crate::server::{Audience, Outbox, PlayerId, Relevancy, World};
 
 /// Half the arena's side, in metres.
@@ -25,6 +30,15 @@ pub const FIRE_COOLDOWN: f32 = 0.25;
 pub const VIEW_RADIUS: f32 = 40.0;
 /// Most entities one player is sent (the nearest win).
 pub const MAX_VISIBLE: usize = 64;
+/// The rail's reach, metres.
+pub const RAIL_RANGE: f32 = 30.0;
+/// Seconds between rail shots.
+pub const RAIL_COOLDOWN: f32 = 2.0;
+/// Health a rail hit costs.
+pub const RAIL_DAMAGE: u8 = 40;
+/// Ticks of avatar positions kept for the rail's lag compensation (half a second at 60 Hz):
+/// no rail shot is judged further back than that.
+pub const HISTORY_TICKS: usize = 32;
 const HIT_RADIUS: f32 = 0.7;
 const SHOT_LIFETIME: f32 = 1.2;
 const RESPAWN: f32 = 2.0;
@@ -72,6 +86,9 @@ pub struct ArenaInput {
     pub aim: u16,
     /// Fire this tick.
     pub fire: bool,
+    /// Fire the rail (hitscan, judged where the targets were in the view this input was made
+    /// with) when it is ready.
+    pub rail: bool,
 }
 
 impl ArenaInput {
@@ -112,6 +129,9 @@ struct Player {
     input: ArenaInput,
     cooldown: f32,
     respawn_in: f32,
+    rail_cooldown: f32,
+    /// The view of the newest input that asked for the rail, until it fires.
+    rail: Option<Option<ViewTime>>,
 }
 
 #[derive(Debug, Clone)]
@@ -123,7 +143,7 @@ struct Projectile {
 }
 
 /// The arena world.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Arena {
     players: BTreeMap<PlayerId, Player>,
     shots: BTreeMap<EntityId, Projectile>,
@@ -134,6 +154,10 @@ pub struct Arena {
     /// Living players by grid cell, rebuilt each tick: a shot is tested against the players
     /// in its cell and the eight around it, not against everyone.
     hit_cells: Vec<Vec<PlayerId>>,
+    /// Living avatars' positions, by player, at each of the last ticks (the rail's lag
+    /// compensation), and the entry that fell out of it last (its buffer is reused).
+    history: History<Vec<(PlayerId, Vec2)>>,
+    spare: Vec<(PlayerId, Vec2)>,
 }
 
 /// The arena's schema (clients register the same).
@@ -145,10 +169,85 @@ pub fn schema() -> Schema {
     s
 }
 
+impl Default for Arena {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where a player was in a rewound view: blended between the view's two ticks when it was
+/// alive in both, else where it was in the one that has it.
+fn position_in(view: &crate::server::lagcomp::Rewound<'_, Vec<(PlayerId, Vec2)>>, player: PlayerId) -> Option<Vec2> {
+    let find = |e: &Vec<(PlayerId, Vec2)>| e.binary_search_by_key(&player, |(p, _)| *p).ok().map(|i| e[i].1);
+    match (find(view.from), find(view.to)) {
+        (Some(a), Some(b)) => Some(a.lerp(b, view.alpha)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Takes `amount` of `victim`'s health; at zero it dies, the kill goes into the feed, and
+/// `killer` will score.
+fn damage(arena: Damage<'_>, victim: PlayerId, killer: PlayerId, amount: u8, kills: &mut Vec<PlayerId>) {
+    let Some(p) = arena.players.get_mut(&victim).filter(|p| p.avatar.alive) else { return };
+    p.avatar.health = p.avatar.health.saturating_sub(amount);
+    if p.avatar.health == 0 {
+        p.avatar.alive = false;
+        p.avatar.deaths = (p.avatar.deaths + 1).min(4095);
+        p.respawn_in = RESPAWN;
+        kills.push(killer);
+        arena.feed.push(ArenaEvent::Kill { seq: *arena.kills, killer, victim });
+        *arena.kills += 1;
+    }
+}
+
+/// The parts of the arena a hit changes (borrowed apart from its shots).
+struct Damage<'a> {
+    players: &'a mut BTreeMap<PlayerId, Player>,
+    feed: &'a mut Vec<ArenaEvent>,
+    kills: &'a mut u32,
+}
+
 impl Arena {
+    fn damage_parts(&mut self) -> Damage<'_> {
+        Damage { players: &mut self.players, feed: &mut self.feed, kills: &mut self.kills }
+    }
+
     /// An empty arena.
     pub fn new() -> Self {
-        Self { rng: 0x9e37_79b9_7f4a_7c15, ..Self::default() }
+        Self {
+            players: BTreeMap::new(),
+            shots: BTreeMap::new(),
+            next_shot: 0,
+            rng: 0x9e37_79b9_7f4a_7c15,
+            kills: 0,
+            feed: Vec::new(),
+            hit_cells: Vec::new(),
+            history: History::new(HISTORY_TICKS),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Who a rail fired by `shooter` along `aim` (radians) hits, judged in `view`: the
+    /// nearest other avatar, alive then and now, within [`HIT_RADIUS`] of the beam and
+    /// [`RAIL_RANGE`] of the shooter. The arena has no client-side prediction, so the shooter
+    /// saw itself in the past too: the beam starts where it was in that view.
+    fn rail_victim(&self, shooter: PlayerId, aim: f32, view: Option<ViewTime>) -> Option<PlayerId> {
+        let seen = self.history.rewind(view)?;
+        let origin = position_in(&seen, shooter).or_else(|| Some(self.players.get(&shooter)?.avatar.position))?;
+        let dir = Vec2::from_angle(aim);
+        let mut best: Option<(f32, PlayerId)> = None;
+        for (id, _) in seen.from.iter().chain(seen.to.iter()) {
+            if *id == shooter || !self.players.get(id).is_some_and(|p| p.avatar.alive) {
+                continue;
+            }
+            let Some(at) = position_in(&seen, *id) else { continue };
+            let along = (at - origin).dot(dir);
+            let off = (at - origin - dir * along).length();
+            if along > 0.0 && along <= RAIL_RANGE && off <= HIT_RADIUS && best.is_none_or(|(d, _)| along < d) {
+                best = Some((along, *id));
+            }
+        }
+        best.map(|(_, id)| id)
     }
 
     fn random_spot(&mut self) -> Vec2 {
@@ -177,7 +276,9 @@ impl World for Arena {
     fn join(&mut self, player: PlayerId) {
         let position = self.random_spot();
         let avatar = Avatar { position, aim: 0.0, health: 100, score: 0, deaths: 0, alive: true };
-        self.players.insert(player, Player { avatar, input: ArenaInput::default(), cooldown: 0.0, respawn_in: 0.0 });
+        let input = ArenaInput::default();
+        let p = Player { avatar, input, cooldown: 0.0, respawn_in: 0.0, rail_cooldown: 0.0, rail: None };
+        self.players.insert(player, p);
     }
 
     fn leave(&mut self, player: PlayerId) {
@@ -185,15 +286,23 @@ impl World for Arena {
     }
 
     fn input(&mut self, player: PlayerId, input: &[u8]) {
+        self.input_viewed(player, input, None);
+    }
+
+    fn input_viewed(&mut self, player: PlayerId, input: &[u8], view: Option<ViewTime>) {
         // Bad input from a client is ignored, never trusted or fatal.
         if let (Some(p), Ok(i)) = (self.players.get_mut(&player), postcard::from_bytes::<ArenaInput>(input)) {
+            if i.rail {
+                p.rail = Some(view);
+            }
             p.input = i;
         }
     }
 
-    fn tick(&mut self, _tick: u32, dt: Duration) {
+    fn tick(&mut self, tick: u32, dt: Duration) {
         let dt = dt.as_secs_f32();
         let mut fired = Vec::new();
+        let mut rails = Vec::new();
         let mut respawns = Vec::new();
         for (id, p) in &mut self.players {
             if !p.avatar.alive {
@@ -208,6 +317,11 @@ impl World for Arena {
             p.avatar.position = (p.avatar.position + dir * SPEED * dt)
                 .clamp(Vec2::splat(-HALF_SIZE + 0.5), Vec2::splat(HALF_SIZE - 0.5));
             p.avatar.aim = p.input.aim_radians();
+            p.rail_cooldown -= dt;
+            if let Some(view) = p.rail.take().filter(|_| p.rail_cooldown <= 0.0) {
+                p.rail_cooldown = RAIL_COOLDOWN;
+                rails.push((*id, p.avatar.aim, view));
+            }
             p.cooldown -= dt;
             if p.input.fire && p.cooldown <= 0.0 {
                 p.cooldown = FIRE_COOLDOWN;
@@ -218,6 +332,12 @@ impl World for Arena {
                     velocity: facing * SHOT_SPEED,
                     life: SHOT_LIFETIME,
                 });
+            }
+        }
+        let mut kills = Vec::new();
+        for (shooter, aim, view) in rails {
+            if let Some(victim) = self.rail_victim(shooter, aim, view) {
+                damage(self.damage_parts(), victim, shooter, RAIL_DAMAGE, &mut kills);
             }
         }
         for id in respawns {
@@ -234,7 +354,6 @@ impl World for Arena {
             self.shots.insert(id, shot);
         }
         let mut gone = Vec::new();
-        let mut kills = Vec::new();
         self.hit_cells.resize_with(CELLS * CELLS, Vec::new);
         self.hit_cells.iter_mut().for_each(Vec::clear);
         for (id, p) in self.players.iter().filter(|(_, p)| p.avatar.alive) {
@@ -267,17 +386,10 @@ impl World for Arena {
                     }
                 }
             }
-            if let Some((pid, p)) = victim.and_then(|v| self.players.get_mut(&v).map(|p| (v, p))) {
+            if let Some(pid) = victim {
                 gone.push(*sid);
-                p.avatar.health = p.avatar.health.saturating_sub(25);
-                if p.avatar.health == 0 {
-                    p.avatar.alive = false;
-                    p.avatar.deaths = (p.avatar.deaths + 1).min(4095);
-                    p.respawn_in = RESPAWN;
-                    kills.push(s.owner);
-                    self.feed.push(ArenaEvent::Kill { seq: self.kills, killer: s.owner, victim: pid });
-                    self.kills += 1;
-                }
+                let parts = Damage { players: &mut self.players, feed: &mut self.feed, kills: &mut self.kills };
+                damage(parts, pid, s.owner, 25, &mut kills);
             }
         }
         for sid in gone {
@@ -288,6 +400,10 @@ impl World for Arena {
                 p.avatar.score = (p.avatar.score + 1).min(4095);
             }
         }
+        let mut seen = std::mem::take(&mut self.spare);
+        seen.clear();
+        seen.extend(self.players.iter().filter(|(_, p)| p.avatar.alive).map(|(id, p)| (*id, p.avatar.position)));
+        self.spare = self.history.record(tick, seen).unwrap_or_default();
     }
 
     fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
@@ -491,6 +607,42 @@ mod relevancy_tests {
         assert_eq!(arena.players[&3].avatar.health, 100, "the lower id is hit first");
         assert_eq!(arena.players[&1].avatar.score, 1);
         assert!(matches!(arena.feed[..], [ArenaEvent::Kill { killer: 1, victim: 2, .. }]));
+    }
+
+    /// The rail is judged where the shooter saw its target (the input's view), not where the
+    /// target has run to since; and it waits for its cooldown.
+    #[test]
+    fn the_rail_hits_where_the_shooter_saw_its_target() {
+        let dt = Duration::from_secs_f64(1.0 / 60.0);
+        let run = |view: Option<ViewTime>| {
+            let mut arena = Arena::new();
+            arena.join(1);
+            arena.join(2);
+            arena.players.get_mut(&1).unwrap().avatar.position = Vec2::new(-10.0, 0.0);
+            arena.players.get_mut(&2).unwrap().avatar.position = Vec2::ZERO;
+            // 2 runs up at 8 m/s; 1 stands still.
+            let up = ArenaInput { move_y: 127, ..ArenaInput::default() }.to_bytes();
+            for t in 1..=20 {
+                arena.input(2, &up);
+                arena.tick(t, dt);
+            }
+            // 1 aims at where 2 was at tick 5 (2 is 2 m further on by now).
+            let seen = arena.history.get(5).unwrap().iter().find(|(id, _)| *id == 2).unwrap().1;
+            let aim = ArenaInput::aim_from_radians((seen - Vec2::new(-10.0, 0.0)).to_angle());
+            let rail = ArenaInput { aim, rail: true, ..ArenaInput::default() }.to_bytes();
+            let mut health = Vec::new();
+            for t in 21..=22 {
+                arena.input_viewed(1, &rail, view);
+                arena.input(2, &up);
+                arena.tick(t, dt);
+                health.push(arena.players[&2].avatar.health);
+            }
+            health
+        };
+        assert_eq!(run(Some(ViewTime::at(5))), [100 - RAIL_DAMAGE; 2], "hit where 2 was at tick 5, once: cooldown");
+        assert_eq!(run(Some(ViewTime::between(4, 6, 0.5))), [100 - RAIL_DAMAGE; 2], "and in a blend of 4 and 6");
+        assert_eq!(run(None), [100, 100], "judged in the present, the same beam misses");
+        assert_eq!(run(Some(ViewTime::at(15))), [100, 100], "and in a later view");
     }
 
     /// The grid search picks the same entities as scoring every entity would.

@@ -1,18 +1,107 @@
 //! The client's newest-wins state: which snapshot it has, and its latest inputs.
 //!
 //! Every client packet carries the newest snapshot tick the client decoded (the server's
-//! delta baseline) and its last few inputs, newest first, each with its sequence number, so a
-//! lost packet loses no input: the next packet repeats it.
+//! delta baseline) and its last few inputs, newest first, each with its sequence number and
+//! the view the client had when it made it ([`ViewTime`], for the server's lag
+//! compensation), so a lost packet loses no input: the next packet repeats it.
+//!
+//! Layout: ack tick (u32 LE, `u32::MAX` for none), newest sequence (u32 LE), input count
+//! (u8, at most [`REDUNDANT_INPUTS`]), then per input its length (u8, at most
+//! [`MAX_INPUT_BYTES`]), its bytes, and its view in three bytes: how many ticks before the
+//! ack tick the view's older snapshot is (255: no view), how many ticks later its newer one
+//! is, and the blend between them in 255ths.
 
 /// Inputs repeated in every packet.
 pub const REDUNDANT_INPUTS: usize = 4;
 /// Largest encoded input.
 pub const MAX_INPUT_BYTES: usize = 64;
+/// Bytes a view takes after each input.
+const VIEW_BYTES: usize = 3;
+/// The "no view" marker in a view's first byte.
+const NO_VIEW: u8 = u8::MAX;
 
 /// A client packet's state blob could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("malformed input packet")]
 pub struct MalformedInput;
+
+/// What a client was drawing when it made an input: the snapshot of tick [`ViewTime::from`]
+/// blended towards the snapshot of tick [`ViewTime::to`] by [`ViewTime::alpha`] (in 255ths).
+/// A server that rewinds its world to this view (`server::lagcomp`) judges a shot against
+/// what the shooter saw, not against where its targets have moved since.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ViewTime {
+    from: u32,
+    span: u8,
+    alpha: u8,
+}
+
+impl ViewTime {
+    /// Exactly the snapshot of `tick`.
+    pub fn at(tick: u32) -> Self {
+        Self { from: tick, span: 0, alpha: 0 }
+    }
+
+    /// `from` blended towards `to` by `alpha` (0 to 1; clamped, NaN is 0). A `to` that is not
+    /// after `from` means `from` alone; one more than 255 ticks after it is brought to 255.
+    pub fn between(from: u32, to: u32, alpha: f32) -> Self {
+        let span = to.saturating_sub(from).min(u32::from(u8::MAX)) as u8;
+        if span == 0 {
+            return Self::at(from);
+        }
+        let alpha = if alpha.is_nan() { 0.0 } else { alpha.clamp(0.0, 1.0) };
+        Self { from, span, alpha: (alpha * 255.0).round() as u8 }
+    }
+
+    /// The older snapshot's tick.
+    pub fn from(self) -> u32 {
+        self.from
+    }
+
+    /// The newer snapshot's tick (equal to [`ViewTime::from`] for a single snapshot).
+    pub fn to(self) -> u32 {
+        self.from.saturating_add(u32::from(self.span))
+    }
+
+    /// How far from [`ViewTime::from`] towards [`ViewTime::to`], 0 to 1.
+    pub fn alpha(self) -> f32 {
+        f32::from(self.alpha) / 255.0
+    }
+
+    /// The view as a fractional tick.
+    pub fn ticks(self) -> f64 {
+        f64::from(self.from) + f64::from(self.span) * f64::from(self.alpha) / 255.0
+    }
+
+    /// The view, or the snapshot of `latest` if it claims anything after `latest` (a client
+    /// cannot have drawn a snapshot the server has not made yet).
+    pub fn not_after(self, latest: u32) -> Self {
+        if self.to() <= latest { self } else { Self::at(self.from.min(latest)) }
+    }
+
+    /// The three wire bytes of this view in a packet whose ack tick is `ack` (no view when
+    /// there is no ack, or the view is not within 254 ticks before it).
+    fn encode(view: Option<Self>, ack: Option<u32>) -> [u8; VIEW_BYTES] {
+        match (view, ack) {
+            (Some(v), Some(a)) if a >= v.from && a - v.from < u32::from(NO_VIEW) => {
+                [(a - v.from) as u8, v.span, v.alpha]
+            }
+            _ => [NO_VIEW, 0, 0],
+        }
+    }
+
+    fn decode(b: [u8; VIEW_BYTES], ack: Option<u32>) -> Result<Option<Self>, MalformedInput> {
+        if b[0] == NO_VIEW {
+            return Ok(None);
+        }
+        let ack = ack.ok_or(MalformedInput)?;
+        let from = ack.checked_sub(u32::from(b[0])).ok_or(MalformedInput)?;
+        if b[1] == 0 && b[2] != 0 {
+            return Err(MalformedInput);
+        }
+        Ok(Some(Self { from, span: b[1], alpha: b[2] }))
+    }
+}
 
 /// What a client's packet says (borrowed from it: reading one allocates nothing).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +111,7 @@ pub struct InputPacket<'a> {
     /// Sequence number of the newest input; older ones count down from it.
     pub newest_seq: u32,
     inputs: [&'a [u8]; REDUNDANT_INPUTS],
+    views: [Option<ViewTime>; REDUNDANT_INPUTS],
     count: usize,
 }
 
@@ -30,19 +120,35 @@ impl<'a> InputPacket<'a> {
     pub fn inputs(&self) -> &[&'a [u8]] {
         &self.inputs[..self.count.min(REDUNDANT_INPUTS)]
     }
+
+    /// The view each input was made with, in the order of [`InputPacket::inputs`].
+    pub fn views(&self) -> &[Option<ViewTime>] {
+        &self.views[..self.count.min(REDUNDANT_INPUTS)]
+    }
 }
 
-/// The inputs of a packet not seen before, oldest first, with their sequence numbers
-/// ([`InputDedup::fresh`]; at most [`REDUNDANT_INPUTS`], no allocation).
+/// One input not seen before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FreshInput<'a> {
+    /// Its sequence number.
+    pub seq: u32,
+    /// The input as the client encoded it.
+    pub bytes: &'a [u8],
+    /// What the client was drawing when it made it.
+    pub view: Option<ViewTime>,
+}
+
+/// The inputs of a packet not seen before, oldest first ([`InputDedup::fresh`]; at most
+/// [`REDUNDANT_INPUTS`], no allocation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreshInputs<'a> {
-    items: [(u32, &'a [u8]); REDUNDANT_INPUTS],
+    items: [FreshInput<'a>; REDUNDANT_INPUTS],
     count: usize,
 }
 
 impl<'a> FreshInputs<'a> {
     /// The fresh inputs, oldest first.
-    pub fn as_slice(&self) -> &[(u32, &'a [u8])] {
+    pub fn as_slice(&self) -> &[FreshInput<'a>] {
         &self.items[..self.count.min(REDUNDANT_INPUTS)]
     }
 
@@ -52,47 +158,62 @@ impl<'a> FreshInputs<'a> {
     }
 }
 
-/// Encodes `(ack, newest_seq, inputs newest first)` into `out` (cleared first); at most
-/// [`REDUNDANT_INPUTS`] inputs of at most [`MAX_INPUT_BYTES`] each are kept.
-pub fn write_input_packet(out: &mut Vec<u8>, ack_tick: Option<u32>, newest_seq: u32, inputs: &[&[u8]]) {
+/// Encodes `(ack, newest_seq, inputs newest first with their views)` into `out` (cleared
+/// first); at most [`REDUNDANT_INPUTS`] inputs of at most [`MAX_INPUT_BYTES`] each are kept.
+/// A view that cannot be said relative to `ack_tick` (no ack, or more than 254 ticks before
+/// it) goes as none.
+pub fn write_input_packet(
+    out: &mut Vec<u8>,
+    ack_tick: Option<u32>,
+    newest_seq: u32,
+    inputs: &[(&[u8], Option<ViewTime>)],
+) {
     out.clear();
     out.extend_from_slice(&ack_tick.map_or(u32::MAX, |t| t).to_le_bytes());
     out.extend_from_slice(&newest_seq.to_le_bytes());
     let inputs = &inputs[..inputs.len().min(REDUNDANT_INPUTS)];
     out.push(inputs.len() as u8);
-    for i in inputs {
+    for (i, view) in inputs {
         let i = &i[..i.len().min(MAX_INPUT_BYTES)];
         out.push(i.len() as u8);
         out.extend_from_slice(i);
+        out.extend_from_slice(&ViewTime::encode(*view, ack_tick));
     }
 }
 
 /// Reads an input packet.
 ///
 /// # Errors
-/// When it is truncated or claims more inputs or bytes than allowed.
+/// When it is truncated, claims more inputs or bytes than allowed, or has a view that no
+/// client writes (one without an ack tick to count from, before tick 0, or a blend of a
+/// single snapshot).
 pub fn read_input_packet(b: &[u8]) -> Result<InputPacket<'_>, MalformedInput> {
     let head = b.get(..9).ok_or(MalformedInput)?;
     let ack = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+    let ack_tick = (ack != u32::MAX).then_some(ack);
     let newest_seq = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
     let count = head[8] as usize;
     if count > REDUNDANT_INPUTS {
         return Err(MalformedInput);
     }
     let mut inputs: [&[u8]; REDUNDANT_INPUTS] = [&[]; REDUNDANT_INPUTS];
+    let mut views = [None; REDUNDANT_INPUTS];
     let mut at = 9;
-    for slot in inputs.iter_mut().take(count) {
+    for (slot, view) in inputs.iter_mut().zip(&mut views).take(count) {
         let len = *b.get(at).ok_or(MalformedInput)? as usize;
         if len > MAX_INPUT_BYTES {
             return Err(MalformedInput);
         }
         *slot = b.get(at + 1..at + 1 + len).ok_or(MalformedInput)?;
         at += 1 + len;
+        let v = b.get(at..at + VIEW_BYTES).ok_or(MalformedInput)?;
+        *view = ViewTime::decode([v[0], v[1], v[2]], ack_tick)?;
+        at += VIEW_BYTES;
     }
     if at != b.len() {
         return Err(MalformedInput);
     }
-    Ok(InputPacket { ack_tick: (ack != u32::MAX).then_some(ack), newest_seq, inputs, count })
+    Ok(InputPacket { ack_tick, newest_seq, inputs, views, count })
 }
 
 /// Remembers which input sequences were applied, so repeats are skipped.
@@ -104,11 +225,12 @@ pub struct InputDedup {
 impl InputDedup {
     /// From a packet's inputs (newest first), the new ones, oldest first, with their sequence.
     pub fn fresh<'a>(&mut self, p: &InputPacket<'a>) -> FreshInputs<'a> {
-        let mut out = FreshInputs { items: [(0, &[]); REDUNDANT_INPUTS], count: 0 };
-        for (k, input) in p.inputs().iter().enumerate().rev() {
+        let none = FreshInput { seq: 0, bytes: &[], view: None };
+        let mut out = FreshInputs { items: [none; REDUNDANT_INPUTS], count: 0 };
+        for (k, (input, view)) in p.inputs().iter().zip(p.views()).enumerate().rev() {
             let seq = p.newest_seq.wrapping_sub(k as u32);
             if self.last.is_none_or(|l| seq.wrapping_sub(l) as i32 > 0) {
-                out.items[out.count] = (seq, *input);
+                out.items[out.count] = FreshInput { seq, bytes: input, view: *view };
                 out.count += 1;
                 self.last = Some(seq);
             }
@@ -122,25 +244,112 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn seqs<'a>(f: &FreshInputs<'a>) -> Vec<(u32, &'a [u8])> {
+        f.as_slice().iter().map(|i| (i.seq, i.bytes)).collect()
+    }
+
     #[test]
     fn round_trip_and_dedup() {
         let mut buf = Vec::new();
-        write_input_packet(&mut buf, Some(9), 12, &[b"c", b"b", b"a"]);
+        write_input_packet(&mut buf, Some(9), 12, &[(b"c", None), (b"b", None), (b"a", None)]);
         let p = read_input_packet(&buf).unwrap();
         assert_eq!(p.ack_tick, Some(9));
         let mut d = InputDedup::default();
-        assert_eq!(d.fresh(&p).as_slice(), [(10, &b"a"[..]), (11, &b"b"[..]), (12, &b"c"[..])]);
-        write_input_packet(&mut buf, None, 13, &[b"d", b"c", b"b"]);
+        assert_eq!(seqs(&d.fresh(&p)), [(10, &b"a"[..]), (11, &b"b"[..]), (12, &b"c"[..])]);
+        write_input_packet(&mut buf, None, 13, &[(b"d", None), (b"c", None), (b"b", None)]);
         let p = read_input_packet(&buf).unwrap();
         assert_eq!(p.ack_tick, None);
-        assert_eq!(d.fresh(&p).as_slice(), [(13, &b"d"[..])], "repeats are skipped");
+        assert_eq!(seqs(&d.fresh(&p)), [(13, &b"d"[..])], "repeats are skipped");
         assert!(read_input_packet(&buf[..buf.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn views_travel_with_their_inputs_relative_to_the_ack() {
+        let mut buf = Vec::new();
+        let newest = ViewTime::between(395, 396, 0.5);
+        let older = ViewTime::at(394);
+        let far = ViewTime::at(100);
+        write_input_packet(
+            &mut buf,
+            Some(400),
+            7,
+            &[(b"n", Some(newest)), (b"o", Some(older)), (b"f", Some(far)), (b"x", None)],
+        );
+        let p = read_input_packet(&buf).unwrap();
+        assert_eq!(p.views(), [Some(newest), Some(older), None, None], "beyond 254 ticks back a view is dropped");
+        let fresh = InputDedup::default().fresh(&p);
+        let views: Vec<_> = fresh.as_slice().iter().map(|i| (i.seq, i.view)).collect();
+        assert_eq!(views, [(4, None), (5, None), (6, Some(older)), (7, Some(newest))]);
+        // Without an ack tick there is nothing to count a view from.
+        write_input_packet(&mut buf, None, 7, &[(b"n", Some(newest))]);
+        assert_eq!(read_input_packet(&buf).unwrap().views(), [None]);
+        // A view after the ack cannot be said either.
+        write_input_packet(&mut buf, Some(390), 7, &[(b"n", Some(newest))]);
+        assert_eq!(read_input_packet(&buf).unwrap().views(), [None]);
+    }
+
+    #[test]
+    fn views_no_client_writes_are_refused() {
+        let mut buf = Vec::new();
+        write_input_packet(&mut buf, Some(3), 1, &[(b"a", Some(ViewTime::at(2)))]);
+        let view_at = buf.len() - VIEW_BYTES;
+        assert!(read_input_packet(&buf).is_ok());
+        let mut before_zero = buf.clone();
+        before_zero[view_at] = 4;
+        assert_eq!(read_input_packet(&before_zero), Err(MalformedInput), "a view before tick 0");
+        let mut blend_of_one = buf.clone();
+        blend_of_one[view_at + 2] = 9;
+        assert_eq!(read_input_packet(&blend_of_one), Err(MalformedInput), "a blend with no second snapshot");
+        let mut no_ack = buf.clone();
+        no_ack[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(read_input_packet(&no_ack), Err(MalformedInput), "a view with no ack to count from");
+    }
+
+    #[test]
+    fn a_view_is_a_blend_of_two_ticks() {
+        let v = ViewTime::between(10, 12, 0.25);
+        assert_eq!((v.from(), v.to()), (10, 12));
+        assert!((v.ticks() - 10.5).abs() < 0.01, "{}", v.ticks());
+        assert_eq!(ViewTime::between(10, 10, 0.7), ViewTime::at(10), "one snapshot, no blend");
+        assert_eq!(ViewTime::between(10, 9, 0.7), ViewTime::at(10));
+        assert_eq!(ViewTime::between(10, 11, f32::NAN).alpha(), 0.0);
+        assert_eq!(ViewTime::between(10, 11, 7.0).alpha(), 1.0);
+        assert_eq!(ViewTime::between(0, u32::MAX, 0.5).to(), 255, "at most 255 ticks apart");
+        // Nothing after the newest snapshot the server made.
+        assert_eq!(v.not_after(12), v);
+        assert_eq!(v.not_after(11), ViewTime::at(10));
+        assert_eq!(v.not_after(3), ViewTime::at(3));
     }
 
     proptest! {
         #[test]
         fn garbage_never_panics(b in proptest::collection::vec(any::<u8>(), 0..80)) {
             let _ = read_input_packet(&b);
+        }
+
+        #[test]
+        fn packets_round_trip(
+            ack in proptest::option::of(0u32..1_000_000),
+            seq in any::<u32>(),
+            inputs in proptest::collection::vec((proptest::collection::vec(any::<u8>(), 0..=MAX_INPUT_BYTES), 0u32..300, 0u32..4, 0.0f32..=1.0), 0..=REDUNDANT_INPUTS),
+        ) {
+            let views: Vec<Option<ViewTime>> = inputs
+                .iter()
+                .map(|(_, back, span, alpha)| ack.and_then(|a| a.checked_sub(*back)).map(|f| ViewTime::between(f, f + span, *alpha)))
+                .collect();
+            let refs: Vec<(&[u8], Option<ViewTime>)> = inputs.iter().zip(&views).map(|((b, ..), v)| (&b[..], *v)).collect();
+            let mut buf = Vec::new();
+            write_input_packet(&mut buf, ack, seq, &refs);
+            let p = read_input_packet(&buf).unwrap();
+            prop_assert_eq!(p.ack_tick, ack);
+            prop_assert_eq!(p.newest_seq, seq);
+            prop_assert_eq!(p.inputs().len(), refs.len());
+            for ((got, view), (want, sent)) in p.inputs().iter().zip(p.views()).zip(&refs) {
+                prop_assert_eq!(got, want);
+                // A view goes through unless it is more than 254 ticks before the ack.
+                let expected = sent.filter(|v| ack.is_some_and(|a| a - v.from() < 255));
+                prop_assert_eq!(view, &expected);
+            }
         }
     }
 }

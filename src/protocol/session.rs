@@ -11,8 +11,9 @@ use std::time::Duration;
 pub const CONTROL_FRAME: u8 = 0xC5;
 /// volley's protocol version; both sides must speak the same (2: predicted snapshots are
 /// range-coded; 3: their records are placed by flags, and their decisions are modelled in
-/// the context of the client's own history).
-pub const PROTOCOL_VERSION: u16 = 3;
+/// the context of the client's own history; 4: each input carries the view it was made
+/// with, for lag compensation).
+pub const PROTOCOL_VERSION: u16 = 4;
 const MAGIC: [u8; 4] = *b"VLLY";
 const HELLO_INTERVAL: Duration = Duration::from_millis(100);
 

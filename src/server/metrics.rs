@@ -168,6 +168,7 @@ struct Histograms {
     baseline_age: Histogram,
     input_delay: Histogram,
     input_effect: Histogram,
+    view_age: Histogram,
     snapshot_encoded: Histogram,
     snapshot_sent: Histogram,
 }
@@ -313,6 +314,7 @@ impl ServerMetrics {
         b = buckets(b, "volley_snapshot_baseline_age_seconds", BASELINE_BUCKETS);
         b = buckets(b, "volley_input_delay_seconds", RTT_BUCKETS);
         b = buckets(b, "volley_input_effect_seconds", TICK_BUCKETS);
+        b = buckets(b, "volley_input_view_age_seconds", RTT_BUCKETS);
         b = buckets(b, "volley_snapshot_size_bytes", SIZE_BUCKETS);
         let recorder = b.build_recorder();
         let handle = recorder.handle();
@@ -328,6 +330,7 @@ impl ServerMetrics {
             baseline_age: h("volley_snapshot_baseline_age_seconds", &[]),
             input_delay: h("volley_input_delay_seconds", &[]),
             input_effect: h("volley_input_effect_seconds", &[]),
+            view_age: h("volley_input_view_age_seconds", &[]),
             snapshot_encoded: h("volley_snapshot_size_bytes", &[("stage", "encoded")]),
             snapshot_sent: h("volley_snapshot_size_bytes", &[("stage", "sent")]),
         };
@@ -455,6 +458,11 @@ impl ServerMetrics {
             Some(Unit::Seconds),
             "Server latency from an input's arrival to the snapshot carrying its effect leaving, without the wait for the tick.",
         );
+        d(
+            "volley_input_view_age_seconds",
+            Some(Unit::Seconds),
+            "How far behind the newest snapshot the view reported with each input was: how far lag compensation rewinds.",
+        );
         d("volley_sent_bytes_total", None, "Bytes sent, by what they carried.");
         d("volley_sent_packets_total", None, "Datagrams sent, by what they carried.");
         d("volley_received_bytes_total", None, "Bytes received, by what they carried.");
@@ -541,6 +549,11 @@ impl ServerMetrics {
         if let Ok(mut r) = self.input_effect_us.lock() {
             r.push(d);
         }
+    }
+
+    /// Records how far (seconds) behind the newest snapshot an input's reported view was.
+    pub fn record_view_age(&self, seconds: f64) {
+        self.hist.view_age.record(seconds);
     }
 
     /// Quantile of the added input-to-effect latency over recent inputs.

@@ -71,6 +71,7 @@
 pub mod admin;
 pub mod batcher;
 pub mod broadcaster;
+pub mod lagcomp;
 pub mod metrics;
 pub mod player;
 pub mod scrape;

@@ -29,7 +29,7 @@ use super::broadcaster::{BroadcastMsg, FanOut, PlayerHandle, SnapshotSlot};
 use super::metrics::{EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
 use super::socket::{SocketCtl, count_control};
-use super::world::{AppliedInputs, InputQueue, WorldMsg};
+use super::world::{AppliedInputs, ClientInput, InputQueue, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::session::SessionParams;
 use crate::protocol::snapshot::WorldSnapshot;
@@ -151,8 +151,8 @@ pub(crate) fn take_datagram(
     let gone = match session.on_datagram(now, bytes, &mut tx) {
         Incoming::Inputs(inputs) => {
             let mut dropped = 0;
-            for &(seq, i) in inputs.as_slice() {
-                dropped += u64::from(!env.inputs.push((id, seq, i.to_vec(), at)));
+            for i in inputs.as_slice() {
+                dropped += u64::from(!env.inputs.push(ClientInput::new(id, i.seq, i.bytes, i.view, at)));
             }
             if dropped > 0 {
                 env.metrics.inputs_dropped.fetch_add(dropped, Ordering::Relaxed);

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::broadcaster::BroadcastMsg;
 use super::metrics::ServerMetrics;
+use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 
 /// A connected player's id: its netcode slot, stable while it is connected.
@@ -80,6 +81,16 @@ pub trait World: Send + 'static {
     fn leave(&mut self, player: PlayerId);
     /// One input from a player, as the client sent it (decode it with your own type).
     fn input(&mut self, player: PlayerId, input: &[u8]);
+    /// One input with the view the client reported making it with: which snapshots it was
+    /// drawing (never one after the newest the server has made; `None` when it reported
+    /// none). The world actor calls this, and by default it calls [`World::input`]. A game
+    /// with lag compensation overrides it and judges the input's shots against its world
+    /// rewound to `view` ([`super::lagcomp::History`]); its [`World::input`] then passes
+    /// `None`.
+    fn input_viewed(&mut self, player: PlayerId, input: &[u8], view: Option<ViewTime>) {
+        let _ = view;
+        self.input(player, input);
+    }
     /// Advances the simulation by `dt`.
     fn tick(&mut self, tick: u32, dt: Duration);
     /// Writes the replicated state.
@@ -118,9 +129,8 @@ pub enum WorldMsg {
     Join(PlayerId),
     /// A player left.
     Leave(PlayerId),
-    /// A player's input with its sequence number and the instant it arrived at the socket,
-    /// applied at the next tick.
-    Input(PlayerId, u32, Vec<u8>, Instant),
+    /// A player's input, applied at the next tick.
+    Input(ClientInput),
     /// Time to step (sent by the actor's own timer).
     Tick,
 }
@@ -134,9 +144,36 @@ impl<W: World> Default for WorldActor<W> {
     }
 }
 
-/// One input on its way to the world: player, sequence, bytes, and when it arrived at the
-/// socket.
-pub type QueuedInput = (PlayerId, u32, Vec<u8>, Instant);
+/// One input on its way to the world. Its bytes are held inline (at most
+/// [`MAX_INPUT_BYTES`], as on the wire), so queueing one allocates nothing.
+#[derive(Debug, Clone)]
+pub struct ClientInput {
+    /// Who sent it.
+    pub player: PlayerId,
+    /// Its sequence number.
+    pub seq: u32,
+    /// What the client was drawing when it made it.
+    pub view: Option<ViewTime>,
+    /// When its datagram arrived at the socket.
+    pub arrived: Instant,
+    bytes: [u8; MAX_INPUT_BYTES],
+    len: u8,
+}
+
+impl ClientInput {
+    /// An input of `bytes` (cut to [`MAX_INPUT_BYTES`]; the wire carries no more).
+    pub fn new(player: PlayerId, seq: u32, bytes: &[u8], view: Option<ViewTime>, arrived: Instant) -> Self {
+        let len = bytes.len().min(MAX_INPUT_BYTES);
+        let mut inline = [0u8; MAX_INPUT_BYTES];
+        inline[..len].copy_from_slice(&bytes[..len]);
+        Self { player, seq, view, arrived, bytes: inline, len: len as u8 }
+    }
+
+    /// The input as the client encoded it.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len).min(MAX_INPUT_BYTES)]
+    }
+}
 
 /// Inputs the player actors hand to the world without going through its mailbox: the world
 /// takes them all at the start of each tick. Under load the world's mailbox then carries only
@@ -154,7 +191,7 @@ pub struct InputQueue {
 }
 
 /// A queued input and when it was queued.
-type Queued = (PlayerId, u32, Vec<u8>, Instant, Instant);
+type Queued = (ClientInput, Instant);
 
 impl Default for InputQueue {
     /// Room for 64 Ki inputs.
@@ -171,10 +208,10 @@ impl InputQueue {
 
     /// Queues one input for the next tick; false (and nothing queued) when the queue is
     /// full.
-    pub fn push(&self, (player, seq, bytes, at): QueuedInput) -> bool {
+    pub fn push(&self, input: ClientInput) -> bool {
         match self.queue.lock() {
             Ok(mut q) if q.len() < self.limit => {
-                q.push((player, seq, bytes, at, Instant::now()));
+                q.push((input, Instant::now()));
                 true
             }
             _ => false,
@@ -192,11 +229,12 @@ impl InputQueue {
     }
 
     /// Moves every queued input into `out`, with how long it took from the socket to here.
-    fn drain_into(&self, out: &mut Vec<(PlayerId, u32, Vec<u8>, Instant, Duration)>) {
+    fn drain_into(&self, out: &mut Vec<(ClientInput, Duration)>) {
         if let Ok(mut q) = self.queue.lock() {
-            out.extend(
-                q.drain(..).map(|(p, seq, b, at, queued)| (p, seq, b, at, queued.saturating_duration_since(at))),
-            );
+            out.extend(q.drain(..).map(|(i, queued)| {
+                let waited = queued.saturating_duration_since(i.arrived);
+                (i, waited)
+            }));
         }
     }
 }
@@ -225,9 +263,8 @@ pub struct WorldState<W: World> {
     /// When the previous tick took its inputs: an input that arrived before then waited past a
     /// tick that could have applied it.
     last_drain: Option<Instant>,
-    /// Inputs for the next tick: player, sequence, bytes, arrival at the socket, and how
-    /// long they took from there to the world.
-    pending: Vec<(PlayerId, u32, Vec<u8>, Instant, Duration)>,
+    /// Inputs for the next tick, and how long they took from the socket to the world.
+    pending: Vec<(ClientInput, Duration)>,
     applied: std::collections::BTreeMap<PlayerId, u32>,
     previous: Option<Arc<WorldSnapshot>>,
     players: u64,
@@ -280,14 +317,14 @@ impl<W: World> Actor for WorldActor<W> {
             WorldMsg::Leave(p) => {
                 // Its inputs still queued go with it (its slot may soon be someone else's).
                 s.inputs.drain_into(&mut s.pending);
-                s.pending.retain(|i| i.0 != p);
+                s.pending.retain(|(i, _)| i.player != p);
                 s.players = s.players.saturating_sub(1);
                 s.applied.remove(&p);
                 s.world.leave(p);
             }
-            WorldMsg::Input(p, seq, bytes, at) => {
-                let handling = Instant::now().saturating_duration_since(at);
-                s.pending.push((p, seq, bytes, at, handling));
+            WorldMsg::Input(input) => {
+                let handling = Instant::now().saturating_duration_since(input.arrived);
+                s.pending.push((input, handling));
             }
             WorldMsg::Tick => {
                 // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
@@ -315,11 +352,18 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     let previous_drain = s.last_drain.replace(started);
     s.inputs.drain_into(&mut s.pending);
     let mut fresh = std::collections::BTreeMap::new();
-    for (p, seq, input, at, handling) in s.pending.drain(..) {
-        s.world.input(p, &input);
-        s.applied.insert(p, seq);
-        let next_tick = previous_drain.is_none_or(|d| at >= d);
-        s.metrics.record_input(started.saturating_duration_since(at), s.dt, next_tick);
+    // The newest snapshot made so far: no client can have drawn a later one.
+    let latest = s.tick.saturating_sub(1);
+    for (input, handling) in s.pending.drain(..) {
+        let p = input.player;
+        let view = input.view.map(|v| v.not_after(latest));
+        if let Some(v) = view {
+            s.metrics.record_view_age((f64::from(latest) - v.ticks()).max(0.0) * s.dt.as_secs_f64());
+        }
+        s.world.input_viewed(p, input.bytes(), view);
+        s.applied.insert(p, input.seq);
+        let next_tick = previous_drain.is_none_or(|d| input.arrived >= d);
+        s.metrics.record_input(started.saturating_duration_since(input.arrived), s.dt, next_tick);
         fresh.insert(p, handling); // the newest input of each player wins
     }
     let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
@@ -350,13 +394,16 @@ mod input_queue_tests {
     fn a_full_queue_refuses_inputs_until_the_world_drains_it() {
         let q = InputQueue::new(3);
         let at = Instant::now();
-        let pushed: Vec<bool> = (0..5u32).map(|seq| q.push((1, seq, vec![seq as u8], at))).collect();
+        let pushed: Vec<bool> = (0..5u32).map(|seq| q.push(ClientInput::new(1, seq, &[seq as u8], None, at))).collect();
         assert_eq!(pushed, [true, true, true, false, false]);
         assert_eq!(q.len(), 3);
         let mut out = Vec::new();
         q.drain_into(&mut out);
-        assert_eq!(out.iter().map(|i| i.1).collect::<Vec<_>>(), [0, 1, 2], "the oldest kept, in order");
+        assert_eq!(out.iter().map(|(i, _)| i.seq).collect::<Vec<_>>(), [0, 1, 2], "the oldest kept, in order");
+        assert_eq!(out[2].0.bytes(), [2], "the bytes travel with it");
         assert!(q.is_empty());
-        assert!(q.push((1, 5, vec![5], at)), "room again after a tick");
+        assert!(q.push(ClientInput::new(1, 5, &[5], None, at)), "room again after a tick");
+        let long = ClientInput::new(2, 6, &[9; MAX_INPUT_BYTES + 10], None, at);
+        assert_eq!(long.bytes().len(), MAX_INPUT_BYTES, "no more than the wire carries");
     }
 }

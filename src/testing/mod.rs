@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::client::GameClient;
+use crate::protocol::input::ViewTime;
 use crate::protocol::netcode::packet::{self, PacketKind};
 use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as NetcodeConfig};
 use crate::protocol::netcode::slots::SlotTable;
@@ -67,7 +68,7 @@ pub struct Stepper<W: World> {
     max_players: usize,
     in_flight: Vec<InFlight>,
     order: u64,
-    pending_inputs: Vec<(PlayerId, u32, Vec<u8>)>,
+    pending_inputs: Vec<(PlayerId, u32, Vec<u8>, Option<ViewTime>)>,
     applied_seq: BTreeMap<PlayerId, u32>,
     params: SessionParams,
     sender: SenderConfig,
@@ -175,7 +176,7 @@ impl<W: World> Stepper<W> {
             let id = session.id();
             match session.on_datagram(now, &mut bytes, &mut wire) {
                 Incoming::Inputs(inputs) => {
-                    self.pending_inputs.extend(inputs.as_slice().iter().map(|&(seq, i)| (id, seq, i.to_vec())));
+                    self.pending_inputs.extend(inputs.as_slice().iter().map(|i| (id, i.seq, i.bytes.to_vec(), i.view)));
                 }
                 Incoming::Disconnected => self.drop_session(index),
                 Incoming::Nothing => {}
@@ -243,8 +244,15 @@ impl<W: World> Stepper<W> {
     }
 
     /// Advances one tick: deliver what arrived, clients send, the world ticks, every player
-    /// gets its snapshot.
+    /// gets its snapshot. Each client sends its [`StepClient::input`].
     pub fn step(&mut self) {
+        self.step_with(|_, c, _| c.input.clone());
+    }
+
+    /// [`Stepper::step`], each client's input made by `input(index, client, now)` at the
+    /// moment it is sent, after that tick's datagrams arrived: `client.client.playback(now)`
+    /// then shows what the player sees as it acts.
+    pub fn step_with(&mut self, mut input: impl FnMut(usize, &mut StepClient, Duration) -> Vec<u8>) {
         self.now += self.dt;
         self.deliver_due();
         let now = self.now;
@@ -252,7 +260,7 @@ impl<W: World> Stepper<W> {
             let c = &mut self.clients[i];
             let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
             c.client.update(now, &mut wire);
-            let input = c.input.clone();
+            let input = input(i, c, now);
             c.client.send_input(now, &input, &mut wire);
             let from = c.addr;
             for (to, bytes) in wire {
@@ -264,10 +272,12 @@ impl<W: World> Stepper<W> {
         self.deliver_due();
 
         self.tick += 1;
-        for (p, seq, input) in std::mem::take(&mut self.pending_inputs) {
+        // As in the world actor: no view after the newest snapshot made so far.
+        let latest = self.tick - 1;
+        for (p, seq, input, view) in std::mem::take(&mut self.pending_inputs) {
             *self.applied.entry(p).or_default() += 1;
             self.applied_seq.insert(p, seq);
-            self.world.input(p, &input);
+            self.world.input_viewed(p, &input, view.map(|v| v.not_after(latest)));
         }
         self.world.tick(self.tick, self.dt);
         let mut outbox = Outbox::default();
