@@ -137,12 +137,21 @@ def lag():
     b.panel("Input to effect (without the tick wait)", "s", quantiles("volley_input_effect_seconds", [0.5, 0.99]),
             "Server latency from an input's arrival to the snapshot carrying its effect leaving, not counting "
             "the wait for the tick to begin.")
+    b.panel("Lag compensation rewind (input view age)", "s", quantiles("volley_input_view_age_seconds", [0.5, 0.99]),
+            "How far behind the newest snapshot the view each input was made with was: how far back a world "
+            "that compensates lag judges shots. Near the RTT plus the clients' playback delay when healthy.")
     b.panel("Full snapshots and resends", "cps",
             [q(f"sum(rate(volley_snapshot_full_total{{{SEL}}}[{RI}]))", "full-snapshot fallbacks/s"),
              q(f"sum(rate(volley_reliable_resends_total{{{SEL}}}[{RI}]))", "reliable resends/s"),
              q(f"sum(rate(volley_snapshots_replaced_total{{{SEL}}}[{RI}]))", "snapshots skipped by lagging players/s")],
             "Snapshots sent in full (no usable baseline), reliable messages resent after a timeout, and "
             "snapshots a lagging player actor skipped for a newer tick.")
+    applied = f"sum(rate(volley_inputs_applied_total{{{SEL}}}[{RI}]))"
+    b.panel("Inputs applied in time", "percentunit",
+            [q(f"sum(rate(volley_inputs_next_tick_total{{{SEL}}}[{RI}])) / {applied}", "by the next tick"),
+             q(f"sum(rate(volley_inputs_on_time_total{{{SEL}}}[{RI}])) / {applied}", "within one tick period")],
+            "Share of inputs applied by the first tick that started after their arrival, and (stricter: a late "
+            "tick start counts against it) within one tick period of arrival.")
     return b
 
 

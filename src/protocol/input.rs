@@ -92,7 +92,7 @@ impl ViewTime {
 
     fn decode(b: [u8; VIEW_BYTES], ack: Option<u32>) -> Result<Option<Self>, MalformedInput> {
         if b[0] == NO_VIEW {
-            return Ok(None);
+            return if b[1] == 0 && b[2] == 0 { Ok(None) } else { Err(MalformedInput) };
         }
         let ack = ack.ok_or(MalformedInput)?;
         let from = ack.checked_sub(u32::from(b[0])).ok_or(MalformedInput)?;
@@ -185,8 +185,8 @@ pub fn write_input_packet(
 ///
 /// # Errors
 /// When it is truncated, claims more inputs or bytes than allowed, or has a view that no
-/// client writes (one without an ack tick to count from, before tick 0, or a blend of a
-/// single snapshot).
+/// client writes (one without an ack tick to count from, before tick 0, a blend of a single
+/// snapshot, or "no view" with a span or blend).
 pub fn read_input_packet(b: &[u8]) -> Result<InputPacket<'_>, MalformedInput> {
     let head = b.get(..9).ok_or(MalformedInput)?;
     let ack = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
@@ -300,6 +300,11 @@ mod tests {
         let mut blend_of_one = buf.clone();
         blend_of_one[view_at + 2] = 9;
         assert_eq!(read_input_packet(&blend_of_one), Err(MalformedInput), "a blend with no second snapshot");
+        let mut no_view = buf.clone();
+        no_view[view_at..].copy_from_slice(&[NO_VIEW, 0, 0]);
+        assert_eq!(read_input_packet(&no_view).unwrap().views(), [None]);
+        no_view[view_at + 1] = 1;
+        assert_eq!(read_input_packet(&no_view), Err(MalformedInput), "\"no view\" with a span");
         let mut no_ack = buf.clone();
         no_ack[..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(read_input_packet(&no_ack), Err(MalformedInput), "a view with no ack to count from");

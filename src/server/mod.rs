@@ -17,7 +17,8 @@
 //!   reaches the world without waking the player actor in the common case. Its inputs reach
 //!   the world in the
 //!   order the client sent them (sequence-numbered, repeats skipped) and are applied at the
-//!   next tick, before [`World::tick`]. Player actors hand inputs to the world through a
+//!   next tick, before [`World::tick`], each with the view the client made it with
+//!   ([`World::input_viewed`]; never a view after the newest snapshot made). Player actors hand inputs to the world through a
 //!   shared queue the world empties at each tick, not through its mailbox, so inputs never
 //!   wait behind other players' messages; a leaving player's queued inputs are dropped.
 //! - **Backpressure.** ractor mailboxes are unbounded, so the socket bounds what it queues:
