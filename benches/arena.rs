@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use volley::demo::arena::{Arena, ArenaInput};
+use volley::protocol::input::ViewTime;
 use volley::protocol::snapshot::{Interest, SnapshotBuilder};
 use volley::server::World;
 
@@ -54,5 +55,41 @@ fn relevancy(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, relevancy);
+/// One tick of the world itself with 1000 players moving, firing, and firing the rail (each
+/// rail shot judged in a view four ticks back, through the lag-compensation history).
+fn tick(c: &mut Criterion) {
+    const PLAYERS: u32 = 1000;
+    let mut arena = Arena::new();
+    for p in 0..PLAYERS {
+        arena.join(p);
+    }
+    let dt = Duration::from_secs(1) / 60;
+    let mut t = 0u32;
+    let mut g = c.benchmark_group("arena");
+    g.throughput(criterion::Throughput::Elements(u64::from(PLAYERS)));
+    g.bench_function(format!("tick_{PLAYERS}_players_with_rails"), |bench| {
+        bench.iter(|| {
+            t += 1;
+            for p in 0..PLAYERS {
+                let a = (p * 7919 + t) as f32;
+                let input = ArenaInput {
+                    move_x: (a.sin() * 127.0) as i8,
+                    move_y: (a.cos() * 127.0) as i8,
+                    aim: ArenaInput::aim_from_radians(a),
+                    fire: true,
+                    rail: true,
+                };
+                arena.input_viewed(
+                    p,
+                    &input.to_bytes(),
+                    Some(ViewTime::between(t.saturating_sub(4), t.saturating_sub(3), 0.5)),
+                );
+            }
+            arena.tick(t, dt);
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, relevancy, tick);
 criterion_main!(benches);

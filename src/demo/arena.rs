@@ -236,16 +236,38 @@ impl Arena {
         let origin = position_in(&seen, shooter).or_else(|| Some(self.players.get(&shooter)?.avatar.position))?;
         let dir = Vec2::from_angle(aim);
         let mut best: Option<(f32, PlayerId)> = None;
-        for (id, _) in seen.from.iter().chain(seen.to.iter()) {
-            if *id == shooter || !self.players.get(id).is_some_and(|p| p.avatar.alive) {
+        // One pass over both ticks' lists (sorted by player): each player where it was in
+        // the view, blended where it was alive in both.
+        let (from, to) = (seen.from, seen.to);
+        let (mut i, mut j) = (0, 0);
+        loop {
+            let (id, at) = match (from.get(i), to.get(j)) {
+                (Some(a), Some(b)) if a.0 == b.0 => {
+                    (i, j) = (i + 1, j + 1);
+                    (a.0, a.1.lerp(b.1, seen.alpha))
+                }
+                (Some(a), b) if b.is_none_or(|b| a.0 < b.0) => {
+                    i += 1;
+                    *a
+                }
+                (_, Some(b)) => {
+                    j += 1;
+                    *b
+                }
+                _ => break,
+            };
+            let rel = at - origin;
+            let along = rel.dot(dir);
+            if id == shooter
+                || along <= 0.0
+                || along > RAIL_RANGE
+                || best.is_some_and(|(d, _)| along >= d)
+                || rel.perp_dot(dir).abs() > HIT_RADIUS
+                || !self.players.get(&id).is_some_and(|p| p.avatar.alive)
+            {
                 continue;
             }
-            let Some(at) = position_in(&seen, *id) else { continue };
-            let along = (at - origin).dot(dir);
-            let off = (at - origin - dir * along).length();
-            if along > 0.0 && along <= RAIL_RANGE && off <= HIT_RADIUS && best.is_none_or(|(d, _)| along < d) {
-                best = Some((along, *id));
-            }
+            best = Some((along, id));
         }
         best.map(|(_, id)| id)
     }
