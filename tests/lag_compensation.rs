@@ -36,6 +36,8 @@ struct Gallery {
     clamped: u32,
     /// Views after the newest snapshot made (the server must never pass one on).
     from_the_future: u32,
+    /// Views blending snapshots more than a tick apart.
+    wide: u32,
 }
 
 impl Gallery {
@@ -49,6 +51,7 @@ impl Gallery {
             misses: 0,
             clamped: 0,
             from_the_future: 0,
+            wide: 0,
         };
         g.target = g.position_at(0);
         g.history.record(0, g.target);
@@ -85,6 +88,7 @@ impl World for Gallery {
         if view.is_some_and(|v| v.to() > self.tick) {
             self.from_the_future += 1;
         }
+        self.wide += u32::from(view.is_some_and(|v| v.to() - v.from() > 1));
         let target = if self.compensate {
             let r = self.history.rewind(view).unwrap();
             self.clamped += u32::from(r.clamped);
@@ -115,7 +119,10 @@ fn target_in(s: Option<&WorldSnapshot>, schema: &Schema) -> Option<Vec2> {
 /// One client behind `link` shoots every frame, for 8 seconds, at the target where its
 /// playback draws it. Returns the world and how many shots the client fired.
 fn shoot(world: Gallery, link: LinkProfile) -> (Gallery, u32) {
-    let mut s = Stepper::new(world, 60, 4);
+    shoot_with(Stepper::new(world, 60, 4), link)
+}
+
+fn shoot_with(mut s: Stepper<Gallery>, link: LinkProfile) -> (Gallery, u32) {
     s.add_client(link);
     let schema = s.schema().clone();
     let mut fired = 0;
@@ -149,6 +156,18 @@ fn a_shooter_behind_a_slow_link_hits_what_it_saw() {
     );
     assert!(w.hits * 100 >= judged * 98, "hits {} of {judged}", w.hits);
     assert_eq!((w.clamped, w.from_the_future), (0, 0));
+}
+
+#[test]
+fn views_spanning_several_ticks_are_judged_between_the_same_two() {
+    // Snapshots every third tick: the client blends ticks three apart, and the world its
+    // history between the same two.
+    let (w, fired) = shoot_with(Stepper::new(Gallery::new(true, 32), 60, 4).with_snapshots_every(3), SLOW);
+    let judged = w.hits + w.misses;
+    assert!(fired > 300 && judged * 100 >= fired * 95, "fired {fired}, judged {judged}");
+    assert!(w.hits * 100 >= judged * 98, "hits {} of {judged}", w.hits);
+    assert_eq!((w.clamped, w.from_the_future), (0, 0));
+    assert!(w.wide * 100 >= judged * 95, "views three ticks wide: {} of {judged}", w.wide);
 }
 
 #[test]

@@ -72,6 +72,7 @@ pub struct Stepper<W: World> {
     applied_seq: BTreeMap<PlayerId, u32>,
     params: SessionParams,
     sender: SenderConfig,
+    snapshot_every: u32,
 }
 
 impl<W: World> Stepper<W> {
@@ -105,6 +106,7 @@ impl<W: World> Stepper<W> {
                 max_payload_bytes: 1200,
             },
             sender: SenderConfig::default(),
+            snapshot_every: 1,
             world,
         }
     }
@@ -113,6 +115,14 @@ impl<W: World> Stepper<W> {
     /// true, .. }`), for the players that connect from now on.
     pub fn with_sender_config(mut self, sender: SenderConfig) -> Self {
         self.sender = sender;
+        self
+    }
+
+    /// Snapshots every `every` ticks (the session tells clients the rate), for the players
+    /// that connect from now on.
+    pub fn with_snapshots_every(mut self, every: u32) -> Self {
+        self.snapshot_every = every.max(1);
+        self.params.snapshot_rate_hz = (self.params.tick_rate_hz / self.snapshot_every as u16).max(1);
         self
     }
 
@@ -202,7 +212,7 @@ impl<W: World> Stepper<W> {
                         self.schema.clone(),
                         self.relevancy.clone(),
                         self.params,
-                        1,
+                        self.snapshot_every,
                         self.sender,
                     );
                     self.sessions.fill(index, from, accepted.client_id, session);
