@@ -13,6 +13,19 @@ use volley::protocol::input::ViewTime;
 use volley::protocol::snapshot::{Interest, SnapshotBuilder};
 use volley::server::World;
 
+/// Player `p`'s input at tick `t`: walk and fire in its own direction (and the rail).
+fn play(p: u32, t: u32, rail: bool) -> Vec<u8> {
+    let a = (p * 7919 + t) as f32;
+    let input = ArenaInput {
+        move_x: (a.sin() * 127.0) as i8,
+        move_y: (a.cos() * 127.0) as i8,
+        aim: ArenaInput::aim_from_radians(a),
+        fire: true,
+        rail,
+    };
+    input.to_bytes()
+}
+
 fn relevancy(c: &mut Criterion) {
     const PLAYERS: u32 = 1000;
     let mut arena = Arena::new();
@@ -24,15 +37,7 @@ fn relevancy(c: &mut Criterion) {
     let dt = Duration::from_secs(1) / 60;
     for t in 0..120u32 {
         for p in 0..PLAYERS {
-            let a = (p * 7919 + t) as f32;
-            let input = ArenaInput {
-                move_x: (a.sin() * 127.0) as i8,
-                move_y: (a.cos() * 127.0) as i8,
-                aim: ArenaInput::aim_from_radians(a),
-                fire: true,
-                rail: false,
-            };
-            arena.input(p, &input.to_bytes());
+            arena.input(p, &play(p, t, false));
         }
         arena.tick(t, dt);
     }
@@ -71,19 +76,8 @@ fn tick(c: &mut Criterion) {
         bench.iter(|| {
             t += 1;
             for p in 0..PLAYERS {
-                let a = (p * 7919 + t) as f32;
-                let input = ArenaInput {
-                    move_x: (a.sin() * 127.0) as i8,
-                    move_y: (a.cos() * 127.0) as i8,
-                    aim: ArenaInput::aim_from_radians(a),
-                    fire: true,
-                    rail: true,
-                };
-                arena.input_viewed(
-                    p,
-                    &input.to_bytes(),
-                    Some(ViewTime::between(t.saturating_sub(4), t.saturating_sub(3), 0.5)),
-                );
+                let view = ViewTime::between(t.saturating_sub(4), t.saturating_sub(3), 0.5);
+                arena.input_viewed(p, &play(p, t, true), Some(view));
             }
             arena.tick(t, dt);
         })
