@@ -328,6 +328,8 @@ impl World for Arena {
         let mut respawns = Vec::new();
         for (id, p) in &mut self.players {
             if !p.avatar.alive {
+                // The dead do not fire, nor keep a request for when they are back.
+                p.rail = None;
                 p.respawn_in -= dt;
                 if p.respawn_in <= 0.0 {
                     respawns.push(*id);
@@ -665,6 +667,19 @@ mod relevancy_tests {
         assert_eq!(run(Some(ViewTime::between(4, 6, 0.5))), [100 - RAIL_DAMAGE; 2], "and in a blend of 4 and 6");
         assert_eq!(run(None), [100, 100], "judged in the present, the same beam misses");
         assert_eq!(run(Some(ViewTime::at(15))), [100, 100], "and in a later view");
+    }
+
+    /// A rail asked for while dead is not fired on respawn.
+    #[test]
+    fn the_dead_keep_no_rail_request() {
+        let mut arena = Arena::new();
+        arena.join(1);
+        arena.players.get_mut(&1).unwrap().avatar.alive = false;
+        arena.players.get_mut(&1).unwrap().respawn_in = 0.05;
+        let rail = ArenaInput { rail: true, ..ArenaInput::default() }.to_bytes();
+        arena.input_viewed(1, &rail, None);
+        arena.tick(1, Duration::from_secs_f64(1.0 / 60.0));
+        assert!(arena.players[&1].rail.is_none());
     }
 
     /// The grid search picks the same entities as scoring every entity would.
