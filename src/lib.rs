@@ -5,7 +5,8 @@
 //! - [`protocol`] — the sans-IO core: wire format, connection state machines, reliability,
 //!   quantization and the delta snapshot codec. Deterministic, tested without sockets.
 //! - [`server`] — the actor server (ractor on tokio): socket, player, world and broadcaster
-//!   actors, and the [`server::World`] trait a game implements.
+//!   actors, the [`server::World`] trait a game implements, and lag compensation
+//!   ([`server::lagcomp`]).
 //! - [`client`] — the client library on the same core, and its UDP driver.
 //! - [`demo`] — the reference game (a top-down arena) used by `volley run` and the bots.
 //! - [`bots`] — the headless bot swarm.
