@@ -16,7 +16,7 @@ use crate::protocol::input::ViewTime;
 use crate::protocol::quant::{AngleQ, Bits, Flag, Vec2Q};
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::server::lagcomp::History;
-use crate::server::{Audience, Outbox, PlayerId, Relevancy, World};
+use crate::server::{Audience, JoinInfo, Outbox, PlayerId, Relevancy, World};
 
 /// Half the arena's side, in metres.
 pub const HALF_SIZE: f32 = 50.0;
@@ -36,6 +36,10 @@ pub const RAIL_RANGE: f32 = 30.0;
 pub const RAIL_COOLDOWN: f32 = 2.0;
 /// Health a rail hit costs.
 pub const RAIL_DAMAGE: u8 = 40;
+/// Seconds a player who left keeps its score for, should it come back.
+pub const RETURN_WINDOW: f32 = 60.0;
+/// Most departed players remembered at once.
+const MAX_DEPARTED: usize = 4096;
 /// Ticks of avatar positions kept for the rail's lag compensation (half a second at 60 Hz):
 /// no rail shot is judged further back than that.
 pub const HISTORY_TICKS: usize = 32;
@@ -132,6 +136,8 @@ struct Player {
     rail_cooldown: f32,
     /// The view of the newest input that asked for the rail, until it fires.
     rail: Option<Option<ViewTime>>,
+    /// Its connect token's client id, when the server said who it is.
+    client_id: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -158,6 +164,11 @@ pub struct Arena {
     /// compensation), and the entry that fell out of it last (its buffer is reused).
     history: History<Vec<(PlayerId, Vec2)>>,
     spare: Vec<(PlayerId, Vec2)>,
+    /// Seconds of play.
+    clock: f32,
+    /// Players who left in the last [`RETURN_WINDOW`] seconds, by client id: their kills,
+    /// deaths, and when they left. A returning player gets its score back.
+    departed: BTreeMap<u64, (u16, u16, f32)>,
 }
 
 /// The arena's schema (clients register the same).
@@ -224,6 +235,8 @@ impl Arena {
             hit_cells: Vec::new(),
             history: History::new(HISTORY_TICKS),
             spare: Vec::new(),
+            clock: 0.0,
+            departed: BTreeMap::new(),
         }
     }
 
@@ -282,6 +295,17 @@ impl Arena {
         Vec2::new(r() * 2.0 - 1.0, r() * 2.0 - 1.0) * (HALF_SIZE - 5.0)
     }
 
+    /// A player enters at a random spot; one that left less than [`RETURN_WINDOW`] seconds ago
+    /// (the same client id) gets its kills and deaths back.
+    fn spawn(&mut self, player: PlayerId, client_id: Option<u64>) {
+        let position = self.random_spot();
+        let (score, deaths) = client_id.and_then(|c| self.departed.remove(&c)).map_or((0, 0), |d| (d.0, d.1));
+        let avatar = Avatar { position, aim: 0.0, health: 100, score, deaths, alive: true };
+        let input = ArenaInput::default();
+        let p = Player { avatar, input, cooldown: 0.0, respawn_in: 0.0, rail_cooldown: 0.0, rail: None, client_id };
+        self.players.insert(player, p);
+    }
+
     /// Players and their scores, best first: the scoreboard.
     pub fn scoreboard(&self) -> Vec<(PlayerId, u16, u16)> {
         let mut v: Vec<_> = self.players.iter().map(|(id, p)| (*id, p.avatar.score, p.avatar.deaths)).collect();
@@ -296,15 +320,18 @@ impl World for Arena {
     }
 
     fn join(&mut self, player: PlayerId) {
-        let position = self.random_spot();
-        let avatar = Avatar { position, aim: 0.0, health: 100, score: 0, deaths: 0, alive: true };
-        let input = ArenaInput::default();
-        let p = Player { avatar, input, cooldown: 0.0, respawn_in: 0.0, rail_cooldown: 0.0, rail: None };
-        self.players.insert(player, p);
+        self.spawn(player, None);
+    }
+
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        self.spawn(player, Some(who.client_id));
     }
 
     fn leave(&mut self, player: PlayerId) {
-        self.players.remove(&player);
+        let Some(p) = self.players.remove(&player) else { return };
+        if let Some(client) = p.client_id.filter(|_| self.departed.len() < MAX_DEPARTED) {
+            self.departed.insert(client, (p.avatar.score, p.avatar.deaths, self.clock));
+        }
     }
 
     fn input(&mut self, player: PlayerId, input: &[u8]) {
@@ -323,6 +350,11 @@ impl World for Arena {
 
     fn tick(&mut self, tick: u32, dt: Duration) {
         let dt = dt.as_secs_f32();
+        self.clock += dt;
+        if !self.departed.is_empty() && tick.is_multiple_of(60) {
+            let now = self.clock;
+            self.departed.retain(|_, (.., left)| now - *left < RETURN_WINDOW);
+        }
         let mut fired = Vec::new();
         let mut rails = Vec::new();
         let mut respawns = Vec::new();
@@ -667,6 +699,31 @@ mod relevancy_tests {
         assert_eq!(run(Some(ViewTime::between(4, 6, 0.5))), [100 - RAIL_DAMAGE; 2], "and in a blend of 4 and 6");
         assert_eq!(run(None), [100, 100], "judged in the present, the same beam misses");
         assert_eq!(run(Some(ViewTime::at(15))), [100, 100], "and in a later view");
+    }
+
+    /// A player who comes back (the same client id) within the window gets its score back;
+    /// someone else in its slot, or it after the window, starts from zero.
+    #[test]
+    fn a_returning_player_keeps_its_score() {
+        let dt = Duration::from_secs_f64(1.0 / 60.0);
+        let who = |client_id| JoinInfo { client_id, user_data: [0; crate::protocol::netcode::USER_DATA_BYTES] };
+        let mut arena = Arena::new();
+        arena.join_with(1, &who(77));
+        arena.players.get_mut(&1).unwrap().avatar.score = 5;
+        arena.players.get_mut(&1).unwrap().avatar.deaths = 2;
+        arena.leave(1);
+        arena.join_with(1, &who(78));
+        assert_eq!(arena.scoreboard(), [(1, 0, 0)], "another client in the same slot starts afresh");
+        arena.join_with(2, &who(77));
+        assert_eq!(arena.players[&2].avatar.score, 5, "the same client, in another slot, has its score back");
+        assert_eq!(arena.players[&2].avatar.deaths, 2);
+        arena.leave(2);
+        for t in 1..=(RETURN_WINDOW as u32 + 2) * 60 {
+            arena.tick(t, dt);
+        }
+        arena.join_with(3, &who(77));
+        assert_eq!(arena.players[&3].avatar.score, 0, "after the window it is forgotten");
+        assert!(arena.departed.is_empty());
     }
 
     /// A rail asked for while dead is not fired on respawn.

@@ -88,7 +88,7 @@ use ractor::{Actor, ActorRef};
 use tokio::net::UdpSocket;
 
 pub use metrics::ServerMetrics;
-pub use world::{Audience, Everything, Outbox, PlayerId, Relevancy, World};
+pub use world::{Audience, Everything, JoinInfo, Outbox, PlayerId, Relevancy, World};
 
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::server::ServerConfig as NetcodeConfig;

@@ -29,7 +29,7 @@ use super::broadcaster::{BroadcastMsg, FanOut, PlayerHandle, SnapshotSlot};
 use super::metrics::{EndReason, PlayerStats, ReceivedKind, SentKind, ServerMetrics};
 use super::session::{Incoming, PlayerSession};
 use super::socket::{SocketCtl, count_control};
-use super::world::{AppliedInputs, ClientInput, InputQueue, WorldMsg};
+use super::world::{AppliedInputs, ClientInput, InputQueue, JoinInfo, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::session::SessionParams;
 use crate::protocol::snapshot::WorldSnapshot;
@@ -398,13 +398,13 @@ impl Actor for PlayerActor {
         myself: ActorRef<PlayerMsg>,
         args: PlayerArgs,
     ) -> Result<PlayerState, ActorProcessingErr> {
-        let (id, addr, client_id) = {
+        let (id, addr, client_id, user_data) = {
             let session = args.link.session()?;
             let c = session.connection();
-            (c.client_index(), c.addr(), c.client_id())
+            (c.client_index(), c.addr(), c.client_id(), *c.user_data())
         };
         myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
-        args.world.cast(WorldMsg::Join(id))?;
+        args.world.cast(WorldMsg::Join(id, Box::new(JoinInfo { client_id, user_data })))?;
         let handle = PlayerHandle {
             actor: myself.clone(),
             slot: args.slot.clone(),

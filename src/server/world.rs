@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::broadcaster::BroadcastMsg;
 use super::metrics::ServerMetrics;
 use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
+use crate::protocol::netcode::USER_DATA_BYTES;
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 
 /// A connected player's id: its netcode slot, stable while it is connected.
@@ -29,6 +30,17 @@ impl Relevancy for Everything {
     fn interest(&self, world: &WorldSnapshot, _: PlayerId, out: &mut Vec<Interest>) {
         Interest::everything(world, out);
     }
+}
+
+/// Who a joining player is, from the connect token its client presented (minted by your
+/// backend, sealed under the key it shares with the servers: the client cannot forge it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JoinInfo {
+    /// The client id the backend put in the token: one per client at a time on a server
+    /// (an account id, say), so a returning player is known by it.
+    pub client_id: u64,
+    /// The token's user data, whatever the backend put there (a name, a team, a ticket).
+    pub user_data: [u8; USER_DATA_BYTES],
 }
 
 /// Who a message from the world goes to.
@@ -77,6 +89,14 @@ pub trait World: Send + 'static {
     fn schema(&self) -> Schema;
     /// A player connected.
     fn join(&mut self, player: PlayerId);
+    /// A player connected, with who it is ([`JoinInfo`]: the client id and user data of its
+    /// connect token). The world actor calls this, and by default it calls [`World::join`];
+    /// a game that knows its players by account (to give a returning player its state back,
+    /// or to read a team from the user data) overrides it.
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        let _ = who;
+        self.join(player);
+    }
     /// A player left (disconnected or timed out).
     fn leave(&mut self, player: PlayerId);
     /// One input from a player, as the client sent it (decode it with your own type).
@@ -125,8 +145,8 @@ pub type AppliedInputs = Arc<Applied>;
 /// Messages to the world actor.
 #[derive(Debug)]
 pub enum WorldMsg {
-    /// A player joined.
-    Join(PlayerId),
+    /// A player joined, and who it is.
+    Join(PlayerId, Box<JoinInfo>),
     /// A player left.
     Leave(PlayerId),
     /// A player's input, applied at the next tick.
@@ -310,9 +330,9 @@ impl<W: World> Actor for WorldActor<W> {
         s: &mut WorldState<W>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            WorldMsg::Join(p) => {
+            WorldMsg::Join(p, who) => {
                 s.players += 1;
-                s.world.join(p);
+                s.world.join_with(p, &who);
             }
             WorldMsg::Leave(p) => {
                 // Its inputs still queued go with it (its slot may soon be someone else's).

@@ -18,7 +18,7 @@ use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
 use crate::protocol::snapshot::{Schema, SenderConfig, SnapshotBuilder, WorldSnapshot};
 use crate::server::session::{Incoming, PlayerSession};
-use crate::server::{Outbox, PlayerId, Relevancy, World};
+use crate::server::{JoinInfo, Outbox, PlayerId, Relevancy, World};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
@@ -126,17 +126,25 @@ impl<W: World> Stepper<W> {
         self
     }
 
-    /// Adds a client behind a link with `profile` (both ways); returns its index.
+    /// Adds a client behind a link with `profile` (both ways); returns its index. Its
+    /// token's client id is 1000 plus the index, its user data zeros.
     pub fn add_client(&mut self, profile: LinkProfile) -> usize {
+        let i = self.clients.len();
+        self.add_client_with(profile, 1000 + i as u64, [0; USER_DATA_BYTES])
+    }
+
+    /// Adds a client whose connect token carries `client_id` and `user_data`; returns its
+    /// index.
+    pub fn add_client_with(&mut self, profile: LinkProfile, client_id: u64, user_data: [u8; USER_DATA_BYTES]) -> usize {
         let i = self.clients.len();
         let params = TokenParams {
             protocol_id: crate::DEFAULT_PROTOCOL_ID,
-            client_id: 1000 + i as u64,
+            client_id,
             now_unix_secs: self.now.as_secs(),
             expire_seconds: 60,
             timeout_seconds: 5,
             server_addresses: vec![SERVER],
-            user_data: [0; USER_DATA_BYTES],
+            user_data,
         };
         let seed = 0x1234_5678 ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         // Fixed nonce and keys keep the run deterministic.
@@ -216,7 +224,8 @@ impl<W: World> Stepper<W> {
                         self.sender,
                     );
                     self.sessions.fill(index, from, accepted.client_id, session);
-                    self.world.join(slot);
+                    let who = JoinInfo { client_id: accepted.client_id, user_data: accepted.user_data };
+                    self.world.join_with(slot, &who);
                 }
             }
             _ => {}
@@ -319,6 +328,19 @@ impl<W: World> Stepper<W> {
         }
         self.last_snapshot = Some(snap);
         self.send_from_server(wire);
+    }
+
+    /// Client `i` says goodbye (through its link, like any datagram); it sends nothing more.
+    pub fn disconnect(&mut self, i: usize) {
+        let now = self.now;
+        let Some(c) = self.clients.get_mut(i) else { return };
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        c.client.disconnect(now, &mut wire);
+        let from = c.addr;
+        for (to, bytes) in wire {
+            let delay = self.clients[i].up.decide();
+            self.post(from, to, bytes, delay);
+        }
     }
 
     /// Steps `n` ticks.
