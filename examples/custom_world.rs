@@ -71,15 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse()?, key), Dots::default()).await?;
 
     // A backend would mint this token and hand it to the client over HTTPS.
-    let params = TokenParams {
-        protocol_id: volley::DEFAULT_PROTOCOL_ID,
-        client_id: 42,
-        now_unix_secs: unix_now().as_secs(),
-        expire_seconds: 30,
-        timeout_seconds: 5,
-        server_addresses: vec![server.addr()],
-        user_data: [0; 256],
-    };
+    let params = TokenParams::new(volley::DEFAULT_PROTOCOL_ID, 42, server.addr(), unix_now().as_secs());
     let token = ConnectToken::generate(&params, &key)?;
     let client = GameClient::new(token, Arc::new(schema()), unix_now());
     let mut client = UdpClient::bind(client, "127.0.0.1:0".parse()?, unix_now).await?;

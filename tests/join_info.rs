@@ -80,13 +80,8 @@ async fn the_real_server_tells_the_world_who_joins() {
     let server =
         volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), book.clone()).await.unwrap();
     let params = TokenParams {
-        protocol_id: volley::DEFAULT_PROTOCOL_ID,
-        client_id: 4242,
-        now_unix_secs: unix_now().as_secs(),
-        expire_seconds: 30,
-        timeout_seconds: 5,
-        server_addresses: vec![server.addr()],
         user_data: user_data("carol"),
+        ..TokenParams::new(volley::DEFAULT_PROTOCOL_ID, 4242, server.addr(), unix_now().as_secs())
     };
     let client = GameClient::new(ConnectToken::generate(&params, &key).unwrap(), Arc::new(Schema::new()), unix_now());
     let mut me = UdpClient::bind(client, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap();

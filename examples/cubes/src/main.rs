@@ -67,15 +67,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = ServerConfig::new("127.0.0.1:0".parse()?, key);
     config.predict_snapshots = true;
     let server = volley::server::start(config, world).await?;
-    let params = TokenParams {
-        protocol_id: volley::DEFAULT_PROTOCOL_ID,
-        client_id: 1,
-        now_unix_secs: unix_now().as_secs(),
-        expire_seconds: 30,
-        timeout_seconds: 5,
-        server_addresses: vec![server.addr()],
-        user_data: [0; 256],
-    };
+    let params = TokenParams::new(volley::DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
     let schema = volley_cubes::schema();
     let client = GameClient::new(ConnectToken::generate(&params, &key)?, schema.clone(), unix_now());
     let mut me = UdpClient::bind(client, "127.0.0.1:0".parse()?, unix_now).await?;

@@ -203,6 +203,22 @@ pub struct TokenParams {
     pub user_data: [u8; USER_DATA_BYTES],
 }
 
+impl TokenParams {
+    /// A token for `client_id` to connect to `server` now (`now_unix_secs`): usable for 30
+    /// seconds, a 5-second connection timeout, no user data. Change any field after.
+    pub fn new(protocol_id: u64, client_id: u64, server: SocketAddr, now_unix_secs: u64) -> Self {
+        Self {
+            protocol_id,
+            client_id,
+            now_unix_secs,
+            expire_seconds: 30,
+            timeout_seconds: 5,
+            server_addresses: vec![server],
+            user_data: [0; USER_DATA_BYTES],
+        }
+    }
+}
+
 /// The public connect token, as the client receives it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ConnectToken {
