@@ -7,18 +7,25 @@
 //!
 //! Layout: ack tick (u32 LE, `u32::MAX` for none), newest sequence (u32 LE), input count
 //! (u8, at most [`REDUNDANT_INPUTS`]), then per input its length (u8, at most
-//! [`MAX_INPUT_BYTES`]), its bytes, and its view in three bytes: how many ticks before the
-//! ack tick the view's older snapshot is (255: no view), how many ticks later its newer one
-//! is, and the blend between them in 255ths.
+//! [`MAX_INPUT_BYTES`]), its bytes, and its view in one to three bytes. The first holds how
+//! many ticks before the ack tick the view's older snapshot is (six bits, at most
+//! [`MAX_VIEW_BACK`]) and its form (two bits): one snapshot (nothing follows); a blend
+//! towards the next tick (its blend follows, in 255ths); a blend towards a later tick (the
+//! span in ticks follows, then the blend). `0xFF` alone is no view.
 
 /// Inputs repeated in every packet.
 pub const REDUNDANT_INPUTS: usize = 4;
 /// Largest encoded input.
 pub const MAX_INPUT_BYTES: usize = 64;
-/// Bytes a view takes after each input.
-const VIEW_BYTES: usize = 3;
-/// The "no view" marker in a view's first byte.
+/// The most ticks before a packet's ack tick a view can start (a client's playback delay is
+/// far less); an older view goes as none.
+pub const MAX_VIEW_BACK: u32 = 62;
+/// "No view".
 const NO_VIEW: u8 = u8::MAX;
+/// A view's forms, in its first byte's top two bits.
+const FORM_ONE: u8 = 0;
+const FORM_NEXT: u8 = 1;
+const FORM_SPAN: u8 = 2;
 
 /// A client packet's state blob could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -79,27 +86,47 @@ impl ViewTime {
         if self.to() <= latest { self } else { Self::at(self.from.min(latest)) }
     }
 
-    /// The three wire bytes of this view in a packet whose ack tick is `ack` (no view when
-    /// there is no ack, or the view is not within 254 ticks before it).
-    fn encode(view: Option<Self>, ack: Option<u32>) -> [u8; VIEW_BYTES] {
-        match (view, ack) {
-            (Some(v), Some(a)) if a >= v.from && a - v.from < u32::from(NO_VIEW) => {
-                [(a - v.from) as u8, v.span, v.alpha]
-            }
-            _ => [NO_VIEW, 0, 0],
+    /// Appends this view's wire bytes for a packet whose ack tick is `ack` (no view when there
+    /// is no ack, or the view does not start within [`MAX_VIEW_BACK`] ticks before it).
+    fn encode(view: Option<Self>, ack: Option<u32>, out: &mut Vec<u8>) {
+        let Some((v, back)) = view.zip(ack).and_then(|(v, a)| Some((v, a.checked_sub(v.from)?))) else {
+            out.push(NO_VIEW);
+            return;
+        };
+        if back > MAX_VIEW_BACK {
+            out.push(NO_VIEW);
+            return;
+        }
+        let back = back as u8;
+        match v.span {
+            0 => out.push(FORM_ONE << 6 | back),
+            1 => out.extend_from_slice(&[FORM_NEXT << 6 | back, v.alpha]),
+            span => out.extend_from_slice(&[FORM_SPAN << 6 | back, span, v.alpha]),
         }
     }
 
-    fn decode(b: [u8; VIEW_BYTES], ack: Option<u32>) -> Result<Option<Self>, MalformedInput> {
-        if b[0] == NO_VIEW {
-            return if b[1] == 0 && b[2] == 0 { Ok(None) } else { Err(MalformedInput) };
+    /// Reads a view at the start of `b`; returns it and the bytes it took.
+    fn decode(b: &[u8], ack: Option<u32>) -> Result<(Option<Self>, usize), MalformedInput> {
+        let first = *b.first().ok_or(MalformedInput)?;
+        if first == NO_VIEW {
+            return Ok((None, 1));
         }
-        let ack = ack.ok_or(MalformedInput)?;
-        let from = ack.checked_sub(u32::from(b[0])).ok_or(MalformedInput)?;
-        if b[1] == 0 && b[2] != 0 {
+        let back = u32::from(first & 0x3F);
+        if back > MAX_VIEW_BACK {
             return Err(MalformedInput);
         }
-        Ok(Some(Self { from, span: b[1], alpha: b[2] }))
+        let from = ack.ok_or(MalformedInput)?.checked_sub(back).ok_or(MalformedInput)?;
+        let (span, alpha, len) = match first >> 6 {
+            FORM_ONE => (0, 0, 1),
+            FORM_NEXT => (1, *b.get(1).ok_or(MalformedInput)?, 2),
+            // A span of 0 or 1 has its own form; back 63 is only "no view".
+            FORM_SPAN => match b.get(1..3).ok_or(MalformedInput)? {
+                [span, alpha] if *span >= 2 => (*span, *alpha, 3),
+                _ => return Err(MalformedInput),
+            },
+            _ => return Err(MalformedInput),
+        };
+        Ok((Some(Self { from, span, alpha }), len))
     }
 }
 
@@ -160,8 +187,8 @@ impl<'a> FreshInputs<'a> {
 
 /// Encodes `(ack, newest_seq, inputs newest first with their views)` into `out` (cleared
 /// first); at most [`REDUNDANT_INPUTS`] inputs of at most [`MAX_INPUT_BYTES`] each are kept.
-/// A view that cannot be said relative to `ack_tick` (no ack, or more than 254 ticks before
-/// it) goes as none.
+/// A view that cannot be said relative to `ack_tick` (no ack, or more than
+/// [`MAX_VIEW_BACK`] ticks before it) goes as none.
 pub fn write_input_packet(
     out: &mut Vec<u8>,
     ack_tick: Option<u32>,
@@ -177,7 +204,7 @@ pub fn write_input_packet(
         let i = &i[..i.len().min(MAX_INPUT_BYTES)];
         out.push(i.len() as u8);
         out.extend_from_slice(i);
-        out.extend_from_slice(&ViewTime::encode(*view, ack_tick));
+        ViewTime::encode(*view, ack_tick, out);
     }
 }
 
@@ -185,8 +212,8 @@ pub fn write_input_packet(
 ///
 /// # Errors
 /// When it is truncated, claims more inputs or bytes than allowed, or has a view that no
-/// client writes (one without an ack tick to count from, before tick 0, a blend of a single
-/// snapshot, or "no view" with a span or blend).
+/// client writes (one without an ack tick to count from, before tick 0, or a form no
+/// client uses).
 pub fn read_input_packet(b: &[u8]) -> Result<InputPacket<'_>, MalformedInput> {
     let head = b.get(..9).ok_or(MalformedInput)?;
     let ack = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
@@ -206,9 +233,9 @@ pub fn read_input_packet(b: &[u8]) -> Result<InputPacket<'_>, MalformedInput> {
         }
         *slot = b.get(at + 1..at + 1 + len).ok_or(MalformedInput)?;
         at += 1 + len;
-        let v = b.get(at..at + VIEW_BYTES).ok_or(MalformedInput)?;
-        *view = ViewTime::decode([v[0], v[1], v[2]], ack_tick)?;
-        at += VIEW_BYTES;
+        let (v, len) = ViewTime::decode(b.get(at..).ok_or(MalformedInput)?, ack_tick)?;
+        *view = v;
+        at += len;
     }
     if at != b.len() {
         return Err(MalformedInput);
@@ -276,7 +303,11 @@ mod tests {
             &[(b"n", Some(newest)), (b"o", Some(older)), (b"f", Some(far)), (b"x", None)],
         );
         let p = read_input_packet(&buf).unwrap();
-        assert_eq!(p.views(), [Some(newest), Some(older), None, None], "beyond 254 ticks back a view is dropped");
+        assert_eq!(
+            p.views(),
+            [Some(newest), Some(older), None, None],
+            "beyond MAX_VIEW_BACK ticks back a view is dropped"
+        );
         let fresh = InputDedup::default().fresh(&p);
         let views: Vec<_> = fresh.as_slice().iter().map(|i| (i.seq, i.view)).collect();
         assert_eq!(views, [(4, None), (5, None), (6, Some(older)), (7, Some(newest))]);
@@ -292,22 +323,37 @@ mod tests {
     fn views_no_client_writes_are_refused() {
         let mut buf = Vec::new();
         write_input_packet(&mut buf, Some(3), 1, &[(b"a", Some(ViewTime::at(2)))]);
-        let view_at = buf.len() - VIEW_BYTES;
+        let view_at = buf.len() - 1;
         assert!(read_input_packet(&buf).is_ok());
-        let mut before_zero = buf.clone();
-        before_zero[view_at] = 4;
-        assert_eq!(read_input_packet(&before_zero), Err(MalformedInput), "a view before tick 0");
-        let mut blend_of_one = buf.clone();
-        blend_of_one[view_at + 2] = 9;
-        assert_eq!(read_input_packet(&blend_of_one), Err(MalformedInput), "a blend with no second snapshot");
-        let mut no_view = buf.clone();
-        no_view[view_at..].copy_from_slice(&[NO_VIEW, 0, 0]);
-        assert_eq!(read_input_packet(&no_view).unwrap().views(), [None]);
-        no_view[view_at + 1] = 1;
-        assert_eq!(read_input_packet(&no_view), Err(MalformedInput), "\"no view\" with a span");
+        let with_view = |bytes: &[u8]| {
+            let mut b = buf[..view_at].to_vec();
+            b.extend_from_slice(bytes);
+            read_input_packet(&b).map(|p| p.views().to_vec())
+        };
+        assert_eq!(with_view(&[NO_VIEW]), Ok(vec![None]));
+        assert_eq!(with_view(&[4]), Err(MalformedInput), "a view before tick 0");
+        assert_eq!(with_view(&[FORM_SPAN << 6 | 1, 1, 9]), Err(MalformedInput), "a span of one in the long form");
+        assert_eq!(with_view(&[FORM_SPAN << 6 | 1, 0, 0]), Err(MalformedInput), "a span of none");
+        assert_eq!(with_view(&[3 << 6 | 1]), Err(MalformedInput), "no such form");
+        assert_eq!(with_view(&[0x3F]), Err(MalformedInput), "back 63 is only in \"no view\"");
+        assert_eq!(with_view(&[FORM_NEXT << 6 | 1]), Err(MalformedInput), "a blend cut short");
+        assert_eq!(with_view(&[FORM_NEXT << 6 | 1, 128]), Ok(vec![Some(ViewTime::between(2, 3, 0.5))]));
         let mut no_ack = buf.clone();
         no_ack[..4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(read_input_packet(&no_ack), Err(MalformedInput), "a view with no ack to count from");
+    }
+
+    #[test]
+    fn a_view_of_one_snapshot_costs_a_byte_a_blend_of_the_next_two() {
+        let size = |view| {
+            let mut buf = Vec::new();
+            write_input_packet(&mut buf, Some(100), 1, &[(b"", view)]);
+            buf.len() - 10
+        };
+        assert_eq!(size(None), 1);
+        assert_eq!(size(Some(ViewTime::at(97))), 1);
+        assert_eq!(size(Some(ViewTime::between(97, 98, 0.3))), 2);
+        assert_eq!(size(Some(ViewTime::between(97, 99, 0.3))), 3);
     }
 
     #[test]
@@ -351,8 +397,8 @@ mod tests {
             prop_assert_eq!(p.inputs().len(), refs.len());
             for ((got, view), (want, sent)) in p.inputs().iter().zip(p.views()).zip(&refs) {
                 prop_assert_eq!(got, want);
-                // A view goes through unless it is more than 254 ticks before the ack.
-                let expected = sent.filter(|v| ack.is_some_and(|a| a - v.from() < 255));
+                // A view goes through unless it starts more than MAX_VIEW_BACK ticks before the ack.
+                let expected = sent.filter(|v| ack.is_some_and(|a| a - v.from() <= MAX_VIEW_BACK));
                 prop_assert_eq!(view, &expected);
             }
         }
