@@ -89,15 +89,11 @@ impl ViewTime {
     /// Appends this view's wire bytes for a packet whose ack tick is `ack` (no view when there
     /// is no ack, or the view does not start within [`MAX_VIEW_BACK`] ticks before it).
     fn encode(view: Option<Self>, ack: Option<u32>, out: &mut Vec<u8>) {
-        let Some((v, back)) = view.zip(ack).and_then(|(v, a)| Some((v, a.checked_sub(v.from)?))) else {
+        let back = |(v, a): (Self, u32)| Some((v, a.checked_sub(v.from).filter(|b| *b <= MAX_VIEW_BACK)? as u8));
+        let Some((v, back)) = view.zip(ack).and_then(back) else {
             out.push(NO_VIEW);
             return;
         };
-        if back > MAX_VIEW_BACK {
-            out.push(NO_VIEW);
-            return;
-        }
-        let back = back as u8;
         match v.span {
             0 => out.push(FORM_ONE << 6 | back),
             1 => out.extend_from_slice(&[FORM_NEXT << 6 | back, v.alpha]),
@@ -111,6 +107,7 @@ impl ViewTime {
         if first == NO_VIEW {
             return Ok((None, 1));
         }
+        // Back 63 is only ever "no view" (0xFF).
         let back = u32::from(first & 0x3F);
         if back > MAX_VIEW_BACK {
             return Err(MalformedInput);
@@ -119,7 +116,7 @@ impl ViewTime {
         let (span, alpha, len) = match first >> 6 {
             FORM_ONE => (0, 0, 1),
             FORM_NEXT => (1, *b.get(1).ok_or(MalformedInput)?, 2),
-            // A span of 0 or 1 has its own form; back 63 is only "no view".
+            // A span of 0 or 1 has its own form.
             FORM_SPAN => match b.get(1..3).ok_or(MalformedInput)? {
                 [span, alpha] if *span >= 2 => (*span, *alpha, 3),
                 _ => return Err(MalformedInput),

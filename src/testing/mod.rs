@@ -281,11 +281,7 @@ impl<W: World> Stepper<W> {
             c.client.update(now, &mut wire);
             let input = input(i, c, now);
             c.client.send_input(now, &input, &mut wire);
-            let from = c.addr;
-            for (to, bytes) in wire {
-                let delay = self.clients[i].up.decide();
-                self.post(from, to, bytes, delay);
-            }
+            self.send_from_client(i, wire);
         }
         // Datagrams with no delay arrive within the same tick.
         self.deliver_due();
@@ -336,7 +332,12 @@ impl<W: World> Stepper<W> {
         let Some(c) = self.clients.get_mut(i) else { return };
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         c.client.disconnect(now, &mut wire);
-        let from = c.addr;
+        self.send_from_client(i, wire);
+    }
+
+    /// Datagrams from client `i` go out through its uplink.
+    fn send_from_client(&mut self, i: usize, wire: Vec<(SocketAddr, Vec<u8>)>) {
+        let from = self.clients[i].addr;
         for (to, bytes) in wire {
             let delay = self.clients[i].up.decide();
             self.post(from, to, bytes, delay);
