@@ -6,9 +6,12 @@ use std::sync::Arc;
 
 use glam::{Quat, Vec3};
 use proptest::prelude::*;
+use std::sync::atomic::{AtomicU32, Ordering};
 use volley::protocol::quant::{Bits, Flag, QuatQ, Vec3Q, VelocityQ};
+
 use volley::protocol::snapshot::{
-    Interest, Schema, SenderConfig, SnapshotBuilder, SnapshotError, SnapshotReceiver, SnapshotSender, WorldSnapshot,
+    Interest, Predictor, Schema, SenderConfig, SnapshotBuilder, SnapshotError, SnapshotReceiver, SnapshotSender,
+    WorldSnapshot,
 };
 
 volley::replicated! {
@@ -130,6 +133,40 @@ fn interest(world: &WorldSnapshot, hide: u32, out: &mut Vec<Interest>) {
     }
 }
 
+/// A game's predictor for the tests: balls carry on at their replicated velocity (a rule the
+/// built-in extrapolation does not know); some entities are left out, and some are given the
+/// wrong kind, which must fall back to the built-in extrapolation on both sides.
+struct BallRules {
+    schema: Arc<Schema>,
+    calls: AtomicU32,
+}
+
+impl Predictor for BallRules {
+    fn predict(
+        &self,
+        baseline: &WorldSnapshot,
+        _older: &WorldSnapshot,
+        ahead: u32,
+        _behind: u32,
+    ) -> Option<WorldSnapshot> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let mut b = SnapshotBuilder::new(&self.schema, baseline.tick() + ahead);
+        for e in baseline.iter() {
+            if e.id % 5 == 0 {
+                continue;
+            }
+            if e.id % 7 == 0 {
+                b.insert(e.id, &Score { points: 1, alive: true }).unwrap();
+            } else if let Some(mut ball) = baseline.read::<Ball>(&self.schema, e.id) {
+                ball.position =
+                    (ball.position + ball.velocity * ahead as f32 / 60.0).clamp(Vec3::splat(-64.0), Vec3::splat(64.0));
+                b.insert(e.id, &ball).unwrap();
+            }
+        }
+        b.finish().ok()
+    }
+}
+
 struct Run {
     /// The most ticks any visible entity went without the client holding its current state,
     /// during the changing period.
@@ -149,10 +186,29 @@ fn run(
     quiet: u32,
     predict: bool,
 ) -> Result<Run, TestCaseError> {
+    run_with(changes, loss, delays, budget, hide, quiet, predict, None)
+}
+
+/// [`run`], the sender and the receiver predicting with `rules` if given.
+#[allow(clippy::too_many_arguments)]
+fn run_with(
+    changes: &[Vec<Change>],
+    loss: &[bool],
+    delays: &[u8],
+    budget: usize,
+    hide: &[u32],
+    quiet: u32,
+    predict: bool,
+    rules: Option<Arc<BallRules>>,
+) -> Result<Run, TestCaseError> {
     let schema = schema();
     let mut sender =
         SnapshotSender::new(schema.clone(), SenderConfig { history: 32, predict, ..SenderConfig::default() });
     let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
+    if let Some(rules) = rules {
+        sender.set_predictor(rules.clone());
+        receiver.set_predictor(rules);
+    }
     // Another player on a perfect link encodes each snapshot first: where the two players'
     // baselines hold an entity in the same snapshot, this client gets the delta bits the
     // other one cached in the world snapshot.
@@ -260,10 +316,52 @@ proptest! {
         delays in proptest::collection::vec(0u8..4, 1..16),
         budget in prop_oneof![Just(1200usize), 60usize..400],
         hide in proptest::collection::vec(0u32..5, 1..8),
-        predict in any::<bool>(),
+        predict in 0u8..3,
     ) {
-        run(&changes, &loss, &delays, budget, &hide, 200, predict)?;
+        let rules = (predict == 2).then(|| Arc::new(BallRules { schema: schema(), calls: AtomicU32::new(0) }));
+        run_with(&changes, &loss, &delays, budget, &hide, 200, predict > 0, rules)?;
     }
+}
+
+#[test]
+fn a_games_predictor_runs_on_both_sides_and_a_receiver_without_it_refuses_clearly() {
+    // Balls moving at changing velocities, acks three ticks late: predicted packets with a
+    // second reference, so the game's predictor is asked on both sides (the counts match:
+    // one call each per such packet) and the client stays exact (checked inside `run_with`).
+    let mut changes = vec![(0..40).map(|id| Change::Create(id, id % 4 != 0)).collect::<Vec<_>>()];
+    for t in 0..60 {
+        changes.push((0..40).map(|id| Change::Move(id, (t % 7) as f32 - 3.0, 1.5, (id % 3) as f32 * 0.3)).collect());
+    }
+    let rules = Arc::new(BallRules { schema: schema(), calls: AtomicU32::new(0) });
+    let r = run_with(&changes, &[false], &[3], 1200, &[0], 20, true, Some(rules.clone())).unwrap();
+    let calls = rules.calls.load(Ordering::Relaxed);
+    assert!(calls >= 2 * 50, "{calls} predictor calls for {} decoded packets", r.decoded);
+    assert_eq!(calls % 2, 0, "sender and receiver call it equally often");
+
+    // The same packets to a receiver that lacks the predictor: a clear error, not garbage.
+    let schema = schema();
+    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig::default());
+    sender.set_predictor(Arc::new(BallRules { schema: schema.clone(), calls: AtomicU32::new(0) }));
+    let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
+    let (mut world, mut buf, mut vis) = (BTreeMap::new(), vec![0u8; 1200], Vec::new());
+    let mut refused = 0;
+    for (i, cs) in changes.iter().enumerate().take(20) {
+        let tick = i as u32 + 1;
+        for c in cs {
+            apply(&mut world, c);
+        }
+        let snap = snapshot(&schema, tick, &world, None);
+        Interest::everything(&snap, &mut vis);
+        let stats = sender.encode(&snap, &vis, &mut buf).unwrap();
+        match receiver.decode(&buf[..stats.bytes]) {
+            Ok(t) => sender.ack(t),
+            Err(e) => {
+                assert_eq!(e, SnapshotError::PredictorMissing);
+                refused += 1;
+            }
+        }
+    }
+    assert!(refused > 10, "{refused} packets refused");
 }
 
 #[test]

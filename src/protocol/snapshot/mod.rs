@@ -10,7 +10,8 @@
 //!
 //! Wire format (bits, least significant first): tick (32), has-baseline (1), and with a
 //! baseline `tick - baseline - 1` (Exp-Golomb k=2), has-second-reference (1) and its distance
-//! before the baseline (k=2), and range-coded (1); then the record count (k=4), the gap
+//! before the baseline (k=2), range-coded (1), and in a range-coded packet with a second
+//! reference, predicted by the game's [`Predictor`] (1); then the record count (k=4), the gap
 //! code's order (2 bits), and records in id order: id gap (Exp-Golomb of that order), an
 //! operation when there is a baseline (`0` changed, `10` created, `11` destroyed), and for
 //! created entities the kind and every field, for changed ones a per-field change mask and
@@ -29,11 +30,13 @@
 
 mod cache;
 mod codec;
+pub mod predictor;
 pub mod receiver;
 pub mod schema;
 pub mod sender;
 pub mod world;
 
+pub use predictor::Predictor;
 pub use receiver::SnapshotReceiver;
 pub use schema::{EntityId, KindId, KindSchema, MAX_KINDS, Replicate, Schema, SchemaError};
 pub use sender::{EncodeStats, Interest, SenderConfig, SnapshotSender};
@@ -59,6 +62,10 @@ pub enum SnapshotError {
     /// Not even the header fits in the budget.
     #[error("snapshot does not fit in its budget")]
     OverBudget,
+    /// The snapshot was coded against the game's own [`Predictor`], and this receiver has
+    /// none.
+    #[error("snapshot needs the game's predictor, and the receiver has none")]
+    PredictorMissing,
 }
 
 impl From<BitError> for SnapshotError {

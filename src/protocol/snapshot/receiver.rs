@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::codec;
+use super::predictor::{PredictedWalk, Predictor, PredictorSlot};
 use super::schema::Schema;
 use super::world::WorldSnapshot;
 use super::{SnapshotError, kind_bits};
@@ -19,6 +20,8 @@ pub struct SnapshotReceiver {
     newest: Option<u32>,
     /// The range coder's models for predicted packets.
     models: codec::Models,
+    /// The game's own predictor, if set.
+    predictor: PredictorSlot,
 }
 
 impl SnapshotReceiver {
@@ -29,8 +32,16 @@ impl SnapshotReceiver {
             spare: WorldSnapshot::default(),
             newest: None,
             models: codec::Models::default(),
+            predictor: PredictorSlot::default(),
             schema,
         }
+    }
+
+    /// Decodes snapshots that the server's sender coded against `predictor` (the same
+    /// predictor as the server's: see [`Predictor`]). Without it such a snapshot fails with
+    /// [`SnapshotError::PredictorMissing`].
+    pub fn set_predictor(&mut self, predictor: Arc<dyn Predictor>) {
+        self.predictor = PredictorSlot(Some(predictor));
     }
 
     /// The newest snapshot decoded: the tick to acknowledge.
@@ -85,7 +96,12 @@ impl SnapshotReceiver {
         };
         // A range-coded second stream follows the bit stream, its length in the last two
         // bytes: the bit stream is read again from a slice that ends where it does.
-        let mut r = if base_tick.is_some() && r.read_bool()? {
+        let range_coded = base_tick.is_some() && r.read_bool()?;
+        let by_game = range_coded && reference.is_some() && r.read_bool()?;
+        if by_game && self.predictor.0.is_none() {
+            return Err(SnapshotError::PredictorMissing);
+        }
+        let mut r = if range_coded {
             let consumed = bytes.len() * 8 - r.bits_left();
             let split = bytes.len().checked_sub(2).ok_or(SnapshotError::Malformed)?;
             let m = usize::from(u16::from_le_bytes([bytes[split], bytes[split + 1]]));
@@ -121,10 +137,17 @@ impl SnapshotReceiver {
             }
             None => Ok(None),
         };
+        let predictor = self.predictor.0.as_ref().filter(|_| by_game);
         let result = base.and_then(|base| {
             let reference = reference?;
+            // The game's prediction, from the same snapshots the server's sender gave it.
+            let predicted = match (predictor, &reference) {
+                (Some(p), Some(rf)) => p.predict(base, rf.world, rf.num, rf.den),
+                _ => None,
+            };
             let coder = rc.as_mut().map(|d| (d, &mut models));
-            rebuild(&self.schema, base, reference, base_tick.is_some(), count, &mut r, coder, &mut out)
+            let predicted = predicted.as_ref().map(PredictedWalk::new);
+            rebuild(&self.schema, base, reference, predicted, base_tick.is_some(), count, &mut r, coder, &mut out)
         });
         self.models = models;
         match result {
@@ -167,6 +190,7 @@ fn rebuild(
     schema: &Schema,
     base: &WorldSnapshot,
     reference: Option<Ref<'_>>,
+    mut predicted: Option<PredictedWalk<'_>>,
     has_base: bool,
     count: usize,
     r: &mut BitReader<'_>,
@@ -255,7 +279,10 @@ fn rebuild(
                         let from = match older {
                             Some((older, num, den)) => {
                                 let pred = &mut pred[..k.words()];
-                                codec::predict(k, e.words, older, num, den, pred);
+                                match predicted.as_mut().and_then(|g| g.words(id, e.kind, k.words())) {
+                                    Some(p) => pred.copy_from_slice(p),
+                                    None => codec::predict(k, e.words, older, num, den, pred),
+                                }
                                 motion.predicted = !codec::words_eq(pred, e.words) && d.bit(&mut m.predicted);
                                 if motion.predicted { &*pred } else { e.words }
                             }

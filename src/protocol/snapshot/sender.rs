@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::cache;
 use super::codec::{self, Counter};
+use super::predictor::{PredictedWalk, Predictor, PredictorSlot};
 use super::schema::{EntityId, KindId, Schema};
 use super::world::WorldSnapshot;
 use super::{SnapshotError, kind_bits};
@@ -154,6 +155,11 @@ pub struct SnapshotSender {
     last_tick: Option<u32>,
     predict: bool,
     max_age: u32,
+    /// The game's own predictor, if set.
+    predictor: PredictorSlot,
+    /// The client's baseline and second reference as snapshots, for the predictor (allocated
+    /// when one is set).
+    views: Option<Box<(WorldSnapshot, WorldSnapshot)>>,
     /// Entry buffers of released views, reused by the next encodes (at most [`SPARE_VIEWS`]).
     spare: Vec<Vec<Entry>>,
 }
@@ -180,8 +186,20 @@ impl SnapshotSender {
             last_tick: None,
             predict: config.predict,
             max_age: config.max_baseline_age,
+            predictor: PredictorSlot::default(),
+            views: None,
             spare: Vec::new(),
         }
+    }
+
+    /// Predicts with the game's own rules: changed entities are coded against what
+    /// `predictor` makes of the client's snapshots (see [`Predictor`]) instead of the built-in
+    /// extrapolation. Implies [`SenderConfig::predict`]; the client's receiver needs the same
+    /// predictor ([`SnapshotReceiver::set_predictor`](super::SnapshotReceiver::set_predictor)).
+    pub fn set_predictor(&mut self, predictor: Arc<dyn Predictor>) {
+        self.predict = true;
+        self.predictor = PredictorSlot(Some(predictor));
+        self.views.get_or_insert_with(Box::default);
     }
 
     /// Records the client's acknowledgement of the snapshot of `tick`.
@@ -315,6 +333,17 @@ impl SnapshotSender {
         let base = base_slot.map(|s| &self.ring[s]);
         let reference = if self.predict { base_slot.and_then(|b| self.reference_slot(b, tick)) } else { None };
         let reference = reference.map(|(s, num, den)| Reference { view: &self.ring[s], num, den });
+        // The game's prediction, from the client's snapshots as the client holds them.
+        let predicted = match (&self.predictor.0, &mut self.views, base, reference) {
+            (Some(p), Some(views), Some(b), Some(rf)) => {
+                let (bw, rw) = &mut **views;
+                client_view(b, bw);
+                client_view(rf.view, rw);
+                p.predict(bw, rw, rf.num, rf.den)
+            }
+            _ => None,
+        };
+        let predicted = predicted.as_ref();
 
         // The per-encode working lists live in the thread, not in every player's sender.
         let (mut records, mut order) = WORK.with_borrow_mut(|w| (std::mem::take(&mut w.0), std::mem::take(&mut w.1)));
@@ -327,7 +356,7 @@ impl SnapshotSender {
         // Everything but the records and the working memory is fixed for this packet.
         let (schema, predict) = (&self.schema, self.predict);
         let write_records = |records: &[Record], out: &mut [u8]| {
-            write(schema, records, base, reference, world, tick, base_tick, kind_bits, predict, out)
+            write(schema, records, base, reference, predicted, world, tick, base_tick, kind_bits, predict, out)
         };
         let mut written = write_records(&records, out);
         if written.is_err() {
@@ -632,6 +661,14 @@ fn older_words<'a>(reference: Option<Reference<'a>>, pos: &mut usize, id: Entity
     Some(rf.view.words(x))
 }
 
+/// The entities the client has in `view`, as a snapshot (for the game's predictor).
+fn client_view(view: &SentView, out: &mut WorldSnapshot) {
+    out.reset(view.tick.unwrap_or(0));
+    for e in view.entries.iter().filter(|e| e.present()) {
+        out.push_raw(e.id, e.kind(), view.words(e));
+    }
+}
+
 /// A second reference for prediction: the client's view `den` ticks before the baseline,
 /// extrapolated `num` ticks past it.
 #[derive(Clone, Copy)]
@@ -647,6 +684,7 @@ fn write(
     records: &[Record],
     base: Option<&SentView>,
     reference: Option<Reference<'_>>,
+    predicted: Option<&WorldSnapshot>,
     world: &WorldSnapshot,
     tick: u32,
     base_tick: Option<u32>,
@@ -668,6 +706,10 @@ fn write(
         // A sender that predicts range-codes its changed entities into a second stream that
         // follows the bit stream (its length in the last two bytes); one bit says so.
         w.write_bool(rc);
+        if rc && reference.is_some() {
+            // Whether the game's predictor made the predictions.
+            w.write_bool(predicted.is_some());
+        }
     }
     let sent = || records.iter().filter(|r| r.selected);
     // The id gaps' Exp-Golomb order is chosen per packet (2 bits): dense runs of ids (a full
@@ -698,6 +740,7 @@ fn write(
         models.start_packet();
     }
     let mut enc = RangeEncoder::new(rc_buf);
+    let mut game = predicted.map(PredictedWalk::new);
     let mut ref_pos = 0usize; // walks the reference view's entries in id order
     let mut next_id = 0u32; // the smallest id the next record may have
     let base_entries: &[Entry] = base.map_or(&[], |b| &b.entries);
@@ -791,7 +834,10 @@ fn write(
                 if let Some((older, num, den)) = older_of(reference, &mut ref_pos, r.id, e.kind(), k.words()) {
                     motion.older = Some(older);
                     let pred = &mut pred[..k.words()];
-                    codec::predict(k, b.words(&e), older, num, den, pred);
+                    match game.as_mut().and_then(|g| g.words(r.id, e.kind(), k.words())) {
+                        Some(p) => pred.copy_from_slice(p),
+                        None => codec::predict(k, b.words(&e), older, num, den, pred),
+                    }
                     // A prediction that is the baseline (the entity stood still between the
                     // two references) needs no bit.
                     if !codec::words_eq(pred, b.words(&e)) {
