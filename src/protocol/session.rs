@@ -12,8 +12,9 @@ pub const CONTROL_FRAME: u8 = 0xC5;
 /// volley's protocol version; both sides must speak the same (2: predicted snapshots are
 /// range-coded; 3: their records are placed by flags, and their decisions are modelled in
 /// the context of the client's own history; 4: each input carries the view it was made
-/// with, for lag compensation).
-pub const PROTOCOL_VERSION: u16 = 4;
+/// with, for lag compensation; 5: a predicted snapshot says whether the game's own
+/// predictor made its predictions).
+pub const PROTOCOL_VERSION: u16 = 5;
 const MAGIC: [u8; 4] = *b"VLLY";
 const HELLO_INTERVAL: Duration = Duration::from_millis(100);
 
