@@ -144,6 +144,13 @@ impl GameClient {
         self.netcode.client_index()
     }
 
+    /// Decodes snapshots with the game's own predictor, the same one the server's
+    /// [`ServerConfig::snapshot_predictor`](crate::server::ServerConfig::snapshot_predictor)
+    /// holds (see [`Predictor`](crate::protocol::snapshot::Predictor)).
+    pub fn set_predictor(&mut self, predictor: Arc<dyn crate::protocol::snapshot::Predictor>) {
+        self.snapshots.set_predictor(predictor);
+    }
+
     /// The newest snapshot.
     pub fn latest(&self) -> Option<&WorldSnapshot> {
         self.snapshots.latest()

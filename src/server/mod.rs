@@ -155,6 +155,12 @@ pub struct ServerConfig {
     ///
     /// [`SenderConfig::predict`]: crate::protocol::snapshot::SenderConfig::predict
     pub predict_snapshots: bool,
+    /// The game's own predictor for snapshots ([`Predictor`]; implies `predict_snapshots`).
+    /// Clients must decode with the same one ([`GameClient::set_predictor`]).
+    ///
+    /// [`Predictor`]: crate::protocol::snapshot::Predictor
+    /// [`GameClient::set_predictor`]: crate::client::GameClient::set_predictor
+    pub snapshot_predictor: Option<Arc<dyn crate::protocol::snapshot::Predictor>>,
 }
 
 impl ServerConfig {
@@ -174,6 +180,7 @@ impl ServerConfig {
             stall_after: Duration::from_secs(1),
             send_batch: 32,
             predict_snapshots: false,
+            snapshot_predictor: None,
             socket_buffer_bytes: 4 << 20,
         }
     }
@@ -336,6 +343,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         session,
         snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),
         sender: crate::protocol::snapshot::SenderConfig { predict: config.predict_snapshots, ..Default::default() },
+        predictor: config.snapshot_predictor.clone(),
         metrics: metrics.clone(),
         clock: unix_now,
     };

@@ -13,7 +13,9 @@ use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::{Endpoint, EndpointConfig, QueueError};
 use crate::protocol::session::{CONTROL_FRAME, Control, SessionParams, answer_hello};
-use crate::protocol::snapshot::{EncodeStats, Interest, Schema, SenderConfig, SnapshotSender, WorldSnapshot};
+use crate::protocol::snapshot::{
+    EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender, WorldSnapshot,
+};
 
 /// What a datagram meant.
 #[derive(Debug, PartialEq, Eq)]
@@ -75,12 +77,17 @@ impl PlayerSession {
         params: SessionParams,
         snapshot_every: u32,
         sender: SenderConfig,
+        predictor: Option<Arc<dyn Predictor>>,
     ) -> Self {
+        let mut sender = SnapshotSender::new(schema, sender);
+        if let Some(p) = predictor {
+            sender.set_predictor(p);
+        }
         Self {
             id: connection.client_index(),
             connection,
             endpoint: Endpoint::new(EndpointConfig::default()),
-            sender: SnapshotSender::new(schema, sender),
+            sender,
             dedup: InputDedup::default(),
             interest: Vec::new(),
             snapshot_buf: Vec::with_capacity(MAX_PAYLOAD_BYTES),

@@ -32,6 +32,7 @@ use crate::protocol::netcode::packet::{self, PacketKind};
 use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as NetcodeConfig};
 use crate::protocol::netcode::slots::{Occupant, SlotTable};
 use crate::protocol::session::SessionParams;
+use crate::protocol::snapshot::Predictor;
 use crate::protocol::snapshot::{Schema, SenderConfig};
 use crate::transport::batch::{BATCH, RecvBatch};
 use crate::transport::udp::UdpTx;
@@ -94,6 +95,8 @@ pub struct SocketArgs {
     pub snapshot_every: u32,
     /// How each player's snapshots are encoded.
     pub sender: SenderConfig,
+    /// The game's own predictor for snapshots, if any.
+    pub predictor: Option<Arc<dyn Predictor>>,
     /// Figures.
     pub metrics: Arc<ServerMetrics>,
     /// Unix time.
@@ -370,6 +373,7 @@ async fn on_datagram(
         args.session,
         args.snapshot_every,
         args.sender,
+        args.predictor.clone(),
     ));
     let player_args = PlayerArgs {
         link: link.clone(),

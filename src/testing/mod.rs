@@ -16,7 +16,7 @@ use crate::protocol::netcode::slots::SlotTable;
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
-use crate::protocol::snapshot::{Schema, SenderConfig, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, SnapshotBuilder, WorldSnapshot};
 use crate::server::session::{Incoming, PlayerSession};
 use crate::server::{JoinInfo, Outbox, PlayerId, Relevancy, World};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
@@ -72,6 +72,7 @@ pub struct Stepper<W: World> {
     applied_seq: BTreeMap<PlayerId, u32>,
     params: SessionParams,
     sender: SenderConfig,
+    predictor: Option<Arc<dyn Predictor>>,
     snapshot_every: u32,
 }
 
@@ -106,6 +107,7 @@ impl<W: World> Stepper<W> {
                 max_payload_bytes: 1200,
             },
             sender: SenderConfig::default(),
+            predictor: None,
             snapshot_every: 1,
             world,
         }
@@ -115,6 +117,13 @@ impl<W: World> Stepper<W> {
     /// true, .. }`), for the players that connect from now on.
     pub fn with_sender_config(mut self, sender: SenderConfig) -> Self {
         self.sender = sender;
+        self
+    }
+
+    /// The game's own snapshot predictor on both sides, for the players that connect from now
+    /// on (their senders, and their clients' receivers).
+    pub fn with_predictor(mut self, predictor: Arc<dyn Predictor>) -> Self {
+        self.predictor = Some(predictor);
         self
     }
 
@@ -150,8 +159,12 @@ impl<W: World> Stepper<W> {
         // Fixed nonce and keys keep the run deterministic.
         let token = ConnectToken::generate_with(&params, &KEY, [i as u8; 24], [i as u8 ^ 1; 32], [i as u8 ^ 2; 32])
             .expect("one server address");
+        let mut client = GameClient::new(token, self.schema.clone(), self.now);
+        if let Some(p) = &self.predictor {
+            client.set_predictor(p.clone());
+        }
         self.clients.push(StepClient {
-            client: GameClient::new(token, self.schema.clone(), self.now),
+            client,
             addr: SocketAddr::from(([10, 0, 1, (i % 250) as u8], 50_000 + i as u16)),
             input: Vec::new(),
             up: LinkConditioner::new(profile, seed),
@@ -222,6 +235,7 @@ impl<W: World> Stepper<W> {
                         self.params,
                         self.snapshot_every,
                         self.sender,
+                        self.predictor.clone(),
                     );
                     self.sessions.fill(index, from, accepted.client_id, session);
                     let who = JoinInfo { client_id: accepted.client_id, user_data: accepted.user_data };

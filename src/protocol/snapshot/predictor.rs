@@ -42,6 +42,12 @@ pub trait Predictor: Send + Sync {
     ) -> Option<WorldSnapshot>;
 }
 
+impl fmt::Debug for dyn Predictor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Predictor")
+    }
+}
+
 /// A sender's or receiver's predictor, if any (printed by name only).
 #[derive(Clone, Default)]
 pub(crate) struct PredictorSlot(pub Option<Arc<dyn Predictor>>);
