@@ -6,7 +6,9 @@
 //!
 //! The recording is simulated once (rapier3d) and kept in target/cube-scene/; its checksum is
 //! printed so that runs on the same recording can be compared. CUBE_FRAMES sets its length;
-//! CUBE_SPLIT=1 also prints what positions and orientations cost apart.
+//! CUBE_SPLIT=1 also prints what positions and orientations cost apart; CUBE_NEAR sets the
+//! physics predictor's `near` (metres, or `all` to simulate every cube); CUBE_ONLY=physics
+//! runs just the physics predictor's rows.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -27,7 +29,11 @@ fn replay_with(worlds: &[Arc<WorldSnapshot>], lag: u32, predict: bool, physics: 
     let mut sender = SnapshotSender::new(schema.clone(), SenderConfig { predict, ..SenderConfig::default() });
     let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
     if physics {
-        let p = Arc::new(ScenePredictor::new(schema));
+        let mut p = ScenePredictor::new(schema);
+        if let Ok(near) = std::env::var("CUBE_NEAR") {
+            p.near = near.parse().ok();
+        }
+        let p = Arc::new(p);
         sender.set_predictor(p.clone());
         receiver.set_predictor(p);
     }
@@ -98,10 +104,13 @@ fn main() {
         sender.encode(&worlds[0], &interest, &mut buf).expect("fits").bytes
     };
     println!("full snapshot: {full} B = {:.2} B/cube", full as f64 / CUBES as f64);
-    report("delta, baseline 1 tick back", &replay(&worlds, 1, false));
-    report("delta, baseline 6 ticks back", &replay(&worlds, 6, false));
-    report("delta with prediction, baseline 1 tick back", &replay(&worlds, 1, true));
-    report("delta with prediction, baseline 6 ticks back", &replay(&worlds, 6, true));
+    let only_physics = std::env::var("CUBE_ONLY").is_ok_and(|v| v == "physics");
+    if !only_physics {
+        report("delta, baseline 1 tick back", &replay(&worlds, 1, false));
+        report("delta, baseline 6 ticks back", &replay(&worlds, 6, false));
+        report("delta with prediction, baseline 1 tick back", &replay(&worlds, 1, true));
+        report("delta with prediction, baseline 6 ticks back", &replay(&worlds, 6, true));
+    }
     for lag in [1, 6] {
         let started = std::time::Instant::now();
         let sizes = replay_with(&worlds, lag, true, true);

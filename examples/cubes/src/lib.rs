@@ -33,6 +33,8 @@ pub const SPACING: f32 = 1.25;
 pub const SCENE_VERSION: u32 = 2;
 /// Simulation rate.
 pub const HZ: u32 = 60;
+/// How far the player's cube pulls cubes in, half of the time (metres).
+const PULL_RADIUS: f32 = 10.0;
 
 /// The schema with just [`Cube`].
 pub fn schema() -> Arc<Schema> {
@@ -57,6 +59,14 @@ impl Default for CubeScene {
 impl CubeScene {
     /// The grid at rest on the ground and the player's cube at one corner.
     pub fn new() -> Self {
+        Self::with_cubes(1..CUBES)
+    }
+
+    /// The scene with only the player's cube and the grid cubes `ids` (1 to `CUBES - 1`, in
+    /// increasing order): a [`ScenePredictor`] simulates just the cubes near motion. The
+    /// bodies, as [`set_state`](Self::set_state) and [`poses`](Self::poses) take and give
+    /// them, are the player's first, then `ids` in order.
+    pub fn with_cubes(ids: impl IntoIterator<Item = usize>) -> Self {
         let mut world = PhysicsWorld::new();
         world.gravity = Vector::new(0.0, 0.0, -9.81);
         world.integration_parameters.dt = 1.0 / HZ as f32;
@@ -79,7 +89,8 @@ impl CubeScene {
             &mut world.bodies,
         );
         bodies.push(player);
-        for i in 0..SIDE * SIDE {
+        for id in ids.into_iter().filter(|id| (1..CUBES).contains(id)) {
+            let i = id - 1;
             let (x, y) = ((i % SIDE) as f32, (i / SIDE) as f32);
             let at =
                 Vector::new((x - (SIDE as f32 - 1.0) / 2.0) * SPACING, (y - (SIDE as f32 - 1.0) / 2.0) * SPACING, 0.5);
@@ -129,7 +140,7 @@ impl CubeScene {
                     let to = center - b.translation();
                     let d = to.length();
                     b.reset_forces(false);
-                    if d < 10.0 && d > 0.1 {
+                    if d < PULL_RADIUS && d > 0.1 {
                         let m = b.mass();
                         b.add_force(to / d * (m * 25.0), true);
                     }
@@ -310,13 +321,53 @@ pub struct ScenePredictor {
     pub frame_offset: i64,
     /// The most ticks ahead it predicts (more are left to the built-in extrapolation).
     pub max_ahead: u32,
+    /// Simulate only the cubes that moved between the two snapshots, those within this many
+    /// metres of one that moved, and (while the pull is on) those the player's cube pulls;
+    /// the rest, which lie still, are left to the built-in extrapolation (which keeps them
+    /// where they are). `None` simulates every cube.
+    pub near: Option<f32>,
 }
 
 impl ScenePredictor {
-    /// A predictor for snapshots of [`schema`].
+    /// A predictor for snapshots of [`schema`], simulating the cubes within 2 m of motion.
     pub fn new(schema: Arc<Schema>) -> Self {
-        Self { schema, frame_offset: 0, max_ahead: 16 }
+        Self { schema, frame_offset: 0, max_ahead: 16, near: Some(2.0) }
     }
+
+    /// Which grid cubes to simulate: see [`near`](Self::near).
+    fn active(&self, poses: &[(Vec3, Quat)], moved: &[bool], frames: std::ops::Range<u32>) -> Vec<usize> {
+        let Some(r) = self.near else {
+            return (1..CUBES).collect();
+        };
+        let pulled = frames.clone().any(|f| (f / (5 * HZ)) % 2 == 1);
+        let player = poses[0].0;
+        let cell = |p: Vec3| ((p.x / r).floor() as i32, (p.y / r).floor() as i32);
+        let mut grid: std::collections::HashMap<(i32, i32), Vec<Vec3>> = std::collections::HashMap::new();
+        for (i, (p, _)) in poses.iter().enumerate() {
+            if moved[i] {
+                grid.entry(cell(*p)).or_default().push(*p);
+            }
+        }
+        (1..CUBES)
+            .filter(|&i| {
+                let p = poses[i].0;
+                if moved[i] || (pulled && p.distance(player) < PULL_RADIUS + r) {
+                    return true;
+                }
+                let (cx, cy) = cell(p);
+                (-1..=1).any(|dx| {
+                    (-1..=1).any(|dy| {
+                        grid.get(&(cx + dx, cy + dy)).is_some_and(|ps| ps.iter().any(|q| q.distance(p) < r))
+                    })
+                })
+            })
+            .collect()
+    }
+}
+
+/// The player's entry of `all`, then those of `ids`.
+fn pick<T: Copy>(all: &[T], ids: &[usize]) -> Vec<T> {
+    std::iter::once(all[0]).chain(ids.iter().map(|&i| all[i])).collect()
 }
 
 impl Predictor for ScenePredictor {
@@ -333,10 +384,12 @@ impl Predictor for ScenePredictor {
         let rate = HZ as f32 / behind as f32;
         let mut poses = Vec::with_capacity(CUBES);
         let mut velocities = Vec::with_capacity(CUBES);
+        let mut moved = Vec::with_capacity(CUBES);
         for id in 0..CUBES as u32 {
             let now = baseline.read::<Cube>(&self.schema, id)?;
             let (v, w) = match older.read::<Cube>(&self.schema, id) {
                 Some(before) => {
+                    moved.push(before != now);
                     // The turn from before to now, as a rotation vector (small angles: twice
                     // the vector part), per second.
                     let mut d = now.rotation * before.rotation.conjugate();
@@ -345,22 +398,27 @@ impl Predictor for ScenePredictor {
                     }
                     ((now.position - before.position) * rate, Vec3::new(d.x, d.y, d.z) * (2.0 * rate))
                 }
-                None => (Vec3::ZERO, Vec3::ZERO),
+                None => {
+                    moved.push(true);
+                    (Vec3::ZERO, Vec3::ZERO)
+                }
             };
             poses.push((now.position, now.rotation));
             velocities.push((v, w));
         }
         let frame = u32::try_from(i64::from(baseline.tick()) + self.frame_offset).ok()?;
-        let mut scene = CubeScene::new();
-        scene.set_state(frame, &poses, &velocities);
+        let ids = self.active(&poses, &moved, frame..frame.saturating_add(ahead));
+        let mut scene = CubeScene::with_cubes(ids.iter().copied());
+        scene.set_state(frame, &pick(&poses, &ids), &pick(&velocities, &ids));
         for _ in 0..ahead {
             // Undriven: the target is where the player's cube already is.
             let at = scene.world.bodies.get(scene.bodies[0]).map_or(Vector::ZERO, |p| p.translation());
             scene.step(Vec3::new(at.x, at.y, at.z));
         }
         let mut b = SnapshotBuilder::new(&self.schema, baseline.tick().wrapping_add(ahead));
-        for (i, (position, rotation)) in scene.poses().into_iter().enumerate() {
-            b.insert(i as u32, &Cube { position, rotation }).ok()?;
+        let predicted = scene.poses();
+        for (id, (position, rotation)) in std::iter::once(0).chain(ids.iter().copied()).zip(predicted) {
+            b.insert(id as u32, &Cube { position, rotation }).ok()?;
         }
         b.finish().ok()
     }
