@@ -45,7 +45,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
 fi
 
 step "tests"
-cargo nextest run --locked --no-fail-fast
+cargo nextest run --workspace --locked --no-fail-fast
 
 step "docker"
 bash docker/ci/e2e.sh

@@ -11,6 +11,7 @@ use glam::{Quat, Vec3};
 use rapier3d::prelude::*;
 use volley::protocol::quant::{QuatQ, Vec3Q};
 use volley::protocol::snapshot::{Predictor, Schema, SnapshotBuilder, WorldSnapshot};
+use volley::server::{PlayerId, World};
 
 volley::replicated! {
     /// A cube: where it is and how it is turned.
@@ -188,6 +189,60 @@ impl CubeScene {
     }
 }
 
+/// The scene as a volley server's world: the first player to join drives the large cube,
+/// its input the point to head for ([`CubeWorld::input_for`]).
+#[derive(Default)]
+pub struct CubeWorld {
+    scene: CubeScene,
+    driver: Option<PlayerId>,
+    target: Vec3,
+}
+
+impl CubeWorld {
+    /// The input that steers the large cube towards `target`: two little-endian `f32` (x, y).
+    pub fn input_for(target: Vec3) -> [u8; 8] {
+        let mut input = [0u8; 8];
+        input[..4].copy_from_slice(&target.x.to_le_bytes());
+        input[4..].copy_from_slice(&target.y.to_le_bytes());
+        input
+    }
+}
+
+impl World for CubeWorld {
+    fn schema(&self) -> Schema {
+        let mut s = Schema::new();
+        s.register::<Cube>().expect("fresh schema");
+        s
+    }
+    fn join(&mut self, player: PlayerId) {
+        self.driver.get_or_insert(player);
+    }
+    fn leave(&mut self, player: PlayerId) {
+        if self.driver == Some(player) {
+            self.driver = None;
+        }
+    }
+    fn input(&mut self, player: PlayerId, input: &[u8]) {
+        // Anything but eight bytes of two finite numbers is ignored.
+        if self.driver == Some(player)
+            && let Ok(b) = <[u8; 8]>::try_from(input)
+        {
+            let (x, y) = (f32::from_le_bytes([b[0], b[1], b[2], b[3]]), f32::from_le_bytes([b[4], b[5], b[6], b[7]]));
+            if x.is_finite() && y.is_finite() {
+                self.target = Vec3::new(x.clamp(-100.0, 100.0), y.clamp(-100.0, 100.0), 0.0);
+            }
+        }
+    }
+    fn tick(&mut self, _: u32, _: std::time::Duration) {
+        self.scene.step(self.target);
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        for (i, (position, rotation)) in self.scene.poses().into_iter().enumerate() {
+            let _ = out.insert(i as u32, &Cube { position, rotation });
+        }
+    }
+}
+
 /// Builds the tick's world snapshot from poses (the server's side of every frame).
 pub fn snapshot(
     schema: &Schema,
@@ -356,9 +411,8 @@ impl ScenePredictor {
                 }
                 let (cx, cy) = cell(p);
                 (-1..=1).any(|dx| {
-                    (-1..=1).any(|dy| {
-                        grid.get(&(cx + dx, cy + dy)).is_some_and(|ps| ps.iter().any(|q| q.distance(p) < r))
-                    })
+                    (-1..=1)
+                        .any(|dy| grid.get(&(cx + dx, cy + dy)).is_some_and(|ps| ps.iter().any(|q| q.distance(p) < r)))
                 })
             })
             .collect()

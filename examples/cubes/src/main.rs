@@ -3,7 +3,10 @@
 //! (its autopilot sends the target as input) and draws what it receives, top-down, once a
 //! second, with the bandwidth it costs.
 //!
-//!     cargo run --release -p volley-cubes [-- SECONDS]
+//!     cargo run --release -p volley-cubes [-- SECONDS [builtin]]
+//!
+//! Snapshots are predicted by the scene's own physics ([`ScenePredictor`], on the server and
+//! in the client alike); `builtin` uses the codec's built-in extrapolation instead, to compare.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,75 +15,39 @@ use glam::Vec3;
 use volley::client::GameClient;
 use volley::client::udp::UdpClient;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
-use volley::protocol::snapshot::{Replicate, Schema, SnapshotBuilder, WorldSnapshot};
-use volley::server::{PlayerId, ServerConfig, World, unix_now};
-use volley_cubes::{Cube, CubeScene, HZ};
-
-/// The server's world: the physics scene; the first player's input steers the large cube.
-struct Cubes {
-    scene: CubeScene,
-    driver: Option<PlayerId>,
-    target: Vec3,
-}
-
-impl World for Cubes {
-    fn schema(&self) -> Schema {
-        let mut s = Schema::new();
-        s.register::<Cube>().expect("fresh schema");
-        s
-    }
-    fn join(&mut self, player: PlayerId) {
-        self.driver.get_or_insert(player);
-    }
-    fn leave(&mut self, player: PlayerId) {
-        if self.driver == Some(player) {
-            self.driver = None;
-        }
-    }
-    fn input(&mut self, player: PlayerId, input: &[u8]) {
-        // Input: the target point, two little-endian f32 (anything else is ignored).
-        if self.driver == Some(player)
-            && let Ok(b) = <[u8; 8]>::try_from(input)
-        {
-            let (x, y) = (f32::from_le_bytes([b[0], b[1], b[2], b[3]]), f32::from_le_bytes([b[4], b[5], b[6], b[7]]));
-            if x.is_finite() && y.is_finite() {
-                self.target = Vec3::new(x.clamp(-100.0, 100.0), y.clamp(-100.0, 100.0), 0.0);
-            }
-        }
-    }
-    fn tick(&mut self, _: u32, _: Duration) {
-        self.scene.step(self.target);
-    }
-    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
-        for (i, (position, rotation)) in self.scene.poses().into_iter().enumerate() {
-            let _ = out.insert(i as u32, &Cube { position, rotation });
-        }
-    }
-}
+use volley::protocol::snapshot::{Replicate, Schema, WorldSnapshot};
+use volley::server::{ServerConfig, unix_now};
+use volley_cubes::{Cube, CubeScene, CubeWorld, HZ, ScenePredictor};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seconds: u32 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let physics = std::env::args().nth(2).is_none_or(|a| a != "builtin");
     let key = volley::protocol::netcode::generate_key()?;
-    let world = Cubes { scene: CubeScene::new(), driver: None, target: Vec3::ZERO };
-    // A physics scene: predicted, range-coded snapshots.
+    let world = CubeWorld::default();
+    // A physics scene: predicted, range-coded snapshots, predicted by the scene's own physics
+    // on both sides (the player's cube is stepped with the same tick numbers, from tick 1).
+    let schema = volley_cubes::schema();
+    let predictor = Arc::new(ScenePredictor::new(schema.clone()));
     let mut config = ServerConfig::new("127.0.0.1:0".parse()?, key);
     config.predict_snapshots = true;
+    if physics {
+        config.snapshot_predictor = Some(predictor.clone());
+    }
     let server = volley::server::start(config, world).await?;
     let params = TokenParams::new(volley::DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
-    let schema = volley_cubes::schema();
-    let client = GameClient::new(ConnectToken::generate(&params, &key)?, schema.clone(), unix_now());
+    let mut client = GameClient::new(ConnectToken::generate(&params, &key)?, schema.clone(), unix_now());
+    if physics {
+        client.set_predictor(predictor);
+    }
+    println!("snapshots predicted by {}", if physics { "the scene's physics" } else { "the built-in extrapolation" });
     let mut me = UdpClient::bind(client, "127.0.0.1:0".parse()?, unix_now).await?;
     let mut next = tokio::time::Instant::now();
     let mut last_bytes = 0;
     let mut previous: Option<Arc<WorldSnapshot>> = None;
     for frame in 0..seconds * HZ {
         next += Duration::from_secs(1) / HZ;
-        let target = CubeScene::autopilot(frame);
-        let mut input = [0u8; 8];
-        input[..4].copy_from_slice(&target.x.to_le_bytes());
-        input[4..].copy_from_slice(&target.y.to_le_bytes());
-        me.step(&input, next).await;
+        me.step(&CubeWorld::input_for(CubeScene::autopilot(frame)), next).await;
         if frame % HZ == HZ - 1
             && let Some(world) = me.client.latest()
         {
