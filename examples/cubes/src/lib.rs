@@ -1,8 +1,10 @@
 //! Glenn Fiedler's "Snapshot Compression" scene, rebuilt: a real rigid-body simulation
 //! (rapier3d) of a 30 × 30 grid of cubes and one large cube that rolls through them, in the
 //! same quantization (positions at 512 units a metre in a bounded volume, smallest-three
-//! quaternions at 9 bits). The recording feeds `benches/cube_scene.rs`; the live scene runs
-//! in the networked example (`src/main.rs`).
+//! quaternions at 9 bits). The recording feeds `benches/cube_scene.rs`; [`CubeWorld`] is the
+//! scene as a server's world, run live by the networked example (`src/main.rs`) and on the
+//! stepper by `tests/stepper.rs`; [`ScenePredictor`] is the scene's physics as the snapshot
+//! codec's predictor, on both sides.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
