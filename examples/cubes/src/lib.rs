@@ -370,7 +370,8 @@ impl Recording {
 ///
 /// Both sides build a fresh simulation from the same quantized words, and rapier3d is built
 /// with `enhanced-determinism`, so the server and the client compute the same prediction.
-/// It costs one simulation step per tick ahead on each side, per predicted packet.
+/// It costs one simulation step (of the cubes near motion, see [`near`](Self::near)) per
+/// tick ahead on each side, per predicted packet.
 pub struct ScenePredictor {
     schema: Arc<Schema>,
     /// Added to a snapshot's tick to give the frame counter after that tick (which times the
