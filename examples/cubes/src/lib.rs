@@ -39,6 +39,11 @@ pub const HZ: u32 = 60;
 /// How far the player's cube pulls cubes in, half of the time (metres).
 const PULL_RADIUS: f32 = 10.0;
 
+/// Whether the large cube pulls the cubes around it at `frame` (5 s of every 10).
+fn pulling(frame: u32) -> bool {
+    (frame / (5 * HZ)) % 2 == 1
+}
+
 /// The schema with just [`Cube`].
 pub fn schema() -> Arc<Schema> {
     let mut s = Schema::new();
@@ -136,7 +141,7 @@ impl CubeScene {
         }
         // For 5 s of every 10 the large cube pulls in the cubes within 10 m, so that a crowd
         // keeps moving around it, not only the cubes it hits.
-        let attract = (self.frame / (5 * HZ)) % 2 == 1;
+        let attract = pulling(self.frame);
         if attract && let Some(center) = self.world.bodies.get(self.bodies[0]).map(|p| p.translation()) {
             for h in &self.bodies[1..] {
                 if let Some(b) = self.world.bodies.get_mut(*h) {
@@ -212,9 +217,7 @@ impl CubeWorld {
 
 impl World for CubeWorld {
     fn schema(&self) -> Schema {
-        let mut s = Schema::new();
-        s.register::<Cube>().expect("fresh schema");
-        s
+        (*schema()).clone()
     }
     fn join(&mut self, player: PlayerId) {
         self.driver.get_or_insert(player);
@@ -393,11 +396,11 @@ impl ScenePredictor {
     }
 
     /// Which grid cubes to simulate: see [`near`](Self::near).
-    fn active(&self, poses: &[(Vec3, Quat)], moved: &[bool], frames: std::ops::Range<u32>) -> Vec<usize> {
+    fn active(&self, poses: &[(Vec3, Quat)], moved: &[bool], mut frames: std::ops::Range<u32>) -> Vec<usize> {
         let Some(r) = self.near else {
             return (1..CUBES).collect();
         };
-        let pulled = frames.clone().any(|f| (f / (5 * HZ)) % 2 == 1);
+        let pulled = frames.any(pulling);
         let player = poses[0].0;
         let cell = |p: Vec3| ((p.x / r).floor() as i32, (p.y / r).floor() as i32);
         let mut grid: std::collections::HashMap<(i32, i32), Vec<Vec3>> = std::collections::HashMap::new();

@@ -10,7 +10,6 @@
 //! it on the same client snapshots, so it costs CPU on both sides once per predicted packet.
 
 use std::fmt;
-use std::sync::Arc;
 
 use super::world::WorldSnapshot;
 
@@ -45,16 +44,6 @@ pub trait Predictor: Send + Sync {
 impl fmt::Debug for dyn Predictor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Predictor")
-    }
-}
-
-/// A sender's or receiver's predictor, if any (printed by name only).
-#[derive(Clone, Default)]
-pub(crate) struct PredictorSlot(pub Option<Arc<dyn Predictor>>);
-
-impl fmt::Debug for PredictorSlot {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(if self.0.is_some() { "Some(Predictor)" } else { "None" })
     }
 }
 

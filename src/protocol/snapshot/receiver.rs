@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::codec;
-use super::predictor::{PredictedWalk, Predictor, PredictorSlot};
+use super::predictor::{PredictedWalk, Predictor};
 use super::schema::Schema;
 use super::world::WorldSnapshot;
 use super::{SnapshotError, kind_bits};
@@ -21,7 +21,7 @@ pub struct SnapshotReceiver {
     /// The range coder's models for predicted packets.
     models: codec::Models,
     /// The game's own predictor, if set.
-    predictor: PredictorSlot,
+    predictor: Option<Arc<dyn Predictor>>,
 }
 
 impl SnapshotReceiver {
@@ -32,7 +32,7 @@ impl SnapshotReceiver {
             spare: WorldSnapshot::default(),
             newest: None,
             models: codec::Models::default(),
-            predictor: PredictorSlot::default(),
+            predictor: None,
             schema,
         }
     }
@@ -41,7 +41,7 @@ impl SnapshotReceiver {
     /// predictor as the server's: see [`Predictor`]). Without it such a snapshot fails with
     /// [`SnapshotError::PredictorMissing`].
     pub fn set_predictor(&mut self, predictor: Arc<dyn Predictor>) {
-        self.predictor = PredictorSlot(Some(predictor));
+        self.predictor = Some(predictor);
     }
 
     /// The newest snapshot decoded: the tick to acknowledge.
@@ -98,7 +98,7 @@ impl SnapshotReceiver {
         // bytes: the bit stream is read again from a slice that ends where it does.
         let range_coded = base_tick.is_some() && r.read_bool()?;
         let by_game = range_coded && reference.is_some() && r.read_bool()?;
-        if by_game && self.predictor.0.is_none() {
+        if by_game && self.predictor.is_none() {
             return Err(SnapshotError::PredictorMissing);
         }
         let mut r = if range_coded {
@@ -137,7 +137,7 @@ impl SnapshotReceiver {
             }
             None => Ok(None),
         };
-        let predictor = self.predictor.0.as_ref().filter(|_| by_game);
+        let predictor = self.predictor.as_ref().filter(|_| by_game);
         let result = base.and_then(|base| {
             let reference = reference?;
             // The game's prediction, from the same snapshots the server's sender gave it.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::cache;
 use super::codec::{self, Counter};
-use super::predictor::{PredictedWalk, Predictor, PredictorSlot};
+use super::predictor::{PredictedWalk, Predictor};
 use super::schema::{EntityId, KindId, Schema};
 use super::world::WorldSnapshot;
 use super::{SnapshotError, kind_bits};
@@ -155,11 +155,9 @@ pub struct SnapshotSender {
     last_tick: Option<u32>,
     predict: bool,
     max_age: u32,
-    /// The game's own predictor, if set.
-    predictor: PredictorSlot,
-    /// The client's baseline and second reference as snapshots, for the predictor (allocated
-    /// when one is set).
-    views: Option<Box<(WorldSnapshot, WorldSnapshot)>>,
+    /// The game's own predictor, if set, with the buffers it is given the client's baseline
+    /// and second reference in.
+    game: Option<Box<GamePredictor>>,
     /// Entry buffers of released views, reused by the next encodes (at most [`SPARE_VIEWS`]).
     spare: Vec<Vec<Entry>>,
 }
@@ -186,8 +184,7 @@ impl SnapshotSender {
             last_tick: None,
             predict: config.predict,
             max_age: config.max_baseline_age,
-            predictor: PredictorSlot::default(),
-            views: None,
+            game: None,
             spare: Vec::new(),
         }
     }
@@ -198,8 +195,11 @@ impl SnapshotSender {
     /// predictor ([`SnapshotReceiver::set_predictor`](super::SnapshotReceiver::set_predictor)).
     pub fn set_predictor(&mut self, predictor: Arc<dyn Predictor>) {
         self.predict = true;
-        self.predictor = PredictorSlot(Some(predictor));
-        self.views.get_or_insert_with(Box::default);
+        self.game = Some(Box::new(GamePredictor {
+            predictor,
+            baseline: WorldSnapshot::default(),
+            reference: WorldSnapshot::default(),
+        }));
     }
 
     /// Records the client's acknowledgement of the snapshot of `tick`.
@@ -334,12 +334,11 @@ impl SnapshotSender {
         let reference = if self.predict { base_slot.and_then(|b| self.reference_slot(b, tick)) } else { None };
         let reference = reference.map(|(s, num, den)| Reference { view: &self.ring[s], num, den });
         // The game's prediction, from the client's snapshots as the client holds them.
-        let predicted = match (&self.predictor.0, &mut self.views, base, reference) {
-            (Some(p), Some(views), Some(b), Some(rf)) => {
-                let (bw, rw) = &mut **views;
-                client_view(b, bw);
-                client_view(rf.view, rw);
-                p.predict(bw, rw, rf.num, rf.den)
+        let predicted = match (&mut self.game, base, reference) {
+            (Some(g), Some(b), Some(rf)) => {
+                client_view(b, &mut g.baseline);
+                client_view(rf.view, &mut g.reference);
+                g.predictor.predict(&g.baseline, &g.reference, rf.num, rf.den)
             }
             _ => None,
         };
@@ -659,6 +658,14 @@ fn older_words<'a>(reference: Option<Reference<'a>>, pos: &mut usize, id: Entity
     }
     let x = entries.get(*pos).filter(|x| x.id == id && x.kind_flags == kind)?;
     Some(rf.view.words(x))
+}
+
+/// A sender's game predictor and the snapshots it reads.
+#[derive(Debug)]
+struct GamePredictor {
+    predictor: Arc<dyn Predictor>,
+    baseline: WorldSnapshot,
+    reference: WorldSnapshot,
 }
 
 /// The entities the client has in `view`, as a snapshot (for the game's predictor).
