@@ -8,7 +8,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use volley::protocol::netcode::packet::{self, Allowed, Packet, PacketKind};
 use volley::protocol::netcode::replay::ReplayWindow;
-use volley::protocol::netcode::server::{Server, ServerConfig};
+use volley::protocol::netcode::server::{Endpoint, EndpointConfig};
 use volley::protocol::netcode::{DropReason, Transmit};
 
 struct Discard;
@@ -41,11 +41,11 @@ fn encrypt_decrypt(c: &mut Criterion) {
 fn reject_garbage(c: &mut Criterion) {
     let server_addr: SocketAddr = "127.0.0.1:40000".parse().unwrap();
     let now = Duration::from_secs(1_000_000);
-    let mut config = ServerConfig::new(9, [1; 32], vec![server_addr], 64);
+    let mut config = EndpointConfig::new(9, [1; 32], vec![server_addr], 64);
     config.handshake_rate_per_address.burst = f32::MAX;
     config.handshake_rate_total.burst = f32::MAX;
     config.connection_rate.burst = f32::MAX;
-    let mut server = Server::with_challenge_key(config, [2; 32], now);
+    let mut server = Endpoint::with_challenge_key(config, [2; 32], now);
     let stranger: SocketAddr = "127.0.0.1:50001".parse().unwrap();
     let mut g = c.benchmark_group("netcode/reject");
 
@@ -94,7 +94,7 @@ fn reject_garbage(c: &mut Criterion) {
     g.finish();
 }
 
-fn connect_one(server: &mut Server, server_addr: SocketAddr, now: Duration) -> SocketAddr {
+fn connect_one(server: &mut Endpoint, server_addr: SocketAddr, now: Duration) -> SocketAddr {
     use volley::protocol::netcode::client::Client;
     use volley::protocol::netcode::token::{ConnectToken, TokenParams};
     let client_addr: SocketAddr = "127.0.0.1:50000".parse().unwrap();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use renetcode::{ClientAuthentication, NetcodeClient, NetcodeServer, ServerAuthentication, ServerResult};
 use volley::protocol::netcode::client::{Client, ClientState};
-use volley::protocol::netcode::server::{Received, Server, ServerConfig};
+use volley::protocol::netcode::server::{Endpoint, EndpointConfig, Received};
 use volley::protocol::netcode::token::{ConnectToken, ServerAddresses, TokenParams};
 use volley::protocol::netcode::{Key, USER_DATA_BYTES, VERSION_INFO};
 
@@ -85,8 +85,8 @@ type Outcome = (Vec<Vec<u8>>, Vec<Vec<u8>>, Option<[u8; 256]>);
 
 /// renetcode's client against our server.
 fn their_client_our_server(token: renetcode::ConnectToken) -> Outcome {
-    let config = ServerConfig::new(PROTOCOL, KEY, vec![server_addr()], 4);
-    let mut server = Server::new(config, T0).unwrap();
+    let config = EndpointConfig::new(PROTOCOL, KEY, vec![server_addr()], 4);
+    let mut server = Endpoint::new(config, T0).unwrap();
     let mut client = NetcodeClient::new(T0, ClientAuthentication::Secure { connect_token: token }).unwrap();
     let mut now = T0;
     let (mut at_server, mut at_client) = (Vec::new(), Vec::new());
@@ -224,8 +224,8 @@ fn renetcode_client_and_our_server_over_real_udp() {
     let stop = Arc::new(AtomicBool::new(false));
     let server_stop = stop.clone();
     let server_thread = std::thread::spawn(move || {
-        let config = ServerConfig::new(PROTOCOL, KEY, vec![server_addr], 4);
-        let mut server = Server::new(config, unix_now()).unwrap();
+        let config = EndpointConfig::new(PROTOCOL, KEY, vec![server_addr], 4);
+        let mut server = Endpoint::new(config, unix_now()).unwrap();
         let mut echoed = 0usize;
         let mut buf = [0u8; 1500];
         while !server_stop.load(Ordering::Relaxed) {

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use volley::protocol::netcode::client::Client;
-use volley::protocol::netcode::server::{Received, Server, ServerConfig};
+use volley::protocol::netcode::server::{Endpoint, EndpointConfig, Received};
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{DropReason, Transmit};
 
@@ -32,7 +32,7 @@ fn rejecting_forged_packets_allocates_nothing() {
     let client_addr: SocketAddr = "127.0.0.1:50000".parse().unwrap();
     let now = Duration::from_secs(1_000_000);
     let key = [1u8; 32];
-    let mut server = Server::with_challenge_key(ServerConfig::new(9, key, vec![server_addr], 8), [2; 32], now);
+    let mut server = Endpoint::with_challenge_key(EndpointConfig::new(9, key, vec![server_addr], 8), [2; 32], now);
     let params = TokenParams {
         protocol_id: 9,
         client_id: 1,

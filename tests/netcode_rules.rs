@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use volley::protocol::netcode::client::{Client, ClientState};
-use volley::protocol::netcode::server::{Disconnected, Received, Server, ServerConfig};
+use volley::protocol::netcode::server::{Disconnected, Endpoint, EndpointConfig, Received};
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{DisconnectReason, DropReason, Key, USER_DATA_BYTES};
 
@@ -45,7 +45,7 @@ type Wire = Vec<(SocketAddr, Vec<u8>)>;
 /// One server and its clients, with every datagram delivered after one step.
 struct Net {
     now: Duration,
-    server: Server,
+    server: Endpoint,
     clients: Vec<(SocketAddr, Client)>,
     /// Server events seen so far (connects, payloads, disconnects).
     connected: Vec<u64>,
@@ -60,10 +60,10 @@ struct Net {
 
 impl Net {
     fn new(max_clients: usize) -> Self {
-        let config = ServerConfig::new(PROTOCOL, KEY, vec![server_addr()], max_clients);
+        let config = EndpointConfig::new(PROTOCOL, KEY, vec![server_addr()], max_clients);
         Self {
             now: T0,
-            server: Server::with_challenge_key(config, [7u8; 32], T0),
+            server: Endpoint::with_challenge_key(config, [7u8; 32], T0),
             clients: Vec::new(),
             connected: Vec::new(),
             payloads_at_server: Vec::new(),
@@ -267,6 +267,58 @@ fn a_token_is_accepted_from_one_address_only_and_once() {
     }
     assert_eq!(net.server.connected_clients(), 0);
     assert_eq!(net.deliver_to_server(client_addr(0), req), Some(DropReason::TokenReused));
+
+    // Reconnecting is done with a fresh token (the same client id, from the same address).
+    net.clients[0].1 = Client::new(token(5), net.now);
+    net.clients[0].1.connect(net.now);
+    net.run(Duration::from_millis(200));
+    assert_eq!(net.state(0), ClientState::Connected, "a fresh token reconnects");
+    assert_eq!(net.server.connected_clients(), 1);
+}
+
+/// Anyone can send datagrams from a connected client's address; what does not authenticate
+/// must not spend that client's packet budget (it used to be charged first: 2000 forged
+/// datagrams cut the client off).
+#[test]
+fn forged_datagrams_from_a_connected_address_do_not_spend_its_budget() {
+    let mut net = Net::new(2);
+    net.add_client(token(3));
+    net.run(Duration::from_millis(200));
+    assert_eq!(net.state(0), ClientState::Connected);
+    let from = net.clients[0].0;
+    // A payload packet's prefix, then garbage: it fails to decrypt.
+    let forged: Vec<u8> = std::iter::once(0x15).chain((0..60).map(|i| i as u8)).collect();
+    for _ in 0..5_000 {
+        assert_eq!(net.deliver_to_server(from, forged.clone()), Some(DropReason::Decrypt));
+    }
+    let mut wire: Wire = Vec::new();
+    net.clients[0].1.send_payload(net.now, b"input", &mut wire).unwrap();
+    for (_, b) in wire {
+        assert_eq!(net.deliver_to_server(from, b), None, "the client's own packet is taken");
+    }
+    assert_eq!(net.payloads_at_server.len(), 1);
+    assert_eq!(net.server.drops().get(DropReason::RateLimited), 0);
+}
+
+/// One IP, many ports, each with an authentic token that never answers its challenge: it
+/// gets `pending_per_ip` entries of the table, and others still connect.
+#[test]
+fn one_ip_cannot_fill_the_pending_handshake_table() {
+    let mut net = Net::new(4); // a table of 256 pending entries, 16 of them per IP
+    let mut refused = 0;
+    for i in 0..400u16 {
+        let from = SocketAddr::from(([127, 0, 0, 9], 1000 + i));
+        match net.deliver_to_server(from, request_for(&token(100 + u64::from(i)))) {
+            None => {}
+            Some(DropReason::TooManyPending) => refused += 1,
+            Some(other) => panic!("request {i} dropped as {other:?}"),
+        }
+    }
+    assert_eq!(net.server.pending_handshakes(), 16);
+    assert_eq!(refused, 400 - 16);
+    net.add_client(token(1));
+    net.run(Duration::from_millis(200));
+    assert_eq!(net.state(0), ClientState::Connected, "another IP is not locked out");
 }
 
 #[test]
@@ -390,7 +442,9 @@ fn more_than_256_clients_connect() {
     for id in 0..300 {
         net.add_client(token(id));
     }
-    net.run(Duration::from_millis(300));
+    // All 300 from one IP (a NAT, say): at most `pending_per_ip` (75 here) hold a pending
+    // handshake at once, so they connect in rounds, each client repeating its request.
+    net.run(Duration::from_millis(600));
     assert_eq!(net.server.connected_clients(), 300);
     assert!((0..300).all(|i| net.state(i) == ClientState::Connected));
 }

@@ -91,7 +91,7 @@ pub use metrics::ServerMetrics;
 pub use world::{Audience, Everything, JoinInfo, Outbox, PlayerId, Relevancy, World};
 
 use crate::protocol::netcode::Key;
-use crate::protocol::netcode::server::ServerConfig as NetcodeConfig;
+use crate::protocol::netcode::server::EndpointConfig;
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
 
 /// Unix time from the system clock (the netcode layer's time base).
@@ -328,7 +328,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         snapshot_rate_hz: config.snapshot_rate_hz,
         max_payload_bytes: crate::protocol::netcode::MAX_PAYLOAD_BYTES as u16,
     };
-    let netcode = NetcodeConfig::new(config.protocol_id, config.private_key, vec![public], config.max_players);
+    let netcode = EndpointConfig::new(config.protocol_id, config.private_key, vec![public], config.max_players);
     let socket_args = socket::SocketArgs {
         socket,
         env,

@@ -26,11 +26,8 @@ use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetr
 use super::player::{DatagramEnv, PlayerActor, PlayerArgs, PlayerLink, PlayerMsg, SnapshotEnv, guarded, take_datagram};
 use super::session::PlayerSession;
 use super::world::{Relevancy, WorldMsg};
-use crate::protocol::netcode::DropReason;
-use crate::protocol::netcode::limits::{RateLimiter, TokenBucket};
-use crate::protocol::netcode::packet::{self, PacketKind};
-use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as NetcodeConfig};
-use crate::protocol::netcode::slots::{Occupant, SlotTable};
+use crate::protocol::netcode::server::{Connection, Endpoint, EndpointConfig, Handled, NewConnection};
+use crate::protocol::netcode::slots::Occupant;
 use crate::protocol::session::SessionParams;
 use crate::protocol::snapshot::Predictor;
 use crate::protocol::snapshot::{Schema, SenderConfig};
@@ -75,8 +72,8 @@ pub struct SocketArgs {
     pub env: SnapshotEnv,
     /// The broadcaster's relay of snapshot wake-ups, which player actors continue.
     pub fanout: Arc<FanOut>,
-    /// netcode settings (protocol id, key, public address, slots, rates).
-    pub netcode: NetcodeConfig,
+    /// The endpoint's settings (protocol id, key, public address, slots, rates).
+    pub netcode: EndpointConfig,
     /// Datagrams a player actor may have queued before more are dropped.
     pub player_queue: usize,
     /// The replicated kinds.
@@ -123,15 +120,16 @@ struct Route {
     inflight: Arc<AtomicUsize>,
 }
 
-/// Which player actor holds which slot.
+/// The receive loop's state: the endpoint (handshake, limits, and each connected slot's
+/// [`Route`]), and which player actor holds which slot.
 struct Slots {
-    table: SlotTable<Route>,
+    endpoint: Endpoint<Route>,
     by_actor: HashMap<ActorId, usize>,
 }
 
 impl Slots {
     fn release(&mut self, slot: usize) -> Option<Occupant<Route>> {
-        let o = self.table.remove(slot)?;
+        let o = self.endpoint.remove(slot)?;
         self.by_actor.remove(&o.value.player.get_id());
         Some(o)
     }
@@ -194,27 +192,14 @@ async fn receive_loop(
     ctl: mpsc::UnboundedSender<SocketCtl>,
     mut rx: mpsc::UnboundedReceiver<SocketCtl>,
 ) {
-    let n = &args.netcode;
-    let challenge_key = match crate::protocol::netcode::generate_key() {
-        Ok(k) => k,
+    let endpoint = match Endpoint::new(args.netcode.clone(), (args.clock)()) {
+        Ok(e) => e,
         Err(e) => {
             tracing::error!(error = %e, "no randomness for the challenge key; socket not serving");
             return;
         }
     };
-    let now0 = (args.clock)();
-    let mut hs = Handshaking {
-        handshake: Handshake::new(
-            n.protocol_id,
-            n.private_key,
-            n.public_addresses.clone(),
-            n.max_clients,
-            challenge_key,
-        ),
-        limiter: RateLimiter::new(n.handshake_rate_per_address, n.rate_table_capacity),
-        total: TokenBucket::full(n.handshake_rate_total, now0),
-        slots: Slots { table: SlotTable::new(n.max_clients), by_actor: HashMap::new() },
-    };
+    let mut hs = Slots { endpoint, by_actor: HashMap::new() };
     let mut batch = RecvBatch::default();
     loop {
         tokio::select! {
@@ -222,13 +207,12 @@ async fn receive_loop(
             c = rx.recv() => match c {
                 None | Some(SocketCtl::Stop) => break,
                 Some(SocketCtl::Release { addr, client_id, slot }) => {
-                    let slot = slot as usize;
-                    if hs.slots.table.get(slot).is_some_and(|o| o.addr == addr && o.client_id == client_id) {
-                        hs.slots.release(slot);
+                    if let Some(o) = hs.endpoint.release(slot as usize, addr, client_id) {
+                        hs.by_actor.remove(&o.value.player.get_id());
                     }
                 }
                 Some(SocketCtl::Failed(actor)) => {
-                    let released = hs.slots.by_actor.get(&actor).copied().and_then(|slot| Some((slot as u32, hs.slots.release(slot)?)));
+                    let released = hs.by_actor.get(&actor).copied().and_then(|slot| Some((slot as u32, hs.release(slot)?)));
                     if let Some((slot, mut o)) = released {
                         let mut tx = UdpTx::new(&args.socket);
                         o.value.farewell.disconnect((args.clock)(), &mut tx);
@@ -242,7 +226,7 @@ async fn receive_loop(
                     }
                 }
                 Some(SocketCtl::DisconnectAll) => {
-                    for (_, o) in hs.slots.table.iter() {
+                    for (_, o) in hs.endpoint.iter() {
                         let _ = o.value.player.cast(PlayerMsg::Disconnect);
                     }
                 }
@@ -272,98 +256,42 @@ async fn receive_loop(
     }
 }
 
-/// The receive loop's handshake state and its table of connected addresses.
-struct Handshaking {
-    handshake: Handshake,
-    limiter: RateLimiter,
-    total: TokenBucket,
-    slots: Slots,
-}
-
-/// One datagram: to its player actor if its address is connected, else through the
-/// stateless handshake.
+/// One datagram, through the endpoint: to its player if its address is connected, else
+/// the handshake's, which may start a player actor.
 async fn on_datagram(
     args: &SocketArgs,
     supervisor: &ActorCell,
     ctl: &mpsc::UnboundedSender<SocketCtl>,
-    hs: &mut Handshaking,
+    hs: &mut Slots,
     datagram: &mut [u8],
     from: SocketAddr,
     arrived: Instant,
 ) {
-    let n = &args.netcode;
-    let Handshaking { handshake, limiter, total, slots } = hs;
-    if let Some(route) = slots.table.slot_of(&from).and_then(|i| slots.table.get(i)).map(|o| &o.value) {
-        let waiting = route.inflight.load(Ordering::Relaxed);
-        // Nothing queued for the actor (so order is kept) and the link free: take it here.
-        if let Some(session) = (waiting == 0).then(|| route.link.try_session()).flatten() {
-            let env = DatagramEnv { socket: &args.socket, inputs: &args.inputs, metrics: &args.metrics };
-            let now = (args.clock)();
-            let taken = guarded(session, |session| take_datagram(session, &route.link, &env, now, datagram, arrived));
-            args.metrics.datagram_paths[0].fetch_add(1, Ordering::Relaxed);
-            match taken {
-                Some(false) => {}
-                Some(true) => {
-                    let _ = route.player.cast(PlayerMsg::PeerGone);
-                }
-                None => {
-                    // The lock is poisoned now: the actor fails at its next message and is
-                    // cleaned up like any failed player actor. This wakes it for that.
-                    tracing::error!(%from, "taking a datagram panicked; the player is disconnected");
-                    let _ = route.player.cast(PlayerMsg::Heartbeat);
-                }
+    let now = (args.clock)();
+    let mut tx = UdpTx::new(&args.socket);
+    let new = match hs.endpoint.handle(now, from, datagram, &mut tx) {
+        Handled::Route(slot) => {
+            if let Some(o) = hs.endpoint.get(slot) {
+                route_datagram(args, &o.value, datagram, from, now, arrived);
             }
             return;
         }
-        if waiting >= args.player_queue {
-            args.metrics.record_drop(DatagramDrop::QueueFull, 1);
-            return;
-        }
-        route.inflight.fetch_add(1, Ordering::Relaxed);
-        args.metrics.player_backlog.fetch_add(1, Ordering::Relaxed);
-        args.metrics.datagram_paths[1].fetch_add(1, Ordering::Relaxed);
-        let _ = route.player.cast(PlayerMsg::Datagram(datagram.to_vec(), arrived));
-        return;
-    }
-    let len = datagram.len();
-    let now = (args.clock)();
-    args.metrics.record_received(ReceivedKind::Control, len as u64);
-    let kind = match packet::read_header(datagram) {
-        Ok(h) if matches!(h.kind, PacketKind::Request | PacketKind::Response) => h.kind,
-        Ok(_) => {
-            args.metrics.record_rejection(DropReason::UnknownAddress);
-            return;
-        }
-        Err(e) => {
-            args.metrics.record_rejection(e);
-            return;
-        }
-    };
-    if !limiter.allow(from, now) || !total.take(n.handshake_rate_total, now) {
-        args.metrics.record_rejection(DropReason::RateLimited);
-        return;
-    }
-    let mut tx = UdpTx::new(&args.socket);
-    if kind == PacketKind::Request {
-        if let Err(e) = handshake.on_request(now, from, datagram, &slots.table, &mut tx) {
-            args.metrics.record_rejection(e);
-        }
-        count_control(&args.metrics, &tx);
-        return;
-    }
-    let accepted = match handshake.on_response(now, from, datagram, &slots.table, &mut tx) {
-        Ok(a) => a,
-        Err(e) => {
-            args.metrics.record_rejection(e);
+        Handled::Handled => {
+            args.metrics.record_received(ReceivedKind::Control, datagram.len() as u64);
             count_control(&args.metrics, &tx);
             return;
         }
+        Handled::Dropped(reason) => {
+            args.metrics.record_received(ReceivedKind::Control, datagram.len() as u64);
+            args.metrics.record_rejection(reason);
+            count_control(&args.metrics, &tx);
+            return;
+        }
+        Handled::Connected(new) => new,
     };
-    let Some(index) = slots.table.reserve() else { return };
-    let slot = index as u32;
-    let mut connection = Connection::new(&accepted, slot, n.max_clients as u32, n.protocol_id, n.connection_rate, now);
-    connection.keep_alive(now, &mut tx);
+    args.metrics.record_received(ReceivedKind::Control, datagram.len() as u64);
     count_control(&args.metrics, &tx);
+    let NewConnection { connection, reservation } = *new;
     let farewell = connection.farewell_copy();
     let inflight = Arc::new(AtomicUsize::new(0));
     let link = PlayerLink::new(PlayerSession::new(
@@ -392,14 +320,55 @@ async fn on_datagram(
     };
     match Actor::spawn_linked(None, PlayerActor, player_args, supervisor.clone()).await {
         Ok((player, _)) => {
-            slots.by_actor.insert(player.get_id(), index);
-            slots.table.fill(index, from, accepted.client_id, Route { player, link, farewell, inflight });
+            hs.by_actor.insert(player.get_id(), reservation.slot());
+            hs.endpoint.attach(reservation, Route { player, link, farewell, inflight });
         }
         Err(e) => {
             tracing::error!(error = %e, "could not start a player actor");
-            slots.table.unreserve(index);
+            hs.endpoint.abandon(reservation);
         }
     }
+}
+
+/// A datagram from a connected player's address: taken right here through the player's link
+/// when that is free and nothing waits for its actor, else queued for the actor (or dropped
+/// when the actor has `player_queue` waiting).
+fn route_datagram(
+    args: &SocketArgs,
+    route: &Route,
+    datagram: &mut [u8],
+    from: SocketAddr,
+    now: Duration,
+    arrived: Instant,
+) {
+    let waiting = route.inflight.load(Ordering::Relaxed);
+    // Nothing queued for the actor (so order is kept) and the link free: take it here.
+    if let Some(session) = (waiting == 0).then(|| route.link.try_session()).flatten() {
+        let env = DatagramEnv { socket: &args.socket, inputs: &args.inputs, metrics: &args.metrics };
+        let taken = guarded(session, |session| take_datagram(session, &route.link, &env, now, datagram, arrived));
+        args.metrics.datagram_paths[0].fetch_add(1, Ordering::Relaxed);
+        match taken {
+            Some(false) => {}
+            Some(true) => {
+                let _ = route.player.cast(PlayerMsg::PeerGone);
+            }
+            None => {
+                // The lock is poisoned now: the actor fails at its next message and is
+                // cleaned up like any failed player actor. This wakes it for that.
+                tracing::error!(%from, "taking a datagram panicked; the player is disconnected");
+                let _ = route.player.cast(PlayerMsg::Heartbeat);
+            }
+        }
+        return;
+    }
+    if waiting >= args.player_queue {
+        args.metrics.record_drop(DatagramDrop::QueueFull, 1);
+        return;
+    }
+    route.inflight.fetch_add(1, Ordering::Relaxed);
+    args.metrics.player_backlog.fetch_add(1, Ordering::Relaxed);
+    args.metrics.datagram_paths[1].fetch_add(1, Ordering::Relaxed);
+    let _ = route.player.cast(PlayerMsg::Datagram(datagram.to_vec(), arrived));
 }
 
 /// Counts what `tx` sent as control traffic, and what it failed to send.

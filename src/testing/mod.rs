@@ -10,9 +10,7 @@ use std::time::Duration;
 
 use crate::client::GameClient;
 use crate::protocol::input::ViewTime;
-use crate::protocol::netcode::packet::{self, PacketKind};
-use crate::protocol::netcode::server::{Connection, Handshake, ServerConfig as NetcodeConfig};
-use crate::protocol::netcode::slots::SlotTable;
+use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
@@ -63,9 +61,8 @@ pub struct Stepper<W: World> {
     schema: Arc<Schema>,
     relevancy: Arc<dyn Relevancy>,
     dt: Duration,
-    handshake: Handshake,
-    sessions: SlotTable<PlayerSession>,
-    max_players: usize,
+    /// The server's endpoint, the same as the socket actor's; it keeps each player's session.
+    sessions: Endpoint<PlayerSession>,
     in_flight: Vec<InFlight>,
     order: u64,
     pending_inputs: Vec<(PlayerId, u32, Vec<u8>, Option<ViewTime>)>,
@@ -79,13 +76,13 @@ pub struct Stepper<W: World> {
 impl<W: World> Stepper<W> {
     /// A server for `max_players` at `tick_rate_hz`.
     pub fn new(world: W, tick_rate_hz: u16, max_players: usize) -> Self {
-        let netcode = NetcodeConfig::new(crate::DEFAULT_PROTOCOL_ID, KEY, vec![SERVER], max_players);
-        let handshake = Handshake::new(netcode.protocol_id, KEY, vec![SERVER], max_players, [0x77; 32]);
+        let now = Duration::from_secs(1_800_000_000);
+        let netcode = EndpointConfig::new(crate::DEFAULT_PROTOCOL_ID, KEY, vec![SERVER], max_players);
         let schema = Arc::new(world.schema());
         let relevancy = world.relevancy();
         let hz = tick_rate_hz.max(1);
         Self {
-            now: Duration::from_secs(1_800_000_000),
+            now,
             tick: 0,
             clients: Vec::new(),
             last_snapshot: None,
@@ -93,9 +90,7 @@ impl<W: World> Stepper<W> {
             schema,
             relevancy,
             dt: Duration::from_secs_f64(1.0 / f64::from(hz)),
-            handshake,
-            sessions: SlotTable::new(max_players),
-            max_players,
+            sessions: Endpoint::with_challenge_key(netcode, [0x77; 32], now),
             in_flight: Vec::new(),
             order: 0,
             pending_inputs: Vec::new(),
@@ -175,7 +170,7 @@ impl<W: World> Stepper<W> {
 
     /// Players connected.
     pub fn players(&self) -> usize {
-        self.sessions.len()
+        self.sessions.connected_clients()
     }
 
     /// The schema.
@@ -202,47 +197,36 @@ impl<W: World> Stepper<W> {
     fn server_receives(&mut self, from: SocketAddr, mut bytes: Vec<u8>) {
         let now = self.now;
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        if let Some(index) = self.sessions.slot_of(&from) {
-            let Some(session) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
-            let id = session.id();
-            match session.on_datagram(now, &mut bytes, &mut wire) {
-                Incoming::Inputs(inputs) => {
-                    self.pending_inputs.extend(inputs.as_slice().iter().map(|i| (id, i.seq, i.bytes.to_vec(), i.view)));
-                }
-                Incoming::Disconnected => self.drop_session(index),
-                Incoming::Nothing => {}
-            }
-            self.send_from_server(wire);
-            return;
-        }
-        let Ok(h) = packet::read_header(&bytes) else { return };
-        match h.kind {
-            PacketKind::Request => {
-                let _ = self.handshake.on_request(now, from, &bytes, &self.sessions, &mut wire);
-            }
-            PacketKind::Response => {
-                let accepted = self.handshake.on_response(now, from, &mut bytes, &self.sessions, &mut wire).ok();
-                if let Some((accepted, index)) = accepted.and_then(|a| Some((a, self.sessions.reserve()?))) {
-                    let slot = index as u32;
-                    let rate = NetcodeConfig::new(0, KEY, vec![], 1).connection_rate;
-                    let protocol = crate::DEFAULT_PROTOCOL_ID;
-                    let mut conn = Connection::new(&accepted, slot, self.max_players as u32, protocol, rate, now);
-                    conn.keep_alive(now, &mut wire);
-                    let session = PlayerSession::new(
-                        conn,
-                        self.schema.clone(),
-                        self.relevancy.clone(),
-                        self.params,
-                        self.snapshot_every,
-                        self.sender,
-                        self.predictor.clone(),
-                    );
-                    self.sessions.fill(index, from, accepted.client_id, session);
-                    let who = JoinInfo { client_id: accepted.client_id, user_data: accepted.user_data };
-                    self.world.join_with(slot, &who);
+        match self.sessions.handle(now, from, &mut bytes, &mut wire) {
+            Handled::Route(index) => {
+                let Some(session) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
+                let id = session.id();
+                match session.on_datagram(now, &mut bytes, &mut wire) {
+                    Incoming::Inputs(inputs) => {
+                        self.pending_inputs
+                            .extend(inputs.as_slice().iter().map(|i| (id, i.seq, i.bytes.to_vec(), i.view)));
+                    }
+                    Incoming::Disconnected => self.drop_session(index),
+                    Incoming::Nothing => {}
                 }
             }
-            _ => {}
+            Handled::Connected(new) => {
+                let NewConnection { connection, reservation } = *new;
+                let who = JoinInfo { client_id: connection.client_id(), user_data: *connection.user_data() };
+                let slot = connection.client_index();
+                let session = PlayerSession::new(
+                    connection,
+                    self.schema.clone(),
+                    self.relevancy.clone(),
+                    self.params,
+                    self.snapshot_every,
+                    self.sender,
+                    self.predictor.clone(),
+                );
+                self.sessions.attach(reservation, session);
+                self.world.join_with(slot, &who);
+            }
+            Handled::Handled | Handled::Dropped(_) => {}
         }
         self.send_from_server(wire);
     }

@@ -2,8 +2,9 @@
 //!
 //! - [`token`]: connect tokens, minted by a backend that shares a private key with servers.
 //! - [`packet`]: the seven packet types, their prefix and sequence encoding, and encryption.
-//! - [`server`]: the stateless challenge [`server::Handshake`], the per-client
-//!   [`server::Connection`] and the [`server::Server`] that combines them with a slot table.
+//! - [`server`]: the sans-IO [`server::Endpoint`] (stateless challenge, rate limits, slots and
+//!   routing: the one composition every server in volley drives) and the per-client
+//!   [`server::Connection`] it makes.
 //! - [`client`]: the client state machine with every state of the standard.
 //!
 //! Nothing here reads a clock, touches a socket or spawns a task: callers pass the time
@@ -118,6 +119,8 @@ drop_reasons! {
     UnknownAddress => "unknown_address",
     /// The table of addresses in the middle of a handshake is full.
     HandshakeTableFull => "handshake_table_full",
+    /// This IP address holds as many pending handshakes as one may.
+    TooManyPending => "too_many_pending",
     /// The source address, or all handshakes together, exceeded their rate.
     RateLimited => "rate_limited",
 }

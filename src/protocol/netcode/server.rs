@@ -1,25 +1,41 @@
-//! The server side: a stateless challenge, per-client connections, and a slot table.
+//! The server side: one sans-IO [`Endpoint`] and the [`Connection`]s it makes.
 //!
-//! [`Handshake`] answers connection requests and responses. Before an address has answered a
-//! challenge the server keeps only what the standard requires and only for holders of an
-//! authentic connect token: an entry in a fixed-capacity table of pending encryption
-//! mappings and one in the fixed-size [`TokenHistory`]. The challenge token itself is sealed
-//! with a key made at start-up, so nothing else is stored.
+//! [`Endpoint::handle`] takes `(now, from, datagram)` and says what it was: a datagram for the
+//! connection in a slot ([`Handled::Route`]), a client that completed the handshake
+//! ([`Handled::Connected`]), a handshake packet answered, or a drop with its reason. It owns
+//! everything between the socket and the connections: the stateless challenge, the per-address
+//! and total handshake rate limits, the pending table (capped per IP), the token history and
+//! the slot table that routes each address to its connection. It is the only composition of
+//! these in volley: the actor server's socket actor, the deterministic stepper, the fuzz
+//! targets and the interop tests all drive it.
 //!
-//! [`Connection`] is the state of one connected client (keys, sequence, replay window,
-//! timers). [`Server`] puts both together with a slot table for single-threaded use; the
-//! actor server can instead keep the handshake in its socket actor and move each
-//! `Connection` into its own player actor.
+//! What the endpoint keeps per slot is the caller's choice (`C`). The socket actor keeps a
+//! route to the player actor that owns the [`Connection`]; the stepper keeps the player's whole
+//! session; single-threaded users keep the `Connection` itself and get
+//! [`Endpoint::process`], which also authenticates routed packets.
+//!
+//! Before an address has answered a challenge the endpoint keeps only what the standard
+//! requires and only for holders of an authentic connect token: an entry in a fixed-capacity
+//! table of pending encryption mappings and one in the fixed-size [`TokenHistory`]. The
+//! challenge token itself is sealed with a key made at start-up, so nothing else is stored.
+//!
+//! # Tokens are good for one session
+//! A connect token whose handshake completed is spent: a client that disconnects (or is
+//! disconnected) and tries the same token again is dropped with
+//! [`DropReason::TokenReused`], even from the same address. The netcode.io reference accepts
+//! it again from the same address; volley does not, because the token's keys would then
+//! encrypt a second session whose packet sequences start at zero again, reusing nonces under
+//! the same key. A client reconnects with a fresh token from its backend.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use super::crypto::{self, Key};
 use super::limits::{Rate, RateLimiter, TokenBucket, TokenHistory};
 use super::packet::{self, Allowed, Packet, PacketKind};
 use super::replay::ReplayWindow;
-use super::slots::SlotTable;
+use super::slots::{Occupant, SlotTable};
 use super::token::PrivateConnectToken;
 use super::wire::{Reader, Writer};
 use super::{
@@ -32,9 +48,9 @@ use super::{
 const HANDSHAKE_SEQUENCE_BIT: u64 = 1 << 63;
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_millis(1000 / PACKET_SEND_RATE_HZ as u64);
 
-/// Server settings.
+/// The endpoint's settings.
 #[derive(Debug, Clone)]
-pub struct ServerConfig {
+pub struct EndpointConfig {
     /// The game's protocol id.
     pub protocol_id: u64,
     /// The key shared with the backend that mints connect tokens.
@@ -51,9 +67,15 @@ pub struct ServerConfig {
     pub connection_rate: Rate,
     /// Addresses the per-address rate table can tell apart at once.
     pub rate_table_capacity: usize,
+    /// Pending handshakes (authentic tokens that have not answered their challenge) one IP
+    /// address may hold at once, over all its ports, so one address cannot fill the table
+    /// and lock everyone else out. Players behind one NAT share it; a handshake that
+    /// completes frees its entry at once. Default: a sixteenth of the table (which holds four
+    /// per slot, 256 at least), 16 at least.
+    pub pending_per_ip: usize,
 }
 
-impl ServerConfig {
+impl EndpointConfig {
     /// Defaults for everything but identity and keys.
     pub fn new(protocol_id: u64, private_key: Key, public_addresses: Vec<SocketAddr>, max_clients: usize) -> Self {
         Self {
@@ -65,8 +87,14 @@ impl ServerConfig {
             handshake_rate_total: Rate { per_second: 20_000.0, burst: 20_000.0 },
             connection_rate: Rate { per_second: 1_000.0, burst: 2_000.0 },
             rate_table_capacity: 16_384,
+            pending_per_ip: (pending_capacity(max_clients) / 16).max(16),
         }
     }
+}
+
+/// The pending-handshake table's size for `max_clients` slots.
+fn pending_capacity(max_clients: usize) -> usize {
+    max_clients.saturating_mul(4).max(256)
 }
 
 /// What the rest of the server knows about its slots, as the handshake needs it.
@@ -112,8 +140,9 @@ impl std::fmt::Debug for Accepted {
 }
 
 /// The connection handshake: requests in, challenges out; responses in, clients accepted.
+/// Private: the [`Endpoint`] is its one user.
 #[derive(Debug)]
-pub struct Handshake {
+struct Handshake {
     protocol_id: u64,
     private_key: Key,
     public_addresses: Vec<SocketAddr>,
@@ -122,39 +151,54 @@ pub struct Handshake {
     send_sequence: u64,
     pending: HashMap<SocketAddr, Pending>,
     pending_capacity: usize,
+    /// Pending entries per IP address, and how many one may hold.
+    per_ip: HashMap<IpAddr, usize>,
+    per_ip_limit: usize,
     history: TokenHistory,
     last_purge: Duration,
 }
 
 impl Handshake {
-    /// A handshake for `max_clients` slots, sealing challenges with `challenge_key` (make it
-    /// with [`generate_key`](super::generate_key) at start-up).
-    pub fn new(
-        protocol_id: u64,
-        private_key: Key,
-        public_addresses: Vec<SocketAddr>,
-        max_clients: usize,
-        challenge_key: Key,
-    ) -> Self {
-        let pending_capacity = (max_clients * 4).max(256);
+    /// A handshake for `config`, sealing challenges with `challenge_key`.
+    fn new(config: &EndpointConfig, challenge_key: Key) -> Self {
+        let max_clients = config.max_clients;
+        let pending_capacity = pending_capacity(max_clients);
         Self {
-            protocol_id,
-            private_key,
-            public_addresses,
+            protocol_id: config.protocol_id,
+            private_key: config.private_key,
+            public_addresses: config.public_addresses.clone(),
             challenge_key,
             challenge_sequence: 0,
             send_sequence: 0,
             // Grows with use up to `pending_capacity` (a flood may never come).
             pending: HashMap::new(),
             pending_capacity,
+            per_ip: HashMap::new(),
+            per_ip_limit: config.pending_per_ip.max(1),
             history: TokenHistory::new((max_clients * 8).max(4096)),
             last_purge: Duration::ZERO,
         }
     }
 
     /// Addresses in the middle of a handshake.
-    pub fn pending_len(&self) -> usize {
+    fn pending_len(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Forgets the pending entry of `addr`, if any.
+    fn forget(&mut self, addr: &SocketAddr) -> Option<Pending> {
+        let p = self.pending.remove(addr)?;
+        Self::uncount(&mut self.per_ip, addr.ip());
+        Some(p)
+    }
+
+    fn uncount(per_ip: &mut HashMap<IpAddr, usize>, ip: IpAddr) {
+        if let Some(n) = per_ip.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                per_ip.remove(&ip);
+            }
+        }
     }
 
     fn send(&mut self, to: SocketAddr, packet: &Packet<'_>, key: &Key, tx: &mut impl Transmit) {
@@ -169,7 +213,14 @@ impl Handshake {
     fn purge(&mut self, now: Duration) {
         if now.saturating_sub(self.last_purge) >= Duration::from_secs(1) || self.pending.len() >= self.pending_capacity
         {
-            self.pending.retain(|_, p| p.expire_at > now);
+            let per_ip = &mut self.per_ip;
+            self.pending.retain(|addr, p| {
+                let keep = p.expire_at > now;
+                if !keep {
+                    Self::uncount(per_ip, addr.ip());
+                }
+                keep
+            });
             self.last_purge = now;
         }
     }
@@ -178,7 +229,7 @@ impl Handshake {
     ///
     /// # Errors
     /// The reason the request was dropped; [`DropReason::ServerFull`] after sending denied.
-    pub fn on_request(
+    fn on_request(
         &mut self,
         now: Duration,
         from: SocketAddr,
@@ -224,8 +275,16 @@ impl Handshake {
             Ok(t) => (now + Duration::from_secs(t)).min(token_expiry),
             Err(_) => token_expiry,
         };
-        if !self.pending.contains_key(&from) && self.pending.len() >= self.pending_capacity {
+        let fresh = !self.pending.contains_key(&from);
+        if fresh && self.pending.len() >= self.pending_capacity {
             return Err(DropReason::HandshakeTableFull);
+        }
+        if fresh {
+            let n = self.per_ip.entry(from.ip()).or_default();
+            if *n >= self.per_ip_limit {
+                return Err(DropReason::TooManyPending);
+            }
+            *n += 1;
         }
         self.pending.insert(
             from,
@@ -256,7 +315,7 @@ impl Handshake {
     ///
     /// # Errors
     /// The reason the response was dropped; [`DropReason::ServerFull`] after sending denied.
-    pub fn on_response(
+    fn on_response(
         &mut self,
         now: Duration,
         from: SocketAddr,
@@ -267,7 +326,7 @@ impl Handshake {
         let pending = match self.pending.get(&from) {
             Some(p) if p.expire_at > now => p.clone(),
             Some(_) => {
-                self.pending.remove(&from);
+                self.forget(&from);
                 return Err(DropReason::UnknownAddress);
             }
             None => return Err(DropReason::UnknownAddress),
@@ -293,7 +352,7 @@ impl Handshake {
             self.send(from, &Packet::Denied, &pending.send_key, tx);
             return Err(DropReason::ServerFull);
         }
-        self.pending.remove(&from);
+        self.forget(&from);
         self.history.establish(&pending.mac);
         Ok(Accepted {
             client_id,
@@ -404,14 +463,19 @@ impl Connection {
 
     /// Authenticates and reads a packet from this client (keep-alive, payload or disconnect).
     ///
+    /// Only a packet that authenticates is charged to the client's packet budget: anyone can
+    /// send datagrams from a client's address, and garbage must cost the sender, not the
+    /// client (it is dropped as [`DropReason::Decrypt`] or the like, its budget untouched).
+    ///
     /// # Errors
-    /// The reason to drop it, including [`DropReason::RateLimited`].
+    /// The reason to drop it, including [`DropReason::RateLimited`] when the client's own
+    /// authentic packets exceed its budget.
     pub fn receive<'a>(&mut self, now: Duration, buf: &'a mut [u8]) -> Result<Packet<'a>, DropReason> {
+        let allowed = Allowed::of(&[PacketKind::KeepAlive, PacketKind::Payload, PacketKind::Disconnect]);
+        let (_, packet) = packet::open_packet(buf, allowed, self.protocol_id, &self.recv_key, Some(&mut self.replay))?;
         if !self.bucket.take(self.rate, now) {
             return Err(DropReason::RateLimited);
         }
-        let allowed = Allowed::of(&[PacketKind::KeepAlive, PacketKind::Payload, PacketKind::Disconnect]);
-        let (_, packet) = packet::open_packet(buf, allowed, self.protocol_id, &self.recv_key, Some(&mut self.replay))?;
         self.last_recv = now;
         self.confirmed = true;
         Ok(packet)
@@ -459,7 +523,52 @@ impl Connection {
     }
 }
 
-/// What [`Server::process`] made of a datagram.
+/// What [`Endpoint::handle`] made of a datagram.
+#[derive(Debug)]
+#[must_use = "a routed datagram must be handed to its connection, a new connection attached or abandoned"]
+pub enum Handled {
+    /// From the address of the connection in this slot: the caller hands the datagram to it
+    /// (its [`Connection::receive`] authenticates it; the endpoint has not looked inside).
+    Route(usize),
+    /// A client answered its challenge: here is its connection (the first keep-alive already
+    /// sent), its slot reserved. Attach what you keep for it with [`Endpoint::attach`], or give
+    /// the slot back with [`Endpoint::abandon`].
+    Connected(Box<NewConnection>),
+    /// A valid handshake packet, answered; nothing for the caller.
+    Handled,
+    /// Dropped; the reason is also counted in [`Endpoint::drops`].
+    Dropped(DropReason),
+}
+
+/// A connection that completed the handshake, its slot reserved until it is attached or
+/// abandoned.
+#[derive(Debug)]
+pub struct NewConnection {
+    /// The new connection (it has sent its first keep-alive).
+    pub connection: Connection,
+    /// The reserved slot.
+    pub reservation: Reservation,
+}
+
+/// A reserved slot: pass it to [`Endpoint::attach`] or [`Endpoint::abandon`]. Not `Clone`, so
+/// a slot is filled or given back exactly once.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a reserved slot must be attached or abandoned"]
+pub struct Reservation {
+    slot: usize,
+    addr: SocketAddr,
+    client_id: u64,
+}
+
+impl Reservation {
+    /// The reserved slot.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+}
+
+/// What [`Endpoint::process`] made of a datagram (single-threaded use: the endpoint keeps the
+/// connections).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received<'a> {
     /// A payload from a connected client.
@@ -480,7 +589,7 @@ pub enum Received<'a> {
     Disconnected(Disconnected),
     /// A valid packet that needs nothing from the caller (a request, a keep-alive).
     Handled,
-    /// The packet was dropped; the reason is also counted in [`Server::drops`].
+    /// The packet was dropped; the reason is also counted in [`Endpoint::drops`].
     Dropped(DropReason),
 }
 
@@ -495,39 +604,32 @@ pub struct Disconnected {
     pub reason: DisconnectReason,
 }
 
-/// A complete netcode server: handshake, slots, rate limits and drop counts.
+/// The server's sans-IO endpoint: handshake, rate limits, slots and routing; see the module
+/// docs. `C` is what the caller keeps for each connected slot.
 #[derive(Debug)]
-pub struct Server {
-    config: ServerConfig,
+pub struct Endpoint<C = Connection> {
+    config: EndpointConfig,
     handshake: Handshake,
-    slots: SlotTable<Connection>,
+    slots: SlotTable<C>,
     limiter: RateLimiter,
     total: TokenBucket,
     drops: DropCounts,
 }
 
-impl Server {
-    /// A server whose challenge key comes from the operating system.
+impl<C> Endpoint<C> {
+    /// An endpoint whose challenge key comes from the operating system.
     ///
     /// # Errors
     /// When the OS has no randomness.
-    pub fn new(config: ServerConfig, now: Duration) -> Result<Self, getrandom::Error> {
+    pub fn new(config: EndpointConfig, now: Duration) -> Result<Self, getrandom::Error> {
         Ok(Self::with_challenge_key(config, crypto::generate_key()?, now))
     }
 
-    /// A server with a given challenge key (deterministic tests).
-    pub fn with_challenge_key(config: ServerConfig, challenge_key: Key, now: Duration) -> Self {
-        let handshake = Handshake::new(
-            config.protocol_id,
-            config.private_key,
-            config.public_addresses.clone(),
-            config.max_clients,
-            challenge_key,
-        );
-        let n = config.max_clients;
+    /// An endpoint with a given challenge key (deterministic tests).
+    pub fn with_challenge_key(config: EndpointConfig, challenge_key: Key, now: Duration) -> Self {
         Self {
-            handshake,
-            slots: SlotTable::new(n),
+            handshake: Handshake::new(&config, challenge_key),
+            slots: SlotTable::new(config.max_clients),
             limiter: RateLimiter::new(config.handshake_rate_per_address, config.rate_table_capacity),
             total: TokenBucket::full(config.handshake_rate_total, now),
             drops: DropCounts::default(),
@@ -535,45 +637,28 @@ impl Server {
         }
     }
 
-    /// Handles one datagram from `from`.
-    pub fn process<'a>(
-        &mut self,
-        now: Duration,
-        from: SocketAddr,
-        buf: &'a mut [u8],
-        tx: &mut impl Transmit,
-    ) -> Received<'a> {
-        match self.process_inner(now, from, buf, tx) {
-            Ok(r) => r,
+    /// Handles one datagram from `from`: routes it to a connected slot, or runs it through the
+    /// rate limits and the handshake (answers go out through `tx`; none is larger than the
+    /// datagram that caused it).
+    pub fn handle(&mut self, now: Duration, from: SocketAddr, buf: &mut [u8], tx: &mut impl Transmit) -> Handled {
+        match self.handle_inner(now, from, buf, tx) {
+            Ok(h) => h,
             Err(reason) => {
                 self.drops.record(reason);
-                Received::Dropped(reason)
+                Handled::Dropped(reason)
             }
         }
     }
 
-    fn process_inner<'a>(
+    fn handle_inner(
         &mut self,
         now: Duration,
         from: SocketAddr,
-        buf: &'a mut [u8],
+        buf: &mut [u8],
         tx: &mut impl Transmit,
-    ) -> Result<Received<'a>, DropReason> {
-        if let Some(index) = self.slots.slot_of(&from) {
-            let conn = &mut self.slots.get_mut(index).ok_or(DropReason::UnknownAddress)?.value;
-            return match conn.receive(now, buf)? {
-                Packet::Payload(data) => Ok(Received::Payload { client_index: index, data }),
-                Packet::Disconnect => {
-                    let client_id = conn.client_id;
-                    self.slots.remove(index);
-                    Ok(Received::Disconnected(Disconnected {
-                        client_index: index,
-                        client_id,
-                        reason: DisconnectReason::ByPeer,
-                    }))
-                }
-                _ => Ok(Received::Handled),
-            };
+    ) -> Result<Handled, DropReason> {
+        if let Some(slot) = self.slots.slot_of(&from) {
+            return Ok(Handled::Route(slot));
         }
         let kind = packet::read_header(buf)?.kind;
         if !matches!(kind, PacketKind::Request | PacketKind::Response) {
@@ -584,21 +669,131 @@ impl Server {
         }
         if kind == PacketKind::Request {
             self.handshake.on_request(now, from, buf, &self.slots, tx)?;
-            return Ok(Received::Handled);
+            return Ok(Handled::Handled);
         }
         let accepted = self.handshake.on_response(now, from, buf, &self.slots, tx)?;
-        let index = self.slots.reserve().ok_or(DropReason::ServerFull)?;
-        let mut conn = Connection::new(
-            &accepted,
-            index as u32,
-            self.config.max_clients as u32,
-            self.config.protocol_id,
-            self.config.connection_rate,
-            now,
-        );
-        conn.keep_alive(now, tx);
-        self.slots.fill(index, accepted.addr, accepted.client_id, conn);
-        Ok(Received::Connected { client_index: index, client_id: accepted.client_id })
+        let slot = self.slots.reserve().ok_or(DropReason::ServerFull)?;
+        let c = &self.config;
+        let mut connection =
+            Connection::new(&accepted, slot as u32, c.max_clients as u32, c.protocol_id, c.connection_rate, now);
+        connection.keep_alive(now, tx);
+        let reservation = Reservation { slot, addr: accepted.addr, client_id: accepted.client_id };
+        Ok(Handled::Connected(Box::new(NewConnection { connection, reservation })))
+    }
+
+    /// Fills a reserved slot: from now on datagrams from its address are routed to it.
+    pub fn attach(&mut self, reservation: Reservation, value: C) {
+        self.slots.fill(reservation.slot, reservation.addr, reservation.client_id, value);
+    }
+
+    /// Gives a reserved slot back unfilled (the caller could not start its connection).
+    pub fn abandon(&mut self, reservation: Reservation) {
+        self.slots.unreserve(reservation.slot);
+    }
+
+    /// Empties a slot (its connection ended); what the caller kept for it.
+    pub fn remove(&mut self, slot: usize) -> Option<Occupant<C>> {
+        self.slots.remove(slot)
+    }
+
+    /// Empties `slot` if `addr` and `client_id` still hold it (a late release of a slot that
+    /// was since given to someone else does nothing).
+    pub fn release(&mut self, slot: usize, addr: SocketAddr, client_id: u64) -> Option<Occupant<C>> {
+        let held = self.slots.get(slot).is_some_and(|o| o.addr == addr && o.client_id == client_id);
+        if held { self.slots.remove(slot) } else { None }
+    }
+
+    /// What the caller keeps for a connected slot.
+    pub fn get(&self, slot: usize) -> Option<&Occupant<C>> {
+        self.slots.get(slot)
+    }
+
+    /// What the caller keeps for a connected slot, mutably.
+    pub fn get_mut(&mut self, slot: usize) -> Option<&mut Occupant<C>> {
+        self.slots.get_mut(slot)
+    }
+
+    /// Connected slots.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &Occupant<C>)> {
+        self.slots.iter()
+    }
+
+    /// Connected slots, mutably.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (usize, &mut Occupant<C>)> {
+        self.slots.iter_mut()
+    }
+
+    /// The slot of a connected client id.
+    pub fn client_index(&self, client_id: u64) -> Option<usize> {
+        self.slots.slot_of_id(client_id)
+    }
+
+    /// Connected clients.
+    pub fn connected_clients(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Slot count.
+    pub fn max_clients(&self) -> usize {
+        self.config.max_clients
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    /// Addresses in the middle of a handshake.
+    pub fn pending_handshakes(&self) -> usize {
+        self.handshake.pending_len()
+    }
+
+    /// Dropped packets by reason (those the endpoint dropped; a routed datagram's owner counts
+    /// its own).
+    pub fn drops(&self) -> &DropCounts {
+        &self.drops
+    }
+}
+
+/// Single-threaded use: the endpoint keeps each client's [`Connection`] and authenticates its
+/// packets too.
+impl Endpoint<Connection> {
+    /// Handles one datagram from `from`: [`Endpoint::handle`], then the routed connection's
+    /// [`Connection::receive`].
+    pub fn process<'a>(
+        &mut self,
+        now: Duration,
+        from: SocketAddr,
+        buf: &'a mut [u8],
+        tx: &mut impl Transmit,
+    ) -> Received<'a> {
+        let slot = match self.handle(now, from, buf, tx) {
+            Handled::Route(slot) => slot,
+            Handled::Connected(new) => {
+                let NewConnection { connection, reservation } = *new;
+                let (client_index, client_id) = (reservation.slot, reservation.client_id);
+                self.attach(reservation, connection);
+                return Received::Connected { client_index, client_id };
+            }
+            Handled::Handled => return Received::Handled,
+            Handled::Dropped(reason) => return Received::Dropped(reason),
+        };
+        let Some(conn) = self.slots.get_mut(slot).map(|o| &mut o.value) else {
+            return Received::Dropped(DropReason::UnknownAddress);
+        };
+        match conn.receive(now, buf) {
+            Ok(Packet::Payload(data)) => Received::Payload { client_index: slot, data },
+            Ok(Packet::Disconnect) => {
+                let client_id = conn.client_id;
+                self.slots.remove(slot);
+                Received::Disconnected(Disconnected { client_index: slot, client_id, reason: DisconnectReason::ByPeer })
+            }
+            Ok(_) => Received::Handled,
+            Err(reason) => {
+                self.drops.record(reason);
+                Received::Dropped(reason)
+            }
+        }
     }
 
     /// Sends keep-alives that are due and disconnects clients that timed out.
@@ -643,30 +838,5 @@ impl Server {
     /// The connection in a slot.
     pub fn connection(&self, client_index: usize) -> Option<&Connection> {
         self.slots.get(client_index).map(|o| &o.value)
-    }
-
-    /// The slot of a connected client id.
-    pub fn client_index(&self, client_id: u64) -> Option<usize> {
-        self.slots.slot_of_id(client_id)
-    }
-
-    /// Connected clients.
-    pub fn connected_clients(&self) -> usize {
-        self.slots.len()
-    }
-
-    /// Slot count.
-    pub fn max_clients(&self) -> usize {
-        self.config.max_clients
-    }
-
-    /// Addresses in the middle of a handshake.
-    pub fn pending_handshakes(&self) -> usize {
-        self.handshake.pending_len()
-    }
-
-    /// Dropped packets by reason.
-    pub fn drops(&self) -> &DropCounts {
-        &self.drops
     }
 }

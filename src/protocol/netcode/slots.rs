@@ -1,5 +1,5 @@
-//! The server's client slots: which address and client id hold which slot. One table serves
-//! the single-threaded [`Server`](super::server::Server), the socket actor and the stepper.
+//! The server's client slots: which address and client id hold which slot, inside the
+//! [`Endpoint`](super::server::Endpoint).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
