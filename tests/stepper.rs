@@ -100,7 +100,7 @@ fn scenario_in(mut s: Stepper<Dots>, profile: LinkProfile, clients: usize, ticks
             c.input = vec![(a.cos() * 127.0) as i8 as u8, (a.sin() * 127.0) as i8 as u8];
         }
         s.step();
-        history.insert(s.tick, s.last_snapshot.clone().unwrap());
+        history.insert(s.tick(), s.last_snapshot().cloned().unwrap());
         for (i, c) in s.clients.iter_mut().enumerate() {
             while let Some(m) = c.client.endpoint().recv_message::<Announcement>() {
                 heard[i].push(m.unwrap().seq);
@@ -115,7 +115,7 @@ fn scenario_in(mut s: Stepper<Dots>, profile: LinkProfile, clients: usize, ticks
     }
     assert!(checked > u64::from(ticks), "snapshots were compared ({checked})");
     let bytes = s.clients.iter().map(|c| c.client.stats().bytes_received).collect();
-    let final_snapshot = (*s.last_snapshot.clone().unwrap()).clone();
+    let final_snapshot = (*s.last_snapshot().cloned().unwrap()).clone();
     (s, Outcome { final_snapshot, heard, bytes })
 }
 
@@ -324,7 +324,7 @@ fn clock_sync_tracks_the_server_tick_through_latency_and_jitter() {
             continue; // let the RTT and the clock settle
         }
         let est = c.client.server_tick(s.now).expect("snapshots have arrived");
-        worst = worst.max((est - f64::from(s.tick)).abs());
+        worst = worst.max((est - f64::from(s.tick())).abs());
         let lands = c.client.input_arrival_tick(s.now).expect("estimate");
         assert!(lands > est + 1.5, "inputs are aimed a trip ahead: {lands} vs {est}");
         checked += 1;

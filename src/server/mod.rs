@@ -77,6 +77,7 @@ pub mod metrics;
 pub mod player;
 pub mod scrape;
 pub mod session;
+pub(crate) mod simulation;
 pub mod socket;
 pub mod world;
 

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::broadcaster::BroadcastMsg;
 use super::metrics::ServerMetrics;
+use super::simulation::{Simulation, Stepped, TickInput};
 use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
 use crate::protocol::netcode::USER_DATA_BYTES;
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
@@ -276,21 +277,32 @@ pub struct WorldArgs<W: World> {
 /// The world actor's state.
 pub struct WorldState<W: World> {
     world: W,
-    schema: Schema,
-    tick: u32,
-    dt: Duration,
+    /// The tick step (shared with the stepper).
+    sim: Simulation,
     next_tick: Instant,
     /// When the previous tick took its inputs: an input that arrived before then waited past a
     /// tick that could have applied it.
     last_drain: Option<Instant>,
     /// Inputs for the next tick, and how long they took from the socket to the world.
     pending: Vec<(ClientInput, Duration)>,
-    applied: std::collections::BTreeMap<PlayerId, u32>,
-    previous: Option<Arc<WorldSnapshot>>,
-    players: u64,
     broadcaster: ActorRef<BroadcastMsg>,
     metrics: Arc<ServerMetrics>,
     inputs: InputQueue,
+}
+
+impl TickInput for (ClientInput, Duration) {
+    fn player(&self) -> PlayerId {
+        self.0.player
+    }
+    fn seq(&self) -> u32 {
+        self.0.seq
+    }
+    fn bytes(&self) -> &[u8] {
+        self.0.bytes()
+    }
+    fn view(&self) -> Option<ViewTime> {
+        self.0.view
+    }
 }
 
 impl<W: World> Actor for WorldActor<W> {
@@ -307,16 +319,11 @@ impl<W: World> Actor for WorldActor<W> {
         myself.send_interval(dt, || WorldMsg::Tick);
         args.metrics.set_tick_period(dt);
         Ok(WorldState {
-            schema: args.world.schema(),
+            sim: Simulation::new(Arc::new(args.world.schema()), dt),
             world: args.world,
-            tick: 0,
-            dt,
             next_tick: Instant::now() + dt,
             last_drain: None,
             pending: Vec::new(),
-            applied: std::collections::BTreeMap::new(),
-            previous: None,
-            players: 0,
             broadcaster: args.broadcaster,
             metrics: args.metrics,
             inputs: args.inputs,
@@ -330,17 +337,12 @@ impl<W: World> Actor for WorldActor<W> {
         s: &mut WorldState<W>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            WorldMsg::Join(p, who) => {
-                s.players += 1;
-                s.world.join_with(p, &who);
-            }
+            WorldMsg::Join(p, who) => s.sim.join(&mut s.world, p, &who),
             WorldMsg::Leave(p) => {
                 // Its inputs still queued go with it (its slot may soon be someone else's).
                 s.inputs.drain_into(&mut s.pending);
                 s.pending.retain(|(i, _)| i.player != p);
-                s.players = s.players.saturating_sub(1);
-                s.applied.remove(&p);
-                s.world.leave(p);
+                s.sim.leave(&mut s.world, p);
             }
             WorldMsg::Input(input) => {
                 let handling = Instant::now().saturating_duration_since(input.arrived);
@@ -353,12 +355,12 @@ impl<W: World> Actor for WorldActor<W> {
                 while s.next_tick <= now && ran < 5 {
                     let lateness = now.saturating_duration_since(s.next_tick);
                     step(s, lateness)?;
-                    s.next_tick += s.dt;
+                    s.next_tick += s.sim.dt();
                     ran += 1;
                 }
                 if s.next_tick <= now {
                     s.metrics.tick_overruns.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    s.next_tick = now + s.dt;
+                    s.next_tick = now + s.sim.dt();
                 }
             }
         }
@@ -368,40 +370,28 @@ impl<W: World> Actor for WorldActor<W> {
 
 fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), ActorProcessingErr> {
     let started = Instant::now();
-    s.tick += 1;
     let previous_drain = s.last_drain.replace(started);
     s.inputs.drain_into(&mut s.pending);
     let mut fresh = std::collections::BTreeMap::new();
-    // The newest snapshot made so far: no client can have drawn a later one.
-    let latest = s.tick.saturating_sub(1);
-    for (input, handling) in s.pending.drain(..) {
-        let p = input.player;
-        let view = input.view.map(|v| v.not_after(latest));
+    let (dt, latest) = (s.sim.dt(), s.sim.tick());
+    let metrics = &s.metrics;
+    let stepped = s.sim.step(&mut s.world, s.pending.drain(..), |(input, handling), view| {
         if let Some(v) = view {
-            s.metrics.record_view_age((f64::from(latest) - v.ticks()).max(0.0) * s.dt.as_secs_f64());
+            metrics.record_view_age((f64::from(latest) - v.ticks()).max(0.0) * dt.as_secs_f64());
         }
-        s.world.input_viewed(p, input.bytes(), view);
-        s.applied.insert(p, input.seq);
         let next_tick = previous_drain.is_none_or(|d| input.arrived >= d);
-        s.metrics.record_input(started.saturating_duration_since(input.arrived), s.dt, next_tick);
-        fresh.insert(p, handling); // the newest input of each player wins
-    }
-    let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
-    s.metrics.player_ticks.fetch_add(s.players, std::sync::atomic::Ordering::Relaxed);
-    s.world.tick(s.tick, s.dt);
-    let mut outbox = Outbox::default();
-    s.world.messages(&mut outbox);
+        metrics.record_input(started.saturating_duration_since(input.arrived), dt, next_tick);
+        fresh.insert(input.player, *handling); // the newest input of each player wins
+    });
+    s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
+    let Stepped { snapshot, outbox } = stepped?;
     for (to, data, reliable) in outbox.items {
         s.broadcaster.cast(BroadcastMsg::Message { to, data, reliable })?;
     }
-    let mut b = SnapshotBuilder::new(&s.schema, s.tick);
-    s.world.snapshot(&mut b);
-    let snap = Arc::new(b.finish_after(s.previous.as_deref())?);
-    s.metrics.entities.store(snap.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    s.previous = Some(snap.clone());
-    let applied: AppliedInputs =
-        Arc::new(Applied { newest: s.applied.iter().map(|(p, q)| (*p, *q)).collect(), fresh, started });
-    s.broadcaster.cast(BroadcastMsg::Snapshot(snap, applied))?;
+    s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
+    let applied: AppliedInputs = Arc::new(Applied { newest: s.sim.applied_inputs().collect(), fresh, started });
+    s.broadcaster.cast(BroadcastMsg::Snapshot(snapshot, applied))?;
     s.metrics.record_tick(started.elapsed(), lateness);
     Ok(())
 }

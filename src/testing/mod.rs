@@ -14,9 +14,10 @@ use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewCon
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
-use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::server::session::{Incoming, PlayerSession};
-use crate::server::{JoinInfo, Outbox, PlayerId, Relevancy, World};
+use crate::server::simulation::{Simulation, Stepped, TickInput};
+use crate::server::{JoinInfo, PlayerId, Relevancy, World};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
@@ -35,6 +36,30 @@ pub struct StepClient {
     down: LinkConditioner,
 }
 
+/// An input the stepper's server took, for the next tick.
+#[derive(Debug)]
+struct StepInput {
+    player: PlayerId,
+    seq: u32,
+    bytes: Vec<u8>,
+    view: Option<ViewTime>,
+}
+
+impl TickInput for StepInput {
+    fn player(&self) -> PlayerId {
+        self.player
+    }
+    fn seq(&self) -> u32 {
+        self.seq
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+    fn view(&self) -> Option<ViewTime> {
+        self.view
+    }
+}
+
 #[derive(Debug)]
 struct InFlight {
     at: Duration,
@@ -50,23 +75,19 @@ pub struct Stepper<W: World> {
     pub now: Duration,
     /// The world.
     pub world: W,
-    /// Ticks run.
-    pub tick: u32,
     /// The clients, in the order added.
     pub clients: Vec<StepClient>,
-    /// The world snapshot of the last tick.
-    pub last_snapshot: Option<Arc<WorldSnapshot>>,
-    /// Inputs applied, per player, in order.
+    /// Inputs applied, per player.
     pub applied: BTreeMap<PlayerId, u64>,
+    /// The tick step, the same as the world actor's.
+    sim: Simulation,
     schema: Arc<Schema>,
     relevancy: Arc<dyn Relevancy>,
-    dt: Duration,
     /// The server's endpoint, the same as the socket actor's; it keeps each player's session.
     sessions: Endpoint<PlayerSession>,
     in_flight: Vec<InFlight>,
     order: u64,
-    pending_inputs: Vec<(PlayerId, u32, Vec<u8>, Option<ViewTime>)>,
-    applied_seq: BTreeMap<PlayerId, u32>,
+    pending_inputs: Vec<StepInput>,
     params: SessionParams,
     sender: SenderConfig,
     predictor: Option<Arc<dyn Predictor>>,
@@ -83,18 +104,15 @@ impl<W: World> Stepper<W> {
         let hz = tick_rate_hz.max(1);
         Self {
             now,
-            tick: 0,
             clients: Vec::new(),
-            last_snapshot: None,
             applied: BTreeMap::new(),
+            sim: Simulation::new(schema.clone(), Duration::from_secs_f64(1.0 / f64::from(hz))),
             schema,
             relevancy,
-            dt: Duration::from_secs_f64(1.0 / f64::from(hz)),
             sessions: Endpoint::with_challenge_key(netcode, [0x77; 32], now),
             in_flight: Vec::new(),
             order: 0,
             pending_inputs: Vec::new(),
-            applied_seq: BTreeMap::new(),
             params: SessionParams {
                 protocol_version: PROTOCOL_VERSION,
                 tick_rate_hz: hz,
@@ -173,6 +191,16 @@ impl<W: World> Stepper<W> {
         self.sessions.connected_clients()
     }
 
+    /// Ticks run.
+    pub fn tick(&self) -> u32 {
+        self.sim.tick()
+    }
+
+    /// The world snapshot of the last tick.
+    pub fn last_snapshot(&self) -> Option<&Arc<WorldSnapshot>> {
+        self.sim.latest()
+    }
+
     /// The schema.
     pub fn schema(&self) -> &Arc<Schema> {
         &self.schema
@@ -203,8 +231,12 @@ impl<W: World> Stepper<W> {
                 let id = session.id();
                 match session.on_datagram(now, &mut bytes, &mut wire) {
                     Incoming::Inputs(inputs) => {
-                        self.pending_inputs
-                            .extend(inputs.as_slice().iter().map(|i| (id, i.seq, i.bytes.to_vec(), i.view)));
+                        self.pending_inputs.extend(inputs.as_slice().iter().map(|i| StepInput {
+                            player: id,
+                            seq: i.seq,
+                            bytes: i.bytes.to_vec(),
+                            view: i.view,
+                        }));
                     }
                     Incoming::Disconnected => self.drop_session(index),
                     Incoming::Nothing => {}
@@ -224,7 +256,7 @@ impl<W: World> Stepper<W> {
                     self.predictor.clone(),
                 );
                 self.sessions.attach(reservation, session);
-                self.world.join_with(slot, &who);
+                self.sim.join(&mut self.world, slot, &who);
             }
             Handled::Handled | Handled::Dropped(_) => {}
         }
@@ -233,8 +265,7 @@ impl<W: World> Stepper<W> {
 
     fn drop_session(&mut self, index: usize) {
         if let Some(o) = self.sessions.remove(index) {
-            self.applied_seq.remove(&o.value.id());
-            self.world.leave(o.value.id());
+            self.sim.leave(&mut self.world, o.value.id());
         }
     }
 
@@ -270,7 +301,7 @@ impl<W: World> Stepper<W> {
     /// moment it is sent, after that tick's datagrams arrived: `client.client.playback(now)`
     /// then shows what the player sees as it acts.
     pub fn step_with(&mut self, mut input: impl FnMut(usize, &mut StepClient, Duration) -> Vec<u8>) {
-        self.now += self.dt;
+        self.now += self.sim.dt();
         self.deliver_due();
         let now = self.now;
         for i in 0..self.clients.len() {
@@ -284,17 +315,10 @@ impl<W: World> Stepper<W> {
         // Datagrams with no delay arrive within the same tick.
         self.deliver_due();
 
-        self.tick += 1;
-        // As in the world actor: no view after the newest snapshot made so far.
-        let latest = self.tick - 1;
-        for (p, seq, input, view) in std::mem::take(&mut self.pending_inputs) {
-            *self.applied.entry(p).or_default() += 1;
-            self.applied_seq.insert(p, seq);
-            self.world.input_viewed(p, &input, view.map(|v| v.not_after(latest)));
-        }
-        self.world.tick(self.tick, self.dt);
-        let mut outbox = Outbox::default();
-        self.world.messages(&mut outbox);
+        let applied = &mut self.applied;
+        let inputs = std::mem::take(&mut self.pending_inputs);
+        let stepped = self.sim.step(&mut self.world, inputs, |i, _| *applied.entry(i.player).or_default() += 1);
+        let Ok(Stepped { snapshot, outbox }) = stepped else { return };
         for (to, data, reliable) in outbox.items {
             for (_, o) in self.sessions.iter_mut() {
                 let s = &mut o.value;
@@ -303,16 +327,12 @@ impl<W: World> Stepper<W> {
                 }
             }
         }
-        let mut b = SnapshotBuilder::new(&self.schema, self.tick);
-        self.world.snapshot(&mut b);
-        let Ok(snap) = b.finish_after(self.last_snapshot.as_deref()) else { return };
-        let snap = Arc::new(snap);
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         let mut gone = Vec::new();
         for (index, o) in self.sessions.iter_mut() {
             let s = &mut o.value;
-            let applied = self.applied_seq.get(&s.id()).copied();
-            s.on_snapshot(now, &snap, applied, &mut wire);
+            let applied = self.sim.applied_input(s.id());
+            s.on_snapshot(now, &snapshot, applied, &mut wire);
             if s.heartbeat(now, &mut wire).is_some() {
                 gone.push(index);
             }
@@ -320,7 +340,6 @@ impl<W: World> Stepper<W> {
         for a in gone {
             self.drop_session(a);
         }
-        self.last_snapshot = Some(snap);
         self.send_from_server(wire);
     }
 
@@ -354,6 +373,7 @@ impl<W: World> Stepper<W> {
 mod tests {
     use super::*;
     use crate::demo::arena::Arena;
+    use crate::protocol::snapshot::SnapshotBuilder;
 
     /// The actor server keeps a disconnected player's session until its actor has stopped,
     /// and a fan-out chain may pass it before then: it must send nothing after the
@@ -367,9 +387,9 @@ mod tests {
         let snap = |tick: u32| {
             let mut b = SnapshotBuilder::new(&stepper.schema, tick);
             stepper.world.snapshot(&mut b);
-            Arc::new(b.finish_after(stepper.last_snapshot.as_deref()).unwrap())
+            Arc::new(b.finish_after(stepper.last_snapshot().map(|s| &**s)).unwrap())
         };
-        let (next, after) = (snap(stepper.tick + 1), snap(stepper.tick + 2));
+        let (next, after) = (snap(stepper.tick() + 1), snap(stepper.tick() + 2));
         let session = &mut stepper.sessions.iter_mut().next().unwrap().1.value;
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         assert!(session.on_snapshot(now, &next, None, &mut wire).is_some(), "a connected player gets snapshots");

@@ -44,8 +44,8 @@ fn run(physics: bool, ticks: u32) -> Run {
     for frame in 0..ticks {
         s.clients[0].input = CubeWorld::input_for(CubeScene::autopilot(frame)).to_vec();
         s.step();
-        history.insert(s.tick, s.last_snapshot.clone().unwrap());
-        history.retain(|t, _| *t + 200 > s.tick);
+        history.insert(s.tick(), s.last_snapshot().cloned().unwrap());
+        history.retain(|t, _| *t + 200 > s.tick());
         let Some(latest) = s.clients[0].client.latest() else { continue };
         if latest.tick() == last_checked {
             continue;
