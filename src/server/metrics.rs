@@ -85,10 +85,17 @@ pub enum ReceivedKind {
     Input = 0,
     /// Keep-alives, disconnects and handshake packets.
     Control = 1,
+    /// Datagrams from a connected player's address that did not authenticate (forged,
+    /// replayed, corrupted): whoever sent them, not the player.
+    Rejected = 2,
 }
 
 const SENT_KINDS: [&str; 3] = ["snapshot", "reliable", "control"];
-const RECEIVED_KINDS: [&str; 2] = ["input", "control"];
+const RECEIVED_KINDS: [&str; 3] = ["input", "control", "rejected"];
+
+/// Labels of `volley_player_packets_dropped_total`: every netcode drop reason, then
+/// `malformed_payload`.
+const PLAYER_DROPS: usize = DropReason::ALL.len() + 1;
 
 /// Why a connection ended, for `volley_disconnects_total{reason}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,7 +269,8 @@ pub struct ServerMetrics {
     /// System calls that sent snapshot datagrams (each sends up to a batch).
     pub send_calls: AtomicU64,
     sent: [[AtomicU64; 2]; 3],
-    received: [[AtomicU64; 2]; 2],
+    received: [[AtomicU64; 2]; 3],
+    player_drops: [AtomicU64; PLAYER_DROPS],
     ends: [AtomicU64; 4],
     drops: [AtomicU64; 2],
     rejections: [AtomicU64; DropReason::ALL.len()],
@@ -371,6 +379,7 @@ impl ServerMetrics {
             ends: Default::default(),
             drops: Default::default(),
             rejections: std::array::from_fn(|_| AtomicU64::new(0)),
+            player_drops: std::array::from_fn(|_| AtomicU64::new(0)),
             last_tick_unix_us: AtomicU64::new(0),
             last_tick_at_us: AtomicU64::new(0),
             ready: AtomicBool::new(false),
@@ -477,6 +486,11 @@ impl ServerMetrics {
         d("volley_connects_total", None, "Connections accepted.");
         d("volley_disconnects_total", None, "Connections ended, by reason.");
         d("volley_handshake_rejections_total", None, "Handshake packets rejected, by reason.");
+        d(
+            "volley_player_packets_dropped_total",
+            None,
+            "Datagrams from connected players' addresses dropped, by reason (forged, replayed, over budget, malformed).",
+        );
         d("volley_datagrams_dropped_total", None, "Datagrams the server dropped, by reason.");
         d("volley_reliable_queue_messages", None, "Reliable messages waiting for an ack, over all players.");
         d("volley_mailbox_backlog_messages", None, "Messages waiting in actor mailboxes, by actor kind.");
@@ -635,6 +649,29 @@ impl ServerMetrics {
         self.rejections[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Records a datagram from a connected player's address that was dropped.
+    pub fn record_player_drop(&self, why: crate::server::session::PacketDrop) {
+        let i = match why {
+            crate::server::session::PacketDrop::Netcode(r) => r as usize,
+            crate::server::session::PacketDrop::Malformed => DropReason::ALL.len(),
+        };
+        self.player_drops[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Datagrams from connected players dropped so far for `why`.
+    pub fn player_drops(&self, why: crate::server::session::PacketDrop) -> u64 {
+        let i = match why {
+            crate::server::session::PacketDrop::Netcode(r) => r as usize,
+            crate::server::session::PacketDrop::Malformed => DropReason::ALL.len(),
+        };
+        self.player_drops[i].load(Ordering::Relaxed)
+    }
+
+    /// Bytes received so far of `kind`.
+    pub fn received_bytes(&self, kind: ReceivedKind) -> u64 {
+        self.received[kind as usize][1].load(Ordering::Relaxed)
+    }
+
     /// Handshake rejections so far for `why`.
     pub fn rejections(&self, why: DropReason) -> u64 {
         self.rejections[why as usize].load(Ordering::Relaxed)
@@ -748,6 +785,14 @@ impl ServerMetrics {
         for r in DropReason::ALL {
             self.counter("volley_handshake_rejections_total", &[("reason", r.label())], self.rejections(*r));
         }
+        for (i, r) in DropReason::ALL.iter().enumerate() {
+            self.counter("volley_player_packets_dropped_total", &[("reason", r.label())], get(&self.player_drops[i]));
+        }
+        self.counter(
+            "volley_player_packets_dropped_total",
+            &[("reason", "malformed_payload")],
+            get(&self.player_drops[DropReason::ALL.len()]),
+        );
         for (i, reason) in DATAGRAM_DROPS.iter().enumerate() {
             self.counter("volley_datagrams_dropped_total", &[("reason", reason)], get(&self.drops[i]));
         }

@@ -143,12 +143,25 @@ pub(crate) fn take_datagram(
     at: Instant,
 ) -> bool {
     // The netcode prefix byte's low nibble is the packet type; 5 is a payload.
-    let kind = if bytes.first().is_some_and(|b| b & 0x0F == 5) { ReceivedKind::Input } else { ReceivedKind::Control };
-    env.metrics.record_received(kind, bytes.len() as u64);
-    link.received_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+    let payload = bytes.first().is_some_and(|b| b & 0x0F == 5);
+    let len = bytes.len() as u64;
     let mut tx = UdpTx::new(env.socket);
     let id = session.id();
-    let gone = match session.on_datagram(now, bytes, &mut tx) {
+    let incoming = session.on_datagram(now, bytes, &mut tx);
+    // Counted by what it turned out to be: only what authenticated is the player's.
+    let kind = match &incoming {
+        Incoming::Dropped(why) => {
+            env.metrics.record_player_drop(*why);
+            if why.authenticated() { ReceivedKind::Input } else { ReceivedKind::Rejected }
+        }
+        _ if payload => ReceivedKind::Input,
+        _ => ReceivedKind::Control,
+    };
+    env.metrics.record_received(kind, len);
+    if kind != ReceivedKind::Rejected {
+        link.received_bytes.fetch_add(len, Ordering::Relaxed);
+    }
+    let gone = match incoming {
         Incoming::Inputs(inputs) => {
             let mut dropped = 0;
             for i in inputs.as_slice() {
@@ -160,7 +173,7 @@ pub(crate) fn take_datagram(
             false
         }
         Incoming::Disconnected => true,
-        Incoming::Nothing => false,
+        Incoming::Nothing | Incoming::Dropped(_) => false,
     };
     count_control(env.metrics, &tx);
     link.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);

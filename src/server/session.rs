@@ -10,7 +10,7 @@ use super::world::{PlayerId, Relevancy};
 use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
 use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
-use crate::protocol::netcode::{DisconnectReason, MAX_PAYLOAD_BYTES, Transmit};
+use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::{Endpoint, EndpointConfig, QueueError};
 use crate::protocol::session::{CONTROL_FRAME, Control, SessionParams, answer_hello};
 use crate::protocol::snapshot::{
@@ -27,6 +27,33 @@ pub enum Incoming<'a> {
     Inputs(FreshInputs<'a>),
     /// The client said goodbye.
     Disconnected,
+    /// Dropped, and why.
+    Dropped(PacketDrop),
+}
+
+/// Why a datagram from a connected player's address was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketDrop {
+    /// The netcode layer refused it (did not authenticate, replayed, over budget, …).
+    Netcode(DropReason),
+    /// It authenticated, but its payload did not parse (reliability frame, input section or
+    /// control message): a broken or hostile client.
+    Malformed,
+}
+
+impl PacketDrop {
+    /// A snake_case label for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Netcode(r) => r.label(),
+            Self::Malformed => "malformed_payload",
+        }
+    }
+
+    /// Whether the packet authenticated (it came from the client).
+    pub fn authenticated(self) -> bool {
+        matches!(self, Self::Malformed)
+    }
 }
 
 /// What [`PlayerSession::on_snapshot`] sent.
@@ -122,20 +149,29 @@ impl PlayerSession {
                 self.closed = true;
                 return Incoming::Disconnected;
             }
-            Ok(_) | Err(_) => return Incoming::Nothing,
+            Ok(_) => return Incoming::Nothing,
+            Err(reason) => return Incoming::Dropped(PacketDrop::Netcode(reason)),
         };
         if payload.first() == Some(&CONTROL_FRAME) {
-            if let Ok(Control::Hello { protocol_version }) = Control::decode(payload) {
-                let answer = answer_hello(protocol_version, self.params);
-                let mut b = [0u8; 16];
-                let n = answer.encode(&mut b);
-                let _ = self.connection.send_payload(now, &b[..n], tx);
-                self.welcomed = matches!(answer, Control::Welcome(_));
+            match Control::decode(payload) {
+                Ok(Control::Hello { protocol_version }) => {
+                    let answer = answer_hello(protocol_version, self.params);
+                    let mut b = [0u8; 16];
+                    let n = answer.encode(&mut b);
+                    let _ = self.connection.send_payload(now, &b[..n], tx);
+                    self.welcomed = matches!(answer, Control::Welcome(_));
+                }
+                Ok(_) => {}
+                Err(_) => return Incoming::Dropped(PacketDrop::Malformed),
             }
             return Incoming::Nothing;
         }
-        let Ok(Some(state)) = self.endpoint.receive(now, payload) else { return Incoming::Nothing };
-        let Ok(input) = read_input_packet(state) else { return Incoming::Nothing };
+        let state = match self.endpoint.receive(now, payload) {
+            Ok(Some(state)) => state,
+            Ok(None) => return Incoming::Nothing,
+            Err(_) => return Incoming::Dropped(PacketDrop::Malformed),
+        };
+        let Ok(input) = read_input_packet(state) else { return Incoming::Dropped(PacketDrop::Malformed) };
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);
         }

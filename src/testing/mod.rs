@@ -239,7 +239,7 @@ impl<W: World> Stepper<W> {
                         }));
                     }
                     Incoming::Disconnected => self.drop_session(index),
-                    Incoming::Nothing => {}
+                    Incoming::Nothing | Incoming::Dropped(_) => {}
                 }
             }
             Handled::Connected(new) => {

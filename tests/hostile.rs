@@ -1,0 +1,128 @@
+//! Hostile traffic against a real server on loopback, each test a point of the hardening
+//! list: what an attacker can do must cost the attacker, be counted, and leave the players
+//! alone.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use volley::client::GameClient;
+use volley::protocol::netcode::DropReason;
+use volley::protocol::netcode::client::ClientState;
+use volley::protocol::netcode::token::{ConnectToken, TokenParams};
+use volley::protocol::snapshot::{Schema, SnapshotBuilder};
+use volley::server::metrics::ReceivedKind;
+use volley::server::session::PacketDrop;
+use volley::server::{PlayerId, ServerConfig, World, unix_now};
+
+const KEY: [u8; 32] = [9; 32];
+
+/// Counts the inputs it is given.
+#[derive(Default, Clone)]
+struct Counter(Arc<AtomicU64>);
+
+impl World for Counter {
+    fn schema(&self) -> Schema {
+        Schema::new()
+    }
+    fn join(&mut self, _: PlayerId) {}
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+    fn tick(&mut self, _: u32, _: Duration) {}
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+/// One client on a plain socket, driven a frame at a time; the test sends garbage through
+/// the same socket, so it comes from the client's very address.
+struct Player {
+    client: GameClient,
+    socket: UdpSocket,
+    server: SocketAddr,
+}
+
+impl Player {
+    fn connect(server: SocketAddr, client_id: u64) -> Self {
+        let token = ConnectToken::generate(
+            &TokenParams::new(volley::DEFAULT_PROTOCOL_ID, client_id, server, unix_now().as_secs()),
+            &KEY,
+        )
+        .unwrap();
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_nonblocking(true).unwrap();
+        Self { client: GameClient::new(token, Arc::new(Schema::new()), unix_now()), socket, server }
+    }
+
+    /// Takes what arrived, runs the timers, sends one input.
+    fn frame(&mut self, input: u8) {
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = self.socket.recv_from(&mut buf) {
+            self.client.receive(unix_now(), from, &mut buf[..n]);
+        }
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        self.client.update(unix_now(), &mut wire);
+        if self.client.is_ready() {
+            self.client.send_input(unix_now(), &[input], &mut wire);
+        }
+        for (to, b) in wire {
+            let _ = self.socket.send_to(&b, to);
+        }
+    }
+}
+
+/// Hardening 1 and 2: 15 000 forged datagrams a second from a connected player's address.
+/// They used to be charged to the player's packet budget before authentication (the player's
+/// own packets were then refused: its inputs stopped) and were counted as its input bytes
+/// while the reason they were dropped went nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_datagrams_from_a_players_address_are_counted_and_do_not_starve_it() {
+    let inputs = Counter::default();
+    let server =
+        volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY), inputs.clone()).await.unwrap();
+    let addr = server.addr();
+    let (frames, forged) = tokio::task::spawn_blocking(move || {
+        let mut p = Player::connect(addr, 1);
+        let start = Instant::now();
+        while !p.client.is_ready() && start.elapsed() < Duration::from_secs(5) {
+            p.frame(0);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(p.client.is_ready(), "connected");
+        // Three seconds at 60 frames a second, 250 forged datagrams between two frames.
+        let garbage: Vec<u8> = std::iter::once(0x15).chain((0..60).map(|i| i as u8)).collect();
+        let (mut frames, mut forged) = (0u64, 0u64);
+        let flood = Instant::now();
+        while flood.elapsed() < Duration::from_secs(3) {
+            p.frame(frames as u8);
+            frames += 1;
+            for _ in 0..250 {
+                forged += u64::from(p.socket.send_to(&garbage, p.server).is_ok());
+            }
+            std::thread::sleep(Duration::from_millis(16));
+        }
+        assert_eq!(p.client.state(), ClientState::Connected);
+        (frames, forged)
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let m = server.metrics().clone();
+    let applied = inputs.0.load(Ordering::Relaxed);
+    let decrypt = m.player_drops(PacketDrop::Netcode(DropReason::Decrypt));
+    let limited = m.player_drops(PacketDrop::Netcode(DropReason::RateLimited));
+    let (input_bytes, rejected_bytes) =
+        (m.received_bytes(ReceivedKind::Input), m.received_bytes(ReceivedKind::Rejected));
+    println!(
+        "{frames} frames, {forged} forged: {applied} inputs applied, drops decrypt {decrypt} rate_limited {limited}, \
+         bytes input {input_bytes} rejected {rejected_bytes}"
+    );
+    assert!(applied * 10 >= frames * 9, "the player's inputs got through: {applied} of {frames}");
+    assert_eq!(limited, 0, "the player's own packets stayed within its budget");
+    assert!(decrypt * 2 >= forged, "forged datagrams are counted by reason: {decrypt} of {forged}");
+    assert!(rejected_bytes >= decrypt * 61, "and their bytes as rejected");
+    assert!(input_bytes < frames * 200, "not as the player's input: {input_bytes} bytes for {frames} frames");
+    server.shutdown().await;
+}
