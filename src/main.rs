@@ -123,6 +123,16 @@ struct ServerArgs {
     /// disables it.
     #[arg(long, env = "VOLLEY_ADMIN", default_value = "127.0.0.1:9100")]
     admin: String,
+    /// A bearer token that /metrics and /players require (Authorization: Bearer TOKEN);
+    /// /healthz and /readyz stay open for probes.
+    #[arg(long, env = "VOLLEY_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// A file holding the admin bearer token (a mounted secret), instead of --admin-token.
+    #[arg(long, env = "VOLLEY_ADMIN_TOKEN_FILE")]
+    admin_token_file: Option<std::path::PathBuf>,
+    /// Show each client's IP address and port in /players (off: they are personal data).
+    #[arg(long, env = "VOLLEY_ADMIN_SHOW_ADDRESSES")]
+    admin_show_addresses: bool,
     /// /healthz fails when no tick has finished for this many seconds.
     #[arg(long, env = "VOLLEY_STALL_AFTER", default_value_t = 1.0)]
     stall_after: f64,
@@ -224,6 +234,9 @@ struct BotsArgs {
     /// input to effect.
     #[arg(long)]
     admin: Option<String>,
+    /// The bearer token the server's /metrics requires, if any.
+    #[arg(long, env = "VOLLEY_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -242,6 +255,9 @@ struct FileConfig {
     duration: Option<f64>,
     shutdown_grace: Option<f64>,
     admin: Option<String>,
+    admin_token: Option<String>,
+    admin_token_file: Option<std::path::PathBuf>,
+    admin_show_addresses: Option<bool>,
     stall_after: Option<f64>,
     send_batch: Option<usize>,
     socket_buffer: Option<usize>,
@@ -288,6 +304,15 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     }
     if let Some(v) = f.admin.filter(|_| unset("admin")) {
         a.admin = v;
+    }
+    if let Some(v) = f.admin_token.filter(|_| unset("admin_token")) {
+        a.admin_token = Some(v);
+    }
+    if let Some(v) = f.admin_token_file.filter(|_| unset("admin_token_file")) {
+        a.admin_token_file = Some(v);
+    }
+    if let Some(v) = f.admin_show_addresses.filter(|_| unset("admin_show_addresses")) {
+        a.admin_show_addresses = v;
     }
     if let Some(v) = f.stall_after.filter(|_| unset("stall_after")) {
         a.stall_after = v;
@@ -337,6 +362,21 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
             Some(addr.parse().map_err(|e| format!("--admin {addr:?}: {e} (an address like 0.0.0.0:9100, or off)"))?)
         }
     };
+    c.admin_token = match (&a.admin_token, &a.admin_token_file) {
+        (Some(_), Some(_)) => return Err("give --admin-token or --admin-token-file, not both".into()),
+        (Some(t), None) => Some(t.trim().to_string()),
+        (None, Some(path)) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("--admin-token-file {}: {e}", path.display()))?
+                .trim()
+                .to_string(),
+        ),
+        (None, None) => None,
+    };
+    if c.admin_token.as_deref() == Some("") {
+        return Err("the admin token is empty".into());
+    }
+    c.admin_show_addresses = a.admin_show_addresses;
     Ok(c)
 }
 
@@ -549,14 +589,16 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     let mut swarm = tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx));
     // The server's figures are taken from the moment every bot is connected (and a second
     // more, for the joins to settle) to the end.
+    let token = args.admin_token.clone();
     let first_scrape = admin.map(|addr| {
         let progress = progress.clone();
+        let token = token.clone();
         tokio::spawn(async move {
             while progress.connected.load(std::sync::atomic::Ordering::Relaxed) < wanted {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
-            scrape(addr).await
+            scrape(addr, token.as_deref()).await
         })
     });
     let ticker = tokio::spawn({
@@ -580,7 +622,7 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     let report = tokio::select! {
         _ = until_stopped(args.duration) => {
             if let Some(addr) = admin {
-                last_scrape = Some(scrape(addr).await);
+                last_scrape = Some(scrape(addr, token.as_deref()).await);
             }
             let _ = stop_tx.send(true);
             (&mut swarm).await
@@ -612,8 +654,8 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
 }
 
 /// The server's /metrics.
-async fn scrape(addr: SocketAddr) -> Result<Scrape, String> {
-    match volley::server::admin::get(addr, "/metrics", Duration::from_secs(5)).await {
+async fn scrape(addr: SocketAddr, token: Option<&str>) -> Result<Scrape, String> {
+    match volley::server::admin::get_with(addr, "/metrics", token, Duration::from_secs(5)).await {
         Ok((200, body)) => Ok(Scrape::parse(&body)),
         Ok((status, _)) => Err(format!("{addr}/metrics answered {status}")),
         Err(e) => Err(format!("{addr}/metrics: {e}")),

@@ -126,3 +126,95 @@ async fn forged_datagrams_from_a_players_address_are_counted_and_do_not_starve_i
     assert!(input_bytes < frames * 200, "not as the player's input: {input_bytes} bytes for {frames} frames");
     server.shutdown().await;
 }
+
+fn admin_config() -> ServerConfig {
+    let mut c = ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY);
+    c.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+    c
+}
+
+/// Hardening 3: 64 idle TCP connections held open and reopened used to lock out `/metrics`,
+/// `/healthz` and the Docker HEALTHCHECK. The oldest idle one now makes way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_admin_connections_do_not_lock_out_health_checks() {
+    let server = volley::server::start(admin_config(), Counter::default()).await.unwrap();
+    let admin = server.admin_addr().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let holder = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                // Keep 128 idle connections open, reopening as fast as they are closed.
+                if held.len() >= 128 {
+                    held.remove(0);
+                }
+                if let Ok(c) = std::net::TcpStream::connect(admin) {
+                    held.push(c);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            held.len()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut answered = 0;
+    for _ in 0..10 {
+        if let Ok((200, _)) = volley::server::admin::get(admin, "/healthz", Duration::from_secs(2)).await {
+            answered += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let metrics = volley::server::admin::get(admin, "/metrics", Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    let held = holder.join().unwrap();
+    assert!(held >= 64, "the attacker held {held} connections");
+    assert_eq!(answered, 10, "every health check answered while {held} idle connections were held");
+    assert!(matches!(metrics, Ok((200, _))), "and a scrape: {metrics:?}");
+    server.shutdown().await;
+}
+
+/// Hardening 4: `/players` showed every client's IP and port to anyone who could reach the
+/// admin port. Addresses are off by default; a bearer token guards `/metrics` and `/players`
+/// while probes stay open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_endpoints_hide_addresses_and_can_require_a_token() {
+    use volley::server::admin::{get, get_with};
+    let t = Duration::from_secs(2);
+    for (token, show) in [(None, false), (Some("s3cret"), true)] {
+        let mut config = admin_config();
+        config.admin_token = token.map(String::from);
+        config.admin_show_addresses = show;
+        let server = volley::server::start(config, Counter::default()).await.unwrap();
+        let admin = server.admin_addr().unwrap();
+        let addr = server.addr();
+        let player = tokio::task::spawn_blocking(move || {
+            let mut p = Player::connect(addr, 7);
+            for _ in 0..150 {
+                p.frame(0);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert!(p.client.is_ready());
+            p
+        });
+        let mut p = player.await.unwrap();
+        let local = p.socket.local_addr().unwrap().to_string();
+        let (status, players) = get_with(admin, "/players", token, t).await.unwrap();
+        assert_eq!(status, 200);
+        assert!(players.contains("\"rtt_seconds\""), "{players}");
+        assert_eq!(players.contains(&local), show, "the address shown only when asked: {players}");
+        assert_eq!(players.contains("\"addr\""), show, "{players}");
+        let (healthz, _) = get(admin, "/healthz", t).await.unwrap();
+        assert_eq!(healthz, 200, "probes need no token");
+        let (metrics, _) = get(admin, "/metrics", t).await.unwrap();
+        let (players_anon, _) = get(admin, "/players", t).await.unwrap();
+        let (wrong, _) = get_with(admin, "/metrics", Some("guess"), t).await.unwrap();
+        if token.is_some() {
+            assert_eq!((metrics, players_anon, wrong), (401, 401, 401));
+        } else {
+            assert_eq!((metrics, players_anon), (200, 200));
+        }
+        p.frame(0);
+        server.shutdown().await;
+    }
+}

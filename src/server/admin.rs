@@ -2,23 +2,33 @@
 //! `/players` (per-player figures as JSON, which never become metric labels).
 //!
 //! A deliberately small HTTP/1.1 responder: `GET` only, one request per connection, the
-//! request head capped at 8 KiB and 5 seconds, at most 64 connections at once. It runs on a
+//! request head capped at 8 KiB and 2 seconds, the whole exchange at 5 seconds. At most 64
+//! connections at once and 16 from one IP address; when either limit is reached, a new
+//! connection closes the oldest one still sending its request head, so idle or slow
+//! connections held open cannot lock out `/healthz` (the Docker HEALTHCHECK) or the scraper.
+//!
+//! With a bearer token set, `/metrics` and `/players` answer only requests that carry it
+//! (`Authorization: Bearer TOKEN`); `/healthz` and `/readyz` stay open for probes. `/players`
+//! shows clients' addresses only when asked to (`show_addresses`). It runs on a
 //! thread of its own with its own single-threaded runtime: a world that blocks a worker of
 //! the server's runtime (and with it that runtime's I/O driver) cannot silence `/healthz`,
 //! which then reports the stall. The same thread folds histogram samples every few seconds.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::task::AbortHandle;
 
 use super::metrics::ServerMetrics;
 
 const MAX_HEAD: usize = 8 * 1024;
 const MAX_CONNECTIONS: usize = 64;
+const MAX_PER_PEER: usize = 16;
+const HEAD_TIMEOUT: Duration = Duration::from_secs(2);
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the admin endpoints need.
@@ -28,15 +38,31 @@ pub struct Admin {
     pub metrics: Arc<ServerMetrics>,
     /// `/healthz` fails when no tick has finished for this long.
     pub stall_after: Duration,
+    /// When set, `/metrics` and `/players` require `Authorization: Bearer <token>`.
+    pub token: Option<Arc<str>>,
+    /// `/players` shows each client's IP address and port.
+    pub show_addresses: bool,
+}
+
+/// Compares in time that does not depend on where the two differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// A response: status, content type, body.
 type Response = (u16, &'static str, String);
 
 impl Admin {
-    /// Answers one request path.
-    pub fn respond(&self, path: &str) -> Response {
+    /// Answers one request path; `authorization` is the request's `Authorization` header.
+    pub fn respond(&self, path: &str, authorization: Option<&str>) -> Response {
         let path = path.split('?').next().unwrap_or(path);
+        let guarded = matches!(path, "/metrics" | "/players");
+        if let (true, Some(token)) = (guarded, &self.token) {
+            let given = authorization.and_then(|a| a.strip_prefix("Bearer ")).map(str::trim);
+            if !given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes())) {
+                return (401, "text/plain", "a bearer token is required\n".into());
+            }
+        }
         match path {
             "/metrics" => (200, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render()),
             "/healthz" => {
@@ -58,7 +84,7 @@ impl Admin {
                     (200, "text/plain", format!("ready: {players}/{slots} players\n"))
                 }
             }
-            "/players" => (200, "application/json", self.metrics.players_json()),
+            "/players" => (200, "application/json", self.metrics.players_json(self.show_addresses)),
             "/" => (200, "text/plain", "volley admin: /metrics /healthz /readyz /players\n".into()),
             _ => (404, "text/plain", "not found\n".into()),
         }
@@ -136,40 +162,93 @@ impl Drop for AdminThread {
     }
 }
 
-/// Serves the admin endpoints until the task is dropped.
-pub async fn serve(listener: TcpListener, admin: Admin) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            continue; // too many at once: the connection is closed unanswered
+/// One open admin connection.
+struct Open {
+    peer: IpAddr,
+    /// Its request head has arrived (it is being answered, not idling).
+    head_done: Arc<AtomicBool>,
+    task: AbortHandle,
+}
+
+/// The open connections, oldest first.
+#[derive(Default)]
+struct Pool(Vec<Open>);
+
+impl Pool {
+    /// Makes room for a connection from `peer`: drops finished ones, then closes the oldest
+    /// one still sending its head (of `peer`'s if it is at its limit). False when there is no
+    /// room (every connection is being answered).
+    fn make_room(&mut self, peer: IpAddr) -> bool {
+        self.0.retain(|o| !o.task.is_finished());
+        let of_peer = self.0.iter().filter(|o| o.peer == peer).count();
+        let evict = if of_peer >= MAX_PER_PEER {
+            self.0.iter().position(|o| o.peer == peer && !o.head_done.load(Ordering::Relaxed))
+        } else if self.0.len() >= MAX_CONNECTIONS {
+            self.0.iter().position(|o| !o.head_done.load(Ordering::Relaxed))
+        } else {
+            return true;
         };
-        let admin = admin.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(IO_TIMEOUT, handle(stream, &admin)).await;
-            drop(permit);
-        });
+        match evict {
+            Some(i) => {
+                self.0.remove(i).task.abort();
+                true
+            }
+            None => false,
+        }
     }
 }
 
-async fn handle(mut stream: TcpStream, admin: &Admin) -> std::io::Result<()> {
+/// Serves the admin endpoints until the task is dropped.
+pub async fn serve(listener: TcpListener, admin: Admin) {
+    let pool = Arc::new(Mutex::new(Pool::default()));
+    loop {
+        let Ok((stream, from)) = listener.accept().await else { continue };
+        let Ok(mut open) = pool.lock() else { return };
+        if !open.make_room(from.ip()) {
+            continue; // every connection is being answered: this one is closed unanswered
+        }
+        let admin = admin.clone();
+        let head_done = Arc::new(AtomicBool::new(false));
+        let done = head_done.clone();
+        let task = tokio::spawn(async move {
+            let _ = tokio::time::timeout(IO_TIMEOUT, handle(stream, &admin, &done)).await;
+        });
+        open.0.push(Open { peer: from.ip(), head_done, task: task.abort_handle() });
+    }
+}
+
+/// Reads the request head, within [`HEAD_TIMEOUT`].
+async fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
         let n = stream.read(&mut buf).await?;
         if n == 0 {
-            return Ok(());
+            return Ok(None);
         }
         head.extend_from_slice(&buf[..n]);
         if head.len() > MAX_HEAD {
-            return write(&mut stream, (431, "text/plain", "request head too large\n".into())).await;
+            write(stream, (431, "text/plain", "request head too large\n".into())).await?;
+            return Ok(None);
         }
     }
-    let line = head.split(|b| *b == b'\r').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
+    Ok(Some(head))
+}
+
+async fn handle(mut stream: TcpStream, admin: &Admin, head_done: &AtomicBool) -> std::io::Result<()> {
+    let Ok(head) = tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut stream)).await else { return Ok(()) };
+    let Some(head) = head? else { return Ok(()) };
+    head_done.store(true, Ordering::Relaxed);
+    let text = String::from_utf8_lossy(&head);
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let authorization = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
+        .map(|(_, v)| v.trim());
     let mut parts = line.split(' ');
     let response = match (parts.next(), parts.next()) {
-        (Some("GET"), Some(path)) => admin.respond(path),
+        (Some("GET"), Some(path)) => admin.respond(path, authorization),
         (Some(_), Some(_)) => (405, "text/plain", "only GET\n".into()),
         _ => (400, "text/plain", "bad request\n".into()),
     };
@@ -180,6 +259,7 @@ async fn write(stream: &mut TcpStream, (status, content_type, body): Response) -
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
         431 => "Request Header Fields Too Large",
@@ -200,9 +280,24 @@ async fn write(stream: &mut TcpStream, (status, content_type, body): Response) -
 /// # Errors
 /// When the listener cannot be reached within `timeout`, or the answer is not HTTP.
 pub async fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
+    get_with(addr, path, None, timeout).await
+}
+
+/// [`get`] with a bearer token (for a listener that requires one).
+///
+/// # Errors
+/// When the listener cannot be reached within `timeout`, or the answer is not HTTP.
+pub async fn get_with(
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    timeout: Duration,
+) -> std::io::Result<(u16, String)> {
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     let fetch = async {
         let mut s = TcpStream::connect(addr).await?;
-        s.write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).await?;
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+        s.write_all(request.as_bytes()).await?;
         let mut raw = Vec::new();
         s.take(16 * 1024 * 1024).read_to_end(&mut raw).await?;
         Ok::<_, std::io::Error>(raw)

@@ -138,7 +138,8 @@ const DATAGRAM_DROPS: [&str; 2] = ["queue_full", "send_failed"];
 pub struct PlayerStats {
     /// The player's id (slot).
     pub id: u32,
-    /// The client's address.
+    /// The client's address (shown only with `show_addresses`).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub addr: String,
     /// Seconds since the connection was accepted.
     pub connected_seconds: f64,
@@ -691,9 +692,14 @@ impl ServerMetrics {
         }
     }
 
-    /// Every connected player's figures, as a JSON array.
-    pub fn players_json(&self) -> String {
-        let list: Vec<PlayerStats> = self.per_player.lock().map(|m| m.values().cloned().collect()).unwrap_or_default();
+    /// Every connected player's figures, as a JSON array; with their addresses only if
+    /// `with_addresses`.
+    pub fn players_json(&self, with_addresses: bool) -> String {
+        let mut list: Vec<PlayerStats> =
+            self.per_player.lock().map(|m| m.values().cloned().collect()).unwrap_or_default();
+        if !with_addresses {
+            list.iter_mut().for_each(|p| p.addr.clear());
+        }
         serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
     }
 

@@ -139,8 +139,15 @@ pub struct ServerConfig {
     pub player_queue: usize,
     /// Time allowed for clients to be told of a shutdown.
     pub shutdown_grace: Duration,
-    /// Where to serve `/metrics`, `/healthz`, `/readyz` and `/players` (none if `None`).
+    /// Where to serve `/metrics`, `/healthz`, `/readyz` and `/players` (none if `None`, the
+    /// default of [`ServerConfig::new`]; the `volley` program serves them on 127.0.0.1:9100).
     pub admin_addr: Option<SocketAddr>,
+    /// A bearer token `/metrics` and `/players` require (`Authorization: Bearer <token>`);
+    /// `/healthz` and `/readyz` stay open for probes. None by default.
+    pub admin_token: Option<String>,
+    /// `/players` shows each client's IP address and port (off by default: they are
+    /// personal data).
+    pub admin_show_addresses: bool,
     /// `/healthz` fails when no tick has finished for this long.
     pub stall_after: Duration,
     /// Snapshot datagrams sent per system call at most (`sendmmsg`; 1 sends each at once).
@@ -178,6 +185,8 @@ impl ServerConfig {
             player_queue: 16,
             shutdown_grace: Duration::from_secs(3),
             admin_addr: None,
+            admin_token: None,
+            admin_show_addresses: false,
             stall_after: Duration::from_secs(1),
             send_batch: 32,
             predict_snapshots: false,
@@ -291,9 +300,16 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         }
         None => None,
     };
-    let admin =
-        admin::AdminThread::start(listener, admin::Admin { metrics: metrics.clone(), stall_after: config.stall_after })
-            .map_err(|e| StartError::Spawn("admin", e.to_string()))?;
+    let admin = admin::AdminThread::start(
+        listener,
+        admin::Admin {
+            metrics: metrics.clone(),
+            stall_after: config.stall_after,
+            token: config.admin_token.as_deref().map(Arc::from),
+            show_addresses: config.admin_show_addresses,
+        },
+    )
+    .map_err(|e| StartError::Spawn("admin", e.to_string()))?;
     let schema = Arc::new(world.schema());
     let relevancy = world.relevancy();
 
