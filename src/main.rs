@@ -518,7 +518,7 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
         _ = until_stopped(args.duration) => {}
         _ = server.wait() => {
             live.abort();
-            return Err("the world actor stopped unexpectedly".into());
+            return Err(format!("the server failed: {}", server.failure().unwrap_or_else(|| "it stopped".into())));
         }
     }
     live.abort();

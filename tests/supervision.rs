@@ -130,3 +130,59 @@ async fn one_player_fails(n: u64, victim_client: usize) {
     }
     server.shutdown().await;
 }
+
+/// A world whose game code panics at a given tick.
+struct PanicsAt(u32);
+
+impl World for PanicsAt {
+    fn schema(&self) -> Schema {
+        Schema::new()
+    }
+    fn join(&mut self, _: PlayerId) {}
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, t: u32, _: Duration) {
+        assert!(t < self.0, "injected fault in the game's tick");
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+/// Forces one essential part to fail: `/healthz` must fail (naming it) and
+/// [`ServerHandle::wait`] return, so that the process exits non-zero.
+async fn essential_part_fails(fault: Option<volley::server::Fault>, expect: &str) {
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), [9u8; 32]);
+    config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+    config.stall_after = Duration::from_secs(30); // not the stall detector: the failure itself
+    let mut server =
+        volley::server::start(config, PanicsAt(if fault.is_some() { u32::MAX } else { 30 })).await.unwrap();
+    let admin = server.admin_addr().unwrap();
+    if let Some(fault) = fault {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (status, _) = volley::server::admin::get(admin, "/healthz", Duration::from_secs(2)).await.unwrap();
+        assert_eq!(status, 200, "healthy before the fault");
+        server.inject_fault(fault);
+    }
+    tokio::time::timeout(Duration::from_secs(5), server.wait()).await.expect("wait() returns when a part fails");
+    assert!(!server.is_running());
+    let failure = server.failure().expect("the failure is recorded");
+    assert!(failure.contains(expect), "{failure}");
+    let (status, body) = volley::server::admin::get(admin, "/healthz", Duration::from_secs(2)).await.unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains(expect), "{body}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_the_receive_loop_fails_the_server() {
+    essential_part_fails(Some(volley::server::Fault::ReceiveLoop), "socket actor").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_broadcaster_fails_the_server() {
+    essential_part_fails(Some(volley::server::Fault::Broadcaster), "broadcaster").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_the_games_tick_fails_the_server() {
+    essential_part_fails(None, "world actor").await;
+}

@@ -67,7 +67,9 @@ impl Admin {
             "/metrics" => (200, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render()),
             "/healthz" => {
                 let since = self.metrics.since_last_tick();
-                if since <= self.stall_after {
+                if let Some(what) = self.metrics.failure() {
+                    (503, "text/plain", format!("failed: {what}\n"))
+                } else if since <= self.stall_after {
                     (200, "text/plain", format!("ok: last tick {:.0} ms ago\n", since.as_secs_f64() * 1e3))
                 } else {
                     (503, "text/plain", format!("stalled: no tick for {:.1} s\n", since.as_secs_f64()))

@@ -312,6 +312,9 @@ pub enum BroadcastMsg {
         /// Reliable (else an unreliable event).
         reliable: bool,
     },
+    /// Fails the broadcaster (supervision tests force each failure with these).
+    #[doc(hidden)]
+    InjectFault,
 }
 
 /// The broadcaster actor. Each player actor encodes its own delta, so the encoding spreads
@@ -408,6 +411,7 @@ impl Actor for Broadcaster {
             flush_to_all(players, &mut state.to_all);
         }
         match msg {
+            BroadcastMsg::InjectFault => return Err("injected fault".into()),
             BroadcastMsg::Add(p, handle) => {
                 players.insert(p, handle);
             }

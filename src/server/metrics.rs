@@ -278,6 +278,8 @@ pub struct ServerMetrics {
     last_tick_unix_us: AtomicU64,
     last_tick_at_us: AtomicU64,
     ready: AtomicBool,
+    /// What failed, once a part of the server failed (then `/healthz` fails).
+    failure: Mutex<Option<String>>,
     started: Instant,
     tick_period: Mutex<Duration>,
     ticks_us: Mutex<Ring>,
@@ -384,6 +386,7 @@ impl ServerMetrics {
             last_tick_unix_us: AtomicU64::new(0),
             last_tick_at_us: AtomicU64::new(0),
             ready: AtomicBool::new(false),
+            failure: Mutex::new(None),
             started: Instant::now(),
             tick_period: Mutex::new(Duration::from_secs(1) / 60),
             ticks_us: Mutex::default(),
@@ -701,6 +704,20 @@ impl ServerMetrics {
             list.iter_mut().for_each(|p| p.addr.clear());
         }
         serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+    }
+
+    /// Records that a part of the server failed: `/healthz` fails from now on, saying what.
+    /// The first failure is kept.
+    pub fn set_failed(&self, what: String) {
+        if let Ok(mut f) = self.failure.lock() {
+            f.get_or_insert(what);
+        }
+        self.set_ready(false);
+    }
+
+    /// What failed, if a part of the server did.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.lock().ok().and_then(|f| f.clone())
     }
 
     /// Marks the server ready (or not: it is draining).

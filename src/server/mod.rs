@@ -210,12 +210,25 @@ pub enum StartError {
     Config(String),
 }
 
+/// A part of the server a supervision test can make fail.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The socket actor's receive loop panics.
+    ReceiveLoop,
+    /// The broadcaster fails.
+    Broadcaster,
+}
+
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
     socket: ActorRef<socket::SocketMsg>,
     world: ActorRef<world::WorldMsg>,
-    world_task: tokio::task::JoinHandle<()>,
+    /// True once the root watcher saw the world, broadcaster or socket actor end.
+    ended: tokio::sync::watch::Receiver<bool>,
+    /// Set by [`ServerHandle::shutdown`], so the actors' ends are not taken for failures.
+    stopping: Arc<std::sync::atomic::AtomicBool>,
     broadcaster: ActorRef<broadcaster::BroadcastMsg>,
     metrics: Arc<ServerMetrics>,
     grace: Duration,
@@ -242,6 +255,7 @@ impl ServerHandle {
     /// Tells every client, waits up to the grace period for them to be told, then stops
     /// every actor. Returns how many players were still connected when the grace ran out.
     pub async fn shutdown(self) -> u64 {
+        self.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
         self.metrics.set_ready(false);
         self.socket.cast(socket::SocketMsg::DisconnectAll).ok();
         let deadline = tokio::time::Instant::now() + self.grace;
@@ -257,14 +271,29 @@ impl ServerHandle {
         left
     }
 
-    /// Waits until the world actor ends (it fails, or the server was shut down).
+    /// Waits until the world, broadcaster or socket actor ends: a part of the server failed
+    /// ([`ServerHandle::failure`] says which), or it was shut down.
     pub async fn wait(&mut self) {
-        let _ = (&mut self.world_task).await;
+        let _ = self.ended.wait_for(|ended| *ended).await;
     }
 
-    /// Whether the world actor is still running.
+    /// Whether every part of the server still runs.
     pub fn is_running(&self) -> bool {
-        !self.world_task.is_finished()
+        !*self.ended.borrow()
+    }
+
+    /// What failed, if a part of the server did (`/healthz` then fails, saying the same).
+    pub fn failure(&self) -> Option<String> {
+        self.metrics.failure()
+    }
+
+    /// Makes a part of the server fail, for supervision tests.
+    #[doc(hidden)]
+    pub fn inject_fault(&self, fault: Fault) {
+        match fault {
+            Fault::ReceiveLoop => drop(self.socket.cast(socket::SocketMsg::InjectFault)),
+            Fault::Broadcaster => drop(self.broadcaster.cast(broadcaster::BroadcastMsg::InjectFault)),
+        }
     }
 }
 
@@ -323,7 +352,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(env.clone()));
     let broadcast_args =
         broadcaster::BroadcastArgs { metrics: metrics.clone(), batcher: Some(batcher.clone()), fanout: fanout.clone() };
-    let (broadcaster, _) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)
+    let (broadcaster, broadcaster_task) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
     // Sixteen inputs a player between two ticks (a client sends one a tick, repeated ones are
@@ -364,9 +393,28 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         metrics: metrics.clone(),
         clock: unix_now,
     };
-    let (socket_ref, _) = Actor::spawn(None, socket::SocketActor, socket_args)
+    let (socket_ref, socket_task) = Actor::spawn(None, socket::SocketActor, socket_args)
         .await
         .map_err(|e| StartError::Spawn("socket", e.to_string()))?;
+    // The root of the supervision tree: the world, broadcaster and socket actors are each
+    // essential. The first to end, unless the server is shutting down, is a failure.
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (ended_tx, ended) = tokio::sync::watch::channel(false);
+    tokio::spawn({
+        let (stopping, metrics) = (stopping.clone(), metrics.clone());
+        async move {
+            let which = tokio::select! {
+                _ = world_task => "world actor",
+                _ = broadcaster_task => "broadcaster",
+                _ = socket_task => "socket actor",
+            };
+            if !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                tracing::error!(part = which, "a part of the server stopped; the server is failed");
+                metrics.set_failed(format!("the {which} stopped"));
+            }
+            let _ = ended_tx.send(true);
+        }
+    });
     metrics.set_ready(true);
     tracing::info!(
         %addr,
@@ -380,7 +428,8 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         addr,
         socket: socket_ref,
         world: world_ref,
-        world_task,
+        ended,
+        stopping,
         broadcaster,
         metrics,
         grace: config.shutdown_grace,

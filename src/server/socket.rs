@@ -52,6 +52,8 @@ pub enum SocketCtl {
     DisconnectAll,
     /// Stop receiving.
     Stop,
+    /// Panic in the receive loop (supervision tests force each failure with these).
+    InjectFault,
 }
 
 /// Messages to the socket actor.
@@ -61,6 +63,12 @@ pub enum SocketMsg {
     DisconnectAll,
     /// Stop the receive loop.
     Stop,
+    /// The receive loop ended while the actor still runs (it panicked, or could not start):
+    /// the actor fails, and with it the server (see the supervision tree in [`crate::server`]).
+    LoopEnded(String),
+    /// Panics the receive loop (supervision tests force each failure with these).
+    #[doc(hidden)]
+    InjectFault,
 }
 
 /// What the socket actor starts with.
@@ -103,7 +111,9 @@ pub struct SocketArgs {
 /// The socket actor's state.
 pub struct SocketState {
     ctl: mpsc::UnboundedSender<SocketCtl>,
-    task: tokio::task::JoinHandle<()>,
+    /// The receive loop, and the task that watches it.
+    receive: tokio::task::AbortHandle,
+    watcher: tokio::task::JoinHandle<()>,
     metrics: Arc<ServerMetrics>,
 }
 
@@ -148,7 +158,18 @@ impl Actor for SocketActor {
         let (ctl, rx) = mpsc::unbounded_channel();
         let metrics = args.metrics.clone();
         let task = tokio::spawn(receive_loop(args, myself.get_cell(), ctl.clone(), rx));
-        Ok(SocketState { ctl, task, metrics })
+        let receive = task.abort_handle();
+        // The actor supervises its receive loop: however the loop ends while the actor runs,
+        // the actor fails (a stopped actor aborts the loop first, and this watcher with it).
+        let watcher = tokio::spawn(async move {
+            let why = match task.await {
+                Ok(()) => "the receive loop ended".to_string(),
+                Err(e) if e.is_panic() => "the receive loop panicked".to_string(),
+                Err(_) => return,
+            };
+            let _ = myself.cast(SocketMsg::LoopEnded(why));
+        });
+        Ok(SocketState { ctl, receive, watcher, metrics })
     }
 
     async fn handle(
@@ -160,6 +181,8 @@ impl Actor for SocketActor {
         let _ = s.ctl.send(match msg {
             SocketMsg::DisconnectAll => SocketCtl::DisconnectAll,
             SocketMsg::Stop => SocketCtl::Stop,
+            SocketMsg::InjectFault => SocketCtl::InjectFault,
+            SocketMsg::LoopEnded(why) => return Err(why.into()),
         });
         Ok(())
     }
@@ -181,7 +204,8 @@ impl Actor for SocketActor {
 
     async fn post_stop(&self, _: ActorRef<SocketMsg>, s: &mut SocketState) -> Result<(), ActorProcessingErr> {
         let _ = s.ctl.send(SocketCtl::Stop);
-        s.task.abort();
+        s.watcher.abort();
+        s.receive.abort();
         Ok(())
     }
 }
@@ -206,6 +230,7 @@ async fn receive_loop(
             biased;
             c = rx.recv() => match c {
                 None | Some(SocketCtl::Stop) => break,
+                Some(SocketCtl::InjectFault) => panic!("injected fault in the receive loop"),
                 Some(SocketCtl::Release { addr, client_id, slot }) => {
                     if let Some(o) = hs.endpoint.release(slot as usize, addr, client_id) {
                         hs.by_actor.remove(&o.value.player.get_id());
