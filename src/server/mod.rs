@@ -58,16 +58,45 @@
 //!   last player actor woken for the tick is done. Control packets are sent at once.
 //! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
 //!   at once) and then skips ahead, counting an overrun.
-//! - **Failure.** A player actor that fails (a panic in it, or in the game's relevancy code
-//!   that it runs) is cleaned up alone by the socket actor: the client is sent the netcode
-//!   disconnect packets, and the address, slot and world membership are released. No other
-//!   player notices. A panic while the socket actor takes a player's datagram, or while a
-//!   fan-out chain sends a player's snapshot, is caught there; it leaves that player's link
-//!   poisoned, so its actor fails at its next message and is cleaned up the same way. If
-//!   the world actor fails, [`ServerHandle::wait`] returns and the server stops.
+//! - **Failure.** See the supervision tree below. A player actor that fails (a panic in
+//!   it, or in the game's relevancy code that it runs) is cleaned up alone by the socket
+//!   actor: the client is sent the netcode disconnect packets, and the address, slot and
+//!   world membership are released. No other player notices. A panic while the socket
+//!   actor takes a player's datagram, or while a fan-out chain sends a player's snapshot, is
+//!   caught there; it leaves that player's link poisoned, so its actor fails at its next
+//!   message and is cleaned up the same way. Any essential part that ends outside a
+//!   shutdown fails the server: `/healthz` answers 503 naming it, [`ServerHandle::wait`]
+//!   returns, and the `volley` program exits non-zero.
 //! - **Shutdown.** [`ServerHandle::shutdown`] asks every player actor to send its client the
 //!   disconnect packets, waits for them to go (up to the grace period), then stops the world,
 //!   broadcaster and socket, in that order.
+//!
+//! # Where the logic lives
+//!
+//! Each piece exists once, in a sans-IO core that the actors, the deterministic
+//! [`Stepper`](crate::testing::Stepper), the fuzz targets and the interop tests all drive:
+//!
+//! | core | what it owns | driven by |
+//! | --- | --- | --- |
+//! | [`Endpoint`](crate::protocol::netcode::server::Endpoint) | handshake, rate limits (per address, total, pending per IP), slots, routing of each address to its connection | socket actor, stepper, `endpoint` and `netcode_server` fuzz targets, interop and rules tests |
+//! | [`Connection`](crate::protocol::netcode::server::Connection) | one client's keys, replay window, packet budget (charged only for what authenticates), timeouts | the player's session |
+//! | [`session::PlayerSession`] | one player's connection, reliability, snapshot history, input de-duplication | player actor, socket actor and fan-out (through the player's link), stepper |
+//! | `simulation::Simulation` | one tick: inputs in order, `World::tick`, messages, the snapshot against the previous | world actor, stepper |
+//!
+//! # Supervision tree
+//!
+//! | part | started by | supervised by | when it fails |
+//! | --- | --- | --- | --- |
+//! | world actor (your [`World`]) | [`start`] | the root watcher | the server fails |
+//! | broadcaster | [`start`] | the root watcher | the server fails |
+//! | socket actor | [`start`] | the root watcher | the server fails |
+//! | receive loop (a task) | socket actor | the socket actor (a watcher task) | the socket actor fails, so the server fails |
+//! | player actors | socket actor (linked) | socket actor | that player is disconnected and cleaned up alone (`volley_actor_failures_total`) |
+//! | admin thread (`/metrics`, `/healthz`) | [`start`] | none: its own thread and runtime | the probes cannot connect, which is itself the failure signal |
+//!
+//! The root watcher is a task [`start`] spawns over the three essential actors; "the
+//! server fails" means `/healthz` answers 503 with what stopped, [`ServerHandle::failure`]
+//! says the same, and [`ServerHandle::wait`] returns.
 
 pub mod admin;
 pub mod batcher;
