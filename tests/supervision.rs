@@ -11,6 +11,7 @@ use volley::demo::arena::{self, Arena, ArenaInput};
 use volley::protocol::netcode::client::ClientState;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use volley::server::metrics::DeliveryPath;
 use volley::server::{PlayerId, Relevancy, ServerConfig, ServerMetrics, World, unix_now};
 
 /// The arena, with relevancy code that panics for one player: a bug in game code that runs in
@@ -102,7 +103,7 @@ async fn one_player_fails(n: u64, victim_client: usize) {
     assert!(clients.iter().all(|c| c.client.is_ready()), "all connected");
 
     let m = server.metrics().clone();
-    let (by_fanout, by_actor) = (ServerMetrics::get(&m.snapshot_paths[0]), ServerMetrics::get(&m.snapshot_paths[1]));
+    let (by_fanout, by_actor) = (m.deliveries(DeliveryPath::SnapshotDirect), m.deliveries(DeliveryPath::SnapshotWoken));
     assert!(by_actor > 0, "woken actors sent snapshots");
     if n > 8 {
         assert!(by_fanout > by_actor, "fan-out chains sent {by_fanout} snapshots themselves, actors {by_actor}");

@@ -41,7 +41,7 @@ struct Pending {
 
 /// The server's batch of outgoing snapshot datagrams.
 #[derive(Debug)]
-pub struct SnapshotBatcher {
+pub(crate) struct SnapshotBatcher {
     socket: Arc<UdpSocket>,
     metrics: Arc<ServerMetrics>,
     batch: usize,
@@ -141,7 +141,7 @@ impl SnapshotBatcher {
 
 /// A [`Transmit`] that leaves datagrams with the batcher.
 #[derive(Debug)]
-pub struct BatchTx<'a> {
+pub(crate) struct BatchTx<'a> {
     batcher: &'a SnapshotBatcher,
     effect: Option<(Duration, Instant)>,
     /// Datagrams queued.

@@ -1,7 +1,7 @@
 //! The broadcaster actor: hands each tick's shared snapshot to every player actor.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -9,100 +9,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::batcher::SnapshotBatcher;
 use super::metrics::ServerMetrics;
-use super::player::{PlayerLink, PlayerMsg, SnapshotEnv, guarded, queue_from_world, send_snapshot};
+use super::player::PlayerMsg;
+use super::shared::{Direct, MAX_PENDING_MESSAGES, MessageBatch, PlayerRef, SnapshotEnv};
 use super::world::{AppliedInputs, Audience, PlayerId};
 use crate::protocol::snapshot::WorldSnapshot;
 use bytes::Bytes;
-
-/// What the broadcaster has handed a player actor that it has not yet taken.
-#[derive(Debug, Default)]
-pub struct PlayerInbox {
-    /// The newest undelivered snapshot. The broadcaster overwrites it each tick and wakes the
-    /// player actor only when it was empty, so a player actor that falls behind holds one
-    /// snapshot — the newest — instead of a growing queue of stale ones.
-    /// With it, how many message batches the broadcaster had left in `batches` before it:
-    /// the player actor takes those first.
-    pub snapshot: Mutex<Option<(Arc<WorldSnapshot>, AppliedInputs, u64)>>,
-    /// World messages handed to the actor and not yet handled (cast, or waiting in
-    /// `batches`). Past [`MAX_PENDING_MESSAGES`] events are dropped and a reliable message
-    /// disconnects the player (it cannot be delivered, and must not be lost silently).
-    pub messages: AtomicUsize,
-    /// Batches of messages to every player, in order, waiting for the actor: it takes them
-    /// when it is next woken by the broadcaster (the tick's snapshot, or a message to it
-    /// alone), so they cost no cast of their own.
-    pub batches: Mutex<Batches>,
-}
-
-/// The batches waiting in a [`PlayerInbox`], numbered in the order they were left.
-#[derive(Debug, Default)]
-pub struct Batches {
-    queue: VecDeque<MessageBatch>,
-    /// Batches ever left.
-    left: u64,
-    /// Batches ever taken.
-    taken: u64,
-}
-
-/// Messages from the world to every player, in order, shared by all player actors:
-/// (bytes, reliable).
-pub type MessageBatch = Arc<[(Bytes, bool)]>;
-
-impl PlayerInbox {
-    /// Leaves a batch (the broadcaster).
-    fn leave(&self, batch: MessageBatch) -> bool {
-        let Ok(mut b) = self.batches.lock() else { return false };
-        b.queue.push_back(batch);
-        b.left += 1;
-        true
-    }
-
-    /// How many batches have been left so far: a snapshot or message handed over now comes
-    /// after them.
-    fn left(&self) -> u64 {
-        self.batches.lock().map_or(0, |b| b.left)
-    }
-
-    /// Moves the batches left before the `upto`-th into `into`, in order (a snapshot or
-    /// message handed over after them is handled after them; later ones wait their turn).
-    pub fn take_batches(&self, upto: u64, into: &mut Vec<MessageBatch>) {
-        if let Ok(mut b) = self.batches.lock() {
-            b.pop_until(upto, into);
-        }
-        let n: usize = into.iter().map(|b| b.len()).sum();
-        self.messages.fetch_sub(n, Ordering::Relaxed);
-    }
-
-    /// Like [`PlayerInbox::take_batches`], but only if nothing else is waiting for the actor
-    /// (no message to this player alone): false, and nothing taken, otherwise.
-    pub fn take_batches_alone(&self, upto: u64, into: &mut Vec<MessageBatch>) -> bool {
-        let Ok(mut b) = self.batches.lock() else { return false };
-        let due = usize::try_from(upto.saturating_sub(b.taken)).unwrap_or(usize::MAX);
-        let n: usize = b.queue.iter().take(due).map(|batch| batch.len()).sum();
-        if self.messages.load(Ordering::Acquire) != n {
-            return false;
-        }
-        b.pop_until(upto, into);
-        self.messages.fetch_sub(n, Ordering::Relaxed);
-        true
-    }
-}
-
-impl Batches {
-    /// Moves the batches left before the `upto`-th into `into`, in order.
-    fn pop_until(&mut self, upto: u64, into: &mut Vec<MessageBatch>) {
-        while self.taken < upto {
-            let Some(batch) = self.queue.pop_front() else { break };
-            self.taken += 1;
-            into.push(batch);
-        }
-    }
-}
-
-/// A player's inbox, shared by the broadcaster and the player actor.
-pub type SnapshotSlot = Arc<PlayerInbox>;
-
-/// World messages that may wait in one player actor's mailbox.
-pub const MAX_PENDING_MESSAGES: usize = 1024;
 
 /// Wakes a tick's player actors a few at a time: each one that finishes its snapshot wakes
 /// the next. The runtime's queues then never hold more than about `window` snapshot
@@ -114,8 +25,8 @@ pub const MAX_PENDING_MESSAGES: usize = 1024;
 /// ends with the player that holds it. So a player actor that dies holding a wake-up costs
 /// its chain only until the next tick, and chains never pile up when ticks overlap.
 #[derive(Debug)]
-pub struct FanOut {
-    pending: Mutex<VecDeque<Arc<PlayerHandle>>>,
+pub(crate) struct FanOut {
+    pending: Mutex<VecDeque<Arc<PlayerRef>>>,
     window: usize,
     generation: AtomicU32,
     batcher: Option<Arc<SnapshotBatcher>>,
@@ -129,26 +40,12 @@ pub struct FanOut {
     epoch: Instant,
 }
 
-/// What the broadcaster and the fan-out know of one player.
-#[derive(Debug, Clone)]
-pub struct PlayerHandle {
-    /// Its actor.
-    pub actor: ActorRef<PlayerMsg>,
-    /// Its inbox.
-    pub slot: SnapshotSlot,
-    /// Its link, through which the fan-out may send its snapshot without waking the actor
-    /// (`None`: always wake it).
-    pub link: Option<Arc<PlayerLink>>,
-    /// Datagrams waiting in its actor's mailbox.
-    pub inflight: Arc<AtomicUsize>,
-}
-
 /// Snapshots a chain sends itself before it wakes a player actor to carry it on, so that
 /// the runtime gets to interleave other work (the socket, the world) between bursts.
-pub const DIRECT_BURST: usize = 16;
+pub(crate) const DIRECT_BURST: usize = 16;
 
 /// Wake-ups in flight per core of the runtime.
-pub const FAN_OUT_PER_CORE: usize = 4;
+pub(crate) const FAN_OUT_PER_CORE: usize = 4;
 
 impl FanOut {
     /// A relay that keeps `window` player actors woken at once (at least one); the batcher,
@@ -184,7 +81,7 @@ impl FanOut {
     }
 
     /// Queues this tick's wake-ups behind any the last tick left, and starts the window.
-    fn start(&self, players: &mut Vec<Arc<PlayerHandle>>) {
+    fn start(&self, players: &mut Vec<Arc<PlayerRef>>) {
         // The last tick's chains end first, so that none of them takes this tick's players.
         let generation = self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
         self.started_us.store(self.micros(), Ordering::Relaxed);
@@ -243,61 +140,26 @@ impl FanOut {
         }
     }
 
-    /// Sends `p`'s snapshot here if its link is free and its actor has nothing waiting
-    /// that must go first; false (nothing done) otherwise.
-    fn send_direct(&self, p: &PlayerHandle) -> bool {
-        let (Some(env), Some(link)) = (&self.direct, &p.link) else { return false };
-        if p.inflight.load(Ordering::Acquire) != 0 {
-            return false; // a waiting datagram (an ack, an input) is taken first, by the actor
-        }
-        let Some(session) = link.try_session() else { return false };
-        let mut batches = Vec::new();
-        let taken = {
-            let Ok(mut slot) = p.slot.snapshot.lock() else { return false };
-            // World messages handed over before this snapshot go out before it. Batches to
-            // everyone are taken here; a message to this player alone is in the actor's
-            // mailbox, and then the actor sends the snapshot after it. Checked under the
-            // slot's lock: the broadcaster counts a message before it puts the next snapshot
-            // in (under this lock), so a message not counted yet comes after this snapshot.
-            let Some((_, _, upto)) = slot.as_ref() else { return false };
-            if !p.slot.take_batches_alone(*upto, &mut batches) {
-                return false;
-            }
-            slot.take()
-        };
-        if let Some((world, applied, _)) = taken {
-            env.metrics.snapshot_paths[0].fetch_add(1, Ordering::Relaxed);
-            let sent = guarded(session, |session| {
-                let cut_off = batches.iter().flat_map(|b| b.iter()).fold(false, |cut, (data, reliable)| {
-                    queue_from_world(session, link, data.clone(), *reliable) || cut
-                });
-                send_snapshot(session, link, env, &world, &applied);
-                cut_off
-            });
-            match sent {
-                Some(false) => {}
-                // A reliable message could not be queued: the actor disconnects the player.
-                Some(true) => {
-                    let _ = p.actor.send_message(PlayerMsg::Disconnect);
-                }
-                None => {
-                    // The link is poisoned now: the actor fails at its next message and is
-                    // cleaned up like any failed player actor. This wakes it for that.
-                    tracing::error!(actor = %p.actor.get_id(), "sending a snapshot panicked; the player is disconnected");
-                    let _ = p.actor.cast(PlayerMsg::Heartbeat);
-                }
+    /// Sends `p`'s snapshot here if it may (see [`super::shared`]); false (nothing done)
+    /// when its actor must be woken for it.
+    fn send_direct(&self, p: &PlayerRef) -> bool {
+        let Some(env) = &self.direct else { return false };
+        match p.shared.try_send_snapshot(env) {
+            Direct::Busy => false,
+            Direct::Done => true,
+            Direct::Tell(msg) => {
+                p.tell(msg);
+                true
             }
         }
-        env.batcher.done();
-        true
     }
 }
 
 /// Messages to the broadcaster.
 #[derive(Debug)]
-pub enum BroadcastMsg {
+pub(crate) enum BroadcastMsg {
     /// A player to send snapshots to, through its slot.
-    Add(PlayerId, Arc<PlayerHandle>),
+    Add(PlayerId, Arc<PlayerRef>),
     /// A player that left.
     Remove(PlayerId),
     /// This tick's snapshot, shared (never copied per player), and each player's newest
@@ -320,11 +182,11 @@ pub enum BroadcastMsg {
 /// The broadcaster actor. Each player actor encodes its own delta, so the encoding spreads
 /// over every core of the runtime.
 #[derive(Debug, Default)]
-pub struct Broadcaster;
+pub(crate) struct Broadcaster;
 
 /// What the broadcaster starts with.
 #[derive(Debug)]
-pub struct BroadcastArgs {
+pub(crate) struct BroadcastArgs {
     /// The server's figures.
     pub metrics: Arc<ServerMetrics>,
     /// Where the player actors leave their snapshot datagrams (told how many were woken
@@ -336,14 +198,14 @@ pub struct BroadcastArgs {
 
 /// The broadcaster's state: the players and the server's figures.
 #[derive(Debug)]
-pub struct BroadcastState {
+pub(crate) struct BroadcastState {
     /// Shared with the fan-out: one reference count a player and tick, not one per part.
-    players: BTreeMap<PlayerId, Arc<PlayerHandle>>,
+    players: BTreeMap<PlayerId, Arc<PlayerRef>>,
     metrics: Arc<ServerMetrics>,
     batcher: Option<Arc<SnapshotBatcher>>,
     fanout: Arc<FanOut>,
     /// This tick's player actors to wake (reused tick after tick).
-    to_wake: Vec<Arc<PlayerHandle>>,
+    to_wake: Vec<Arc<PlayerRef>>,
     /// Messages to every player not yet handed out: they go to each player actor as one
     /// shared batch (one cast per player, not one per message and player) when the tick's
     /// snapshot goes out, or earlier when anything else must keep its place after them.
@@ -353,7 +215,7 @@ pub struct BroadcastState {
 /// Leaves `to_all` in every player actor's inbox as one shared batch, without waking it:
 /// what comes next from the broadcaster (the tick's snapshot, or a message to that player)
 /// wakes it, and it takes the batch first.
-fn flush_to_all(players: &BTreeMap<PlayerId, Arc<PlayerHandle>>, to_all: &mut Vec<(Bytes, bool)>) {
+fn flush_to_all(players: &BTreeMap<PlayerId, Arc<PlayerRef>>, to_all: &mut Vec<(Bytes, bool)>) {
     if to_all.is_empty() {
         return;
     }
@@ -361,7 +223,7 @@ fn flush_to_all(players: &BTreeMap<PlayerId, Arc<PlayerHandle>>, to_all: &mut Ve
     let n = batch.len();
     let reliable = batch.iter().any(|(_, r)| *r);
     for p in players.values() {
-        let PlayerHandle { actor: r, slot: inbox, .. } = &**p;
+        let (r, inbox) = (&p.actor, p.shared.inbox());
         let pending = inbox.messages.fetch_add(n, Ordering::Relaxed);
         if pending < MAX_PENDING_MESSAGES {
             if !inbox.leave(batch.clone()) {
@@ -422,8 +284,8 @@ impl Actor for Broadcaster {
                 state.to_all.push((data, reliable));
             }
             BroadcastMsg::Message { to, data, reliable } => {
-                let send = |p: &Arc<PlayerHandle>| {
-                    let PlayerHandle { actor: r, slot: inbox, .. } = &**p;
+                let send = |p: &Arc<PlayerRef>| {
+                    let (r, inbox) = (&p.actor, p.shared.inbox());
                     let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
                     if pending < MAX_PENDING_MESSAGES {
                         let _ = r.cast(PlayerMsg::Message(data.clone(), reliable, inbox.left()));
@@ -445,11 +307,8 @@ impl Actor for Broadcaster {
                 let to_wake = &mut state.to_wake;
                 to_wake.clear();
                 for p in players.values() {
-                    let slot = &p.slot;
-                    let left = slot.left();
-                    let was_empty = match slot.snapshot.lock() {
-                        Ok(mut s) => s.replace((snap.clone(), applied.clone(), left)).is_none(),
-                        Err(_) => continue, // its actor panicked holding it; it is being cleaned up
+                    let Some(was_empty) = p.shared.inbox().deliver(snap.clone(), applied.clone()) else {
+                        continue; // its actor panicked holding it; it is being cleaned up
                     };
                     if was_empty {
                         to_wake.push(p.clone());
@@ -472,51 +331,20 @@ impl Actor for Broadcaster {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicBool;
+    use crate::server::shared::PlayerShared;
+    use std::sync::atomic::{AtomicBool, AtomicUsize};
     use tokio::sync::Notify;
 
-    #[test]
-    fn batches_are_taken_for_a_snapshot_only_when_nothing_else_waits_for_the_actor() {
-        let inbox = PlayerInbox::default();
-        let batch = |n: usize| -> MessageBatch { (0..n).map(|i| (Bytes::from(vec![i as u8]), true)).collect() };
-        // Two batches (3 and 2 messages) left before the snapshot, one after it.
-        for n in [3, 2, 4] {
-            inbox.messages.fetch_add(n, Ordering::Relaxed);
-            assert!(inbox.leave(batch(n)));
-        }
-        // A message to this player alone is on its way to the actor: the actor goes first.
-        inbox.messages.fetch_add(1, Ordering::Relaxed);
-        let mut into = Vec::new();
-        assert!(!inbox.take_batches_alone(2, &mut into));
-        assert!(into.is_empty());
-        assert_eq!(inbox.messages.load(Ordering::Relaxed), 10, "nothing taken");
-        // Once the actor has handled it, the two batches before the snapshot are taken.
-        inbox.messages.fetch_sub(1, Ordering::Relaxed);
-        assert!(!inbox.take_batches_alone(2, &mut into), "the batch after the snapshot still counts");
-        let mut only = Vec::new();
-        inbox.take_batches(3, &mut only);
-        assert_eq!(only.len(), 3);
-        for n in [3, 2] {
-            inbox.messages.fetch_add(n, Ordering::Relaxed);
-            assert!(inbox.leave(batch(n)));
-        }
-        assert!(inbox.take_batches_alone(5, &mut into));
-        assert_eq!(into.iter().map(|b| b.len()).collect::<Vec<_>>(), [3, 2]);
-        assert_eq!(inbox.messages.load(Ordering::Relaxed), 0);
-        assert!(inbox.take_batches_alone(5, &mut into), "nothing left, nothing waits");
-        assert_eq!(into.len(), 2);
-    }
-
     /// A player the fan-out can only wake (no link to send through).
-    fn handle(actor: ActorRef<PlayerMsg>, slot: SnapshotSlot) -> Arc<PlayerHandle> {
-        Arc::new(PlayerHandle { actor, slot, link: None, inflight: Arc::default() })
+    fn handle(actor: ActorRef<PlayerMsg>, shared: Arc<PlayerShared>) -> Arc<PlayerRef> {
+        Arc::new(PlayerRef { actor, shared })
     }
 
     /// Stands in for a player actor held back (its first message blocks until released) and
     /// counts what reaches it, as the real one does with the inbox counter.
     struct Stuck {
         release: Arc<Notify>,
-        inbox: SnapshotSlot,
+        inbox: Arc<PlayerShared>,
         events: Arc<AtomicUsize>,
         reliable: Arc<AtomicUsize>,
         disconnected: Arc<AtomicBool>,
@@ -543,7 +371,7 @@ mod tests {
             }
             match msg {
                 PlayerMsg::Message(_, reliable, _) => {
-                    self.inbox.messages.fetch_sub(1, Ordering::Relaxed);
+                    self.inbox.inbox().messages.fetch_sub(1, Ordering::Relaxed);
                     let n = if reliable { &self.reliable } else { &self.events };
                     n.fetch_add(1, Ordering::Relaxed);
                 }
@@ -583,7 +411,7 @@ mod tests {
         let mut players = Vec::new();
         for _ in 0..10 {
             let (r, _) = Actor::spawn(None, Counted(woken.clone(), generation.clone()), ()).await.unwrap();
-            players.push(handle(r, SnapshotSlot::default()));
+            players.push(handle(r, PlayerShared::without_session()));
         }
         let fanout = FanOut::new(2, None);
         let mut tick = players.clone();
@@ -616,7 +444,7 @@ mod tests {
     }
 
     /// Records the world messages that reach it, in order, and how many casts woke it.
-    struct Recorder(Arc<Mutex<(Vec<Bytes>, usize)>>, SnapshotSlot);
+    struct Recorder(Arc<Mutex<(Vec<Bytes>, usize)>>, Arc<PlayerShared>);
 
     impl Actor for Recorder {
         type Msg = PlayerMsg;
@@ -632,16 +460,14 @@ mod tests {
             // As the player actor does: the batches left before what woke it come first.
             let upto = match &msg {
                 PlayerMsg::Message(_, _, upto) => *upto,
-                PlayerMsg::SnapshotReady(_) => {
-                    self.1.snapshot.lock().ok().and_then(|mut s| s.take()).map_or(0, |s| s.2)
-                }
+                PlayerMsg::SnapshotReady(_) => self.1.inbox().take_snapshot().map_or(0, |s| s.2),
                 _ => 0,
             };
             let mut batches = Vec::new();
-            self.1.take_batches(upto, &mut batches);
+            self.1.inbox().take_batches(upto, &mut batches);
             log.0.extend(batches.iter().flat_map(|b| b.iter().map(|(d, _)| d.clone())));
             if let PlayerMsg::Message(data, _, _) = msg {
-                self.1.messages.fetch_sub(1, Ordering::Relaxed);
+                self.1.inbox().messages.fetch_sub(1, Ordering::Relaxed);
                 log.0.push(data);
             }
             log.1 += 1;
@@ -656,7 +482,7 @@ mod tests {
         let mut slots = Vec::new();
         for p in 0..3u32 {
             let log = Arc::new(Mutex::new((Vec::new(), 0usize)));
-            let slot = SnapshotSlot::default();
+            let slot = PlayerShared::without_session();
             let (r, _) = Actor::spawn(None, Recorder(log.clone(), slot.clone()), ()).await.unwrap();
             broadcaster.cast(BroadcastMsg::Add(p, handle(r, slot.clone()))).unwrap();
             logs.push(log);
@@ -692,7 +518,7 @@ mod tests {
         assert_eq!(got(0), (b"abcde".to_vec(), 1), "both batches with the snapshot's wake-up");
         assert_eq!(got(1), (b"abpcde".to_vec(), 2), "the targeted message keeps its place");
         assert_eq!(got(2), (b"abcde".to_vec(), 1));
-        assert!(slots.iter().all(|s| s.messages.load(Ordering::Relaxed) == 0), "the inbox counts are settled");
+        assert!(slots.iter().all(|s| s.inbox().messages.load(Ordering::Relaxed) == 0), "the inbox counts are settled");
     }
 
     /// A broadcaster without a socket (no batcher), four wake-ups in flight.
@@ -717,7 +543,7 @@ mod tests {
     async fn a_player_actor_that_falls_behind_holds_at_most_the_bound_then_is_disconnected() {
         let broadcaster = spawn_broadcaster().await;
         let release = Arc::new(Notify::new());
-        let inbox = SnapshotSlot::default();
+        let inbox = PlayerShared::without_session();
         let (events, reliable) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let disconnected = Arc::new(AtomicBool::new(false));
         let stuck = Stuck {
@@ -746,11 +572,12 @@ mod tests {
         // Let the broadcaster work through its mailbox (the bound fills), then check it holds
         // before releasing the player actor.
         settle(|| {
-            disconnected.load(Ordering::Relaxed) || inbox.messages.load(Ordering::Relaxed) >= MAX_PENDING_MESSAGES
+            disconnected.load(Ordering::Relaxed)
+                || inbox.inbox().messages.load(Ordering::Relaxed) >= MAX_PENDING_MESSAGES
         })
         .await;
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        let pending = inbox.messages.load(Ordering::Relaxed);
+        let pending = inbox.inbox().messages.load(Ordering::Relaxed);
         assert_eq!(pending, MAX_PENDING_MESSAGES, "messages waiting for the stuck player actor");
         release.notify_one();
         settle(|| disconnected.load(Ordering::Relaxed) && events.load(Ordering::Relaxed) >= MAX_PENDING_MESSAGES).await;
@@ -760,7 +587,7 @@ mod tests {
         assert_eq!(events.load(Ordering::Relaxed), MAX_PENDING_MESSAGES);
         assert_eq!(reliable.load(Ordering::Relaxed), 0);
         assert!(disconnected.load(Ordering::Relaxed), "a reliable message with no room disconnects");
-        assert_eq!(inbox.messages.load(Ordering::Relaxed), 0);
+        assert_eq!(inbox.inbox().messages.load(Ordering::Relaxed), 0);
         player.stop(None);
         broadcaster.stop(None);
     }

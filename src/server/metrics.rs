@@ -133,6 +133,20 @@ pub enum DatagramDrop {
 
 const DATAGRAM_DROPS: [&str; 2] = ["queue_full", "send_failed"];
 
+/// Who took a connected player's datagram or sent its snapshot (see [`crate::server`]'s
+/// runtime semantics): the direct paths cost no wake-up of the player actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryPath {
+    /// A datagram the socket actor took itself.
+    DatagramDirect = 0,
+    /// A datagram cast to the player actor.
+    DatagramQueued = 1,
+    /// A snapshot a fan-out chain sent itself.
+    SnapshotDirect = 2,
+    /// A snapshot the player actor was woken for.
+    SnapshotWoken = 3,
+}
+
 /// One player's figures for the admin endpoint (never a label).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct PlayerStats {
@@ -259,12 +273,8 @@ pub struct ServerMetrics {
     pub snapshots_replaced: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub inputs_dropped: AtomicU64,
-    /// Datagrams from connected players taken by the socket actor itself (through the
-    /// player's link, no wake-up) and cast to the player actor, in that order.
-    pub datagram_paths: [AtomicU64; 2],
-    /// Snapshots taken from players' slots by a fan-out chain (sent without waking the
-    /// player actor) and by the player actor, in that order.
-    pub snapshot_paths: [AtomicU64; 2],
+    /// Datagrams and snapshots by the path that took them ([`DeliveryPath`]).
+    deliveries: [AtomicU64; 4],
     /// System calls that received datagrams (each takes up to a batch).
     pub receive_calls: AtomicU64,
     /// System calls that sent snapshot datagrams (each sends up to a batch).
@@ -373,8 +383,7 @@ impl ServerMetrics {
             player_backlog: AtomicU64::new(0),
             snapshots_replaced: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
-            datagram_paths: [AtomicU64::new(0), AtomicU64::new(0)],
-            snapshot_paths: [AtomicU64::new(0), AtomicU64::new(0)],
+            deliveries: Default::default(),
             receive_calls: AtomicU64::new(0),
             send_calls: AtomicU64::new(0),
             sent: Default::default(),
@@ -518,6 +527,42 @@ impl ServerMetrics {
         }
         if let Ok(mut r) = self.lateness_us.lock() {
             r.push(lateness);
+        }
+    }
+
+    /// Counts a datagram or snapshot by the path that took it.
+    pub fn record_delivery(&self, path: DeliveryPath) {
+        self.deliveries[path as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many datagrams or snapshots took `path`.
+    pub fn deliveries(&self, path: DeliveryPath) -> u64 {
+        self.deliveries[path as usize].load(Ordering::Relaxed)
+    }
+
+    /// Datagrams cast to player actors (waiting in their mailboxes now).
+    pub(crate) fn add_player_backlog(&self, n: u64) {
+        self.player_backlog.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Datagrams player actors took out of their mailboxes (or never will).
+    pub(crate) fn sub_player_backlog(&self, n: u64) {
+        self.player_backlog.fetch_sub(n, Ordering::Relaxed);
+    }
+
+    /// Inputs refused because the world's input queue was full.
+    pub(crate) fn record_inputs_dropped(&self, n: u64) {
+        if n > 0 {
+            self.inputs_dropped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// A player's smoothed RTT went from `before` to `now` microseconds (the sum behind the
+    /// mean RTT).
+    pub(crate) fn replace_rtt(&self, before: u64, now: u64) {
+        if now != before {
+            self.rtt_sum_us.fetch_add(now, Ordering::Relaxed);
+            self.rtt_sum_us.fetch_sub(before, Ordering::Relaxed);
         }
     }
 
@@ -780,10 +825,10 @@ impl ServerMetrics {
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));
         self.counter("volley_inputs_dropped_total", &[], get(&self.inputs_dropped));
-        for (path, n) in ["socket", "actor"].iter().zip(&self.datagram_paths) {
+        for (path, n) in ["socket", "actor"].iter().zip(&self.deliveries[0..2]) {
             self.counter("volley_player_datagrams_total", &[("path", path)], get(n));
         }
-        for (path, n) in ["fanout", "actor"].iter().zip(&self.snapshot_paths) {
+        for (path, n) in ["fanout", "actor"].iter().zip(&self.deliveries[2..4]) {
             self.counter("volley_player_snapshots_taken_total", &[("path", path)], get(n));
         }
         self.counter("volley_inputs_on_time_total", &[], get(&self.inputs_on_time));

@@ -11,9 +11,9 @@
 //!
 //! - **Ordering.** Each actor handles one message at a time, in the order received. A
 //!   player's datagrams are taken in arrival order: by the socket actor itself, through the
-//!   player's [`player::PlayerLink`] (its session behind a lock), when the player actor is
-//!   not using the link and has no datagram waiting, else cast to the player actor behind
-//!   the ones waiting. Either way the same code runs on the same session, so an input
+//!   player's shared state (`shared::PlayerShared`: its session behind a lock, with the
+//!   rules for who may use it), when the player actor is not using the session and has no
+//!   datagram waiting, else cast to the player actor behind the ones waiting. Either way the same code runs on the same session, so an input
 //!   reaches the world without waking the player actor in the common case. Its inputs reach
 //!   the world in the
 //!   order the client sent them (sequence-numbered, repeats skipped) and are applied at the
@@ -28,14 +28,14 @@
 //!   messages wait for one player actor: beyond that its events are dropped, and a reliable
 //!   message that cannot be queued disconnects it rather than being lost silently.
 //! - **Ack processing never waits for the fan-out.** Acks and inputs are taken as they
-//!   arrive (by the socket actor, or by the player actor when it holds the link: for the
+//!   arrive (by the socket actor, or by the player actor when it holds the session: for the
 //!   few microseconds of its own snapshot). Each player's snapshot is encoded for it alone;
 //!   the broadcaster only clones an `Arc` per player. The
-//!   player actors of a tick are woken a few at a time ([`broadcaster::FanOut`]: four per
+//!   player actors of a tick are woken a few at a time (`broadcaster::FanOut`: four per
 //!   core; each that finishes wakes the next), so the runtime's queues never hold a whole
 //!   tick of snapshot work in front of a player actor woken by an input or an ack. A woken
 //!   chain first sends up to 16 snapshots of the players after it itself, through the same
-//!   code, for each player whose link is free and whose actor has nothing waiting (no
+//!   code, for each player whose session is free and whose actor has nothing waiting (no
 //!   datagram, no message to it alone; batches to everyone go out with the snapshot):
 //!   those players cost no wake-up at all. A chain that meets a busy player wakes its
 //!   actor, which sends its own snapshot after what waits before it. Chains send snapshots
@@ -53,7 +53,7 @@
 //!   player actor that falls behind skips to the newest tick (counted in
 //!   `volley_snapshots_replaced_total`) instead of queueing stale snapshots.
 //! - **Batched system calls.** The socket takes up to 32 datagrams per `recvmmsg`; the
-//!   player actors leave their encrypted snapshots with the [`batcher::SnapshotBatcher`],
+//!   player actors leave their encrypted snapshots with the `batcher::SnapshotBatcher`,
 //!   which sends them 32 per `sendmmsg` (`send_batch`), and sends the rest as soon as the
 //!   last player actor woken for the tick is done. Control packets are sent at once.
 //! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
@@ -63,7 +63,7 @@
 //!   actor: the client is sent the netcode disconnect packets, and the address, slot and
 //!   world membership are released. No other player notices. A panic while the socket
 //!   actor takes a player's datagram, or while a fan-out chain sends a player's snapshot, is
-//!   caught there; it leaves that player's link poisoned, so its actor fails at its next
+//!   caught there; it leaves that player's session poisoned, so its actor fails at its next
 //!   message and is cleaned up the same way. Any essential part that ends outside a
 //!   shutdown fails the server: `/healthz` answers 503 naming it, [`ServerHandle::wait`]
 //!   returns, and the `volley` program exits non-zero.
@@ -80,7 +80,8 @@
 //! | --- | --- | --- |
 //! | [`Endpoint`](crate::protocol::netcode::server::Endpoint) | handshake, rate limits (per address, total, pending per IP), slots, routing of each address to its connection | socket actor, stepper, `endpoint` and `netcode_server` fuzz targets, interop and rules tests |
 //! | [`Connection`](crate::protocol::netcode::server::Connection) | one client's keys, replay window, packet budget (charged only for what authenticates), timeouts | the player's session |
-//! | [`session::PlayerSession`] | one player's connection, reliability, snapshot history, input de-duplication | player actor, socket actor and fan-out (through the player's link), stepper |
+//! | [`session::PlayerSession`] | one player's connection, reliability, snapshot history, input de-duplication | player actor, socket actor and fan-out (through `shared::PlayerShared`), stepper |
+//! | `shared::PlayerShared` | what the player actor, the socket actor and the fan-out share of one player (session lock, inbox, queued datagrams, poisoned and cut-off flags, figures), and the rules for each, as `try_take_datagram` / `try_send_snapshot` calls that return `Direct::{Done, Busy, Tell}` | socket actor, fan-out, player actor |
 //! | `simulation::Simulation` | one tick: inputs in order, `World::tick`, messages, the snapshot against the previous | world actor, stepper |
 //!
 //! # Supervision tree
@@ -99,15 +100,16 @@
 //! says the same, and [`ServerHandle::wait`] returns.
 
 pub mod admin;
-pub mod batcher;
-pub mod broadcaster;
+pub(crate) mod batcher;
+pub(crate) mod broadcaster;
 pub mod lagcomp;
 pub mod metrics;
-pub mod player;
+pub(crate) mod player;
 pub mod scrape;
 pub mod session;
+pub(crate) mod shared;
 pub(crate) mod simulation;
-pub mod socket;
+pub(crate) mod socket;
 pub mod world;
 
 use std::net::SocketAddr;
@@ -372,7 +374,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let relevancy = world.relevancy();
 
     let batcher = Arc::new(batcher::SnapshotBatcher::new(socket.clone(), metrics.clone(), config.send_batch));
-    let env = player::SnapshotEnv {
+    let env = shared::SnapshotEnv {
         batcher: batcher.clone(),
         metrics: metrics.clone(),
         clock: unix_now,
@@ -410,15 +412,17 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         fanout,
         netcode,
         player_queue: config.player_queue,
-        schema,
-        relevancy,
+        sessions: session::SessionSettings {
+            schema,
+            relevancy,
+            params: session,
+            snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),
+            sender: crate::protocol::snapshot::SenderConfig { predict: config.predict_snapshots, ..Default::default() },
+            predictor: config.snapshot_predictor.clone(),
+        },
         world: world_ref.clone(),
         inputs,
         broadcaster: broadcaster.clone(),
-        session,
-        snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),
-        sender: crate::protocol::snapshot::SenderConfig { predict: config.predict_snapshots, ..Default::default() },
-        predictor: config.snapshot_predictor.clone(),
         metrics: metrics.clone(),
         clock: unix_now,
     };

@@ -95,17 +95,44 @@ impl std::fmt::Debug for dyn Relevancy {
     }
 }
 
+/// What every player's session on one server starts with (the socket actor and the
+/// stepper open sessions from the same settings).
+#[derive(Clone)]
+pub struct SessionSettings {
+    /// The replicated kinds.
+    pub schema: Arc<Schema>,
+    /// Who sees what.
+    pub relevancy: Arc<dyn Relevancy>,
+    /// What the session announces to the client.
+    pub params: SessionParams,
+    /// Send a snapshot every this many ticks.
+    pub snapshot_every: u32,
+    /// How snapshots are encoded.
+    pub sender: SenderConfig,
+    /// The game's own snapshot predictor, if any.
+    pub predictor: Option<Arc<dyn Predictor>>,
+}
+
+impl std::fmt::Debug for SessionSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSettings")
+            .field("params", &self.params)
+            .field("snapshot_every", &self.snapshot_every)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SessionSettings {
+    /// A session for an accepted connection.
+    pub fn open(&self, connection: Connection) -> PlayerSession {
+        PlayerSession::new(connection, self)
+    }
+}
+
 impl PlayerSession {
     /// A session for an accepted connection.
-    pub fn new(
-        connection: Connection,
-        schema: Arc<Schema>,
-        relevancy: Arc<dyn Relevancy>,
-        params: SessionParams,
-        snapshot_every: u32,
-        sender: SenderConfig,
-        predictor: Option<Arc<dyn Predictor>>,
-    ) -> Self {
+    pub fn new(connection: Connection, settings: &SessionSettings) -> Self {
+        let SessionSettings { schema, relevancy, params, snapshot_every, sender, predictor } = settings.clone();
         let mut sender = SnapshotSender::new(schema, sender);
         if let Some(p) = predictor {
             sender.set_predictor(p);

@@ -2,18 +2,18 @@
 //! connected address's datagrams to its player actor.
 //!
 //! Receiving runs in one task that the actor starts: a datagram from a connected address is
-//! taken right there through the player's [`PlayerLink`] when that is free and the player
-//! actor has none waiting (no wake-up of the actor), else copied once and cast to that
-//! player's actor, unless that actor already has `player_queue` datagrams waiting (then it
-//! is dropped and counted, so one slow or flooding client never grows memory or delays the
-//! others). A datagram from any other address goes
+//! taken right there when the rules of [`super::shared`] allow (the player's session free,
+//! none of its datagrams waiting for its actor; no wake-up of the actor), else copied once
+//! and cast to that player's actor, unless that actor already has `player_queue` datagrams
+//! waiting (then it is dropped and counted, so one slow or flooding client never grows
+//! memory or delays the others). A datagram from any other address goes
 //! through the netcode handshake right there, rate-limited per address and in total; only a
 //! completed challenge creates a player actor. The actor itself supervises the player actors.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -23,20 +23,18 @@ use tokio::time::Instant;
 
 use super::broadcaster::{BroadcastMsg, FanOut};
 use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetrics};
-use super::player::{DatagramEnv, PlayerActor, PlayerArgs, PlayerLink, PlayerMsg, SnapshotEnv, guarded, take_datagram};
-use super::session::PlayerSession;
-use super::world::{Relevancy, WorldMsg};
+use super::player::{PlayerActor, PlayerArgs, PlayerMsg, PlayerShell};
+use super::session::SessionSettings;
+use super::shared::{DatagramEnv, Direct, PlayerRef, PlayerShared, SnapshotEnv};
+use super::world::{InputQueue, WorldMsg};
 use crate::protocol::netcode::server::{Connection, Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::slots::Occupant;
-use crate::protocol::session::SessionParams;
-use crate::protocol::snapshot::Predictor;
-use crate::protocol::snapshot::{Schema, SenderConfig};
 use crate::transport::batch::{BATCH, RecvBatch};
 use crate::transport::udp::UdpTx;
 
 /// Control messages to the receive loop.
 #[derive(Debug)]
-pub enum SocketCtl {
+pub(crate) enum SocketCtl {
     /// A player actor ended: free its address, id and slot.
     Release {
         /// Its address.
@@ -58,11 +56,9 @@ pub enum SocketCtl {
 
 /// Messages to the socket actor.
 #[derive(Debug)]
-pub enum SocketMsg {
+pub(crate) enum SocketMsg {
     /// Disconnect every player, telling each client.
     DisconnectAll,
-    /// Stop the receive loop.
-    Stop,
     /// The receive loop ended while the actor still runs (it panicked, or could not start):
     /// the actor fails, and with it the server (see the supervision tree in [`crate::server`]).
     LoopEnded(String),
@@ -72,7 +68,7 @@ pub enum SocketMsg {
 }
 
 /// What the socket actor starts with.
-pub struct SocketArgs {
+pub(crate) struct SocketArgs {
     /// The bound socket.
     pub socket: Arc<UdpSocket>,
     /// What sending a snapshot needs (the batcher, figures, clock, tick period), shared
@@ -84,24 +80,14 @@ pub struct SocketArgs {
     pub netcode: EndpointConfig,
     /// Datagrams a player actor may have queued before more are dropped.
     pub player_queue: usize,
-    /// The replicated kinds.
-    pub schema: Arc<Schema>,
-    /// Who sees what.
-    pub relevancy: Arc<dyn Relevancy>,
+    /// What each player's session starts with.
+    pub sessions: SessionSettings,
     /// The world actor.
     pub world: ActorRef<WorldMsg>,
     /// Where player actors leave inputs for the world.
-    pub inputs: super::world::InputQueue,
+    pub inputs: InputQueue,
     /// The broadcaster.
     pub broadcaster: ActorRef<BroadcastMsg>,
-    /// Session parameters announced to clients.
-    pub session: SessionParams,
-    /// Send a snapshot every this many ticks.
-    pub snapshot_every: u32,
-    /// How each player's snapshots are encoded.
-    pub sender: SenderConfig,
-    /// The game's own predictor for snapshots, if any.
-    pub predictor: Option<Arc<dyn Predictor>>,
     /// Figures.
     pub metrics: Arc<ServerMetrics>,
     /// Unix time.
@@ -109,7 +95,7 @@ pub struct SocketArgs {
 }
 
 /// The socket actor's state.
-pub struct SocketState {
+pub(crate) struct SocketState {
     ctl: mpsc::UnboundedSender<SocketCtl>,
     /// The receive loop, and the task that watches it.
     receive: tokio::task::AbortHandle,
@@ -119,15 +105,14 @@ pub struct SocketState {
 
 /// The socket actor.
 #[derive(Debug, Default)]
-pub struct SocketActor;
+pub(crate) struct SocketActor;
 
+/// What the receive loop keeps for a connected address.
 struct Route {
-    player: ActorRef<PlayerMsg>,
-    /// The player's session, which this task may take datagrams through itself.
-    link: Arc<PlayerLink>,
+    /// Its actor and the state it shares (the loop takes datagrams through it itself).
+    player: PlayerRef,
     /// Says goodbye to the client if its player actor fails.
     farewell: Connection,
-    inflight: Arc<AtomicUsize>,
 }
 
 /// The receive loop's state: the endpoint (handshake, limits, and each connected slot's
@@ -140,7 +125,7 @@ struct Slots {
 impl Slots {
     fn release(&mut self, slot: usize) -> Option<Occupant<Route>> {
         let o = self.endpoint.remove(slot)?;
-        self.by_actor.remove(&o.value.player.get_id());
+        self.by_actor.remove(&o.value.player.actor.get_id());
         Some(o)
     }
 }
@@ -180,7 +165,6 @@ impl Actor for SocketActor {
     ) -> Result<(), ActorProcessingErr> {
         let _ = s.ctl.send(match msg {
             SocketMsg::DisconnectAll => SocketCtl::DisconnectAll,
-            SocketMsg::Stop => SocketCtl::Stop,
             SocketMsg::InjectFault => SocketCtl::InjectFault,
             SocketMsg::LoopEnded(why) => return Err(why.into()),
         });
@@ -233,7 +217,7 @@ async fn receive_loop(
                 Some(SocketCtl::InjectFault) => panic!("injected fault in the receive loop"),
                 Some(SocketCtl::Release { addr, client_id, slot }) => {
                     if let Some(o) = hs.endpoint.release(slot as usize, addr, client_id) {
-                        hs.by_actor.remove(&o.value.player.get_id());
+                        hs.by_actor.remove(&o.value.player.actor.get_id());
                     }
                 }
                 Some(SocketCtl::Failed(actor)) => {
@@ -246,13 +230,12 @@ async fn receive_loop(
                         args.metrics.record_end(EndReason::Failed);
                         args.metrics.remove_player(slot);
                         // Datagrams it never took out of its mailbox.
-                        let stranded = o.value.inflight.swap(0, Ordering::Relaxed) as u64;
-                        args.metrics.player_backlog.fetch_sub(stranded, Ordering::Relaxed);
+                        o.value.player.shared.strand_queued(&args.metrics);
                     }
                 }
                 Some(SocketCtl::DisconnectAll) => {
                     for (_, o) in hs.endpoint.iter() {
-                        let _ = o.value.player.cast(PlayerMsg::Disconnect);
+                        o.value.player.tell(PlayerMsg::Disconnect);
                     }
                 }
             },
@@ -297,7 +280,7 @@ async fn on_datagram(
     let new = match hs.endpoint.handle(now, from, datagram, &mut tx) {
         Handled::Route(slot) => {
             if let Some(o) = hs.endpoint.get(slot) {
-                route_datagram(args, &o.value, datagram, from, now, arrived);
+                route_datagram(args, &o.value.player, datagram, now, arrived);
             }
             return;
         }
@@ -318,35 +301,23 @@ async fn on_datagram(
     count_control(&args.metrics, &tx);
     let NewConnection { connection, reservation } = *new;
     let farewell = connection.farewell_copy();
-    let inflight = Arc::new(AtomicUsize::new(0));
-    let link = PlayerLink::new(PlayerSession::new(
-        connection,
-        args.schema.clone(),
-        args.relevancy.clone(),
-        args.session,
-        args.snapshot_every,
-        args.sender,
-        args.predictor.clone(),
-    ));
-    let player_args = PlayerArgs {
-        link: link.clone(),
+    let shared = PlayerShared::new(args.sessions.open(connection));
+    let shell = PlayerShell {
         socket: args.socket.clone(),
         env: args.env.clone(),
         fanout: args.fanout.clone(),
         world: args.world.clone(),
         inputs: args.inputs.clone(),
         broadcaster: args.broadcaster.clone(),
-        slot: Arc::default(),
         socket_ctl: ctl.clone(),
-        inflight: inflight.clone(),
-        session: args.session,
         metrics: args.metrics.clone(),
         clock: args.clock,
     };
+    let player_args = PlayerArgs { shared: shared.clone(), shell };
     match Actor::spawn_linked(None, PlayerActor, player_args, supervisor.clone()).await {
-        Ok((player, _)) => {
-            hs.by_actor.insert(player.get_id(), reservation.slot());
-            hs.endpoint.attach(reservation, Route { player, link, farewell, inflight });
+        Ok((actor, _)) => {
+            hs.by_actor.insert(actor.get_id(), reservation.slot());
+            hs.endpoint.attach(reservation, Route { player: PlayerRef { actor, shared }, farewell });
         }
         Err(e) => {
             tracing::error!(error = %e, "could not start a player actor");
@@ -355,45 +326,18 @@ async fn on_datagram(
     }
 }
 
-/// A datagram from a connected player's address: taken right here through the player's link
-/// when that is free and nothing waits for its actor, else queued for the actor (or dropped
-/// when the actor has `player_queue` waiting).
-fn route_datagram(
-    args: &SocketArgs,
-    route: &Route,
-    datagram: &mut [u8],
-    from: SocketAddr,
-    now: Duration,
-    arrived: Instant,
-) {
-    let waiting = route.inflight.load(Ordering::Relaxed);
-    // Nothing queued for the actor (so order is kept) and the link free: take it here.
-    if let Some(session) = (waiting == 0).then(|| route.link.try_session()).flatten() {
-        let env = DatagramEnv { socket: &args.socket, inputs: &args.inputs, metrics: &args.metrics };
-        let taken = guarded(session, |session| take_datagram(session, &route.link, &env, now, datagram, arrived));
-        args.metrics.datagram_paths[0].fetch_add(1, Ordering::Relaxed);
-        match taken {
-            Some(false) => {}
-            Some(true) => {
-                let _ = route.player.cast(PlayerMsg::PeerGone);
-            }
-            None => {
-                // The lock is poisoned now: the actor fails at its next message and is
-                // cleaned up like any failed player actor. This wakes it for that.
-                tracing::error!(%from, "taking a datagram panicked; the player is disconnected");
-                let _ = route.player.cast(PlayerMsg::Heartbeat);
-            }
+/// A datagram from a connected player's address: taken right here when the player's shared
+/// state allows, else queued for its actor (or dropped when `player_queue` wait already).
+fn route_datagram(args: &SocketArgs, player: &PlayerRef, datagram: &mut [u8], now: Duration, arrived: Instant) {
+    let env = DatagramEnv { socket: &args.socket, inputs: &args.inputs, metrics: &args.metrics };
+    match player.shared.try_take_datagram(&env, now, datagram, arrived) {
+        Direct::Done => {}
+        Direct::Tell(msg) => player.tell(msg),
+        Direct::Busy if player.shared.queue_datagram(args.player_queue, &args.metrics) => {
+            player.tell(PlayerMsg::Datagram(datagram.to_vec(), arrived));
         }
-        return;
+        Direct::Busy => args.metrics.record_drop(DatagramDrop::QueueFull, 1),
     }
-    if waiting >= args.player_queue {
-        args.metrics.record_drop(DatagramDrop::QueueFull, 1);
-        return;
-    }
-    route.inflight.fetch_add(1, Ordering::Relaxed);
-    args.metrics.player_backlog.fetch_add(1, Ordering::Relaxed);
-    args.metrics.datagram_paths[1].fetch_add(1, Ordering::Relaxed);
-    let _ = route.player.cast(PlayerMsg::Datagram(datagram.to_vec(), arrived));
 }
 
 /// Counts what `tx` sent as control traffic, and what it failed to send.

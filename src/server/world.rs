@@ -130,7 +130,7 @@ pub trait World: Send + 'static {
 
 /// What a tick did with the players' inputs.
 #[derive(Debug, Clone)]
-pub struct Applied {
+pub(crate) struct Applied {
     /// Per player, the sequence of the newest input applied by this tick (sorted by player).
     pub newest: Vec<(PlayerId, u32)>,
     /// Per player whose input this tick applied (sorted by player): how long the newest of
@@ -141,23 +141,21 @@ pub struct Applied {
 }
 
 /// A tick's [`Applied`], shared by every player actor.
-pub type AppliedInputs = Arc<Applied>;
+pub(crate) type AppliedInputs = Arc<Applied>;
 
 /// Messages to the world actor.
 #[derive(Debug)]
-pub enum WorldMsg {
+pub(crate) enum WorldMsg {
     /// A player joined, and who it is.
     Join(PlayerId, Box<JoinInfo>),
     /// A player left.
     Leave(PlayerId),
-    /// A player's input, applied at the next tick.
-    Input(ClientInput),
     /// Time to step (sent by the actor's own timer).
     Tick,
 }
 
 /// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
-pub struct WorldActor<W: World>(std::marker::PhantomData<fn() -> W>);
+pub(crate) struct WorldActor<W: World>(std::marker::PhantomData<fn() -> W>);
 
 impl<W: World> Default for WorldActor<W> {
     fn default() -> Self {
@@ -168,7 +166,7 @@ impl<W: World> Default for WorldActor<W> {
 /// One input on its way to the world. Its bytes are held inline (at most
 /// [`MAX_INPUT_BYTES`], as on the wire), so queueing one allocates nothing.
 #[derive(Debug, Clone)]
-pub struct ClientInput {
+pub(crate) struct ClientInput {
     /// Who sent it.
     pub player: PlayerId,
     /// Its sequence number.
@@ -206,7 +204,7 @@ impl ClientInput {
 /// (`volley_inputs_dropped_total`). Clients repeat their recent inputs, so once the world runs
 /// again most refused ones arrive anyway.
 #[derive(Debug, Clone)]
-pub struct InputQueue {
+pub(crate) struct InputQueue {
     queue: Arc<std::sync::Mutex<Vec<Queued>>>,
     limit: usize,
 }
@@ -239,16 +237,6 @@ impl InputQueue {
         }
     }
 
-    /// Inputs waiting for the next tick.
-    pub fn len(&self) -> usize {
-        self.queue.lock().map_or(0, |q| q.len())
-    }
-
-    /// True when no input waits.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Moves every queued input into `out`, with how long it took from the socket to here.
     fn drain_into(&self, out: &mut Vec<(ClientInput, Duration)>) {
         if let Ok(mut q) = self.queue.lock() {
@@ -261,7 +249,7 @@ impl InputQueue {
 }
 
 /// Starting arguments.
-pub struct WorldArgs<W: World> {
+pub(crate) struct WorldArgs<W: World> {
     /// The game.
     pub world: W,
     /// Ticks per second.
@@ -275,7 +263,7 @@ pub struct WorldArgs<W: World> {
 }
 
 /// The world actor's state.
-pub struct WorldState<W: World> {
+pub(crate) struct WorldState<W: World> {
     world: W,
     /// The tick step (shared with the stepper).
     sim: Simulation,
@@ -344,10 +332,6 @@ impl<W: World> Actor for WorldActor<W> {
                 s.pending.retain(|(i, _)| i.player != p);
                 s.sim.leave(&mut s.world, p);
             }
-            WorldMsg::Input(input) => {
-                let handling = Instant::now().saturating_duration_since(input.arrived);
-                s.pending.push((input, handling));
-            }
             WorldMsg::Tick => {
                 // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
                 let now = Instant::now();
@@ -406,12 +390,13 @@ mod input_queue_tests {
         let at = Instant::now();
         let pushed: Vec<bool> = (0..5u32).map(|seq| q.push(ClientInput::new(1, seq, &[seq as u8], None, at))).collect();
         assert_eq!(pushed, [true, true, true, false, false]);
-        assert_eq!(q.len(), 3);
         let mut out = Vec::new();
         q.drain_into(&mut out);
         assert_eq!(out.iter().map(|(i, _)| i.seq).collect::<Vec<_>>(), [0, 1, 2], "the oldest kept, in order");
         assert_eq!(out[2].0.bytes(), [2], "the bytes travel with it");
-        assert!(q.is_empty());
+        let mut again = Vec::new();
+        q.drain_into(&mut again);
+        assert!(again.is_empty(), "drained");
         assert!(q.push(ClientInput::new(1, 5, &[5], None, at)), "room again after a tick");
         let long = ClientInput::new(2, 6, &[9; MAX_INPUT_BYTES + 10], None, at);
         assert_eq!(long.bytes().len(), MAX_INPUT_BYTES, "no more than the wire carries");

@@ -15,9 +15,9 @@ use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
-use crate::server::session::{Incoming, PlayerSession};
+use crate::server::session::{Incoming, PlayerSession, SessionSettings};
 use crate::server::simulation::{Simulation, Stepped, TickInput};
-use crate::server::{JoinInfo, PlayerId, Relevancy, World};
+use crate::server::{JoinInfo, PlayerId, World};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
@@ -81,17 +81,13 @@ pub struct Stepper<W: World> {
     pub applied: BTreeMap<PlayerId, u64>,
     /// The tick step, the same as the world actor's.
     sim: Simulation,
-    schema: Arc<Schema>,
-    relevancy: Arc<dyn Relevancy>,
+    /// What each player's session starts with, as the socket actor's.
+    settings: SessionSettings,
     /// The server's endpoint, the same as the socket actor's; it keeps each player's session.
     sessions: Endpoint<PlayerSession>,
     in_flight: Vec<InFlight>,
     order: u64,
     pending_inputs: Vec<StepInput>,
-    params: SessionParams,
-    sender: SenderConfig,
-    predictor: Option<Arc<dyn Predictor>>,
-    snapshot_every: u32,
 }
 
 impl<W: World> Stepper<W> {
@@ -107,21 +103,23 @@ impl<W: World> Stepper<W> {
             clients: Vec::new(),
             applied: BTreeMap::new(),
             sim: Simulation::new(schema.clone(), Duration::from_secs_f64(1.0 / f64::from(hz))),
-            schema,
-            relevancy,
             sessions: Endpoint::with_challenge_key(netcode, [0x77; 32], now),
             in_flight: Vec::new(),
             order: 0,
             pending_inputs: Vec::new(),
-            params: SessionParams {
-                protocol_version: PROTOCOL_VERSION,
-                tick_rate_hz: hz,
-                snapshot_rate_hz: hz,
-                max_payload_bytes: 1200,
+            settings: SessionSettings {
+                schema,
+                relevancy,
+                params: SessionParams {
+                    protocol_version: PROTOCOL_VERSION,
+                    tick_rate_hz: hz,
+                    snapshot_rate_hz: hz,
+                    max_payload_bytes: 1200,
+                },
+                snapshot_every: 1,
+                sender: SenderConfig::default(),
+                predictor: None,
             },
-            sender: SenderConfig::default(),
-            predictor: None,
-            snapshot_every: 1,
             world,
         }
     }
@@ -129,22 +127,23 @@ impl<W: World> Stepper<W> {
     /// How players' snapshots are encoded (for example predicted: `SenderConfig { predict:
     /// true, .. }`), for the players that connect from now on.
     pub fn with_sender_config(mut self, sender: SenderConfig) -> Self {
-        self.sender = sender;
+        self.settings.sender = sender;
         self
     }
 
     /// The game's own snapshot predictor on both sides, for the players that connect from now
     /// on (their senders, and their clients' receivers).
     pub fn with_predictor(mut self, predictor: Arc<dyn Predictor>) -> Self {
-        self.predictor = Some(predictor);
+        self.settings.predictor = Some(predictor);
         self
     }
 
     /// Snapshots every `every` ticks (the session tells clients the rate), for the players
     /// that connect from now on.
     pub fn with_snapshots_every(mut self, every: u32) -> Self {
-        self.snapshot_every = every.max(1);
-        self.params.snapshot_rate_hz = (self.params.tick_rate_hz / self.snapshot_every as u16).max(1);
+        let s = &mut self.settings;
+        s.snapshot_every = every.max(1);
+        s.params.snapshot_rate_hz = (s.params.tick_rate_hz / s.snapshot_every as u16).max(1);
         self
     }
 
@@ -172,8 +171,8 @@ impl<W: World> Stepper<W> {
         // Fixed nonce and keys keep the run deterministic.
         let token = ConnectToken::generate_with(&params, &KEY, [i as u8; 24], [i as u8 ^ 1; 32], [i as u8 ^ 2; 32])
             .expect("one server address");
-        let mut client = GameClient::new(token, self.schema.clone(), self.now);
-        if let Some(p) = &self.predictor {
+        let mut client = GameClient::new(token, self.settings.schema.clone(), self.now);
+        if let Some(p) = &self.settings.predictor {
             client.set_predictor(p.clone());
         }
         self.clients.push(StepClient {
@@ -203,7 +202,7 @@ impl<W: World> Stepper<W> {
 
     /// The schema.
     pub fn schema(&self) -> &Arc<Schema> {
-        &self.schema
+        &self.settings.schema
     }
 
     fn post(&mut self, from: SocketAddr, to: SocketAddr, bytes: Vec<u8>, delay: Option<Duration>) {
@@ -246,15 +245,7 @@ impl<W: World> Stepper<W> {
                 let NewConnection { connection, reservation } = *new;
                 let who = JoinInfo { client_id: connection.client_id(), user_data: *connection.user_data() };
                 let slot = connection.client_index();
-                let session = PlayerSession::new(
-                    connection,
-                    self.schema.clone(),
-                    self.relevancy.clone(),
-                    self.params,
-                    self.snapshot_every,
-                    self.sender,
-                    self.predictor.clone(),
-                );
+                let session = self.settings.open(connection);
                 self.sessions.attach(reservation, session);
                 self.sim.join(&mut self.world, slot, &who);
             }
@@ -385,7 +376,7 @@ mod tests {
         stepper.run(60);
         let now = stepper.now;
         let snap = |tick: u32| {
-            let mut b = SnapshotBuilder::new(&stepper.schema, tick);
+            let mut b = SnapshotBuilder::new(stepper.schema(), tick);
             stepper.world.snapshot(&mut b);
             Arc::new(b.finish_after(stepper.last_snapshot().map(|s| &**s)).unwrap())
         };
