@@ -8,18 +8,19 @@
 //!   actors, the [`server::World`] trait a game implements, and lag compensation
 //!   ([`server::lagcomp`]).
 //! - [`client`] — the client library on the same core, and its UDP driver.
-//! - [`demo`] — the reference game (a top-down arena) used by `volley run` and the bots.
-//! - [`bots`] — the headless bot swarm.
 //! - [`testing`] — the deterministic stepper: server and clients one tick at a time in
 //!   memory, on a virtual clock, through link conditioners.
 //! - [`transport`] — real UDP sockets as a `Transmit` sink.
 //! - [`util`] — small helpers (hex for keys and tokens).
 //!
+//! Games and programs built on it live in crates of their own in the workspace: the
+//! reference game and its bot swarm (`examples/arena`, crate `volley-arena`), the 901-cube
+//! scene (`examples/cubes`), and the `volley` command-line program (`cli`, crate
+//! `volley-cli`).
+//!
 //! See `README.md` for the guide and `BENCHMARKS.md` for measured figures.
 
-pub mod bots;
 pub mod client;
-pub mod demo;
 pub mod protocol;
 pub mod server;
 pub mod testing;

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
-use volley::demo::arena::{self, Arena, Avatar};
 use volley::server::ServerConfig;
 use volley::transport::conditioner::LinkProfile;
+use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
+use volley_arena::{self as arena, Arena, Avatar};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reliable_events_exactly_once_in_order_and_worlds_agree_under_loss_and_jitter() {

@@ -24,7 +24,7 @@ step "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "docs"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 if [ "$FUZZ_SECONDS" -gt 0 ]; then
   step "fuzz (${FUZZ_SECONDS}s per target)"

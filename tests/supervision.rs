@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use volley::client::GameClient;
 use volley::client::udp::UdpClient;
-use volley::demo::arena::{self, Arena, ArenaInput};
 use volley::protocol::netcode::client::ClientState;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use volley::server::metrics::DeliveryPath;
 use volley::server::{PlayerId, Relevancy, ServerConfig, ServerMetrics, World, unix_now};
+use volley_arena::{self as arena, Arena, ArenaInput};
 
 /// The arena, with relevancy code that panics for one player: a bug in game code that runs in
 /// that player's actor.

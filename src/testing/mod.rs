@@ -363,15 +363,49 @@ impl<W: World> Stepper<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo::arena::Arena;
+    use crate::protocol::quant::Vec2Q;
     use crate::protocol::snapshot::SnapshotBuilder;
+
+    crate::replicated! {
+        /// A player's dot.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Dot {
+            /// Where it is.
+            pub position: glam::Vec2 = Vec2Q::bounded(glam::Vec2::splat(-10.0), glam::Vec2::splat(10.0), 0.01),
+        }
+    }
+
+    /// One still dot per player.
+    #[derive(Default)]
+    struct Dots(Vec<PlayerId>);
+
+    impl World for Dots {
+        fn schema(&self) -> Schema {
+            let mut s = Schema::new();
+            s.register::<Dot>().expect("a fresh schema");
+            s
+        }
+        fn join(&mut self, player: PlayerId) {
+            self.0.push(player);
+        }
+        fn leave(&mut self, player: PlayerId) {
+            self.0.retain(|p| *p != player);
+        }
+        fn input(&mut self, _: PlayerId, _: &[u8]) {}
+        fn tick(&mut self, _: u32, _: Duration) {}
+        fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+            for p in &self.0 {
+                let _ = out.insert(*p, &Dot { position: glam::Vec2::ONE });
+            }
+        }
+    }
 
     /// The actor server keeps a disconnected player's session until its actor has stopped,
     /// and a fan-out chain may pass it before then: it must send nothing after the
     /// disconnect packets.
     #[test]
     fn a_disconnected_session_sends_no_snapshot() {
-        let mut stepper = Stepper::new(Arena::new(), 60, 4);
+        let mut stepper = Stepper::new(Dots::default(), 60, 4);
         stepper.add_client(LinkProfile::PERFECT);
         stepper.run(60);
         let now = stepper.now;

@@ -8,10 +8,10 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use volley::demo::arena::{Arena, ArenaInput};
 use volley::protocol::input::ViewTime;
 use volley::protocol::snapshot::{Interest, SnapshotBuilder};
 use volley::server::World;
+use volley_arena::{Arena, ArenaInput};
 
 /// Player `p`'s input at tick `t`: walk and fire in its own direction (and the rail).
 fn play(p: u32, t: u32, rail: bool) -> Vec<u8> {

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
-use volley::demo::arena::Arena;
 use volley::server::ServerConfig;
+use volley_arena::Arena;
+use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
 
 fn dashboards() -> Vec<(String, Value)> {
     let dir = prom::root().join("dashboards");

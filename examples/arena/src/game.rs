@@ -12,11 +12,11 @@ use std::time::Duration;
 use glam::Vec2;
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::input::ViewTime;
-use crate::protocol::quant::{AngleQ, Bits, Flag, Vec2Q};
-use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
-use crate::server::lagcomp::History;
-use crate::server::{Audience, JoinInfo, Outbox, PlayerId, Relevancy, World};
+use volley::protocol::input::ViewTime;
+use volley::protocol::quant::{AngleQ, Bits, Flag, Vec2Q};
+use volley::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use volley::server::lagcomp::History;
+use volley::server::{Audience, JoinInfo, Outbox, PlayerId, Relevancy, World};
 
 /// Half the arena's side, in metres.
 pub const HALF_SIZE: f32 = 50.0;
@@ -49,7 +49,7 @@ const RESPAWN: f32 = 2.0;
 /// Projectile ids start here (players use their slot as id).
 pub const SHOT_ID_BASE: EntityId = 1 << 20;
 
-crate::replicated! {
+volley::replicated! {
     /// A player's avatar.
     #[derive(Debug, Clone, PartialEq)]
     pub struct Avatar {
@@ -68,7 +68,7 @@ crate::replicated! {
     }
 }
 
-crate::replicated! {
+volley::replicated! {
     /// A projectile in flight.
     #[derive(Debug, Clone, PartialEq)]
     pub struct Shot {
@@ -96,7 +96,7 @@ pub struct ArenaInput {
 }
 
 impl ArenaInput {
-    /// Encodes for [`crate::client::GameClient::send_input`].
+    /// Encodes for [`volley::client::GameClient::send_input`].
     pub fn to_bytes(&self) -> Vec<u8> {
         postcard::to_allocvec(self).unwrap_or_default()
     }
@@ -188,7 +188,7 @@ impl Default for Arena {
 
 /// Where a player was in a rewound view: blended between the view's two ticks when it was
 /// alive in both, else where it was in the one that has it.
-fn position_in(view: &crate::server::lagcomp::Rewound<'_, Vec<(PlayerId, Vec2)>>, player: PlayerId) -> Option<Vec2> {
+fn position_in(view: &volley::server::lagcomp::Rewound<'_, Vec<(PlayerId, Vec2)>>, player: PlayerId) -> Option<Vec2> {
     let find = |e: &Vec<(PlayerId, Vec2)>| e.binary_search_by_key(&player, |(p, _)| *p).ok().map(|i| e[i].1);
     match (find(view.from), find(view.to)) {
         (Some(a), Some(b)) => Some(a.lerp(b, view.alpha)),
@@ -526,9 +526,9 @@ impl Nearby {
             .iter()
             .map(|e| {
                 if Some(e.kind) == avatar_kind {
-                    (<Avatar as crate::protocol::snapshot::Replicate>::dequantize(e.words).position, true)
+                    (<Avatar as volley::protocol::snapshot::Replicate>::dequantize(e.words).position, true)
                 } else {
-                    (<Shot as crate::protocol::snapshot::Replicate>::dequantize(e.words).position, false)
+                    (<Shot as volley::protocol::snapshot::Replicate>::dequantize(e.words).position, false)
                 }
             })
             .collect();
@@ -636,7 +636,7 @@ fn nearest(grid: &Grid, me: Vec2, mine: Option<usize>, candidates: &mut Vec<u64>
 #[cfg(test)]
 mod relevancy_tests {
     use super::*;
-    use crate::protocol::snapshot::SnapshotBuilder;
+    use volley::protocol::snapshot::SnapshotBuilder;
 
     /// Shots hit across grid cells, the lowest id within reach first, and score a kill.
     #[test]
@@ -706,7 +706,7 @@ mod relevancy_tests {
     #[test]
     fn a_returning_player_keeps_its_score() {
         let dt = Duration::from_secs_f64(1.0 / 60.0);
-        let who = |client_id| JoinInfo { client_id, user_data: [0; crate::protocol::netcode::USER_DATA_BYTES] };
+        let who = |client_id| JoinInfo { client_id, user_data: [0; volley::protocol::netcode::USER_DATA_BYTES] };
         let mut arena = Arena::new();
         arena.join_with(1, &who(77));
         arena.players.get_mut(&1).unwrap().avatar.score = 5;

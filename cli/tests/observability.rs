@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use prom::{metric_value, require_tool};
-use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
-use volley::demo::arena::Arena;
 use volley::protocol::snapshot::{Schema, SnapshotBuilder};
 use volley::server::admin;
 use volley::server::{PlayerId, ServerConfig, World};
+use volley_arena::Arena;
+use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
 
 const T: Duration = Duration::from_secs(3);
 

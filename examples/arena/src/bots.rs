@@ -10,15 +10,15 @@ use glam::Vec2;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::client::polled::PolledClient;
-use crate::client::{GameClient, ViewMode};
-use crate::demo::arena::{self, ArenaEvent, ArenaInput, Avatar, RAIL_RANGE};
-use crate::protocol::netcode::Key;
-use crate::protocol::netcode::client::ClientState;
-use crate::protocol::netcode::token::{ConnectToken, TokenParams};
-use crate::protocol::snapshot::{Schema, WorldSnapshot};
-use crate::server::unix_now;
-use crate::transport::conditioner::LinkProfile;
+use crate::{self as arena, ArenaEvent, ArenaInput, Avatar, RAIL_RANGE};
+use volley::client::polled::PolledClient;
+use volley::client::{GameClient, ViewMode};
+use volley::protocol::netcode::Key;
+use volley::protocol::netcode::client::ClientState;
+use volley::protocol::netcode::token::{ConnectToken, TokenParams};
+use volley::protocol::snapshot::{Schema, WorldSnapshot};
+use volley::server::unix_now;
+use volley::transport::conditioner::LinkProfile;
 
 /// Swarm settings.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ impl SwarmConfig {
             bind,
             bots,
             private_key,
-            protocol_id: crate::DEFAULT_PROTOCOL_ID,
+            protocol_id: volley::DEFAULT_PROTOCOL_ID,
             first_client_id: 1,
             input_rate_hz: 60,
             connect_spacing: Duration::from_millis(2),
@@ -161,7 +161,7 @@ pub fn think(me: u32, world: &WorldSnapshot, schema: &Schema, tick: u64) -> (Are
     let mut others = 0;
     for e in world.iter().filter(|e| Some(e.kind) == avatar_kind && e.id != me) {
         others += 1;
-        let a = <Avatar as crate::protocol::snapshot::Replicate>::dequantize(e.words);
+        let a = <Avatar as volley::protocol::snapshot::Replicate>::dequantize(e.words);
         let d = a.position.distance(mine.position);
         if a.alive && nearest.is_none_or(|(nd, _)| d < nd) {
             nearest = Some((d, a.position));
@@ -209,7 +209,7 @@ impl Bot {
             expire_seconds: 60,
             timeout_seconds: 10,
             server_addresses: vec![cfg.server],
-            user_data: [0; crate::protocol::netcode::USER_DATA_BYTES],
+            user_data: [0; volley::protocol::netcode::USER_DATA_BYTES],
         };
         let token = ConnectToken::generate(&params, &cfg.private_key).ok()?;
         let mut client = GameClient::new(token, schema.clone(), unix_now());

@@ -6,10 +6,10 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
-use volley::demo::arena::Arena;
 use volley::protocol::netcode::client::ClientState;
 use volley::server::{ServerConfig, ServerMetrics};
+use volley_arena::Arena;
+use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bots_connect_see_each_other_and_are_told_of_shutdown() {

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
 use volley::client::GameClient;
 use volley::client::udp::UdpClient;
-use volley::demo::arena::{self, Arena, ArenaInput, Avatar, HALF_SIZE, Shot};
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::snapshot::Replicate;
 use volley::server::{ServerConfig, unix_now};
+use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
+use volley_arena::{self as arena, Arena, ArenaInput, Avatar, HALF_SIZE, Shot};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use volley::bots::{SwarmConfig, SwarmProgress, run_swarm};
-use volley::demo::arena::Arena;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{self, USER_DATA_BYTES};
 use volley::server::scrape::{Scrape, ServerFigures};
 use volley::server::{ServerConfig, ServerMetrics};
 use volley::transport::conditioner::LinkProfile;
 use volley::util::hex;
+use volley_arena::Arena;
+use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
 
 /// volley: an authoritative real-time multiplayer game server framework.
 #[derive(Debug, Parser)]

@@ -1,0 +1,11 @@
+//! The reference game on volley: a top-down arena shooter written only against volley's
+//! public API ([`Arena`] is its [`World`](volley::server::World)), and [`bots`], the headless
+//! swarm that plays it over real UDP for load runs, soak runs and end-to-end tests.
+//!
+//! The `volley` program (the `volley-cli` crate) serves this game; `cargo run -p
+//! volley-arena --example arena` draws it as one client sees it.
+
+pub mod bots;
+mod game;
+
+pub use game::*;
