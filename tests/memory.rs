@@ -12,7 +12,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
 use volley::protocol::netcode::server::Connection;
-use volley::protocol::reliability::{Endpoint, EndpointConfig};
+use volley::protocol::reliability::{Channel, ChannelConfig};
 use volley::protocol::snapshot::{Interest, SenderConfig, SnapshotSender};
 
 struct Live;
@@ -81,7 +81,7 @@ fn protocol_state_per_player() {
     }
     let sender_bytes = live() - before_sender - outside;
     let before_endpoint = live();
-    let endpoint = Endpoint::new(EndpointConfig::default());
+    let endpoint = Channel::new(ChannelConfig::default());
     let endpoint_bytes = live() - before_endpoint;
     let connection = std::mem::size_of::<Connection>();
     println!(

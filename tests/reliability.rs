@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use proptest::prelude::*;
-use volley::protocol::reliability::{Endpoint, EndpointConfig, QueueError};
+use volley::protocol::reliability::{Channel, ChannelConfig, QueueError};
 
 const STEP: Duration = Duration::from_millis(10);
 
@@ -32,8 +32,8 @@ struct Sim {
     now: Duration,
     rng: Rng,
     link: Link,
-    a: Endpoint,
-    b: Endpoint,
+    a: Channel,
+    b: Channel,
     to_a: Vec<(Duration, Vec<u8>)>,
     to_b: Vec<(Duration, Vec<u8>)>,
     states_at_b: Vec<u32>,
@@ -41,16 +41,16 @@ struct Sim {
 
 impl Sim {
     fn new(link: Link, seed: u64) -> Self {
-        Self::with_config(link, seed, EndpointConfig::default())
+        Self::with_config(link, seed, ChannelConfig::default())
     }
 
-    fn with_config(link: Link, seed: u64, config: EndpointConfig) -> Self {
+    fn with_config(link: Link, seed: u64, config: ChannelConfig) -> Self {
         Self {
             now: Duration::from_secs(1),
             rng: Rng(seed | 1),
             link,
-            a: Endpoint::new(config),
-            b: Endpoint::new(config),
+            a: Channel::new(config),
+            b: Channel::new(config),
             to_a: Vec::new(),
             to_b: Vec::new(),
             states_at_b: Vec::new(),
@@ -130,11 +130,11 @@ fn reliable_messages_arrive_exactly_once_and_in_order_under_loss_and_jitter() {
 fn a_window_of_thousands_of_messages_delivers_each_once_and_in_order() {
     // A window of 4 096 messages, a 400 ms round trip at 100 packets a second and 32 small
     // messages a packet: about 1 300 message ids in flight before the first ack.
-    let config = EndpointConfig {
+    let config = ChannelConfig {
         reliable_window: 4096,
         send_queue_messages: 8192,
         inbox_messages: 8192,
-        ..EndpointConfig::default()
+        ..ChannelConfig::default()
     };
     let link = Link { loss: 0.05, duplicate: 0.0, base_delay_steps: 20, jitter_steps: 0 };
     let mut sim = Sim::with_config(link, 11, config);
@@ -163,8 +163,8 @@ fn an_ack_for_a_packet_whose_ids_were_forgotten_resends_instead_of_losing() {
     // A window of 16 gives the sender a ring of 128 message ids. Unacknowledged, the 16
     // messages go out again in every packet (100 ms resend timeout before any RTT sample),
     // so by the ninth packet the first packet's ids are overwritten.
-    let config = EndpointConfig { reliable_window: 16, ..EndpointConfig::default() };
-    let (mut a, mut b) = (Endpoint::new(config), Endpoint::new(config));
+    let config = ChannelConfig { reliable_window: 16, ..ChannelConfig::default() };
+    let (mut a, mut b) = (Channel::new(config), Channel::new(config));
     for i in 0..16u8 {
         a.send_reliable(Bytes::from(vec![i])).unwrap();
     }
@@ -255,7 +255,7 @@ fn typed_messages_round_trip() {
 
 #[test]
 fn limits_are_errors_not_silent_loss() {
-    let mut e = Endpoint::new(EndpointConfig { send_queue_messages: 4, ..EndpointConfig::default() });
+    let mut e = Channel::new(ChannelConfig { send_queue_messages: 4, ..ChannelConfig::default() });
     for _ in 0..4 {
         e.send_reliable(Bytes::from_static(b"x")).unwrap();
     }
@@ -285,12 +285,12 @@ fn compressible_packets_are_compressed_and_still_read() {
 /// packet still reads back.
 #[test]
 fn lz4_backs_off_on_incompressible_packets_and_comes_back() {
-    let mut a = Endpoint::new(EndpointConfig::default());
-    let mut b = Endpoint::new(EndpointConfig::default());
+    let mut a = Channel::new(ChannelConfig::default());
+    let mut b = Channel::new(ChannelConfig::default());
     let mut out = [0u8; 1200];
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut t = 0u64;
-    let mut send = |a: &mut Endpoint, b: &mut Endpoint, state: &[u8]| {
+    let mut send = |a: &mut Channel, b: &mut Channel, state: &[u8]| {
         t += 1;
         let now = Duration::from_millis(16 * t);
         let n = a.build_packet(now, Some(state), &mut out);
@@ -321,7 +321,7 @@ fn lz4_backs_off_on_incompressible_packets_and_comes_back() {
 proptest! {
     #[test]
     fn garbage_packets_are_errors_not_panics(bytes in proptest::collection::vec(any::<u8>(), 0..1300), frame in 0u8..3) {
-        let mut e = Endpoint::new(EndpointConfig::default());
+        let mut e = Channel::new(ChannelConfig::default());
         let mut p = bytes;
         if let Some(b) = p.first_mut() {
             *b = frame;
@@ -337,8 +337,8 @@ proptest! {
 /// bursts every `every` steps (`deliver` picks which of the held ones go, in which order). Returns `a`'s loss
 /// estimate.
 fn loss_seen_with_acks_in_bursts(every: u32, deliver: impl Fn(&mut Vec<Vec<u8>>) -> Vec<Vec<u8>>) -> f64 {
-    let mut a = Endpoint::new(EndpointConfig::default());
-    let mut b = Endpoint::new(EndpointConfig::default());
+    let mut a = Channel::new(ChannelConfig::default());
+    let mut b = Channel::new(ChannelConfig::default());
     let mut now = Duration::from_secs(1);
     let mut held = Vec::new();
     let mut buf = [0u8; 1200];

@@ -102,7 +102,7 @@ fn scenario_in(mut s: Stepper<Dots>, profile: LinkProfile, clients: usize, ticks
         s.step();
         history.insert(s.tick(), s.last_snapshot().cloned().unwrap());
         for (i, c) in s.clients.iter_mut().enumerate() {
-            while let Some(m) = c.client.endpoint().recv_message::<Announcement>() {
+            while let Some(m) = c.client.channel().recv_message::<Announcement>() {
                 heard[i].push(m.unwrap().seq);
             }
             c.client.playback(s.now);
@@ -256,7 +256,7 @@ fn runs_are_deterministic() {
 
 #[test]
 fn prediction_runs_ahead_of_snapshots_and_reconciles_to_the_server_state() {
-    use volley::client::predict::Predictor;
+    use volley::client::predict::Reconciler;
     use volley::protocol::snapshot::Replicate;
 
     let link =
@@ -266,7 +266,7 @@ fn prediction_runs_ahead_of_snapshots_and_reconciles_to_the_server_state() {
     let dt = 1.0 / 60.0;
     let step =
         |pos: &mut Vec2, dir: &Vec2| *pos = (*pos + *dir * 3.0 * dt).clamp(Vec2::splat(-99.0), Vec2::splat(99.0));
-    let mut predictor: Predictor<Vec2> = Predictor::new(120);
+    let mut predictor: Reconciler<Vec2> = Reconciler::new(120);
     let (mut worst_moving, mut worst_lagging) = (0.0f32, 0.0f32);
     for t in 0..600u32 {
         // Steer in a circle for 8 s, then stand still for 2 s.

@@ -11,7 +11,7 @@ use volley::protocol::netcode::client::ClientState;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use volley::server::metrics::DeliveryPath;
-use volley::server::{PlayerId, Relevancy, ServerConfig, ServerMetrics, World, unix_now};
+use volley::server::{PlayerId, Relevancy, ServerConfig, World, unix_now};
 use volley_arena::{self as arena, Arena, ArenaInput};
 
 /// The arena, with relevancy code that panics for one player: a bug in game code that runs in
@@ -118,8 +118,8 @@ async fn one_player_fails(n: u64, victim_client: usize) {
             c.step(&input, next).await;
         }
     }
-    assert_eq!(ServerMetrics::get(&m.actor_failures), 1, "exactly one actor failed");
-    assert_eq!(ServerMetrics::get(&m.players), n - 1, "the others are still connected");
+    assert_eq!(m.totals().actor_failures, 1, "exactly one actor failed");
+    assert_eq!(m.totals().players, n - 1, "the others are still connected");
     assert_eq!(clients[victim_client].client.state(), ClientState::Disconnected, "the victim was told");
     for (i, c) in clients.iter().enumerate().filter(|(i, _)| *i != victim_client) {
         let got = c.client.stats().snapshots - before[i];

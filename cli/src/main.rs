@@ -12,12 +12,13 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{self, USER_DATA_BYTES};
+use volley::server::metrics::TABLES;
 use volley::server::scrape::{Scrape, ServerFigures};
 use volley::server::{ServerConfig, ServerMetrics};
 use volley::transport::conditioner::LinkProfile;
 use volley::util::hex;
 use volley_arena::Arena;
-use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
+use volley_arena::bots::{Churn, SwarmConfig, SwarmProgress, run_swarm};
 
 /// volley: an authoritative real-time multiplayer game server framework.
 #[derive(Debug, Parser)]
@@ -237,6 +238,23 @@ struct BotsArgs {
     /// The bearer token the server's /metrics requires, if any.
     #[arg(long, env = "VOLLEY_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// Churn: this percentage of the live bots leave every --churn-every seconds, and as
+    /// many new bots join.
+    #[arg(long, default_value_t = 0.0)]
+    churn_percent: f64,
+    /// Seconds between churns.
+    #[arg(long, default_value_t = 60.0)]
+    churn_every: f64,
+    /// With --admin: every this many seconds (the first half a period in, so that reports
+    /// fall between churns), print the server's resident memory, players and table occupancy
+    /// (pending handshakes, routing tables, player actors).
+    #[arg(long)]
+    figures_every: Option<f64>,
+    /// A soak run: --churn-percent 10 --churn-every 60 --figures-every 60 unless given, and
+    /// at the end a verdict: resident memory at the last report against the second, tables
+    /// back to their occupancy, every bot that stayed heard every reliable message once.
+    #[arg(long)]
+    soak: bool,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -404,11 +422,11 @@ async fn until_stopped(duration: Option<f64>) {
 }
 
 fn live_line(m: &ServerMetrics, progress: Option<&SwarmProgress>, prev: &mut (u64, u64, u64), dt: f64) -> String {
-    let out = ServerMetrics::get(&m.bytes_sent);
-    let inb = ServerMetrics::get(&m.bytes_received);
-    let snaps = ServerMetrics::get(&m.snapshots);
-    let players = ServerMetrics::get(&m.players);
-    let rtt = if players > 0 { ServerMetrics::get(&m.rtt_sum_us) as f64 / players as f64 / 1000.0 } else { 0.0 };
+    let out = m.totals().bytes_sent;
+    let inb = m.totals().bytes_received;
+    let snaps = m.totals().snapshots;
+    let players = m.totals().players;
+    let rtt = if players > 0 { m.totals().rtt_sum_us as f64 / players as f64 / 1000.0 } else { 0.0 };
     let line = format!(
         "players {:>4} | tick p50 {:>6.3} ms p99 {:>6.3} ms | out {:>8.1} kbit/s in {:>7.1} kbit/s | snapshots {:>6.0}/s | rtt {:>5.2} ms{}",
         players,
@@ -440,11 +458,11 @@ struct CsvRow {
 
 impl CsvRow {
     fn next(&mut self, m: &ServerMetrics, now: f64) -> String {
-        let (out, inb) = (ServerMetrics::get(&m.bytes_sent), ServerMetrics::get(&m.bytes_received));
+        let (out, inb) = (m.totals().bytes_sent, m.totals().bytes_received);
         let dt = (now - self.at).max(1e-3);
-        let players = ServerMetrics::get(&m.players);
+        let players = m.totals().players;
         let egress = (out - self.out) as f64 * 8.0 / 1000.0 / dt;
-        let rtt = if players > 0 { ServerMetrics::get(&m.rtt_sum_us) as f64 / players as f64 / 1000.0 } else { 0.0 };
+        let rtt = if players > 0 { m.totals().rtt_sum_us as f64 / players as f64 / 1000.0 } else { 0.0 };
         let line = format!(
             "{now:.1},{players},{:.3},{:.3},{:.3},{egress:.1},{:.1},{:.2},{rtt:.2}",
             m.tick_quantile(0.5).as_secs_f64() * 1e3,
@@ -503,7 +521,7 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
             let started = tokio::time::Instant::now();
             loop {
                 t.tick().await;
-                peak.fetch_max(ServerMetrics::get(&metrics.players), std::sync::atomic::Ordering::Relaxed);
+                peak.fetch_max(metrics.totals().players, std::sync::atomic::Ordering::Relaxed);
                 if let Some(f) = csv.as_mut() {
                     let line = row.next(&metrics, started.elapsed().as_secs_f64());
                     if writeln!(f, "{line}").is_err() {
@@ -536,24 +554,24 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
     let left = server.shutdown().await;
     println!(
         "server: {} ticks, tick p99 {:.3} ms, start lateness p99 {:.3} ms, {} overruns, input delay p99 {:.3} ms, input to effect (without the tick wait) p50 {:.3} ms p99 {:.3} ms, {} full snapshots of {}, {} still connected at exit",
-        ServerMetrics::get(&m.ticks),
+        m.totals().ticks,
         m.tick_quantile(0.99).as_secs_f64() * 1e3,
         m.tick_lateness_quantile(0.99).as_secs_f64() * 1e3,
-        ServerMetrics::get(&m.tick_overruns),
+        m.totals().tick_overruns,
         m.input_delay_quantile(0.99).as_secs_f64() * 1e3,
         m.input_effect_quantile(0.5).as_secs_f64() * 1e3,
         m.input_effect_quantile(0.99).as_secs_f64() * 1e3,
-        ServerMetrics::get(&m.full_snapshots),
-        ServerMetrics::get(&m.snapshots),
+        m.totals().full_snapshots,
+        m.totals().snapshots,
         left
     );
-    let applied = ServerMetrics::get(&m.inputs_applied).max(1);
-    let player_ticks = ServerMetrics::get(&m.player_ticks).max(1);
+    let applied = m.totals().inputs_applied.max(1);
+    let player_ticks = m.totals().player_ticks.max(1);
     println!(
         "inputs applied at the next tick: {:.2} % of {} (within one tick period: {:.2} %)",
-        ServerMetrics::get(&m.inputs_next_tick) as f64 * 100.0 / applied as f64,
+        m.totals().inputs_next_tick as f64 * 100.0 / applied as f64,
         applied,
-        ServerMetrics::get(&m.inputs_on_time) as f64 * 100.0 / applied as f64,
+        m.totals().inputs_on_time as f64 * 100.0 / applied as f64,
     );
     if let Some((cpu, rss)) = usage {
         println!(
@@ -575,10 +593,26 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
     let link = args.link.profile()?;
+    let mut args = args;
+    if args.soak {
+        if args.churn_percent == 0.0 {
+            args.churn_percent = 10.0;
+        }
+        args.figures_every.get_or_insert(60.0);
+    }
+    if !(0.0..=100.0).contains(&args.churn_percent) {
+        return Err(format!("--churn-percent {}: give 0 to 100", args.churn_percent));
+    }
+    if !(args.churn_every.is_finite() && args.churn_every >= 1.0) {
+        return Err(format!("--churn-every {}: give at least 1 second", args.churn_every));
+    }
+    let churn = (args.churn_percent > 0.0)
+        .then(|| Churn { every: Duration::from_secs_f64(args.churn_every), fraction: args.churn_percent / 100.0 });
     let cfg = SwarmConfig {
         protocol_id: args.protocol_id,
         first_client_id: args.first_client_id,
         link,
+        churn,
         ..SwarmConfig::new(resolve("--server", &args.server).await?, args.bots, key)
     };
     let admin = match &args.admin {
@@ -617,6 +651,34 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
             }
         }
     });
+    // A soak's periodic reports: the server's memory and tables, from its /metrics.
+    let rows: Arc<std::sync::Mutex<Vec<SoakRow>>> = Arc::default();
+    let figures = match (args.figures_every, admin) {
+        (Some(every), Some(addr)) if every.is_finite() && every >= 1.0 => {
+            let (progress, token, rows) = (progress.clone(), token.clone(), rows.clone());
+            Some(tokio::spawn(async move {
+                // Half a period in, then every period: between two churns, not on them.
+                let every = Duration::from_secs_f64(every);
+                let mut t = tokio::time::interval_at(tokio::time::Instant::now() + every / 2, every);
+                for n in 1.. {
+                    t.tick().await;
+                    match scrape(addr, token.as_deref()).await {
+                        Ok(s) => {
+                            let row = SoakRow::read(&s, &progress);
+                            println!("report {n}: {}", row.line());
+                            if let Ok(mut rows) = rows.lock() {
+                                rows.push(row);
+                            }
+                        }
+                        Err(e) => println!("report {n}: scraping --admin failed: {e}"),
+                    }
+                }
+            }))
+        }
+        (Some(_), None) => return Err("--figures-every (and --soak) needs --admin".into()),
+        (Some(every), _) => return Err(format!("--figures-every {every}: give at least 1 second")),
+        _ => None,
+    };
     // Until told to stop, or until every bot has ended (the server shut down).
     let mut last_scrape = None;
     let report = tokio::select! {
@@ -650,7 +712,100 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
         (None, Some(_)) => println!("server figures: not every bot connected; no server figures"),
         _ => {}
     }
+    if let Some(task) = figures {
+        task.abort();
+    }
+    let feed = report.kill_feed();
+    if churn.is_some() || args.soak {
+        println!(
+            "churn: {} bots left and {} joined",
+            progress.churned_out.load(std::sync::atomic::Ordering::Relaxed),
+            progress.churned_in.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
+    println!("{}", feed.line());
+    if args.soak {
+        let rows = rows.lock().map(|r| r.clone()).unwrap_or_default();
+        match soak_verdict(&rows, &feed) {
+            Ok(line) => println!("soak: PASS: {line}"),
+            Err(line) => {
+                println!("soak: FAIL: {line}");
+                return Err("the soak run failed".into());
+            }
+        }
+    }
     Ok(())
+}
+
+/// One periodic report of a soak run: the server's memory and table occupancy, and the swarm.
+#[derive(Debug, Clone, Default)]
+struct SoakRow {
+    rss_bytes: f64,
+    players: f64,
+    /// `volley_table_entries` by table, in `TABLES` order.
+    tables: Vec<f64>,
+    bots: u64,
+}
+
+impl SoakRow {
+    fn read(s: &Scrape, progress: &SwarmProgress) -> Self {
+        Self {
+            rss_bytes: s.value("process_resident_memory_bytes", "").unwrap_or(0.0),
+            players: s.value("volley_players", "").unwrap_or(0.0),
+            tables: TABLES
+                .iter()
+                .map(|t| s.value("volley_table_entries", &format!("table=\"{t}\"")).unwrap_or(f64::NAN))
+                .collect(),
+            bots: progress.connected.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
+
+    fn line(&self) -> String {
+        let tables: Vec<String> = TABLES.iter().zip(&self.tables).map(|(t, n)| format!("{t} {n}")).collect();
+        format!(
+            "server RSS {:.1} MiB | players {} (bots connected {}) | tables: {}",
+            self.rss_bytes / (1024.0 * 1024.0),
+            self.players,
+            self.bots,
+            tables.join(", ")
+        )
+    }
+}
+
+/// A soak run passes when the server's memory at the last report is within 5 % of the
+/// second's, its tables hold what its players need (connected clients, addresses, actors and
+/// rows equal to the players; pending handshakes no more than a churn's worth), and every bot
+/// that stayed heard the kill feed exactly once and in order.
+fn soak_verdict(rows: &[SoakRow], feed: &volley_arena::bots::FeedCheck) -> Result<String, String> {
+    let (Some(second), Some(last)) = (rows.get(1), rows.last()) else {
+        return Err(format!("{} reports; a soak needs at least two (run longer than two periods)", rows.len()));
+    };
+    let growth = (last.rss_bytes - second.rss_bytes) / second.rss_bytes.max(1.0);
+    let mut faults = Vec::new();
+    if growth.abs() > 0.05 {
+        faults.push(format!("RSS {:+.1} % from report 2 to {}", growth * 100.0, rows.len()));
+    }
+    for row in [second, last] {
+        // connected_clients, connected_addresses, player_actors, player_rows: one per player.
+        for (t, n) in TABLES.iter().zip(&row.tables).skip(2) {
+            if (*n - row.players).abs() > 0.5 {
+                faults.push(format!("{t} holds {n} entries for {} players", row.players));
+            }
+        }
+    }
+    if !feed.faulty.is_empty() || feed.silent > 0 {
+        faults.push(feed.line());
+    }
+    let summary = format!(
+        "RSS {:.1} MiB at report 2, {:.1} MiB at report {} ({:+.2} %); tables one entry per player; \
+         {} bots that stayed heard every kill once and in order",
+        second.rss_bytes / (1024.0 * 1024.0),
+        last.rss_bytes / (1024.0 * 1024.0),
+        rows.len(),
+        growth * 100.0,
+        feed.stayed
+    );
+    if faults.is_empty() { Ok(summary) } else { Err(faults.join("; ")) }
 }
 
 /// The server's /metrics.
@@ -747,5 +902,36 @@ fn main() -> ExitCode {
             eprintln!("error: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SoakRow, soak_verdict};
+    use volley_arena::bots::FeedCheck;
+
+    fn row(rss_mib: f64, players: f64, actors: f64) -> SoakRow {
+        SoakRow {
+            rss_bytes: rss_mib * 1024.0 * 1024.0,
+            players,
+            tables: vec![0.0, 0.0, players, players, actors, players],
+            bots: players as u64,
+        }
+    }
+
+    #[test]
+    fn a_soak_passes_only_with_flat_memory_tidy_tables_and_an_exact_feed() {
+        let clean = FeedCheck { stayed: 10, ..FeedCheck::default() };
+        let flat = [row(40.0, 10.0, 10.0), row(42.0, 10.0, 10.0), row(43.5, 10.0, 10.0)];
+        assert!(soak_verdict(&flat, &clean).is_ok());
+        let growing = [row(40.0, 10.0, 10.0), row(42.0, 10.0, 10.0), row(44.5, 10.0, 10.0)];
+        let err = soak_verdict(&growing, &clean).unwrap_err();
+        assert!(err.contains("RSS +6.0 %"), "{err}");
+        let leaking = [row(40.0, 10.0, 10.0), row(42.0, 10.0, 10.0), row(42.0, 10.0, 13.0)];
+        let err = soak_verdict(&leaking, &clean).unwrap_err();
+        assert!(err.contains("player_actors holds 13 entries for 10 players"), "{err}");
+        let lossy = FeedCheck { stayed: 10, faulty: vec![3], ..FeedCheck::default() };
+        assert!(soak_verdict(&flat, &lossy).is_err());
+        assert!(soak_verdict(&flat[..1], &clean).is_err(), "one report is not a soak");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use volley::protocol::netcode::client::ClientState;
-use volley::server::{ServerConfig, ServerMetrics};
+use volley::server::ServerConfig;
 use volley_arena::Arena;
 use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
 
@@ -31,7 +31,7 @@ async fn bots_connect_see_each_other_and_are_told_of_shutdown() {
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let m = server.metrics().clone();
-    let players = ServerMetrics::get(&m.players);
+    let players = m.totals().players;
     if players != bots as u64 {
         let _ = _stop_tx.send(true);
         let report = swarm.await.unwrap();
@@ -42,11 +42,11 @@ async fn bots_connect_see_each_other_and_are_told_of_shutdown() {
         }
         eprintln!(
             "connects {} disconnects {} handshake drops {} dropped {} failures {}",
-            ServerMetrics::get(&m.connects),
-            ServerMetrics::get(&m.disconnects),
-            ServerMetrics::get(&m.handshake_drops),
-            ServerMetrics::get(&m.dropped),
-            ServerMetrics::get(&m.actor_failures)
+            m.totals().connects,
+            m.totals().disconnects,
+            m.totals().handshake_drops,
+            m.totals().dropped,
+            m.totals().actor_failures
         );
         panic!("{players} players of {bots}");
     }
@@ -63,7 +63,7 @@ async fn bots_connect_see_each_other_and_are_told_of_shutdown() {
         assert!(b.max_others_seen > 0, "bot {i} never saw another player");
         assert_eq!(b.state, Some(ClientState::Disconnected), "bot {i} was told of the shutdown");
     }
-    assert!(ServerMetrics::get(&m.ticks) > 100);
+    assert!(m.totals().ticks > 100);
 }
 
 #[test]

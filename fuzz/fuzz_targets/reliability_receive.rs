@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use volley::protocol::reliability::{Endpoint, EndpointConfig};
+use volley::protocol::reliability::{Channel, ChannelConfig};
 
 fuzz_target!(|data: &[u8]| {
-    let mut e = Endpoint::new(EndpointConfig::default());
+    let mut e = Channel::new(ChannelConfig::default());
     let mut out = [0u8; 1200];
     let mut now = Duration::from_secs(1);
     for chunk in data.split(|b| *b == 0xfe) {

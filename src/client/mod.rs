@@ -19,7 +19,7 @@ use crate::protocol::input::{REDUNDANT_INPUTS, ViewTime, write_input_packet};
 use crate::protocol::netcode::client::{Client as NetcodeClient, ClientState};
 use crate::protocol::netcode::token::ConnectToken;
 use crate::protocol::netcode::{MAX_PAYLOAD_BYTES, Transmit};
-use crate::protocol::reliability::{Endpoint, EndpointConfig};
+use crate::protocol::reliability::{Channel, ChannelConfig};
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, SessionParams};
 use crate::protocol::snapshot::{Schema, SnapshotReceiver, WorldSnapshot};
 pub use playback::{Playback, PlaybackClock};
@@ -72,7 +72,7 @@ pub enum ViewMode {
 pub struct GameClient {
     netcode: NetcodeClient,
     session: ClientSession,
-    endpoint: Endpoint,
+    channel: Channel,
     snapshots: SnapshotReceiver,
     /// The last inputs sent, newest first, with the view each was made with.
     inputs: VecDeque<(Vec<u8>, Option<ViewTime>)>,
@@ -107,7 +107,7 @@ impl GameClient {
         Self {
             netcode,
             session: ClientSession::default(),
-            endpoint: Endpoint::new(EndpointConfig::default()),
+            channel: Channel::new(ChannelConfig::default()),
             snapshots: SnapshotReceiver::new(schema, 64),
             inputs: VecDeque::with_capacity(REDUNDANT_INPUTS),
             input_seq: 0,
@@ -157,7 +157,7 @@ impl GameClient {
     }
 
     /// The sequence number of the newest input sent (record it in a
-    /// [`predict::Predictor`] with the input).
+    /// [`predict::Reconciler`] with the input).
     pub fn input_seq(&self) -> u32 {
         self.input_seq
     }
@@ -188,23 +188,23 @@ impl GameClient {
     /// Clock sync: the (fractional) tick the server is running now, from snapshot arrivals
     /// and the measured round-trip time. `None` before the first snapshot.
     pub fn server_tick(&self, now: Duration) -> Option<f64> {
-        self.clock.server_tick(now, self.endpoint.link().rtt())
+        self.clock.server_tick(now, self.channel.link().rtt())
     }
 
     /// The (fractional) tick at which an input sent now will reach the server (with a margin
     /// for jitter): how far ahead a predicting client simulates.
     pub fn input_arrival_tick(&self, now: Duration) -> Option<f64> {
-        self.clock.input_arrival_tick(now, self.endpoint.link().rtt())
+        self.clock.input_arrival_tick(now, self.channel.link().rtt())
     }
 
-    /// The reliability endpoint, for reliable messages and events.
-    pub fn endpoint(&mut self) -> &mut Endpoint {
-        &mut self.endpoint
+    /// The reliability channel, for reliable messages and events.
+    pub fn channel(&mut self) -> &mut Channel {
+        &mut self.channel
     }
 
     /// Connection figures.
     pub fn stats(&self) -> ClientStats {
-        let l = self.endpoint.link();
+        let l = self.channel.link();
         ClientStats {
             rtt: l.rtt(),
             jitter: l.jitter(),
@@ -240,7 +240,7 @@ impl GameClient {
             }
             return None;
         }
-        let state = self.endpoint.receive(now, payload).ok()??;
+        let state = self.channel.receive(now, payload).ok()??;
         // The server's state blob: our newest applied input, then the snapshot.
         let (applied, snapshot) = state.split_first_chunk::<4>()?;
         let applied = Some(u32::from_le_bytes(*applied)).filter(|a| *a != u32::MAX);
@@ -320,7 +320,7 @@ impl GameClient {
         let mut state = std::mem::take(&mut self.scratch);
         write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, refs);
         let mut out = [0u8; MAX_PAYLOAD_BYTES];
-        let n = self.endpoint.build_packet(now, Some(&state), &mut out);
+        let n = self.channel.build_packet(now, Some(&state), &mut out);
         self.scratch = state;
         Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
     }

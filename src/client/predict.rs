@@ -8,12 +8,12 @@ use std::collections::VecDeque;
 
 /// The inputs sent but not yet known to be applied.
 #[derive(Debug, Clone)]
-pub struct Predictor<I> {
+pub struct Reconciler<I> {
     history: VecDeque<(u32, I)>,
     capacity: usize,
 }
 
-impl<I: Clone> Predictor<I> {
+impl<I: Clone> Reconciler<I> {
     /// Remembers at most `capacity` unacknowledged inputs (a second's worth is plenty).
     pub fn new(capacity: usize) -> Self {
         Self { history: VecDeque::with_capacity(capacity), capacity: capacity.max(1) }
@@ -59,7 +59,7 @@ mod tests {
 
     #[test]
     fn replays_only_what_the_server_has_not_applied() {
-        let mut p = Predictor::new(8);
+        let mut p = Reconciler::new(8);
         for seq in 1..=5u32 {
             p.record(seq, 10 * seq as i32);
         }
@@ -73,7 +73,7 @@ mod tests {
 
     #[test]
     fn capacity_bounds_memory() {
-        let mut p = Predictor::new(3);
+        let mut p = Reconciler::new(3);
         for seq in 0..100u32 {
             p.record(seq, ());
         }

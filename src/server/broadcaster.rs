@@ -63,7 +63,7 @@ impl FanOut {
         }
     }
 
-    /// Lets a chain send a player's snapshot itself, under the player's link, when the link
+    /// Lets a chain send a player's snapshot itself, through the player's shared state, when its session
     /// is free and nothing waits for the player's actor (no datagram, no message to it
     /// alone; batches to everyone are queued with the snapshot): the same code the actor
     /// runs, without its wake-up. Up to [`DIRECT_BURST`] in a row, then the chain wakes the

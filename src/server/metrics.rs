@@ -133,6 +133,11 @@ pub enum DatagramDrop {
 
 const DATAGRAM_DROPS: [&str; 2] = ["queue_full", "send_failed"];
 
+/// Labels of `volley_table_entries{table}`: the server's tables that grow and shrink with
+/// players and handshakes (a soak run checks they return to their occupancy).
+pub const TABLES: [&str; 6] =
+    ["pending_handshakes", "pending_ips", "connected_clients", "connected_addresses", "player_actors", "player_rows"];
+
 /// Who took a connected player's datagram or sent its snapshot (see [`crate::server`]'s
 /// runtime semantics): the direct paths cost no wake-up of the player actor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,70 +220,137 @@ pub const BASELINE_BUCKETS: &[f64] = &[0.017, 0.034, 0.05, 0.067, 0.1, 0.134, 0.
 /// Buckets for snapshot sizes, in bytes.
 pub const SIZE_BUCKETS: &[f64] = &[8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 1200.0];
 
+/// The server's running totals at one moment ([`ServerMetrics::totals`]): what the `volley`
+/// program prints and tests check. Prometheus gets the same figures from [`ServerMetrics::render`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    /// Players connected now.
+    pub players: u64,
+    /// Player slots.
+    pub slots: u64,
+    /// Connections accepted.
+    pub connects: u64,
+    /// Connections ended.
+    pub disconnects: u64,
+    /// Ticks run.
+    pub ticks: u64,
+    /// Ticks that started so late that the world skipped ahead.
+    pub tick_overruns: u64,
+    /// Entities in the last snapshot.
+    pub entities: u64,
+    /// Datagrams received.
+    pub packets_received: u64,
+    /// Bytes received.
+    pub bytes_received: u64,
+    /// Datagrams sent.
+    pub packets_sent: u64,
+    /// Bytes sent.
+    pub bytes_sent: u64,
+    /// Snapshot bytes sent (the encoded snapshot sections).
+    pub snapshot_bytes: u64,
+    /// Snapshots sent.
+    pub snapshots: u64,
+    /// Snapshots sent in full (no usable baseline).
+    pub full_snapshots: u64,
+    /// Datagrams dropped: a player's queue was full, or the kernel refused a send.
+    pub dropped: u64,
+    /// Handshake packets dropped (bad token, rate limit, …).
+    pub handshake_drops: u64,
+    /// Player actors that failed and were cleaned up.
+    pub actor_failures: u64,
+    /// Sum of players' smoothed RTT in microseconds (divide by players for the mean).
+    pub rtt_sum_us: u64,
+    /// Players summed over ticks (the denominator of per-player-tick costs).
+    pub player_ticks: u64,
+    /// Inputs applied within one tick period of their arrival.
+    pub inputs_on_time: u64,
+    /// Inputs applied by the first tick that started after they arrived (none waited past a
+    /// tick that could have applied it, however late that tick started).
+    pub inputs_next_tick: u64,
+    /// Inputs applied.
+    pub inputs_applied: u64,
+    /// Reliable messages resent.
+    pub reliable_resends: u64,
+    /// Reliable messages waiting for acks, over all players.
+    pub reliable_queue: u64,
+    /// Datagrams waiting in player actors' mailboxes, over all players.
+    pub player_backlog: u64,
+    /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
+    pub snapshots_replaced: u64,
+    /// Inputs refused because the world's input queue was full (a stalled world).
+    pub inputs_dropped: u64,
+    /// System calls that received datagrams (each takes up to a batch).
+    pub receive_calls: u64,
+    /// System calls that sent snapshot datagrams (each sends up to a batch).
+    pub send_calls: u64,
+}
+
 /// Counters, gauges and recent samples, shared by the server's actors.
 #[derive(Debug)]
 pub struct ServerMetrics {
     /// Players connected now.
-    pub players: AtomicU64,
+    pub(crate) players: AtomicU64,
     /// Player slots.
-    pub slots: AtomicU64,
+    pub(crate) slots: AtomicU64,
     /// Connections accepted.
-    pub connects: AtomicU64,
+    pub(crate) connects: AtomicU64,
     /// Connections ended.
-    pub disconnects: AtomicU64,
+    pub(crate) disconnects: AtomicU64,
     /// Ticks run.
-    pub ticks: AtomicU64,
+    pub(crate) ticks: AtomicU64,
     /// Ticks that started so late that the world skipped ahead.
-    pub tick_overruns: AtomicU64,
+    pub(crate) tick_overruns: AtomicU64,
     /// Entities in the last snapshot.
-    pub entities: AtomicU64,
+    pub(crate) entities: AtomicU64,
     /// Datagrams received.
-    pub packets_received: AtomicU64,
+    pub(crate) packets_received: AtomicU64,
     /// Bytes received.
-    pub bytes_received: AtomicU64,
+    pub(crate) bytes_received: AtomicU64,
     /// Datagrams sent.
-    pub packets_sent: AtomicU64,
+    pub(crate) packets_sent: AtomicU64,
     /// Bytes sent.
-    pub bytes_sent: AtomicU64,
+    pub(crate) bytes_sent: AtomicU64,
     /// Snapshot bytes sent (the encoded snapshot sections).
-    pub snapshot_bytes: AtomicU64,
+    pub(crate) snapshot_bytes: AtomicU64,
     /// Snapshots sent.
-    pub snapshots: AtomicU64,
+    pub(crate) snapshots: AtomicU64,
     /// Snapshots sent in full (no usable baseline).
-    pub full_snapshots: AtomicU64,
+    pub(crate) full_snapshots: AtomicU64,
     /// Datagrams dropped: a player's queue was full, or the kernel refused a send.
-    pub dropped: AtomicU64,
+    pub(crate) dropped: AtomicU64,
     /// Handshake packets dropped (bad token, rate limit, …).
-    pub handshake_drops: AtomicU64,
+    pub(crate) handshake_drops: AtomicU64,
     /// Player actors that failed and were cleaned up.
-    pub actor_failures: AtomicU64,
+    pub(crate) actor_failures: AtomicU64,
     /// Sum of players' smoothed RTT in microseconds (divide by players for the mean).
-    pub rtt_sum_us: AtomicU64,
+    pub(crate) rtt_sum_us: AtomicU64,
     /// Players summed over ticks (the denominator of per-player-tick costs).
-    pub player_ticks: AtomicU64,
+    pub(crate) player_ticks: AtomicU64,
     /// Inputs applied within one tick period of their arrival.
-    pub inputs_on_time: AtomicU64,
+    pub(crate) inputs_on_time: AtomicU64,
     /// Inputs applied by the first tick that started after they arrived (none waited past a
     /// tick that could have applied it, however late that tick started).
-    pub inputs_next_tick: AtomicU64,
+    pub(crate) inputs_next_tick: AtomicU64,
     /// Inputs applied.
-    pub inputs_applied: AtomicU64,
+    pub(crate) inputs_applied: AtomicU64,
     /// Reliable messages resent.
-    pub reliable_resends: AtomicU64,
+    pub(crate) reliable_resends: AtomicU64,
     /// Reliable messages waiting for acks, over all players.
-    pub reliable_queue: AtomicU64,
+    pub(crate) reliable_queue: AtomicU64,
     /// Datagrams waiting in player actors' mailboxes, over all players.
-    pub player_backlog: AtomicU64,
+    pub(crate) player_backlog: AtomicU64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
-    pub snapshots_replaced: AtomicU64,
+    pub(crate) snapshots_replaced: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
-    pub inputs_dropped: AtomicU64,
+    pub(crate) inputs_dropped: AtomicU64,
     /// Datagrams and snapshots by the path that took them ([`DeliveryPath`]).
     deliveries: [AtomicU64; 4],
+    /// Entries in the server's growing tables, by [`TABLES`] label.
+    tables: [AtomicU64; TABLES.len()],
     /// System calls that received datagrams (each takes up to a batch).
-    pub receive_calls: AtomicU64,
+    pub(crate) receive_calls: AtomicU64,
     /// System calls that sent snapshot datagrams (each sends up to a batch).
-    pub send_calls: AtomicU64,
+    pub(crate) send_calls: AtomicU64,
     sent: [[AtomicU64; 2]; 3],
     received: [[AtomicU64; 2]; 3],
     player_drops: [AtomicU64; PLAYER_DROPS],
@@ -384,6 +456,7 @@ impl ServerMetrics {
             snapshots_replaced: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
             deliveries: Default::default(),
+            tables: Default::default(),
             receive_calls: AtomicU64::new(0),
             send_calls: AtomicU64::new(0),
             sent: Default::default(),
@@ -495,6 +568,11 @@ impl ServerMetrics {
             "Snapshot size as encoded, and as sent (after lz4 where it helped, with acks and messages).",
         );
         d("volley_players", None, "Players connected.");
+        d(
+            "volley_table_entries",
+            None,
+            "Entries in the server's growing tables (pending handshakes and their IPs, connected clients by id and by address, player actors, /players rows): each returns to its occupancy.",
+        );
         d("volley_player_slots", None, "Player slots (the most players the server accepts).");
         d("volley_connects_total", None, "Connections accepted.");
         d("volley_disconnects_total", None, "Connections ended, by reason.");
@@ -538,6 +616,16 @@ impl ServerMetrics {
     /// How many datagrams or snapshots took `path`.
     pub fn deliveries(&self, path: DeliveryPath) -> u64 {
         self.deliveries[path as usize].load(Ordering::Relaxed)
+    }
+
+    /// The socket actor's tables: the endpoint's, and its player actors by id.
+    pub(crate) fn set_socket_tables(&self, endpoint: crate::protocol::netcode::server::EndpointTables, actors: usize) {
+        let t = &self.tables;
+        t[0].store(endpoint.pending_handshakes as u64, Ordering::Relaxed);
+        t[1].store(endpoint.pending_ips as u64, Ordering::Relaxed);
+        t[2].store(endpoint.connected as u64, Ordering::Relaxed);
+        t[3].store(endpoint.connected_addresses as u64, Ordering::Relaxed);
+        t[4].store(actors as u64, Ordering::Relaxed);
     }
 
     /// Datagrams cast to player actors (waiting in their mailboxes now).
@@ -791,8 +879,45 @@ impl ServerMetrics {
         self.input_delay_us.lock().map(|r| r.quantile(q)).unwrap_or_default()
     }
 
+    /// The running totals now (each read on its own, relaxed: a moment's figures, not one
+    /// atomic snapshot).
+    pub fn totals(&self) -> Totals {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        Totals {
+            players: get(&self.players),
+            slots: get(&self.slots),
+            connects: get(&self.connects),
+            disconnects: get(&self.disconnects),
+            ticks: get(&self.ticks),
+            tick_overruns: get(&self.tick_overruns),
+            entities: get(&self.entities),
+            packets_received: get(&self.packets_received),
+            bytes_received: get(&self.bytes_received),
+            packets_sent: get(&self.packets_sent),
+            bytes_sent: get(&self.bytes_sent),
+            snapshot_bytes: get(&self.snapshot_bytes),
+            snapshots: get(&self.snapshots),
+            full_snapshots: get(&self.full_snapshots),
+            dropped: get(&self.dropped),
+            handshake_drops: get(&self.handshake_drops),
+            actor_failures: get(&self.actor_failures),
+            rtt_sum_us: get(&self.rtt_sum_us),
+            player_ticks: get(&self.player_ticks),
+            inputs_on_time: get(&self.inputs_on_time),
+            inputs_next_tick: get(&self.inputs_next_tick),
+            inputs_applied: get(&self.inputs_applied),
+            reliable_resends: get(&self.reliable_resends),
+            reliable_queue: get(&self.reliable_queue),
+            player_backlog: get(&self.player_backlog),
+            snapshots_replaced: get(&self.snapshots_replaced),
+            inputs_dropped: get(&self.inputs_dropped),
+            receive_calls: get(&self.receive_calls),
+            send_calls: get(&self.send_calls),
+        }
+    }
+
     /// Reads a counter.
-    pub fn get(c: &AtomicU64) -> u64 {
+    pub(crate) fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
     }
 
@@ -845,6 +970,11 @@ impl ServerMetrics {
             self.counter("volley_received_bytes_total", &[("kind", kind)], get(&self.received[i][1]));
         }
         self.gauge("volley_players", &[], get(&self.players) as f64);
+        let rows = self.per_player.lock().map_or(0, |p| p.len());
+        self.tables[5].store(rows as u64, Ordering::Relaxed);
+        for (table, n) in TABLES.iter().zip(&self.tables) {
+            self.gauge("volley_table_entries", &[("table", table)], get(n) as f64);
+        }
         self.gauge("volley_player_slots", &[], get(&self.slots) as f64);
         self.counter("volley_connects_total", &[], get(&self.connects));
         for (i, reason) in END_REASONS.iter().enumerate() {

@@ -1,5 +1,5 @@
 //! The player (connection) actor: one per connected client. It owns the client's netcode
-//! connection, reliability endpoint and snapshot history (its [`PlayerLink`]), takes its
+//! connection, reliability channel and snapshot history (its shared state, [`PlayerShared`]), takes its
 //! datagrams from the socket, and encodes its snapshot from each tick's shared world
 //! snapshot.
 //!
@@ -104,13 +104,13 @@ impl PlayerState {
     /// and its row of `/players`.
     fn sample(&mut self, session: &PlayerSession) {
         let m = &self.args.metrics;
-        let link = session.endpoint().link();
+        let link = session.channel().link();
         let (rtt, jitter, loss) = (link.rtt(), link.jitter(), link.loss());
         m.record_link(rtt, jitter, loss);
-        let resends = session.endpoint().stats().resends;
+        let resends = session.channel().stats().resends;
         m.reliable_resends.fetch_add(resends.saturating_sub(self.figures.resends), Ordering::Relaxed);
         self.figures.resends = resends;
-        let queue = session.endpoint().unacked_messages() as u64;
+        let queue = session.channel().unacked_messages() as u64;
         m.reliable_queue.fetch_add(queue, Ordering::Relaxed);
         m.reliable_queue.fetch_sub(self.figures.reliable_queue, Ordering::Relaxed);
         self.figures.reliable_queue = queue;

@@ -11,7 +11,7 @@ use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
 use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
-use crate::protocol::reliability::{Endpoint, EndpointConfig, QueueError};
+use crate::protocol::reliability::{Channel, ChannelConfig, QueueError};
 use crate::protocol::session::{CONTROL_FRAME, Control, SessionParams, answer_hello};
 use crate::protocol::snapshot::{
     EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender, WorldSnapshot,
@@ -75,7 +75,7 @@ pub struct SentSnapshot {
 pub struct PlayerSession {
     id: PlayerId,
     connection: Connection,
-    endpoint: Endpoint,
+    channel: Channel,
     sender: SnapshotSender,
     dedup: InputDedup,
     interest: Vec<Interest>,
@@ -140,7 +140,7 @@ impl PlayerSession {
         Self {
             id: connection.client_index(),
             connection,
-            endpoint: Endpoint::new(EndpointConfig::default()),
+            channel: Channel::new(ChannelConfig::default()),
             sender,
             dedup: InputDedup::default(),
             interest: Vec::new(),
@@ -163,9 +163,9 @@ impl PlayerSession {
         &self.connection
     }
 
-    /// The reliability endpoint (link estimates, counters).
-    pub fn endpoint(&self) -> &Endpoint {
-        &self.endpoint
+    /// The reliability channel (link estimates, counters).
+    pub fn channel(&self) -> &Channel {
+        &self.channel
     }
 
     /// Takes one datagram from this player's address.
@@ -193,7 +193,7 @@ impl PlayerSession {
             }
             return Incoming::Nothing;
         }
-        let state = match self.endpoint.receive(now, payload) {
+        let state = match self.channel.receive(now, payload) {
             Ok(Some(state)) => state,
             Ok(None) => return Incoming::Nothing,
             Err(_) => return Incoming::Dropped(PacketDrop::Malformed),
@@ -221,12 +221,12 @@ impl PlayerSession {
             return None;
         }
         self.relevancy.interest(world, self.id, &mut self.interest);
-        let room = self.endpoint.state_room().min(MAX_PAYLOAD_BYTES - 64);
+        let room = self.channel.state_room().min(MAX_PAYLOAD_BYTES - 64);
         self.snapshot_buf.resize(room, 0);
         self.snapshot_buf[..4].copy_from_slice(&applied_input.unwrap_or(u32::MAX).to_le_bytes());
         let stats = self.sender.encode(world, &self.interest, &mut self.snapshot_buf[4..]).ok()?;
         let mut packet = [0u8; MAX_PAYLOAD_BYTES];
-        let n = self.endpoint.build_packet(now, Some(&self.snapshot_buf[..4 + stats.bytes]), &mut packet);
+        let n = self.channel.build_packet(now, Some(&self.snapshot_buf[..4 + stats.bytes]), &mut packet);
         let _ = self.connection.send_payload(now, &packet[..n], tx);
         Some(SentSnapshot { encode: stats, state_bytes: 4 + stats.bytes, frame_bytes: n, tick: world.tick() })
     }
@@ -236,7 +236,7 @@ impl PlayerSession {
     /// # Errors
     /// When the queue is full or the message too large.
     pub fn queue_message(&mut self, data: Bytes, reliable: bool) -> Result<(), QueueError> {
-        if reliable { self.endpoint.send_reliable(data) } else { self.endpoint.send_event(data) }
+        if reliable { self.channel.send_reliable(data) } else { self.channel.send_event(data) }
     }
 
     /// Keep-alives and timeouts; `Some` when the connection timed out.

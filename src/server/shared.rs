@@ -456,7 +456,7 @@ impl PlayerShared {
         f.snapshots.fetch_add(1, Ordering::Relaxed);
         f.full_snapshots.fetch_add(u64::from(age.is_none()), Ordering::Relaxed);
         f.baseline_age_ticks.store(age.unwrap_or(u32::MAX), Ordering::Relaxed);
-        let rtt = session.endpoint().link().rtt().as_micros() as u64;
+        let rtt = session.channel().link().rtt().as_micros() as u64;
         let before = f.rtt_us.swap(rtt, Ordering::Relaxed);
         m.replace_rtt(before, rtt);
     }

@@ -209,9 +209,12 @@ async fn receive_loop(
     };
     let mut hs = Slots { endpoint, by_actor: HashMap::new() };
     let mut batch = RecvBatch::default();
+    let mut tables = tokio::time::interval(Duration::from_secs(1));
+    tables.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
             biased;
+            _ = tables.tick() => args.metrics.set_socket_tables(hs.endpoint.tables(), hs.by_actor.len()),
             c = rx.recv() => match c {
                 None | Some(SocketCtl::Stop) => break,
                 Some(SocketCtl::InjectFault) => panic!("injected fault in the receive loop"),

@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use glam::Vec2;
@@ -43,6 +43,18 @@ pub struct SwarmConfig {
     pub link: Option<LinkProfile>,
     /// After this long, bots stop moving and shooting (to let the world settle in tests).
     pub idle_after: Option<Duration>,
+    /// Bots leaving and new ones joining while the swarm runs (a soak run), if any.
+    pub churn: Option<Churn>,
+}
+
+/// Churn: every `every`, `fraction` of the live bots say goodbye and as many new bots (new
+/// client ids) connect.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Churn {
+    /// How often bots leave and join.
+    pub every: Duration,
+    /// The share of live bots that leave each time (0 to 1).
+    pub fraction: f64,
 }
 
 impl SwarmConfig {
@@ -65,6 +77,7 @@ impl SwarmConfig {
             connect_spacing: Duration::from_millis(2),
             link: None,
             idle_after: None,
+            churn: None,
         }
     }
 }
@@ -82,6 +95,10 @@ pub struct SwarmProgress {
     pub inputs: AtomicU64,
     /// Bots the server disconnected (it said goodbye: a shutdown or a kick).
     pub disconnected_by_server: AtomicU64,
+    /// Bots that left by churn (said goodbye).
+    pub churned_out: AtomicU64,
+    /// Bots that joined by churn.
+    pub churned_in: AtomicU64,
 }
 
 /// One bot's outcome.
@@ -107,6 +124,8 @@ pub struct BotReport {
     pub kill_feed: Vec<u32>,
     /// The newest snapshot at the end.
     pub latest: Option<WorldSnapshot>,
+    /// It left before the end (churn).
+    pub left_early: bool,
 }
 
 /// The whole swarm's outcome.
@@ -118,7 +137,59 @@ pub struct SwarmReport {
     pub elapsed: Duration,
 }
 
+/// What the kill feed (reliable messages to everyone) showed, over the bots that stayed to
+/// the end ([`SwarmReport::kill_feed`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeedCheck {
+    /// Bots that connected and stayed to the end.
+    pub stayed: usize,
+    /// Of them, bots whose feed skipped, repeated or reordered a kill: each index.
+    pub faulty: Vec<usize>,
+    /// Of them, bots that heard no kill at all.
+    pub silent: usize,
+    /// The newest kill anyone heard (its running number).
+    pub last: Option<u32>,
+    /// Of them, bots whose newest kill is older than `last` (still in flight at the end:
+    /// not a loss, the run stopped).
+    pub behind: usize,
+}
+
+impl FeedCheck {
+    /// One line for a person.
+    pub fn line(&self) -> String {
+        format!(
+            "reliable kill feed over the {} bots that stayed: {} with a kill skipped, repeated or out of order{}; \
+             {} heard none; newest kill #{}, {} bots had not heard it yet at the stop",
+            self.stayed,
+            self.faulty.len(),
+            if self.faulty.is_empty() { String::new() } else { format!(" (bots {:?})", self.faulty) },
+            self.silent,
+            self.last.map_or("-".to_string(), |l| l.to_string()),
+            self.behind,
+        )
+    }
+}
+
 impl SwarmReport {
+    /// Whether every bot that stayed heard every kill from its first on exactly once and in
+    /// order: a kill's running number follows the one before it.
+    pub fn kill_feed(&self) -> FeedCheck {
+        let stayed: Vec<(usize, &BotReport)> =
+            self.bots.iter().enumerate().filter(|(_, b)| b.connected && !b.left_early).collect();
+        let last = stayed.iter().filter_map(|(_, b)| b.kill_feed.last().copied()).max();
+        FeedCheck {
+            stayed: stayed.len(),
+            faulty: stayed
+                .iter()
+                .filter(|(_, b)| !b.kill_feed.windows(2).all(|w| w[1] == w[0].wrapping_add(1)))
+                .map(|(i, _)| *i)
+                .collect(),
+            silent: stayed.iter().filter(|(_, b)| b.kill_feed.is_empty()).count(),
+            last,
+            behind: stayed.iter().filter(|(_, b)| b.kill_feed.last().is_some_and(|l| Some(*l) < last)).count(),
+        }
+    }
+
     /// Bots that connected.
     pub fn connected(&self) -> usize {
         self.bots.iter().filter(|b| b.connected).count()
@@ -249,7 +320,7 @@ impl Bot {
         if ready {
             progress.inputs.fetch_add(1, Ordering::Relaxed);
         }
-        while let Some(msg) = bot.client.endpoint().recv_message::<ArenaEvent>() {
+        while let Some(msg) = bot.client.channel().recv_message::<ArenaEvent>() {
             if let Ok(ArenaEvent::Kill { seq, .. }) = msg {
                 report.kill_feed.push(seq);
             }
@@ -300,7 +371,8 @@ impl Bot {
 /// bots' inputs reach the server spread over the frame rather than in one burst.
 const SLICES: usize = 8;
 
-/// One driver: the bots `lane`, `lane + lanes`, … polled once a frame each, in slices.
+/// One driver: the bots `lane`, `lane + lanes`, … polled once a frame each, in slices (and,
+/// with churn, the new bots it starts, numbered from `next_index`).
 async fn drive(
     cfg: Arc<SwarmConfig>,
     lane: usize,
@@ -308,6 +380,7 @@ async fn drive(
     progress: Arc<SwarmProgress>,
     mut stop: watch::Receiver<bool>,
     began: Instant,
+    next_index: Arc<AtomicUsize>,
 ) -> Vec<(usize, BotReport)> {
     let schema = Arc::new(arena::schema());
     let mine: Vec<usize> = (lane..cfg.bots).step_by(lanes.max(1)).collect();
@@ -318,11 +391,37 @@ async fn drive(
     let slice_period = frame / SLICES as u32;
     let mut next = Instant::now();
     let mut slice = 0usize;
+    let mut next_churn = cfg.churn.map(|c| began + c.every);
+    let mut churns = 0u64;
     loop {
         if *stop.borrow() {
             break;
         }
         let now = Instant::now();
+        if let (Some(at), Some(churn)) = (next_churn, cfg.churn)
+            && now >= at
+        {
+            next_churn = Some(at + churn.every);
+            churns += 1;
+            let leaving = ((live.len() as f64 * churn.fraction.clamp(0.0, 1.0)).round() as usize).min(live.len());
+            for k in 0..leaving {
+                // Spread over the live bots, a different set each time.
+                let n = live.len();
+                let at = (k.wrapping_mul(7919) + churns as usize * 104_729 + lane) % n;
+                let (i, mut bot) = live.swap_remove(at);
+                bot.report.left_early = true;
+                reports.push((i, bot.finish(&progress)));
+                progress.churned_out.fetch_add(1, Ordering::Relaxed);
+            }
+            for _ in 0..leaving {
+                let i = next_index.fetch_add(1, Ordering::Relaxed);
+                match Bot::start(&cfg, i, &schema) {
+                    Some(bot) => live.push((i, bot)),
+                    None => reports.push((i, BotReport::default())),
+                }
+                progress.churned_in.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         while let Some(&i) = waiting.peek() {
             if began + cfg.connect_spacing * i as u32 > now {
                 break;
@@ -371,15 +470,21 @@ pub async fn run_swarm(cfg: SwarmConfig, progress: Arc<SwarmProgress>, stop: wat
     let started = Instant::now();
     let cfg = Arc::new(cfg);
     let lanes = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, cfg.bots.max(1));
+    let next_index = Arc::new(AtomicUsize::new(cfg.bots));
     let drivers: Vec<_> = (0..lanes)
-        .map(|lane| tokio::spawn(drive(cfg.clone(), lane, lanes, progress.clone(), stop.clone(), started)))
+        .map(|lane| {
+            let (cfg, progress, stop, next) = (cfg.clone(), progress.clone(), stop.clone(), next_index.clone());
+            tokio::spawn(drive(cfg, lane, lanes, progress, stop, started, next))
+        })
         .collect();
+    // The configured bots, then those churn started, by index.
     let mut bots = vec![BotReport::default(); cfg.bots];
     for d in drivers {
         for (i, report) in d.await.unwrap_or_default() {
-            if let Some(slot) = bots.get_mut(i) {
-                *slot = report;
+            if i >= bots.len() {
+                bots.resize(i + 1, BotReport::default());
             }
+            bots[i] = report;
         }
     }
     SwarmReport { bots, elapsed: started.elapsed() }

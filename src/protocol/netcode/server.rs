@@ -753,6 +753,30 @@ impl<C> Endpoint<C> {
     pub fn drops(&self) -> &DropCounts {
         &self.drops
     }
+
+    /// How full each of its growing tables is (its other tables have a fixed size): what a
+    /// soak run watches for leaks.
+    pub fn tables(&self) -> EndpointTables {
+        EndpointTables {
+            pending_handshakes: self.handshake.pending.len(),
+            pending_ips: self.handshake.per_ip.len(),
+            connected: self.slots.len(),
+            connected_addresses: self.slots.addresses(),
+        }
+    }
+}
+
+/// Entries in an [`Endpoint`]'s growing tables ([`Endpoint::tables`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointTables {
+    /// Handshakes answered with a challenge and not yet completed or expired.
+    pub pending_handshakes: usize,
+    /// IP addresses with a pending handshake (the per-IP cap's table).
+    pub pending_ips: usize,
+    /// Connected clients (slots filled, by client id).
+    pub connected: usize,
+    /// Connected clients' addresses (the routing table).
+    pub connected_addresses: usize,
 }
 
 /// Single-threaded use: the endpoint keeps each client's [`Connection`] and authenticates its

@@ -94,6 +94,11 @@ impl<T> SlotTable<T> {
         self.by_id.len()
     }
 
+    /// Addresses routed to a filled slot (as many as filled slots, unless a leak).
+    pub fn addresses(&self) -> usize {
+        self.by_addr.len()
+    }
+
     /// Whether no slot is filled.
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()

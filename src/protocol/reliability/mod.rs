@@ -2,9 +2,9 @@
 //! newest-wins state channel, reliable ordered messages with fragmentation, and unreliable
 //! events (sans-IO; time is passed in).
 
-pub mod endpoint;
+pub mod channel;
 pub mod rtt;
 pub mod seq;
 
-pub use endpoint::{Endpoint, EndpointConfig, EndpointStats, QueueError, ReceiveError};
+pub use channel::{Channel, ChannelConfig, ChannelStats, QueueError, ReceiveError};
 pub use rtt::LinkEstimate;

@@ -51,9 +51,9 @@ const SENT_PACKETS: usize = 128;
 const RELIABLE_IDS_PER_WINDOW_SLOT: usize = 8;
 const ACK_BITS: u16 = 32;
 
-/// Limits of an [`Endpoint`].
+/// Limits of an [`Channel`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EndpointConfig {
+pub struct ChannelConfig {
     /// Largest packet built (the netcode payload limit is 1200).
     pub max_packet_bytes: usize,
     /// Largest reliable message; larger ones are refused with an error.
@@ -74,7 +74,7 @@ pub struct EndpointConfig {
     pub compress: bool,
 }
 
-impl Default for EndpointConfig {
+impl Default for ChannelConfig {
     fn default() -> Self {
         Self {
             max_packet_bytes: 1200,
@@ -127,7 +127,7 @@ pub enum ReceiveError {
 
 /// Counters and estimates for a lagometer and the metrics.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct EndpointStats {
+pub struct ChannelStats {
     /// Packets built.
     pub packets_sent: u64,
     /// Packets accepted.
@@ -149,10 +149,10 @@ pub struct EndpointStats {
 }
 
 thread_local! {
-    /// lz4's hash table on this thread (shared by its endpoints).
+    /// lz4's hash table on this thread (shared by its channels).
     static LZ4_TABLE: std::cell::RefCell<lz4_flex::block::CompressTable> =
         std::cell::RefCell::new(lz4_flex::block::CompressTable::small());
-    /// Packet bodies being built on this thread (shared by its endpoints).
+    /// Packet bodies being built on this thread (shared by its channels).
     static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -190,10 +190,10 @@ struct InMessage {
 
 /// One side of a connection.
 #[derive(Debug)]
-pub struct Endpoint {
-    config: EndpointConfig,
+pub struct Channel {
+    config: ChannelConfig,
     link: LinkEstimate,
-    stats: EndpointStats,
+    stats: ChannelStats,
     // Packets.
     local_seq: u16,
     sent: SequenceBuffer<SentPacket>,
@@ -285,16 +285,16 @@ impl<'a> Cursor<'a> {
     }
 }
 
-impl Endpoint {
-    /// A fresh endpoint.
-    pub fn new(config: EndpointConfig) -> Self {
+impl Channel {
+    /// A fresh channel.
+    pub fn new(config: ChannelConfig) -> Self {
         // A power of two: with another size, two ids less than a window apart across the
         // wrap (65 500 and 500 in a window of 1000) shared a slot, and one was lost.
         let window = config.reliable_window.clamp(1, 4096).next_power_of_two();
         Self {
-            config: EndpointConfig { reliable_window: window, ..config },
+            config: ChannelConfig { reliable_window: window, ..config },
             link: LinkEstimate::default(),
-            stats: EndpointStats::default(),
+            stats: ChannelStats::default(),
             local_seq: 0,
             sent: SequenceBuffer::new(SENT_PACKETS),
             received: SequenceBuffer::new(SENT_PACKETS),
@@ -326,7 +326,7 @@ impl Endpoint {
     }
 
     /// Counters.
-    pub fn stats(&self) -> &EndpointStats {
+    pub fn stats(&self) -> &ChannelStats {
         &self.stats
     }
 
@@ -371,7 +371,7 @@ impl Endpoint {
     /// Serializes `msg` (postcard) and queues it reliably.
     ///
     /// # Errors
-    /// As [`Endpoint::send_reliable`], or when serialization fails.
+    /// As [`Channel::send_reliable`], or when serialization fails.
     pub fn send_message<T: Serialize>(&mut self, msg: &T) -> Result<(), QueueError> {
         let v = postcard::to_allocvec(msg).map_err(|e| QueueError::Serialize(e.to_string()))?;
         self.send_reliable(Bytes::from(v))
@@ -396,7 +396,7 @@ impl Endpoint {
     /// Serializes `msg` (postcard) and queues it as an unreliable event.
     ///
     /// # Errors
-    /// As [`Endpoint::send_event`], or when serialization fails.
+    /// As [`Channel::send_event`], or when serialization fails.
     pub fn send_event_message<T: Serialize>(&mut self, msg: &T) -> Result<(), QueueError> {
         let v = postcard::to_allocvec(msg).map_err(|e| QueueError::Serialize(e.to_string()))?;
         self.send_event(Bytes::from(v))
@@ -439,7 +439,7 @@ impl Endpoint {
     /// Never; a state blob that does not fit is left out and the packet still goes.
     pub fn build_packet(&mut self, now: Duration, state: Option<&[u8]>, out: &mut [u8]) -> usize {
         let limit = self.config.max_packet_bytes.min(out.len());
-        // The body is assembled in the thread's buffer (the endpoint's own is only for
+        // The body is assembled in the thread's buffer (the channel's own is only for
         // decompressed packets received, which may be handed back borrowed).
         let mut body = BODY.with_borrow_mut(std::mem::take);
         body.clear();
@@ -811,8 +811,8 @@ mod tests {
     #[test]
     fn reliable_ids_wrap_cleanly_for_any_window() {
         for window in [128u16, 1000, 300] {
-            let config = EndpointConfig { reliable_window: window, ..EndpointConfig::default() };
-            let (mut a, mut b) = (Endpoint::new(config), Endpoint::new(config));
+            let config = ChannelConfig { reliable_window: window, ..ChannelConfig::default() };
+            let (mut a, mut b) = (Channel::new(config), Channel::new(config));
             a.next_message_id = 65_400;
             b.next_expected = 65_400;
             let n = usize::from(a.config.reliable_window).min(a.config.send_queue_messages);
@@ -844,8 +844,8 @@ mod tests {
     /// newest then passed as new). Found by the `reliability_receive` fuzz target.
     #[test]
     fn a_packet_half_the_sequence_space_away_is_dropped() {
-        let mut a = Endpoint::new(EndpointConfig::default());
-        let mut b = Endpoint::new(EndpointConfig::default());
+        let mut a = Channel::new(ChannelConfig::default());
+        let mut b = Channel::new(ChannelConfig::default());
         let now = Duration::from_millis(1);
         let mut out = vec![0u8; 1500];
         let mut packet = |seq: u16| {
@@ -869,8 +869,8 @@ mod tests {
             order in proptest::collection::vec((0u16..300, any::<bool>()), 1..400),
             start in any::<u16>(),
         ) {
-            let mut a = Endpoint::new(EndpointConfig::default());
-            let mut b = Endpoint::new(EndpointConfig::default());
+            let mut a = Channel::new(ChannelConfig::default());
+            let mut b = Channel::new(ChannelConfig::default());
             let now = Duration::from_millis(1);
             // Packets a sent, by sequence.
             let mut packets = std::collections::HashMap::new();
@@ -912,8 +912,8 @@ mod tests {
             ], 1..200),
             start in any::<u16>(),
         ) {
-            let mut a = Endpoint::new(EndpointConfig::default());
-            let mut b = Endpoint::new(EndpointConfig::default());
+            let mut a = Channel::new(ChannelConfig::default());
+            let mut b = Channel::new(ChannelConfig::default());
             let now = Duration::from_millis(1);
             let mut out = vec![0u8; 1500];
             // The model: packets taken, by unwrapped sequence, and the newest taken.
