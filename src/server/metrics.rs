@@ -19,6 +19,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, 
 use serde::Serialize;
 
 use crate::protocol::netcode::{DisconnectReason, DropReason};
+use crate::server::world::WorldFault;
 
 const RING: usize = 1024;
 
@@ -347,6 +348,8 @@ pub struct ServerMetrics {
     deliveries: [AtomicU64; 4],
     /// Entries in the server's growing tables, by [`TABLES`] label.
     tables: [AtomicU64; TABLES.len()],
+    /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
+    world_faults: [AtomicU64; WorldFault::ALL.len()],
     /// System calls that received datagrams (each takes up to a batch).
     pub(crate) receive_calls: AtomicU64,
     /// System calls that sent snapshot datagrams (each sends up to a batch).
@@ -457,6 +460,7 @@ impl ServerMetrics {
             inputs_dropped: AtomicU64::new(0),
             deliveries: Default::default(),
             tables: Default::default(),
+            world_faults: Default::default(),
             receive_calls: AtomicU64::new(0),
             send_calls: AtomicU64::new(0),
             sent: Default::default(),
@@ -569,6 +573,11 @@ impl ServerMetrics {
         );
         d("volley_players", None, "Players connected.");
         d(
+            "volley_world_errors_total",
+            None,
+            "Mistakes in the game's code the server survived (a panic in a World method, a repeated entity id, a relevancy list out of order), by kind.",
+        );
+        d(
             "volley_table_entries",
             None,
             "Entries in the server's growing tables (pending handshakes and their IPs, connected clients by id and by address, player actors, /players rows): each returns to its occupancy.",
@@ -626,6 +635,29 @@ impl ServerMetrics {
         t[2].store(endpoint.connected as u64, Ordering::Relaxed);
         t[3].store(endpoint.connected_addresses as u64, Ordering::Relaxed);
         t[4].store(actors as u64, Ordering::Relaxed);
+    }
+
+    /// The world's counts of its game's faults (all kinds but the relevancy's, which the
+    /// player paths count with [`ServerMetrics::record_world_fault`]).
+    pub(crate) fn set_world_faults(&self, faults: impl Iterator<Item = (WorldFault, u64)>) {
+        for ((fault, n), slot) in faults.zip(&self.world_faults) {
+            if fault != WorldFault::RelevancyOrder {
+                slot.store(n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Counts one fault of the game's code; how many of its kind so far.
+    pub(crate) fn record_world_fault(&self, fault: WorldFault) -> u64 {
+        WorldFault::ALL
+            .iter()
+            .position(|f| *f == fault)
+            .map_or(0, |i| self.world_faults[i].fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    /// Faults of the game's code survived so far, of `fault`'s kind.
+    pub fn world_faults(&self, fault: WorldFault) -> u64 {
+        WorldFault::ALL.iter().position(|f| *f == fault).map_or(0, |i| self.world_faults[i].load(Ordering::Relaxed))
     }
 
     /// Datagrams cast to player actors (waiting in their mailboxes now).
@@ -972,6 +1004,9 @@ impl ServerMetrics {
         self.gauge("volley_players", &[], get(&self.players) as f64);
         let rows = self.per_player.lock().map_or(0, |p| p.len());
         self.tables[5].store(rows as u64, Ordering::Relaxed);
+        for (fault, n) in WorldFault::ALL.iter().zip(&self.world_faults) {
+            self.counter("volley_world_errors_total", &[("kind", fault.label())], get(n));
+        }
         for (table, n) in TABLES.iter().zip(&self.tables) {
             self.gauge("volley_table_entries", &[("table", table)], get(n) as f64);
         }

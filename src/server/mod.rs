@@ -58,6 +58,12 @@
 //!   last player actor woken for the tick is done. Control packets are sent at once.
 //! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
 //!   at once) and then skips ahead, counting an overrun.
+//! - **Game faults.** A mistake in the game's code costs what it touched, never the tick:
+//!   a panic in a [`World`] method is caught (an input that panicked is dropped, a snapshot
+//!   that panicked means none that tick), a repeated entity id keeps the first entity, and a
+//!   relevancy list out of order is sorted. Each is logged (the first time, then at each
+//!   power of two) and counted in `volley_world_errors_total{kind}` ([`WorldFault`]); the
+//!   [`Stepper`](crate::testing::Stepper) runs the same step and counts the same.
 //! - **Failure.** See the supervision tree below. A player actor that fails (a panic in
 //!   it, or in the game's relevancy code that it runs) is cleaned up alone by the socket
 //!   actor: the client is sent the netcode disconnect packets, and the address, slot and
@@ -88,7 +94,7 @@
 //!
 //! | part | started by | supervised by | when it fails |
 //! | --- | --- | --- | --- |
-//! | world actor (your [`World`]) | [`start`] | the root watcher | the server fails |
+//! | world actor (your [`World`]) | [`start`] | the root watcher | a panic in your code is caught, counted and skipped ([`WorldFault`]); [`MAX_PANICKING_TICKS`] panicking ticks in a row stop it, and the server fails |
 //! | broadcaster | [`start`] | the root watcher | the server fails |
 //! | socket actor | [`start`] | the root watcher | the server fails |
 //! | receive loop (a task) | socket actor | the socket actor (a watcher task) | the socket actor fails, so the server fails |
@@ -120,7 +126,7 @@ use ractor::{Actor, ActorRef};
 use tokio::net::UdpSocket;
 
 pub use metrics::ServerMetrics;
-pub use world::{Audience, Everything, JoinInfo, Outbox, PlayerId, Relevancy, World};
+pub use world::{Audience, Everything, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Relevancy, World, WorldFault};
 
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::server::EndpointConfig;

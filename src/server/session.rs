@@ -68,6 +68,9 @@ pub struct SentSnapshot {
     pub frame_bytes: usize,
     /// The world tick it described.
     pub tick: u32,
+    /// The game's relevancy returned its list out of order (or with repeats, or indices
+    /// past the end): it was tidied before encoding ([`crate::server::WorldFault::RelevancyOrder`]).
+    pub relevancy_fixed: bool,
 }
 
 /// One player's connection, reliability, snapshot history and input de-duplication.
@@ -220,7 +223,11 @@ impl PlayerSession {
         if !self.welcomed || self.closed || !world.tick().is_multiple_of(self.snapshot_every) {
             return None;
         }
+        // A fresh list each time, checked: a game's mistake here costs its own ordering, not
+        // every client's snapshots.
+        self.interest.clear();
         self.relevancy.interest(world, self.id, &mut self.interest);
+        let relevancy_fixed = Interest::tidy(&mut self.interest, world.len());
         let room = self.channel.state_room().min(MAX_PAYLOAD_BYTES - 64);
         self.snapshot_buf.resize(room, 0);
         self.snapshot_buf[..4].copy_from_slice(&applied_input.unwrap_or(u32::MAX).to_le_bytes());
@@ -228,7 +235,13 @@ impl PlayerSession {
         let mut packet = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.channel.build_packet(now, Some(&self.snapshot_buf[..4 + stats.bytes]), &mut packet);
         let _ = self.connection.send_payload(now, &packet[..n], tx);
-        Some(SentSnapshot { encode: stats, state_bytes: 4 + stats.bytes, frame_bytes: n, tick: world.tick() })
+        Some(SentSnapshot {
+            encode: stats,
+            state_bytes: 4 + stats.bytes,
+            frame_bytes: n,
+            tick: world.tick(),
+            relevancy_fixed,
+        })
     }
 
     /// Queues a message from the world.

@@ -33,7 +33,7 @@ use super::metrics::{DeliveryPath, ReceivedKind, SentKind, ServerMetrics};
 use super::player::PlayerMsg;
 use super::session::{Incoming, PlayerSession};
 use super::socket::count_control;
-use super::world::{AppliedInputs, ClientInput, InputQueue, PlayerId};
+use super::world::{AppliedInputs, ClientInput, InputQueue, PlayerId, WorldFault};
 use crate::protocol::snapshot::WorldSnapshot;
 use crate::transport::udp::UdpTx;
 
@@ -440,6 +440,17 @@ impl PlayerShared {
         let sent = session.on_snapshot(now, world, mine, &mut tx);
         let m = &env.metrics;
         let Some(sent) = sent else { return };
+        if sent.relevancy_fixed {
+            let n = m.record_world_fault(WorldFault::RelevancyOrder);
+            if n.is_power_of_two() {
+                tracing::error!(
+                    kind = WorldFault::RelevancyOrder.label(),
+                    player = id,
+                    times = n,
+                    "the game's relevancy list was out of order, repeated or past the end; sorted, and the server goes on"
+                );
+            }
+        }
         let f = &self.figures;
         f.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
         if tx.sent > 0 {

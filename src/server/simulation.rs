@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::world::{JoinInfo, Outbox, PlayerId, World};
+use super::world::{JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
 use crate::protocol::input::ViewTime;
-use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldError, WorldSnapshot};
+use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
 
 /// One input on its way into a tick, however its shell holds it.
 pub(crate) trait TickInput {
@@ -26,8 +26,9 @@ pub(crate) trait TickInput {
 /// What one step made.
 #[derive(Debug)]
 pub(crate) struct Stepped {
-    /// The tick's quantized world, shared by every player.
-    pub snapshot: Arc<WorldSnapshot>,
+    /// The tick's quantized world, shared by every player (`None`: the game's snapshot
+    /// panicked, and players get no snapshot this tick).
+    pub snapshot: Option<Arc<WorldSnapshot>>,
     /// The messages the world sent this tick.
     pub outbox: Outbox,
 }
@@ -43,56 +44,144 @@ pub(crate) struct Simulation {
     applied: BTreeMap<PlayerId, u32>,
     previous: Option<Arc<WorldSnapshot>>,
     players: u64,
+    /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
+    faults: [u64; WorldFault::ALL.len()],
+    /// Ticks in a row in which the world panicked.
+    panicking: u32,
 }
+
+/// The world panicked in [`MAX_PANICKING_TICKS`] ticks in a row: it is stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the world panicked in {0} ticks in a row; it is stopped")]
+pub struct WorldStopped(pub u32);
 
 impl Simulation {
     /// A simulation of `schema`'s kinds, `dt` a tick.
     pub fn new(schema: Arc<Schema>, dt: Duration) -> Self {
-        Self { schema, tick: 0, dt, applied: BTreeMap::new(), previous: None, players: 0 }
+        Self {
+            schema,
+            tick: 0,
+            dt,
+            applied: BTreeMap::new(),
+            previous: None,
+            players: 0,
+            faults: [0; WorldFault::ALL.len()],
+            panicking: 0,
+        }
     }
 
     /// A player joined.
     pub fn join<W: World>(&mut self, world: &mut W, player: PlayerId, who: &JoinInfo) {
         self.players += 1;
-        world.join_with(player, who);
+        self.guard(WorldFault::PanicInJoin, || world.join_with(player, who));
     }
 
     /// A player left.
     pub fn leave<W: World>(&mut self, world: &mut W, player: PlayerId) {
         self.players = self.players.saturating_sub(1);
         self.applied.remove(&player);
-        world.leave(player);
+        self.guard(WorldFault::PanicInLeave, || world.leave(player));
+    }
+
+    /// Runs a call into the game's code, catching a panic: counted and logged as `fault`.
+    /// `None` after a panic.
+    fn guard<R>(&mut self, fault: WorldFault, f: impl FnOnce() -> R) -> Option<R> {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(r) => Some(r),
+            Err(payload) => {
+                let why = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".into());
+                self.record(fault, &why);
+                None
+            }
+        }
+    }
+
+    /// Counts a fault of the game's code, and logs it the first time and at each power of
+    /// two (a fault every tick does not flood the log).
+    pub fn record(&mut self, fault: WorldFault, why: &str) {
+        let i = WorldFault::ALL.iter().position(|f| *f == fault).unwrap_or(0);
+        self.faults[i] += 1;
+        let n = self.faults[i];
+        if n.is_power_of_two() {
+            tracing::error!(
+                kind = fault.label(),
+                tick = self.tick,
+                times = n,
+                error = why,
+                "the game's code failed; the server skipped it and goes on"
+            );
+        }
+    }
+
+    /// Faults of the game's code survived so far, by kind.
+    pub fn faults(&self) -> impl Iterator<Item = (WorldFault, u64)> + '_ {
+        WorldFault::ALL.iter().copied().zip(self.faults.iter().copied())
     }
 
     /// Runs one tick: `inputs` in order (`applied(input, view)` is told of each as the world
     /// gets it, its view clamped to the newest snapshot made), then the world's tick,
-    /// messages and snapshot.
+    /// messages and snapshot. A panic in the game's code is caught, counted and skipped (see
+    /// [`WorldFault`]); the step goes on.
     ///
     /// # Errors
-    /// When the world's snapshot is invalid.
+    /// When the world has panicked in [`MAX_PANICKING_TICKS`] ticks in a row.
     pub fn step<W: World, I: TickInput>(
         &mut self,
         world: &mut W,
         inputs: impl IntoIterator<Item = I>,
         mut applied: impl FnMut(&I, Option<ViewTime>),
-    ) -> Result<Stepped, WorldError> {
+    ) -> Result<Stepped, WorldStopped> {
         self.tick += 1;
+        let panics_before = self.panics();
         // The newest snapshot made so far: no client can have drawn a later one.
         let latest = self.tick - 1;
         for input in inputs {
             let view = input.view().map(|v| v.not_after(latest));
-            world.input_viewed(input.player(), input.bytes(), view);
+            self.guard(WorldFault::PanicInInput, || world.input_viewed(input.player(), input.bytes(), view));
+            // Applied even if it panicked: the client must not send it again.
             self.applied.insert(input.player(), input.seq());
             applied(&input, view);
         }
-        world.tick(self.tick, self.dt);
+        let (tick, dt) = (self.tick, self.dt);
+        self.guard(WorldFault::PanicInTick, || world.tick(tick, dt));
         let mut outbox = Outbox::default();
-        world.messages(&mut outbox);
-        let mut b = SnapshotBuilder::new(&self.schema, self.tick);
-        world.snapshot(&mut b);
-        let snapshot = Arc::new(b.finish_after(self.previous.as_deref())?);
-        self.previous = Some(snapshot.clone());
+        if self.guard(WorldFault::PanicInMessages, || world.messages(&mut outbox)).is_none() {
+            // What it had sent before the panic may be half of something: none of it goes.
+            outbox = Outbox::default();
+        }
+        let schema = self.schema.clone();
+        let mut b = SnapshotBuilder::new(&schema, tick);
+        let snapshot = match self.guard(WorldFault::PanicInSnapshot, || world.snapshot(&mut b)) {
+            Some(()) => {
+                let (snapshot, repeated) = b.finish_keeping_first(self.previous.as_deref());
+                if let Some(id) = repeated {
+                    self.record(WorldFault::DuplicateEntity, &format!("entity id {id} inserted twice; the first kept"));
+                }
+                let snapshot = Arc::new(snapshot);
+                self.previous = Some(snapshot.clone());
+                Some(snapshot)
+            }
+            None => None,
+        };
+        self.panicking = if self.panics() > panics_before { self.panicking + 1 } else { 0 };
+        if self.panicking >= MAX_PANICKING_TICKS {
+            return Err(WorldStopped(self.panicking));
+        }
         Ok(Stepped { snapshot, outbox })
+    }
+
+    /// Panics caught so far, of every kind.
+    fn panics(&self) -> u64 {
+        WorldFault::ALL
+            .iter()
+            .zip(&self.faults)
+            .filter(|(f, _)| !matches!(f, WorldFault::DuplicateEntity | WorldFault::RelevancyOrder))
+            .map(|(_, n)| n)
+            .sum()
     }
 
     /// Ticks run.

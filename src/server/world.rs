@@ -17,6 +17,65 @@ use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, Wor
 /// A connected player's id: its netcode slot, stable while it is connected.
 pub type PlayerId = u32;
 
+/// A mistake in a game's code that the server survived: counted in
+/// `volley_world_errors_total{kind}` and logged (the first time, then at each power of two).
+/// The server skips what was at fault and goes on: an input that panicked is dropped, a tick
+/// or message step that panicked leaves the world as the panic left it, a snapshot that
+/// panicked means no snapshot that tick, a repeated entity id keeps the first entity
+/// inserted, and a relevancy list out of order is sorted (repeats and indices past the end
+/// dropped). A world whose every tick panics for [`MAX_PANICKING_TICKS`] ticks in a row is
+/// stopped, and the server with it (see the supervision tree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WorldFault {
+    /// [`World::join_with`] (or `join`) panicked.
+    PanicInJoin,
+    /// [`World::leave`] panicked.
+    PanicInLeave,
+    /// [`World::input_viewed`] (or `input`) panicked.
+    PanicInInput,
+    /// [`World::tick`] panicked.
+    PanicInTick,
+    /// [`World::messages`] panicked.
+    PanicInMessages,
+    /// [`World::snapshot`] panicked.
+    PanicInSnapshot,
+    /// [`World::snapshot`] inserted two entities with the same id.
+    DuplicateEntity,
+    /// [`Relevancy::interest`] returned indices out of order, repeated or past the end.
+    RelevancyOrder,
+}
+
+impl WorldFault {
+    /// Every kind, in label order.
+    pub const ALL: [WorldFault; 8] = [
+        Self::PanicInJoin,
+        Self::PanicInLeave,
+        Self::PanicInInput,
+        Self::PanicInTick,
+        Self::PanicInMessages,
+        Self::PanicInSnapshot,
+        Self::DuplicateEntity,
+        Self::RelevancyOrder,
+    ];
+
+    /// The `kind` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::PanicInJoin => "panic_in_join",
+            Self::PanicInLeave => "panic_in_leave",
+            Self::PanicInInput => "panic_in_input",
+            Self::PanicInTick => "panic_in_tick",
+            Self::PanicInMessages => "panic_in_messages",
+            Self::PanicInSnapshot => "panic_in_snapshot",
+            Self::DuplicateEntity => "duplicate_entity",
+            Self::RelevancyOrder => "relevancy_order",
+        }
+    }
+}
+
+/// Ticks in a row in which the world panicked before it is stopped (five seconds at 60 Hz).
+pub const MAX_PANICKING_TICKS: u32 = 300;
+
 /// Decides which entities a player sees and how much each matters.
 pub trait Relevancy: Send + Sync + 'static {
     /// Fills `out` with the visible entities of `world` for `player`, by ascending index.
@@ -368,14 +427,18 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
         fresh.insert(input.player, *handling); // the newest input of each player wins
     });
     s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
+    s.metrics.set_world_faults(s.sim.faults());
     let Stepped { snapshot, outbox } = stepped?;
     for (to, data, reliable) in outbox.items {
         s.broadcaster.cast(BroadcastMsg::Message { to, data, reliable })?;
     }
-    s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
-    let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
-    let applied: AppliedInputs = Arc::new(Applied { newest: s.sim.applied_inputs().collect(), fresh, started });
-    s.broadcaster.cast(BroadcastMsg::Snapshot(snapshot, applied))?;
+    // No snapshot when the game's snapshot panicked: the players wait for the next tick's.
+    if let Some(snapshot) = snapshot {
+        s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
+        let applied: AppliedInputs = Arc::new(Applied { newest: s.sim.applied_inputs().collect(), fresh, started });
+        s.broadcaster.cast(BroadcastMsg::Snapshot(snapshot, applied))?;
+    }
     s.metrics.record_tick(started.elapsed(), lateness);
     Ok(())
 }

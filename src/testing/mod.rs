@@ -17,7 +17,7 @@ use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::server::session::{Incoming, PlayerSession, SessionSettings};
 use crate::server::simulation::{Simulation, Stepped, TickInput};
-use crate::server::{JoinInfo, PlayerId, World};
+use crate::server::{JoinInfo, PlayerId, World, WorldFault};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
@@ -320,18 +320,32 @@ impl<W: World> Stepper<W> {
         }
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         let mut gone = Vec::new();
+        let mut relevancy_faults = 0;
         for (index, o) in self.sessions.iter_mut() {
             let s = &mut o.value;
             let applied = self.sim.applied_input(s.id());
-            s.on_snapshot(now, &snapshot, applied, &mut wire);
+            if let Some(snapshot) = &snapshot
+                && s.on_snapshot(now, snapshot, applied, &mut wire).is_some_and(|sent| sent.relevancy_fixed)
+            {
+                relevancy_faults += 1;
+            }
             if s.heartbeat(now, &mut wire).is_some() {
                 gone.push(index);
             }
+        }
+        for _ in 0..relevancy_faults {
+            self.sim.record(WorldFault::RelevancyOrder, "a relevancy list out of order; sorted");
         }
         for a in gone {
             self.drop_session(a);
         }
         self.send_from_server(wire);
+    }
+
+    /// Faults of the game's code the server survived so far, by kind (what the actor server
+    /// counts in `volley_world_errors_total`).
+    pub fn world_faults(&self) -> BTreeMap<WorldFault, u64> {
+        self.sim.faults().filter(|(_, n)| *n > 0).collect()
     }
 
     /// Client `i` says goodbye (through its link, like any datagram); it sends nothing more.

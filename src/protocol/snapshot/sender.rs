@@ -46,6 +46,20 @@ pub struct Interest {
 }
 
 impl Interest {
+    /// Makes `list` what an encoder needs, indices ascending, unique and below `len`: true
+    /// when it was not (then it is sorted, a repeated index keeps its first entry, and
+    /// indices past the end are dropped). One pass when it already is.
+    pub fn tidy(list: &mut Vec<Interest>, len: usize) -> bool {
+        let ordered = list.windows(2).all(|w| w[0].index < w[1].index);
+        if ordered && list.last().is_none_or(|i| (i.index as usize) < len) {
+            return false;
+        }
+        list.sort_by_key(|i| i.index);
+        list.dedup_by_key(|i| i.index);
+        list.retain(|i| (i.index as usize) < len);
+        true
+    }
+
     /// Every entity of `world` with priority 1.
     pub fn everything(world: &WorldSnapshot, out: &mut Vec<Interest>) {
         out.clear();

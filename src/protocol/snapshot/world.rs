@@ -281,11 +281,29 @@ impl<'s> SnapshotBuilder<'s> {
     ///
     /// # Errors
     /// When two entities share an id.
-    pub fn finish_after(mut self, previous: Option<&WorldSnapshot>) -> Result<WorldSnapshot, WorldError> {
-        self.entries.sort_unstable_by_key(|e| e.0);
-        if let Some(w) = self.entries.windows(2).find(|w| w[0].0 == w[1].0) {
-            return Err(WorldError::DuplicateId(w[0].0));
+    pub fn finish_after(self, previous: Option<&WorldSnapshot>) -> Result<WorldSnapshot, WorldError> {
+        match self.finish_keeping_first(previous) {
+            (_, Some(id)) => Err(WorldError::DuplicateId(id)),
+            (snapshot, None) => Ok(snapshot),
         }
+    }
+
+    /// Like [`SnapshotBuilder::finish_after`], but an entity whose id was already inserted
+    /// is left out (the first one inserted stays) instead of failing the whole snapshot:
+    /// the snapshot, and the first id that was repeated, if any. The server builds each
+    /// tick's snapshot this way, so that a game's bug costs an entity, not the tick.
+    pub fn finish_keeping_first(mut self, previous: Option<&WorldSnapshot>) -> (WorldSnapshot, Option<EntityId>) {
+        // Stable: of entities sharing an id, the first inserted comes first and is kept.
+        self.entries.sort_by_key(|e| e.0);
+        let mut repeated = None;
+        if self.entries.windows(2).any(|w| w[0].0 == w[1].0) {
+            repeated = self.entries.windows(2).find(|w| w[0].0 == w[1].0).map(|w| w[0].0);
+            self.entries.dedup_by_key(|e| e.0);
+        }
+        (self.build(previous), repeated)
+    }
+
+    fn build(self, previous: Option<&WorldSnapshot>) -> WorldSnapshot {
         let mut out = WorldSnapshot::new(self.tick);
         out.ids.reserve(self.entries.len());
         out.words.reserve(self.words.len());
@@ -310,6 +328,6 @@ impl<'s> SnapshotBuilder<'s> {
         }
         out.cache = DeltaCache::with_len(out.len());
         out.tracked = previous.is_some();
-        Ok(out)
+        out
     }
 }
