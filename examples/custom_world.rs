@@ -8,12 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use glam::Vec2;
-use volley::client::GameClient;
-use volley::client::udp::UdpClient;
-use volley::protocol::netcode::token::{ConnectToken, TokenParams};
-use volley::protocol::quant::Vec2Q;
-use volley::protocol::snapshot::{Schema, SnapshotBuilder};
-use volley::server::{PlayerId, ServerConfig, World, unix_now};
+use volley::prelude::*;
 
 volley::replicated! {
     /// A player's dot.

@@ -12,6 +12,7 @@
 //!   memory, on a virtual clock, through link conditioners.
 //! - [`transport`] — real UDP sockets as a `Transmit` sink.
 //! - [`util`] — small helpers (hex for keys and tokens).
+//! - [`prelude`] — what a game's server and client code usually needs, in one import.
 //!
 //! Games and programs built on it live in crates of their own in the workspace: the
 //! reference game and its bot swarm (`examples/arena`, crate `volley-arena`), the 901-cube
@@ -21,6 +22,7 @@
 //! See `README.md` for the guide and `BENCHMARKS.md` for measured figures.
 
 pub mod client;
+pub mod prelude;
 pub mod protocol;
 pub mod server;
 pub mod testing;

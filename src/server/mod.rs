@@ -209,7 +209,10 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// Defaults: 60 Hz ticks and snapshots, 1024 players, on `bind`.
+    /// Defaults: 60 Hz ticks and snapshots, 1024 players, on `bind`. The admin listener
+    /// (`/metrics`, `/healthz`, `/readyz`, `/players`) is off: set
+    /// [`ServerConfig::admin_addr`] to serve it (the `volley` program serves it on
+    /// 127.0.0.1:9100 by default).
     pub fn new(bind: SocketAddr, private_key: Key) -> Self {
         Self {
             bind,

@@ -143,12 +143,17 @@ impl Outbox {
 
 /// What a game implements: the world actor calls it, one tick at a time, in this order:
 /// joins and leaves as they happen, each player's inputs in the order sent, then
-/// [`World::tick`], then [`World::snapshot`].
+/// [`World::tick`], then [`World::messages`], then [`World::snapshot`]. A panic in any of
+/// these is caught, counted and skipped ([`WorldFault`]): it costs what it touched, not the
+/// server.
 pub trait World: Send + 'static {
     /// The replicated kinds (the client must register the same, in the same order).
     fn schema(&self) -> Schema;
-    /// A player connected.
-    fn join(&mut self, player: PlayerId);
+    /// A player connected (nothing by default: a game that needs to know who joins
+    /// overrides this or [`World::join_with`]).
+    fn join(&mut self, player: PlayerId) {
+        let _ = player;
+    }
     /// A player connected, with who it is ([`JoinInfo`]: the client id and user data of its
     /// connect token). The world actor calls this, and by default it calls [`World::join`];
     /// a game that knows its players by account (to give a returning player its state back,
