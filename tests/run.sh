@@ -46,6 +46,8 @@ fi
 
 step "tests"
 cargo nextest run --workspace --locked --no-fail-fast
+# cargo-nextest does not run documentation examples; cargo test does.
+cargo test --workspace --doc --locked --quiet
 
 step "docker"
 bash docker/ci/e2e.sh
