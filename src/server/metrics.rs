@@ -134,6 +134,9 @@ pub enum DatagramDrop {
 
 const DATAGRAM_DROPS: [&str; 2] = ["queue_full", "send_failed"];
 
+/// Labels of `volley_client_messages_dropped_total{reason}`.
+const CLIENT_MESSAGE_DROPS: [&str; 3] = ["flood", "too_large", "queue_full"];
+
 /// Labels of `volley_table_entries{table}`: the server's tables that grow and shrink with
 /// players and handshakes (a soak run checks they return to their occupancy).
 pub const TABLES: [&str; 6] =
@@ -350,6 +353,9 @@ pub struct ServerMetrics {
     tables: [AtomicU64; TABLES.len()],
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
     world_faults: [AtomicU64; WorldFault::ALL.len()],
+    /// Client messages handed to the world, and dropped by [`CLIENT_MESSAGE_DROPS`] reason.
+    client_messages: AtomicU64,
+    client_message_drops: [AtomicU64; 3],
     /// System calls that received datagrams (each takes up to a batch).
     pub(crate) receive_calls: AtomicU64,
     /// System calls that sent snapshot datagrams (each sends up to a batch).
@@ -461,6 +467,8 @@ impl ServerMetrics {
             deliveries: Default::default(),
             tables: Default::default(),
             world_faults: Default::default(),
+            client_messages: AtomicU64::new(0),
+            client_message_drops: Default::default(),
             receive_calls: AtomicU64::new(0),
             send_calls: AtomicU64::new(0),
             sent: Default::default(),
@@ -572,6 +580,12 @@ impl ServerMetrics {
             "Snapshot size as encoded, and as sent (after lz4 where it helped, with acks and messages).",
         );
         d("volley_players", None, "Players connected.");
+        d("volley_client_messages_total", None, "Messages from clients handed to the world.");
+        d(
+            "volley_client_messages_dropped_total",
+            None,
+            "Messages from clients dropped, by reason: past the per-tick limit (flood), too large, or the world's queue full.",
+        );
         d(
             "volley_world_errors_total",
             None,
@@ -645,6 +659,25 @@ impl ServerMetrics {
                 slot.store(n, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Counts client messages: `queued` handed to the world, the ones the session dropped,
+    /// and `full` refused by a full input queue.
+    pub(crate) fn record_client_messages(&self, queued: u64, drops: crate::server::session::MessageDrops, full: u64) {
+        if queued > 0 {
+            self.client_messages.fetch_add(queued, Ordering::Relaxed);
+        }
+        for (i, n) in [drops.flood, drops.too_large, full].into_iter().enumerate() {
+            if n > 0 {
+                self.client_message_drops[i].fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Client messages handed to the world so far, and dropped (flood, too large, queue full).
+    pub fn client_messages(&self) -> (u64, [u64; 3]) {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        (get(&self.client_messages), std::array::from_fn(|i| get(&self.client_message_drops[i])))
     }
 
     /// Counts one fault of the game's code; how many of its kind so far.
@@ -1004,6 +1037,10 @@ impl ServerMetrics {
         self.gauge("volley_players", &[], get(&self.players) as f64);
         let rows = self.per_player.lock().map_or(0, |p| p.len());
         self.tables[5].store(rows as u64, Ordering::Relaxed);
+        self.counter("volley_client_messages_total", &[], get(&self.client_messages));
+        for (reason, n) in CLIENT_MESSAGE_DROPS.iter().zip(&self.client_message_drops) {
+            self.counter("volley_client_messages_dropped_total", &[("reason", reason)], get(n));
+        }
         for (fault, n) in WorldFault::ALL.iter().zip(&self.world_faults) {
             self.counter("volley_world_errors_total", &[("kind", fault.label())], get(n));
         }

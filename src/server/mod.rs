@@ -58,6 +58,11 @@
 //!   last player actor woken for the tick is done. Control packets are sent at once.
 //! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
 //!   at once) and then skips ahead, counting an overrun.
+//! - **Client messages.** A client's reliable messages and events travel with its inputs:
+//!   whoever takes its datagram (socket actor or player actor) hands them to the world's
+//!   input queue, at most `session::MAX_CLIENT_MESSAGES_PER_TICK` a player and tick (the
+//!   rest dropped and counted), and the world calls [`World::message`] for each, in arrival
+//!   order among that player's inputs, before the tick.
 //! - **Game faults.** A mistake in the game's code costs what it touched, never the tick:
 //!   a panic in a [`World`] method is caught (an input that panicked is dropped, a snapshot
 //!   that panicked means none that tick), a repeated entity id keeps the first entity, and a

@@ -56,6 +56,23 @@ impl PacketDrop {
     }
 }
 
+/// Messages a client may send the world per tick (reliable and events together); more in
+/// one tick are dropped (`volley_client_messages_dropped_total{reason="flood"}`).
+pub const MAX_CLIENT_MESSAGES_PER_TICK: u32 = 16;
+
+/// The largest client message the world is handed, in bytes; a larger one is dropped
+/// (`reason="too_large"`).
+pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4096;
+
+/// Client messages [`PlayerSession::take_messages`] dropped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MessageDrops {
+    /// Past [`MAX_CLIENT_MESSAGES_PER_TICK`] in one tick.
+    pub flood: u64,
+    /// Larger than [`MAX_CLIENT_MESSAGE_BYTES`].
+    pub too_large: u64,
+}
+
 /// What [`PlayerSession::on_snapshot`] sent.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct SentSnapshot {
@@ -90,6 +107,9 @@ pub struct PlayerSession {
     params: SessionParams,
     snapshot_every: u32,
     relevancy: Arc<dyn Relevancy>,
+    /// The tick round of the client messages counted in `messages_this_round`.
+    message_round: u64,
+    messages_this_round: u32,
 }
 
 impl std::fmt::Debug for dyn Relevancy {
@@ -153,6 +173,8 @@ impl PlayerSession {
             params,
             snapshot_every: snapshot_every.max(1),
             relevancy,
+            message_round: 0,
+            messages_this_round: 0,
         }
     }
 
@@ -207,6 +229,33 @@ impl PlayerSession {
         }
         let fresh = self.dedup.fresh(&input);
         if fresh.is_empty() { Incoming::Nothing } else { Incoming::Inputs(fresh) }
+    }
+
+    /// Hands the messages the client sent (reliable ones in order, then events) to `out`,
+    /// as many as this tick round allows: at most [`MAX_CLIENT_MESSAGES_PER_TICK`] in
+    /// `round` (the world's tick count, as the caller knows it), none larger than
+    /// [`MAX_CLIENT_MESSAGE_BYTES`]. What it cannot hand over is dropped and counted; the
+    /// session's own inbox is always emptied, so a flooding client never stalls its
+    /// connection.
+    pub fn take_messages(&mut self, round: u64, mut out: impl FnMut(Bytes, bool)) -> MessageDrops {
+        if round != self.message_round {
+            self.message_round = round;
+            self.messages_this_round = 0;
+        }
+        let mut drops = MessageDrops::default();
+        let reliable = std::iter::from_fn(|| self.channel.recv_reliable()).map(|m| (m, true)).collect::<Vec<_>>();
+        let events = std::iter::from_fn(|| self.channel.recv_event()).map(|m| (m, false));
+        for (message, is_reliable) in reliable.into_iter().chain(events.collect::<Vec<_>>()) {
+            if message.len() > MAX_CLIENT_MESSAGE_BYTES {
+                drops.too_large += 1;
+            } else if self.messages_this_round >= MAX_CLIENT_MESSAGES_PER_TICK {
+                drops.flood += 1;
+            } else {
+                self.messages_this_round += 1;
+                out(message, is_reliable);
+            }
+        }
+        drops
     }
 
     /// Encodes and sends this player's snapshot of `world` (on snapshot ticks, once the

@@ -303,6 +303,17 @@ impl PlayerShared {
             Incoming::Disconnected => true,
             Incoming::Nothing | Incoming::Dropped(_) => false,
         };
+        // The client's messages for the world go with its inputs, bounded per tick.
+        let mut queued = 0;
+        let mut full = 0;
+        let drops = session.take_messages(env.inputs.round(), |data, reliable| {
+            if env.inputs.push(ClientInput::message(id, data, reliable, arrived)) {
+                queued += 1;
+            } else {
+                full += 1;
+            }
+        });
+        env.metrics.record_client_messages(queued, drops, full);
         self.count_sent(env.metrics, &tx);
         gone
     }

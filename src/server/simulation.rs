@@ -21,6 +21,11 @@ pub(crate) trait TickInput {
     fn bytes(&self) -> &[u8];
     /// What the client was drawing when it made it.
     fn view(&self) -> Option<ViewTime>;
+    /// Not an input but a message from the client for [`World::message`]: its bytes, and
+    /// whether it came reliably.
+    fn message(&self) -> Option<(&[u8], bool)> {
+        None
+    }
 }
 
 /// What one step made.
@@ -122,7 +127,7 @@ impl Simulation {
         WorldFault::ALL.iter().copied().zip(self.faults.iter().copied())
     }
 
-    /// Runs one tick: `inputs` in order (`applied(input, view)` is told of each as the world
+    /// Runs one tick: `inputs` in order, client messages among them (`applied(input, view)` is told of each input as the world
     /// gets it, its view clamped to the newest snapshot made), then the world's tick,
     /// messages and snapshot. A panic in the game's code is caught, counted and skipped (see
     /// [`WorldFault`]); the step goes on.
@@ -140,6 +145,11 @@ impl Simulation {
         // The newest snapshot made so far: no client can have drawn a later one.
         let latest = self.tick - 1;
         for input in inputs {
+            if let Some((message, reliable)) = input.message() {
+                let player = input.player();
+                self.guard(WorldFault::PanicInMessage, || world.message(player, message, reliable));
+                continue;
+            }
             let view = input.view().map(|v| v.not_after(latest));
             self.guard(WorldFault::PanicInInput, || world.input_viewed(input.player(), input.bytes(), view));
             // Applied even if it panicked: the client must not send it again.

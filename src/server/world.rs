@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
@@ -33,6 +34,8 @@ pub enum WorldFault {
     PanicInLeave,
     /// [`World::input_viewed`] (or `input`) panicked.
     PanicInInput,
+    /// [`World::message`] panicked.
+    PanicInMessage,
     /// [`World::tick`] panicked.
     PanicInTick,
     /// [`World::messages`] panicked.
@@ -47,10 +50,11 @@ pub enum WorldFault {
 
 impl WorldFault {
     /// Every kind, in label order.
-    pub const ALL: [WorldFault; 8] = [
+    pub const ALL: [WorldFault; 9] = [
         Self::PanicInJoin,
         Self::PanicInLeave,
         Self::PanicInInput,
+        Self::PanicInMessage,
         Self::PanicInTick,
         Self::PanicInMessages,
         Self::PanicInSnapshot,
@@ -64,6 +68,7 @@ impl WorldFault {
             Self::PanicInJoin => "panic_in_join",
             Self::PanicInLeave => "panic_in_leave",
             Self::PanicInInput => "panic_in_input",
+            Self::PanicInMessage => "panic_in_message",
             Self::PanicInTick => "panic_in_tick",
             Self::PanicInMessages => "panic_in_messages",
             Self::PanicInSnapshot => "panic_in_snapshot",
@@ -176,6 +181,17 @@ pub trait World: Send + 'static {
         let _ = view;
         self.input(player, input);
     }
+    /// A message the client sent ([`GameClient::channel`](crate::client::GameClient::channel):
+    /// `send_message` reliably, `send_event_message` as an event; decode it with
+    /// `postcard::from_bytes` into the same type), in the order it arrived among the player's
+    /// inputs, before the tick. Ignored by default. At most
+    /// [`MAX_CLIENT_MESSAGES_PER_TICK`](crate::server::session::MAX_CLIENT_MESSAGES_PER_TICK)
+    /// a player and tick, none over
+    /// [`MAX_CLIENT_MESSAGE_BYTES`](crate::server::session::MAX_CLIENT_MESSAGE_BYTES): the rest
+    /// is dropped and counted (`volley_client_messages_dropped_total`).
+    fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
+        let _ = (player, message, reliable);
+    }
     /// Advances the simulation by `dt`.
     fn tick(&mut self, tick: u32, dt: Duration);
     /// Writes the replicated state.
@@ -241,6 +257,8 @@ pub(crate) struct ClientInput {
     pub arrived: Instant,
     bytes: [u8; MAX_INPUT_BYTES],
     len: u8,
+    /// Not an input but a message from the client (its bytes, reliable or an event).
+    pub message: Option<(Bytes, bool)>,
 }
 
 impl ClientInput {
@@ -249,7 +267,20 @@ impl ClientInput {
         let len = bytes.len().min(MAX_INPUT_BYTES);
         let mut inline = [0u8; MAX_INPUT_BYTES];
         inline[..len].copy_from_slice(&bytes[..len]);
-        Self { player, seq, view, arrived, bytes: inline, len: len as u8 }
+        Self { player, seq, view, arrived, bytes: inline, len: len as u8, message: None }
+    }
+
+    /// A message from the client for the world, queued among its inputs.
+    pub fn message(player: PlayerId, data: Bytes, reliable: bool, arrived: Instant) -> Self {
+        Self {
+            player,
+            seq: 0,
+            view: None,
+            arrived,
+            bytes: [0; MAX_INPUT_BYTES],
+            len: 0,
+            message: Some((data, reliable)),
+        }
     }
 
     /// The input as the client encoded it.
@@ -271,6 +302,8 @@ impl ClientInput {
 pub(crate) struct InputQueue {
     queue: Arc<std::sync::Mutex<Vec<Queued>>>,
     limit: usize,
+    /// Times the world has taken the queue: the tick round client messages are counted in.
+    rounds: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A queued input and when it was queued.
@@ -286,7 +319,12 @@ impl Default for InputQueue {
 impl InputQueue {
     /// A queue that holds at most `limit` inputs between two ticks.
     pub fn new(limit: usize) -> Self {
-        Self { queue: Arc::default(), limit: limit.max(1) }
+        Self { queue: Arc::default(), limit: limit.max(1), rounds: Arc::default() }
+    }
+
+    /// Times the world has taken the queue (a player's messages are counted per round).
+    pub fn round(&self) -> u64 {
+        self.rounds.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Queues one input for the next tick; false (and nothing queued) when the queue is
@@ -303,6 +341,7 @@ impl InputQueue {
 
     /// Moves every queued input into `out`, with how long it took from the socket to here.
     fn drain_into(&self, out: &mut Vec<(ClientInput, Duration)>) {
+        self.rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut q) = self.queue.lock() {
             out.extend(q.drain(..).map(|(i, queued)| {
                 let waited = queued.saturating_duration_since(i.arrived);
@@ -354,6 +393,9 @@ impl TickInput for (ClientInput, Duration) {
     }
     fn view(&self) -> Option<ViewTime> {
         self.0.view
+    }
+    fn message(&self) -> Option<(&[u8], bool)> {
+        self.0.message.as_ref().map(|(m, r)| (&m[..], *r))
     }
 }
 

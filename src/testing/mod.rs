@@ -15,7 +15,7 @@ use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
-use crate::server::session::{Incoming, PlayerSession, SessionSettings};
+use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::simulation::{Simulation, Stepped, TickInput};
 use crate::server::{JoinInfo, PlayerId, World, WorldFault};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
@@ -43,6 +43,7 @@ struct StepInput {
     seq: u32,
     bytes: Vec<u8>,
     view: Option<ViewTime>,
+    message: Option<(bytes::Bytes, bool)>,
 }
 
 impl TickInput for StepInput {
@@ -57,6 +58,9 @@ impl TickInput for StepInput {
     }
     fn view(&self) -> Option<ViewTime> {
         self.view
+    }
+    fn message(&self) -> Option<(&[u8], bool)> {
+        self.message.as_ref().map(|(m, r)| (&m[..], *r))
     }
 }
 
@@ -88,6 +92,8 @@ pub struct Stepper<W: World> {
     in_flight: Vec<InFlight>,
     order: u64,
     pending_inputs: Vec<StepInput>,
+    /// Client messages dropped (flood, too large), as the server counts them.
+    message_drops: MessageDrops,
 }
 
 impl<W: World> Stepper<W> {
@@ -107,6 +113,7 @@ impl<W: World> Stepper<W> {
             in_flight: Vec::new(),
             order: 0,
             pending_inputs: Vec::new(),
+            message_drops: MessageDrops::default(),
             settings: SessionSettings {
                 schema,
                 relevancy,
@@ -228,17 +235,35 @@ impl<W: World> Stepper<W> {
             Handled::Route(index) => {
                 let Some(session) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
                 let id = session.id();
-                match session.on_datagram(now, &mut bytes, &mut wire) {
+                let gone = match session.on_datagram(now, &mut bytes, &mut wire) {
                     Incoming::Inputs(inputs) => {
                         self.pending_inputs.extend(inputs.as_slice().iter().map(|i| StepInput {
                             player: id,
                             seq: i.seq,
                             bytes: i.bytes.to_vec(),
                             view: i.view,
+                            message: None,
                         }));
+                        false
                     }
-                    Incoming::Disconnected => self.drop_session(index),
-                    Incoming::Nothing | Incoming::Dropped(_) => {}
+                    Incoming::Disconnected => true,
+                    Incoming::Nothing | Incoming::Dropped(_) => false,
+                };
+                // The client's messages for the world, bounded per tick as on the server.
+                let pending = &mut self.pending_inputs;
+                let drops = session.take_messages(u64::from(self.sim.tick()), |data, reliable| {
+                    pending.push(StepInput {
+                        player: id,
+                        seq: 0,
+                        bytes: Vec::new(),
+                        view: None,
+                        message: Some((data, reliable)),
+                    });
+                });
+                self.message_drops.flood += drops.flood;
+                self.message_drops.too_large += drops.too_large;
+                if gone {
+                    self.drop_session(index);
                 }
             }
             Handled::Connected(new) => {
@@ -340,6 +365,12 @@ impl<W: World> Stepper<W> {
             self.drop_session(a);
         }
         self.send_from_server(wire);
+    }
+
+    /// Client messages dropped so far (past the per-tick limit, or too large), as the
+    /// server counts them in `volley_client_messages_dropped_total`.
+    pub fn message_drops(&self) -> MessageDrops {
+        self.message_drops
     }
 
     /// Faults of the game's code the server survived so far, by kind (what the actor server
