@@ -197,6 +197,12 @@ impl GameClient {
         self.clock.input_arrival_tick(now, self.channel.link().rtt())
     }
 
+    /// Extrapolates at most `limit` past the newest snapshot when the next is late, then
+    /// holds ([`playback::DEFAULT_MAX_EXTRAPOLATION`], a quarter second, by default).
+    pub fn set_max_extrapolation(&mut self, limit: Duration) {
+        self.clock.set_max_extrapolation(limit);
+    }
+
     /// The reliability channel, for reliable messages and events.
     pub fn channel(&mut self) -> &mut Channel {
         &mut self.channel
@@ -235,7 +241,9 @@ impl GameClient {
                 let was = self.session.params();
                 self.session.on_control(c);
                 if let (None, Some(p)) = (was, self.session.params()) {
+                    let limit = self.clock.max_extrapolation();
                     self.clock = PlaybackClock::new(p.tick_rate_hz, p.snapshot_rate_hz);
+                    self.clock.set_max_extrapolation(limit);
                 }
             }
             return None;

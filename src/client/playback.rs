@@ -18,7 +18,9 @@ pub enum Playback {
         /// Blend factor.
         alpha: f32,
     },
-    /// The render time is past the newest snapshot: extrapolate from it by `ahead` ticks.
+    /// The render time is past the newest snapshot: extrapolate from it by `ahead` ticks,
+    /// never more than the clock's limit ([`PlaybackClock::set_max_extrapolation`]): past
+    /// it, `ahead` stays at the limit and the picture holds.
     Extrapolating {
         /// Newest snapshot tick.
         from: u32,
@@ -36,14 +38,44 @@ pub struct PlaybackClock {
     offset: Option<f64>,
     /// Mean absolute deviation of arrivals from the estimate, seconds.
     jitter: f64,
+    /// The furthest past the newest snapshot it extrapolates.
+    max_extrapolation: Duration,
 }
+
+/// How far past the newest snapshot a [`PlaybackClock`] extrapolates unless told otherwise:
+/// a quarter second, then the picture holds (a server that went away does not send
+/// everything sliding off the screen).
+pub const DEFAULT_MAX_EXTRAPOLATION: Duration = Duration::from_millis(250);
 
 impl PlaybackClock {
     /// A clock for a server at `tick_rate_hz` sending `snapshot_rate_hz` snapshots a second.
     pub fn new(tick_rate_hz: u16, snapshot_rate_hz: u16) -> Self {
         let tick_rate = f64::from(tick_rate_hz.max(1));
         let interval = tick_rate / f64::from(snapshot_rate_hz.max(1));
-        Self { tick_rate, snapshot_interval_ticks: interval.max(1.0), offset: None, jitter: 0.0 }
+        Self {
+            tick_rate,
+            snapshot_interval_ticks: interval.max(1.0),
+            offset: None,
+            jitter: 0.0,
+            max_extrapolation: DEFAULT_MAX_EXTRAPOLATION,
+        }
+    }
+
+    /// Extrapolates at most `limit` past the newest snapshot, then holds
+    /// ([`DEFAULT_MAX_EXTRAPOLATION`] by default; zero: never extrapolate, hold the newest).
+    pub fn set_max_extrapolation(&mut self, limit: Duration) {
+        self.max_extrapolation = limit;
+    }
+
+    /// The extrapolation limit.
+    pub fn max_extrapolation(&self) -> Duration {
+        self.max_extrapolation
+    }
+
+    /// `render - newest` in ticks, capped at the extrapolation limit.
+    fn ahead(&self, render: f64, newest: u32) -> f32 {
+        let cap = self.max_extrapolation.as_secs_f64() * self.tick_rate;
+        (render - f64::from(newest)).clamp(0.0, cap) as f32
     }
 
     /// Records that the snapshot of `tick` arrived at local time `now`.
@@ -98,7 +130,7 @@ impl PlaybackClock {
     pub fn playback(&self, now: Duration, newest: Option<u32>, has: impl Fn(u32) -> bool) -> Playback {
         let (Some(render), Some(newest)) = (self.render_tick(now), newest) else { return Playback::Waiting };
         if render >= f64::from(newest) {
-            return Playback::Extrapolating { from: newest, ahead: (render - f64::from(newest)) as f32 };
+            return Playback::Extrapolating { from: newest, ahead: self.ahead(render, newest) };
         }
         let floor = render.floor().max(0.0) as u32;
         let from = (0..64).map(|k| floor.saturating_sub(k)).find(|t| has(*t));
@@ -109,7 +141,7 @@ impl PlaybackClock {
                 Playback::Interpolating { from: a, to: b, alpha }
             }
             (None, Some(b)) => Playback::Interpolating { from: b, to: b, alpha: 0.0 },
-            _ => Playback::Extrapolating { from: newest, ahead: (render - f64::from(newest)) as f32 },
+            _ => Playback::Extrapolating { from: newest, ahead: self.ahead(render, newest) },
         }
     }
 }
@@ -180,10 +212,24 @@ mod tests {
         for t in 0..60u32 {
             c.on_snapshot(t, ms(1_000 + u64::from(t) * 1000 / 60));
         }
-        // Half a second later nothing new has come.
+        // A tenth of a second after the last, nothing new has come: extrapolating.
+        let short = match c.playback(ms(2_100), Some(59), |_| true) {
+            Playback::Extrapolating { from: 59, ahead } => ahead,
+            other => panic!("{other:?}"),
+        };
+        assert!(short > 0.0 && short < 15.0, "{short}");
+        // Half a second later still nothing: held at the limit (a quarter second, 15 ticks).
         match c.playback(ms(2_500), Some(59), |_| true) {
-            Playback::Extrapolating { from: 59, ahead } => assert!(ahead > 20.0),
+            Playback::Extrapolating { from: 59, ahead } => assert_eq!(ahead, 15.0),
             other => panic!("{other:?}"),
         }
+        // A game that wants more (or none) says so.
+        c.set_max_extrapolation(Duration::from_secs(1));
+        match c.playback(ms(2_500), Some(59), |_| true) {
+            Playback::Extrapolating { ahead, .. } => assert!(ahead > 20.0 && ahead <= 60.0, "{ahead}"),
+            other => panic!("{other:?}"),
+        }
+        c.set_max_extrapolation(Duration::ZERO);
+        assert_eq!(c.playback(ms(2_500), Some(59), |_| true), Playback::Extrapolating { from: 59, ahead: 0.0 });
     }
 }
