@@ -76,9 +76,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         next += Duration::from_millis(16);
         client.step(&[127, 0], next).await; // steer right
     }
-    let me = client.client.client_index();
     let s = Arc::new(schema());
-    if let Some(dot) = client.client.latest().and_then(|w| w.read::<Dot>(&s, me)) {
+    let me = client.client.client_index();
+    if let Some(dot) = client.client.latest().zip(me).and_then(|(w, me)| w.read::<Dot>(&s, me)) {
         println!("after two seconds steering right, my dot is at {:?}", dot.position);
     }
     println!("connection: {:?}", client.client.stats());

@@ -51,6 +51,7 @@ pub use crate::protocol::input::ViewTime;
 pub use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 pub use crate::protocol::netcode::{Key, generate_key};
 pub use crate::protocol::quant::{AngleQ, Bits, Flag, QuatQ, Vec2Q, Vec3Q};
+pub use crate::protocol::session::SessionEnd;
 pub use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 pub use crate::server::{
     Audience, Everything, JoinInfo, Outbox, PlayerId, Relevancy, ServerConfig, ServerHandle, World, WorldFault, start,

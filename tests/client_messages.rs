@@ -52,7 +52,8 @@ fn the_stepper_delivers_client_messages_once_in_order_and_bounds_a_flood() {
         stepper.clients[c].input = vec![1];
     }
     stepper.run(30);
-    let (a, b) = (stepper.clients[0].client.client_index(), stepper.clients[1].client.client_index());
+    let index = |i: usize| stepper.clients[i].client.client_index().expect("connected");
+    let (a, b) = (index(0), index(1));
     // Client 0 chats: three reliable messages and an event.
     for text in ["hello", "how", "are you"] {
         stepper.clients[0].client.channel().send_message(&text.to_string()).unwrap();
@@ -99,7 +100,8 @@ async fn the_server_delivers_client_messages_and_bounds_a_flood_over_udp() {
     let mut next = tokio::time::Instant::now();
     run(&mut clients, &mut next, 40).await;
     assert!(clients.iter().all(|c| c.client.is_ready()));
-    let (a, b) = (clients[0].client.client_index(), clients[1].client.client_index());
+    let index = |i: usize| clients[i].client.client_index().expect("connected");
+    let (a, b) = (index(0), index(1));
     for text in ["hello", "how", "are you"] {
         clients[0].client.channel().send_message(&text.to_string()).unwrap();
     }

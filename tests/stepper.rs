@@ -281,8 +281,7 @@ fn prediction_runs_ahead_of_snapshots_and_reconciles_to_the_server_state() {
         // What the server will apply (the bytes decoded the same way).
         let sent = Vec2::new(f32::from(input[0] as i8), f32::from(input[1] as i8)) / 127.0;
         predictor.record(c.client.input_seq(), sent);
-        let me = c.client.client_index();
-        let Some(latest) = c.client.latest() else { continue };
+        let (Some(me), Some(latest)) = (c.client.client_index(), c.client.latest()) else { continue };
         let Some(e) = latest.find(me).and_then(|i| latest.get(i)) else { continue };
         let server_then = Dot::dequantize(e.words).position;
         let applied = c.client.applied_input(latest.tick());

@@ -110,7 +110,7 @@ async fn one_player_fails(n: u64, victim_client: usize) {
     }
 
     // The victim's player starts failing.
-    victim.store(clients[victim_client].client.client_index(), Ordering::Relaxed);
+    victim.store(clients[victim_client].client.client_index().expect("connected"), Ordering::Relaxed);
     let before: Vec<u64> = clients.iter().map(|c| c.client.stats().snapshots).collect();
     for _ in 0..90 {
         next += Duration::from_millis(16);

@@ -20,7 +20,7 @@ use crate::protocol::netcode::client::{Client as NetcodeClient, ClientState};
 use crate::protocol::netcode::token::ConnectToken;
 use crate::protocol::netcode::{MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::{Channel, ChannelConfig};
-use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, SessionParams};
+use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Schema, SnapshotReceiver, WorldSnapshot};
 pub use playback::{Playback, PlaybackClock};
 
@@ -83,6 +83,12 @@ pub struct GameClient {
     clock: PlaybackClock,
     /// Per snapshot tick (ring of 64): the newest of our inputs the server had applied.
     applied: [Option<(u32, u32)>; 64],
+    /// Why the session ended, when the server said (its goodbye or its refusal) or this
+    /// client disconnected.
+    ended: Option<SessionEnd>,
+    /// The server said goodbye (or refused): answer with the netcode disconnect at the next
+    /// [`GameClient::update`].
+    leaving: bool,
 }
 
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
@@ -116,6 +122,8 @@ impl GameClient {
             scratch: Vec::with_capacity(MAX_PAYLOAD_BYTES),
             clock: PlaybackClock::new(60, 60),
             applied: [None; 64],
+            ended: None,
+            leaving: false,
         }
     }
 
@@ -139,9 +147,41 @@ impl GameClient {
         self.netcode.server_addr()
     }
 
-    /// The slot the server gave us (the player id).
-    pub fn client_index(&self) -> u32 {
-        self.netcode.client_index()
+    /// The slot the server gave us (our player id, as the world knows it), once connected.
+    pub fn client_index(&self) -> Option<u32> {
+        self.netcode.is_connected().then(|| self.netcode.client_index())
+    }
+
+    /// Why the session ended, once it has: what the server said in its goodbye (kicked, with
+    /// the world's words; shutting down; …), what it refused (server full, protocol
+    /// version), or what this client saw (timed out, no answer, its own disconnect). `None`
+    /// while connecting or connected.
+    ///
+    /// ```
+    /// # use volley::prelude::*;
+    /// # fn show(client: &GameClient) {
+    /// if let Some(why) = client.ended() {
+    ///     println!("disconnected: {why}"); // "kicked: camping the spawn"
+    /// }
+    /// # }
+    /// ```
+    pub fn ended(&self) -> Option<SessionEnd> {
+        if let Some(e) = &self.ended {
+            return Some(e.clone());
+        }
+        match self.netcode.state() {
+            ClientState::ConnectionDenied => Some(SessionEnd::ServerFull),
+            ClientState::ConnectionTimedOut => Some(SessionEnd::TimedOut),
+            ClientState::ConnectionRequestTimedOut | ClientState::ConnectionResponseTimedOut => {
+                Some(SessionEnd::NoAnswer)
+            }
+            ClientState::ConnectTokenExpired => Some(SessionEnd::TokenExpired),
+            ClientState::InvalidConnectToken => Some(SessionEnd::InvalidToken),
+            ClientState::Disconnected => Some(SessionEnd::Closed),
+            ClientState::SendingConnectionRequest | ClientState::SendingConnectionResponse | ClientState::Connected => {
+                None
+            }
+        }
     }
 
     /// Decodes snapshots with the game's own predictor, the same one the server's
@@ -222,10 +262,15 @@ impl GameClient {
     }
 
     /// Advances timers: netcode handshake and keep-alives, and the session hello.
+    /// Once the server said goodbye, this answers with the netcode disconnect.
     pub fn update(&mut self, now: Duration, tx: &mut impl Transmit) {
+        if std::mem::take(&mut self.leaving) {
+            self.netcode.disconnect(now, tx);
+            return;
+        }
         self.netcode.update(now, tx);
         if let Some(hello) = self.netcode.is_connected().then(|| self.session.poll_hello(now)).flatten() {
-            let mut b = [0u8; 16];
+            let mut b = [0u8; MAX_CONTROL_BYTES];
             let n = hello.encode(&mut b);
             Via { netcode: &mut self.netcode, now, tx }.payload(&b[..n]);
         }
@@ -238,8 +283,20 @@ impl GameClient {
         self.stats.bytes_received += payload.len() as u64;
         if payload.first() == Some(&CONTROL_FRAME) {
             if let Ok(c) = Control::decode(payload) {
+                if let Control::Goodbye(end) = &c {
+                    // The first reason stands (repeats carry the same).
+                    self.ended.get_or_insert_with(|| end.clone());
+                    self.leaving = true;
+                    return None;
+                }
                 let was = self.session.params();
                 self.session.on_control(c);
+                if let Some(crate::protocol::session::RejectReason::VersionMismatch { server, client }) =
+                    self.session.rejected()
+                {
+                    self.ended.get_or_insert(SessionEnd::VersionMismatch { server, client });
+                    self.leaving = true;
+                }
                 if let (None, Some(p)) = (was, self.session.params()) {
                     let limit = self.clock.max_extrapolation();
                     self.clock = PlaybackClock::new(p.tick_rate_hz, p.snapshot_rate_hz);
@@ -333,8 +390,13 @@ impl GameClient {
         Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
     }
 
-    /// Disconnects, telling the server.
+    /// Disconnects, telling the server ([`GameClient::ended`] then says
+    /// [`SessionEnd::Local`]).
     pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {
+        if self.ended().is_none() {
+            self.ended = Some(SessionEnd::Local);
+        }
+        self.leaving = false;
         self.netcode.disconnect(now, tx);
     }
 }

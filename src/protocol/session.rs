@@ -13,8 +13,14 @@ pub const CONTROL_FRAME: u8 = 0xC5;
 /// range-coded; 3: their records are placed by flags, and their decisions are modelled in
 /// the context of the client's own history; 4: each input carries the view it was made
 /// with, for lag compensation; 5: a predicted snapshot says whether the game's own
-/// predictor made its predictions).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// predictor made its predictions; 6: the server says goodbye, with why, before it
+/// disconnects a client).
+pub const PROTOCOL_VERSION: u16 = 6;
+/// The longest control message, in bytes (a goodbye with the longest kick text).
+pub const MAX_CONTROL_BYTES: usize = 8 + MAX_KICK_TEXT_BYTES;
+/// The longest text a kick carries to the client, in bytes (longer text is cut at a
+/// character boundary).
+pub const MAX_KICK_TEXT_BYTES: usize = 200;
 const MAGIC: [u8; 4] = *b"VLLY";
 const HELLO_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -44,8 +50,105 @@ pub enum RejectReason {
     },
 }
 
+/// Why a session ended, as the client reads it ([`GameClient::ended`]): what the server said
+/// in its goodbye, or what the client saw for itself.
+///
+/// [`GameClient::ended`]: crate::client::GameClient::ended
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionEnd {
+    /// The world removed this player ([`Outbox::kick`]), with its words.
+    ///
+    /// [`Outbox::kick`]: crate::server::Outbox::kick
+    #[error("kicked: {0}")]
+    Kicked(String),
+    /// The server is shutting down.
+    #[error("the server is shutting down")]
+    ShuttingDown,
+    /// The world this player was in stopped (its code kept failing).
+    #[error("the world stopped")]
+    WorldStopped,
+    /// The client sent the world more messages than it takes, tick after tick.
+    #[error("disconnected for flooding the server with messages")]
+    Flooding,
+    /// The client fell so far behind on the server's reliable messages that they could not
+    /// be queued.
+    #[error("too far behind on reliable messages")]
+    TooFarBehind,
+    /// Every slot on the server was taken.
+    #[error("the server is full")]
+    ServerFull,
+    /// The server speaks another protocol version.
+    #[error("protocol version mismatch: server speaks {server}, client {client}")]
+    VersionMismatch {
+        /// Server's version.
+        server: u16,
+        /// Client's version.
+        client: u16,
+    },
+    /// Nothing came from the connected server within the token's timeout.
+    #[error("the server stopped answering")]
+    TimedOut,
+    /// No server answered the connection request or the challenge response.
+    #[error("no server answered")]
+    NoAnswer,
+    /// The connect token expired before a connection was made.
+    #[error("the connect token expired")]
+    TokenExpired,
+    /// The connect token could not be read.
+    #[error("the connect token is invalid")]
+    InvalidToken,
+    /// The server disconnected without saying why (its goodbye lost, or an older server).
+    #[error("the server closed the connection")]
+    Closed,
+    /// This client disconnected.
+    #[error("disconnected by this client")]
+    Local,
+}
+
+impl SessionEnd {
+    /// The code a goodbye carries on the wire (0: none that a server sends).
+    fn code(&self) -> u8 {
+        match self {
+            Self::Kicked(_) => 1,
+            Self::ShuttingDown => 2,
+            Self::WorldStopped => 3,
+            Self::Flooding => 4,
+            Self::TooFarBehind => 5,
+            _ => 0,
+        }
+    }
+
+    /// A snake_case label for metrics and logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Self::Kicked(_) => "kicked",
+            Self::ShuttingDown => "shutting_down",
+            Self::WorldStopped => "world_stopped",
+            Self::Flooding => "flooding",
+            Self::TooFarBehind => "too_far_behind",
+            Self::ServerFull => "server_full",
+            Self::VersionMismatch { .. } => "version_mismatch",
+            Self::TimedOut => "timed_out",
+            Self::NoAnswer => "no_answer",
+            Self::TokenExpired => "token_expired",
+            Self::InvalidToken => "invalid_token",
+            Self::Closed => "closed",
+            Self::Local => "local",
+        }
+    }
+}
+
+/// `text` cut to at most [`MAX_KICK_TEXT_BYTES`], at a character boundary.
+fn cut(text: &str) -> &str {
+    let mut end = text.len().min(MAX_KICK_TEXT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// A session control message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
     /// Client → server: the version it speaks.
     Hello {
@@ -56,6 +159,11 @@ pub enum Control {
     Welcome(SessionParams),
     /// Server → client: refused.
     Reject(RejectReason),
+    /// Server → client: the session is over, and why (repeated until the client answers
+    /// with its netcode disconnect, or a second has passed). Only the reasons a server
+    /// gives travel ([`SessionEnd::Kicked`], `ShuttingDown`, `WorldStopped`, `Flooding`,
+    /// `TooFarBehind`); any other is sent as `ShuttingDown`.
+    Goodbye(SessionEnd),
 }
 
 /// A control message that could not be read.
@@ -64,11 +172,13 @@ pub enum Control {
 pub struct Malformed;
 
 impl Control {
-    /// Encodes into `out` (at least 16 bytes); returns the length.
-    pub fn encode(&self, out: &mut [u8; 16]) -> usize {
+    /// Encodes into `out`; returns the length.
+    pub fn encode(&self, out: &mut [u8; MAX_CONTROL_BYTES]) -> usize {
         out[0] = CONTROL_FRAME;
         out[1..5].copy_from_slice(&MAGIC);
-        let put = |out: &mut [u8; 16], at: usize, v: u16| out[at..at + 2].copy_from_slice(&v.to_le_bytes());
+        let put = |out: &mut [u8; MAX_CONTROL_BYTES], at: usize, v: u16| {
+            out[at..at + 2].copy_from_slice(&v.to_le_bytes());
+        };
         match self {
             Self::Hello { protocol_version } => {
                 out[5] = 0;
@@ -88,6 +198,20 @@ impl Control {
                 put(out, 6, *server);
                 put(out, 8, *client);
                 10
+            }
+            Self::Goodbye(end) => {
+                out[5] = 3;
+                out[6] = match end.code() {
+                    0 => SessionEnd::ShuttingDown.code(),
+                    c => c,
+                };
+                let text = match end {
+                    SessionEnd::Kicked(t) => cut(t),
+                    _ => "",
+                };
+                out[7] = text.len() as u8;
+                out[8..8 + text.len()].copy_from_slice(text.as_bytes());
+                8 + text.len()
             }
         }
     }
@@ -110,6 +234,17 @@ impl Control {
                 max_payload_bytes: get(12)?,
             })),
             (2, 10) => Ok(Self::Reject(RejectReason::VersionMismatch { server: get(6)?, client: get(8)? })),
+            (3, n) if n == 8 + usize::from(bytes[7]) && n <= MAX_CONTROL_BYTES => {
+                let text = std::str::from_utf8(&bytes[8..]).map_err(|_| Malformed)?;
+                Ok(Self::Goodbye(match (bytes[6], text) {
+                    (1, t) => SessionEnd::Kicked(t.to_owned()),
+                    (2, "") => SessionEnd::ShuttingDown,
+                    (3, "") => SessionEnd::WorldStopped,
+                    (4, "") => SessionEnd::Flooding,
+                    (5, "") => SessionEnd::TooFarBehind,
+                    _ => return Err(Malformed),
+                }))
+            }
             _ => Err(Malformed),
         }
     }
@@ -161,8 +296,16 @@ impl ClientSession {
             match control {
                 Control::Welcome(p) => *self = Self::Established(p),
                 Control::Reject(r) => *self = Self::Rejected(r),
-                Control::Hello { .. } => {}
+                Control::Hello { .. } | Control::Goodbye(_) => {}
             }
+        }
+    }
+
+    /// Why the server refused, if it did.
+    pub fn rejected(&self) -> Option<RejectReason> {
+        match self {
+            Self::Rejected(r) => Some(*r),
+            _ => None,
         }
     }
 
@@ -188,16 +331,37 @@ mod tests {
 
     #[test]
     fn messages_round_trip_and_garbage_is_rejected() {
-        let mut buf = [0u8; 16];
+        let mut buf = [0u8; MAX_CONTROL_BYTES];
         for c in [
             Control::Hello { protocol_version: 7 },
             Control::Welcome(PARAMS),
             Control::Reject(RejectReason::VersionMismatch { server: 1, client: 2 }),
+            Control::Goodbye(SessionEnd::Kicked("camping the spawn ✓".into())),
+            Control::Goodbye(SessionEnd::Kicked(String::new())),
+            Control::Goodbye(SessionEnd::ShuttingDown),
+            Control::Goodbye(SessionEnd::WorldStopped),
+            Control::Goodbye(SessionEnd::Flooding),
+            Control::Goodbye(SessionEnd::TooFarBehind),
         ] {
             let n = c.encode(&mut buf);
-            assert_eq!(Control::decode(&buf[..n]), Ok(c));
+            assert_eq!(Control::decode(&buf[..n]), Ok(c.clone()));
             assert_eq!(Control::decode(&buf[..n - 1]), Err(Malformed));
         }
+        // A long kick text is cut at a character boundary; a reason no server sends goes as
+        // a shutdown.
+        let n = Control::Goodbye(SessionEnd::Kicked("é".repeat(150))).encode(&mut buf);
+        assert_eq!(Control::decode(&buf[..n]), Ok(Control::Goodbye(SessionEnd::Kicked("é".repeat(100)))));
+        let n = Control::Goodbye(SessionEnd::TimedOut).encode(&mut buf);
+        assert_eq!(Control::decode(&buf[..n]), Ok(Control::Goodbye(SessionEnd::ShuttingDown)));
+        // Text that is not UTF-8, text on a reason without it, an unknown code: refused.
+        let n = Control::Goodbye(SessionEnd::Kicked("ab".into())).encode(&mut buf);
+        buf[8] = 0xff;
+        assert_eq!(Control::decode(&buf[..n]), Err(Malformed));
+        buf[8] = b'a';
+        buf[6] = 2;
+        assert_eq!(Control::decode(&buf[..n]), Err(Malformed));
+        buf[6] = 9;
+        assert_eq!(Control::decode(&buf[..n]), Err(Malformed));
         assert_eq!(Control::decode(&[CONTROL_FRAME, b'V', b'L', b'L', b'Y', 9, 0, 0]), Err(Malformed));
         assert_eq!(Control::decode(&[0; 8]), Err(Malformed));
     }

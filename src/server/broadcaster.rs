@@ -12,6 +12,7 @@ use super::metrics::ServerMetrics;
 use super::player::PlayerMsg;
 use super::shared::{Direct, MAX_PENDING_MESSAGES, MessageBatch, PlayerRef, SnapshotEnv};
 use super::world::{AppliedInputs, Audience, PlayerId};
+use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::WorldSnapshot;
 use bytes::Bytes;
 
@@ -174,6 +175,8 @@ pub(crate) enum BroadcastMsg {
         /// Reliable (else an unreliable event).
         reliable: bool,
     },
+    /// The world kicks a player, with its words.
+    Kick(PlayerId, String),
     /// Fails the broadcaster (supervision tests force each failure with these).
     #[doc(hidden)]
     InjectFault,
@@ -235,7 +238,7 @@ fn flush_to_all(players: &BTreeMap<PlayerId, Arc<PlayerRef>>, to_all: &mut Vec<(
         inbox.messages.fetch_sub(n, Ordering::Relaxed);
         if reliable {
             tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
-            let _ = r.cast(PlayerMsg::Disconnect);
+            let _ = r.cast(PlayerMsg::Close(SessionEnd::TooFarBehind));
         }
     }
 }
@@ -280,6 +283,13 @@ impl Actor for Broadcaster {
             BroadcastMsg::Remove(p) => {
                 players.remove(&p);
             }
+            BroadcastMsg::Kick(p, text) => {
+                // After every message the world sent it before (those to it alone are in its
+                // mailbox ahead of this; those to everyone were flushed above).
+                if let Some(p) = players.get(&p) {
+                    p.tell(PlayerMsg::Close(SessionEnd::Kicked(text)));
+                }
+            }
             BroadcastMsg::Message { to: Audience::All, data, reliable } => {
                 state.to_all.push((data, reliable));
             }
@@ -294,7 +304,7 @@ impl Actor for Broadcaster {
                     inbox.messages.fetch_sub(1, Ordering::Relaxed);
                     if reliable && pending == MAX_PENDING_MESSAGES {
                         tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
-                        let _ = r.cast(PlayerMsg::Disconnect);
+                        let _ = r.cast(PlayerMsg::Close(SessionEnd::TooFarBehind));
                     }
                 };
                 match to {
@@ -375,7 +385,7 @@ mod tests {
                     let n = if reliable { &self.reliable } else { &self.events };
                     n.fetch_add(1, Ordering::Relaxed);
                 }
-                PlayerMsg::Disconnect => self.disconnected.store(true, Ordering::Relaxed),
+                PlayerMsg::Close(_) => self.disconnected.store(true, Ordering::Relaxed),
                 _ => {}
             }
             Ok(())

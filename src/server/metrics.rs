@@ -19,6 +19,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, 
 use serde::Serialize;
 
 use crate::protocol::netcode::{DisconnectReason, DropReason};
+use crate::protocol::session::SessionEnd;
 use crate::server::world::WorldFault;
 
 const RING: usize = 1024;
@@ -105,10 +106,41 @@ pub enum EndReason {
     TimedOut = 0,
     /// The client said goodbye.
     ByPeer = 1,
-    /// The server ended it (shutdown, kick, full reliable queue).
+    /// The server ended it without a reason of its own (the client's answer to the
+    /// goodbye never came, or it was disconnected at once).
     Local = 2,
     /// Its player actor failed and was cleaned up.
     Failed = 3,
+    /// The world kicked it.
+    Kicked = 4,
+    /// The server shut down.
+    ShuttingDown = 5,
+    /// Its world stopped.
+    WorldStopped = 6,
+    /// It flooded the world with messages.
+    Flooding = 7,
+    /// It fell too far behind on reliable messages.
+    TooFarBehind = 8,
+}
+
+impl EndReason {
+    /// Why a player's connection ended: the reason the server gave in its goodbye, if it
+    /// said one, else what the netcode layer saw.
+    pub fn of(netcode: DisconnectReason, said: Option<&SessionEnd>) -> Self {
+        match said {
+            Some(SessionEnd::Kicked(_)) => Self::Kicked,
+            Some(SessionEnd::ShuttingDown) => Self::ShuttingDown,
+            Some(SessionEnd::WorldStopped) => Self::WorldStopped,
+            Some(SessionEnd::Flooding) => Self::Flooding,
+            Some(SessionEnd::TooFarBehind) => Self::TooFarBehind,
+            _ => netcode.into(),
+        }
+    }
+
+    /// The `reason` label.
+    pub fn label(self) -> &'static str {
+        END_REASONS[self as usize]
+    }
 }
 
 impl From<DisconnectReason> for EndReason {
@@ -121,7 +153,17 @@ impl From<DisconnectReason> for EndReason {
     }
 }
 
-const END_REASONS: [&str; 4] = ["timed_out", "by_peer", "local", "failed"];
+const END_REASONS: [&str; 9] = [
+    "timed_out",
+    "by_peer",
+    "local",
+    "failed",
+    "kicked",
+    "shutting_down",
+    "world_stopped",
+    "flooding",
+    "too_far_behind",
+];
 
 /// Why a datagram was dropped by the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,7 +405,7 @@ pub struct ServerMetrics {
     sent: [[AtomicU64; 2]; 3],
     received: [[AtomicU64; 2]; 3],
     player_drops: [AtomicU64; PLAYER_DROPS],
-    ends: [AtomicU64; 4],
+    ends: [AtomicU64; END_REASONS.len()],
     drops: [AtomicU64; 2],
     rejections: [AtomicU64; DropReason::ALL.len()],
     last_tick_unix_us: AtomicU64,

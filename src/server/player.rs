@@ -24,6 +24,7 @@ use super::shared::{DatagramEnv, MessageBatch, PlayerRef, PlayerShared, Snapshot
 use super::socket::SocketCtl;
 use super::world::{InputQueue, JoinInfo, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
+use crate::protocol::session::SessionEnd;
 use crate::transport::udp::UdpTx;
 
 /// Messages to a player actor.
@@ -38,8 +39,9 @@ pub(crate) enum PlayerMsg {
     SnapshotReady(u32),
     /// Time to check timeouts and send keep-alives.
     Heartbeat,
-    /// End the connection, telling the client.
-    Disconnect,
+    /// End the connection, telling the client why (the goodbye is repeated until the
+    /// client answers or a second has passed; then the actor stops).
+    Close(SessionEnd),
     /// A message from the world: (bytes, reliable, how many message batches to everyone
     /// the broadcaster had left in the inbox before it).
     Message(Bytes, bool, u64),
@@ -57,7 +59,7 @@ pub(crate) struct PlayerArgs {
 pub(crate) struct PlayerState {
     args: PlayerShell,
     shared: Arc<PlayerShared>,
-    reason: DisconnectReason,
+    reason: EndReason,
     figures: Figures,
     /// The inbox's batches, taken (kept to reuse, so taking them does not allocate).
     batches: Vec<MessageBatch>,
@@ -153,7 +155,7 @@ impl Actor for PlayerActor {
         shell.metrics.players.fetch_add(1, Ordering::Relaxed);
         shell.metrics.connects.fetch_add(1, Ordering::Relaxed);
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
-        Ok(PlayerState { args: shell, shared, reason: DisconnectReason::Local, figures, batches: Vec::new() })
+        Ok(PlayerState { args: shell, shared, reason: EndReason::Local, figures, batches: Vec::new() })
     }
 
     async fn handle(
@@ -177,12 +179,12 @@ impl Actor for PlayerActor {
                 shared.dequeue_datagram(&s.args.metrics);
                 let env = DatagramEnv { socket: &socket, inputs: &s.args.inputs, metrics: &s.args.metrics };
                 if shared.take_datagram(&mut session, &env, now, &mut bytes, at) {
-                    s.reason = DisconnectReason::ByPeer;
+                    s.reason = EndReason::of(DisconnectReason::ByPeer, session.ending());
                     myself.stop(Some("client disconnected".into()));
                 }
             }
             PlayerMsg::PeerGone => {
-                s.reason = DisconnectReason::ByPeer;
+                s.reason = EndReason::of(DisconnectReason::ByPeer, session.ending());
                 myself.stop(Some("client disconnected".into()));
             }
             PlayerMsg::SnapshotReady(generation) => {
@@ -201,21 +203,20 @@ impl Actor for PlayerActor {
                     s.sample(&session);
                 }
                 if let Some(reason) = session.heartbeat(now, &mut tx) {
-                    s.reason = reason;
-                    myself.stop(Some("timed out".into()));
+                    s.reason = EndReason::of(reason, session.ending());
+                    myself.stop(Some("connection over".into()));
                 }
             }
-            PlayerMsg::Disconnect => {
-                session.disconnect(now, &mut tx);
-                s.reason = DisconnectReason::Local;
-                myself.stop(Some("server disconnected it".into()));
+            PlayerMsg::Close(end) => {
+                tracing::debug!(player = session.id(), reason = end.label(), "saying goodbye");
+                session.close(now, end, &mut tx);
             }
         }
         drop(session);
         shared.count_sent(&s.args.metrics, &tx);
         if cut_off {
             // A reliable message could not be queued: the player is disconnected.
-            myself.send_message(PlayerMsg::Disconnect)?;
+            myself.send_message(PlayerMsg::Close(SessionEnd::TooFarBehind))?;
         }
         if let Some(generation) = chain {
             s.args.fanout.finished(generation);
@@ -225,7 +226,7 @@ impl Actor for PlayerActor {
 
     async fn post_stop(&self, _: ActorRef<PlayerMsg>, s: &mut PlayerState) -> Result<(), ActorProcessingErr> {
         let m = &s.args.metrics;
-        m.record_end(EndReason::from(s.reason));
+        m.record_end(s.reason);
         m.replace_rtt(s.shared.figures.rtt_us.swap(0, Ordering::Relaxed), 0);
         m.reliable_queue.fetch_sub(s.figures.reliable_queue, Ordering::Relaxed);
         let (id, addr, client_id) = (s.shared.id(), s.shared.addr(), s.shared.client_id());

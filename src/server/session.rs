@@ -12,7 +12,7 @@ use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::{Channel, ChannelConfig, QueueError};
-use crate::protocol::session::{CONTROL_FRAME, Control, SessionParams, answer_hello};
+use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
 use crate::protocol::snapshot::{
     EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender, WorldSnapshot,
 };
@@ -64,6 +64,22 @@ pub const MAX_CLIENT_MESSAGES_PER_TICK: u32 = 16;
 /// (`reason="too_large"`).
 pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4096;
 
+/// Tick rounds in which a client's messages overflowed [`MAX_CLIENT_MESSAGES_PER_TICK`],
+/// each within [`FLOOD_MEMORY_TICKS`] of the one before, before the server disconnects it
+/// ([`SessionEnd::Flooding`]): a burst costs the client its excess messages, a flood that
+/// goes on for about a second at 60 Hz costs it the connection.
+pub const MAX_FLOODING_TICKS: u32 = 60;
+
+/// Ticks without overflow after which a client's flooding is forgotten.
+pub const FLOOD_MEMORY_TICKS: u64 = 60;
+
+/// How long the server repeats its goodbye ([`PlayerSession::close`]) before it sends the
+/// netcode disconnect packets anyway.
+pub const GOODBYE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How often the goodbye is repeated while the client has not answered.
+pub const GOODBYE_RESEND: Duration = Duration::from_millis(100);
+
 /// Client messages [`PlayerSession::take_messages`] dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MessageDrops {
@@ -71,6 +87,18 @@ pub struct MessageDrops {
     pub flood: u64,
     /// Larger than [`MAX_CLIENT_MESSAGE_BYTES`].
     pub too_large: u64,
+    /// Clients disconnected for flooding ([`MAX_FLOODING_TICKS`]).
+    pub disconnected: u64,
+}
+
+/// A session being closed: its goodbye, repeated until the client answers or time is up.
+#[derive(Debug)]
+struct Closing {
+    end: SessionEnd,
+    /// When the netcode disconnect goes out anyway.
+    until: Duration,
+    /// When the goodbye is next repeated.
+    next: Duration,
 }
 
 /// What [`PlayerSession::on_snapshot`] sent.
@@ -110,6 +138,11 @@ pub struct PlayerSession {
     /// The tick round of the client messages counted in `messages_this_round`.
     message_round: u64,
     messages_this_round: u32,
+    /// Rounds that overflowed, each soon after the one before, and the last of them.
+    flooding_rounds: u32,
+    last_flood_round: u64,
+    /// Set once the server closes the session: the goodbye in flight.
+    closing: Option<Closing>,
 }
 
 impl std::fmt::Debug for dyn Relevancy {
@@ -175,6 +208,9 @@ impl PlayerSession {
             relevancy,
             message_round: 0,
             messages_this_round: 0,
+            flooding_rounds: 0,
+            last_flood_round: 0,
+            closing: None,
         }
     }
 
@@ -204,11 +240,15 @@ impl PlayerSession {
             Ok(_) => return Incoming::Nothing,
             Err(reason) => return Incoming::Dropped(PacketDrop::Netcode(reason)),
         };
+        if self.closing.is_some() {
+            // Said goodbye: waiting for the client's disconnect, taking nothing more.
+            return Incoming::Nothing;
+        }
         if payload.first() == Some(&CONTROL_FRAME) {
             match Control::decode(payload) {
                 Ok(Control::Hello { protocol_version }) => {
                     let answer = answer_hello(protocol_version, self.params);
-                    let mut b = [0u8; 16];
+                    let mut b = [0u8; MAX_CONTROL_BYTES];
                     let n = answer.encode(&mut b);
                     let _ = self.connection.send_payload(now, &b[..n], tx);
                     self.welcomed = matches!(answer, Control::Welcome(_));
@@ -236,8 +276,19 @@ impl PlayerSession {
     /// `round` (the world's tick count, as the caller knows it), none larger than
     /// [`MAX_CLIENT_MESSAGE_BYTES`]. What it cannot hand over is dropped and counted; the
     /// session's own inbox is always emptied, so a flooding client never stalls its
-    /// connection.
-    pub fn take_messages(&mut self, round: u64, mut out: impl FnMut(Bytes, bool)) -> MessageDrops {
+    /// connection. A client that overflows the limit in [`MAX_FLOODING_TICKS`] rounds, each
+    /// within [`FLOOD_MEMORY_TICKS`] of the last, is told goodbye
+    /// ([`SessionEnd::Flooding`], see [`PlayerSession::close`]).
+    pub fn take_messages(
+        &mut self,
+        now: Duration,
+        round: u64,
+        tx: &mut impl Transmit,
+        mut out: impl FnMut(Bytes, bool),
+    ) -> MessageDrops {
+        if self.closing.is_some() {
+            return MessageDrops::default();
+        }
         if round != self.message_round {
             self.message_round = round;
             self.messages_this_round = 0;
@@ -255,6 +306,15 @@ impl PlayerSession {
                 out(message, is_reliable);
             }
         }
+        if drops.flood > 0 && self.last_flood_round != round {
+            let recent = self.flooding_rounds > 0 && round.saturating_sub(self.last_flood_round) <= FLOOD_MEMORY_TICKS;
+            self.flooding_rounds = if recent { self.flooding_rounds + 1 } else { 1 };
+            self.last_flood_round = round;
+            if self.flooding_rounds >= MAX_FLOODING_TICKS {
+                self.close(now, SessionEnd::Flooding, tx);
+                drops.disconnected = 1;
+            }
+        }
         drops
     }
 
@@ -269,7 +329,8 @@ impl PlayerSession {
         applied_input: Option<u32>,
         tx: &mut impl Transmit,
     ) -> Option<SentSnapshot> {
-        if !self.welcomed || self.closed || !world.tick().is_multiple_of(self.snapshot_every) {
+        if !self.welcomed || self.closed || self.closing.is_some() || !world.tick().is_multiple_of(self.snapshot_every)
+        {
             return None;
         }
         // A fresh list each time, checked: a game's mistake here costs its own ordering, not
@@ -301,14 +362,64 @@ impl PlayerSession {
         if reliable { self.channel.send_reliable(data) } else { self.channel.send_event(data) }
     }
 
-    /// Keep-alives and timeouts; `Some` when the connection timed out.
+    /// Keep-alives and timeouts, and a goodbye's repeats; `Some` when the connection is
+    /// over: it timed out, or the goodbye went unanswered for [`GOODBYE_TIMEOUT`] (the
+    /// netcode disconnect packets then went out).
     pub fn heartbeat(&mut self, now: Duration, tx: &mut impl Transmit) -> Option<DisconnectReason> {
-        let reason = self.connection.update(now, tx);
+        if self.closed {
+            return None;
+        }
+        let mut reason = self.connection.update(now, tx);
+        if reason.is_none()
+            && let Some(c) = &mut self.closing
+        {
+            if now >= c.until {
+                self.connection.disconnect(now, tx);
+                reason = Some(DisconnectReason::Local);
+            } else if now >= c.next {
+                c.next = now + GOODBYE_RESEND;
+                self.send_goodbye(now, tx);
+            }
+        }
         self.closed |= reason.is_some();
         reason
     }
 
-    /// Tells the client the connection is over.
+    /// Ends the session, telling the client why: the goodbye ([`Control::Goodbye`]) goes
+    /// now and is repeated every [`GOODBYE_RESEND`] until the client answers with its
+    /// disconnect ([`Incoming::Disconnected`]) or [`GOODBYE_TIMEOUT`] has passed, when
+    /// [`PlayerSession::heartbeat`] sends the netcode disconnect packets. From now on no
+    /// snapshot goes out and nothing from the client reaches the world. A second close
+    /// changes nothing.
+    pub fn close(&mut self, now: Duration, end: SessionEnd, tx: &mut impl Transmit) {
+        if self.closed || self.closing.is_some() {
+            return;
+        }
+        self.closing = Some(Closing { end, until: now + GOODBYE_TIMEOUT, next: now + GOODBYE_RESEND });
+        self.send_goodbye(now, tx);
+    }
+
+    /// Why the server is closing this session, once [`PlayerSession::close`] was called.
+    pub fn ending(&self) -> Option<&SessionEnd> {
+        self.closing.as_ref().map(|c| &c.end)
+    }
+
+    /// Sends the goodbye, after whatever reliable messages and events are due (what the
+    /// world sent the player before closing goes out, though no snapshot does).
+    fn send_goodbye(&mut self, now: Duration, tx: &mut impl Transmit) {
+        let Some(c) = &self.closing else { return };
+        if self.channel.unacked_messages() > 0 || self.channel.has_events() {
+            let mut packet = [0u8; MAX_PAYLOAD_BYTES];
+            let n = self.channel.build_packet(now, None, &mut packet);
+            let _ = self.connection.send_payload(now, &packet[..n], tx);
+        }
+        let mut b = [0u8; MAX_CONTROL_BYTES];
+        let n = Control::Goodbye(c.end.clone()).encode(&mut b);
+        let _ = self.connection.send_payload(now, &b[..n], tx);
+    }
+
+    /// Tells the client the connection is over at once, with the netcode disconnect packets
+    /// and no reason ([`PlayerSession::close`] says why first).
     /// No snapshot is sent after it (a fan-out chain may still pass the session before
     /// its actor has stopped).
     pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {

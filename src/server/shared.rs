@@ -34,6 +34,7 @@ use super::player::PlayerMsg;
 use super::session::{Incoming, PlayerSession};
 use super::socket::count_control;
 use super::world::{AppliedInputs, ClientInput, InputQueue, PlayerId, WorldFault};
+use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::WorldSnapshot;
 use crate::transport::udp::UdpTx;
 
@@ -306,7 +307,7 @@ impl PlayerShared {
         // The client's messages for the world go with its inputs, bounded per tick.
         let mut queued = 0;
         let mut full = 0;
-        let drops = session.take_messages(env.inputs.round(), |data, reliable| {
+        let drops = session.take_messages(now, env.inputs.round(), &mut tx, |data, reliable| {
             if env.inputs.push(ClientInput::message(id, data, reliable, arrived)) {
                 queued += 1;
             } else {
@@ -360,7 +361,7 @@ impl PlayerShared {
         match sent {
             Some(false) => Direct::Done,
             // A reliable message could not be queued: the actor disconnects the player.
-            Some(true) => Direct::Tell(PlayerMsg::Disconnect),
+            Some(true) => Direct::Tell(PlayerMsg::Close(SessionEnd::TooFarBehind)),
             None => {
                 tracing::error!(addr = %self.addr, "sending a snapshot panicked; the player is disconnected");
                 Direct::Tell(PlayerMsg::Heartbeat)

@@ -29,6 +29,7 @@ use super::shared::{DatagramEnv, Direct, PlayerRef, PlayerShared, SnapshotEnv};
 use super::world::{InputQueue, WorldMsg};
 use crate::protocol::netcode::server::{Connection, Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::slots::Occupant;
+use crate::protocol::session::SessionEnd;
 use crate::transport::batch::{BATCH, RecvBatch};
 use crate::transport::udp::UdpTx;
 
@@ -238,7 +239,7 @@ async fn receive_loop(
                 }
                 Some(SocketCtl::DisconnectAll) => {
                     for (_, o) in hs.endpoint.iter() {
-                        o.value.player.tell(PlayerMsg::Disconnect);
+                        o.value.player.tell(PlayerMsg::Close(SessionEnd::ShuttingDown));
                     }
                 }
             },

@@ -117,15 +117,49 @@ pub enum Audience {
     Player(PlayerId),
 }
 
-/// Messages the world sends this tick: reliable ones arrive once and in order (resent until
-/// acknowledged); events may be lost. They travel with the tick's snapshot.
+/// A message the world sends: audience, bytes, reliable.
+pub(crate) type Outgoing = (Audience, bytes::Bytes, bool);
+
+/// What the world sends this tick ([`World::messages`]): messages (reliable ones arrive once
+/// and in order, resent until acknowledged; events may be lost), which travel with the
+/// tick's snapshot, and kicks.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    /// Queued messages: audience, bytes, reliable.
-    pub items: Vec<(Audience, bytes::Bytes, bool)>,
+    /// Queued messages.
+    items: Vec<Outgoing>,
+    /// Players to disconnect, with the words their clients read.
+    kicks: Vec<(PlayerId, String)>,
 }
 
 impl Outbox {
+    /// Disconnects `player`, telling its client why: its
+    /// [`GameClient::ended`](crate::client::GameClient::ended) reads
+    /// [`SessionEnd::Kicked`](crate::protocol::session::SessionEnd::Kicked) with `reason` (at
+    /// most [`MAX_KICK_TEXT_BYTES`](crate::protocol::session::MAX_KICK_TEXT_BYTES), cut at a
+    /// character boundary). The messages queued for it before the kick go first; it gets no
+    /// snapshot after this tick, nothing it sends reaches the world any more, and
+    /// [`World::leave`] follows once its client has answered (or after a second).
+    ///
+    /// ```
+    /// # use volley::prelude::*;
+    /// # struct Game { cheaters: Vec<PlayerId> }
+    /// # impl Game {
+    /// fn messages(&mut self, out: &mut Outbox) {
+    ///     for p in self.cheaters.drain(..) {
+    ///         out.kick(p, "speed hack detected");
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn kick(&mut self, player: PlayerId, reason: impl Into<String>) {
+        self.kicks.push((player, reason.into()));
+    }
+
+    /// The queued messages (audience, bytes, reliable) and kicks, in the order queued.
+    pub(crate) fn into_parts(self) -> (Vec<Outgoing>, Vec<(PlayerId, String)>) {
+        (self.items, self.kicks)
+    }
+
     /// Queues a reliable message.
     pub fn reliable(&mut self, to: Audience, data: impl Into<bytes::Bytes>) {
         self.items.push((to, data.into(), true));
@@ -476,8 +510,12 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
     s.metrics.set_world_faults(s.sim.faults());
     let Stepped { snapshot, outbox } = stepped?;
-    for (to, data, reliable) in outbox.items {
+    let (messages, kicks) = outbox.into_parts();
+    for (to, data, reliable) in messages {
         s.broadcaster.cast(BroadcastMsg::Message { to, data, reliable })?;
+    }
+    for (player, text) in kicks {
+        s.broadcaster.cast(BroadcastMsg::Kick(player, text))?;
     }
     // No snapshot when the game's snapshot panicked: the players wait for the next tick's.
     if let Some(snapshot) = snapshot {

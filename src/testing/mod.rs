@@ -13,7 +13,7 @@ use crate::protocol::input::ViewTime;
 use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
-use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
+use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::simulation::{Simulation, Stepped, TickInput};
@@ -251,7 +251,7 @@ impl<W: World> Stepper<W> {
                 };
                 // The client's messages for the world, bounded per tick as on the server.
                 let pending = &mut self.pending_inputs;
-                let drops = session.take_messages(u64::from(self.sim.tick()), |data, reliable| {
+                let drops = session.take_messages(now, u64::from(self.sim.tick()), &mut wire, |data, reliable| {
                     pending.push(StepInput {
                         player: id,
                         seq: 0,
@@ -262,6 +262,7 @@ impl<W: World> Stepper<W> {
                 });
                 self.message_drops.flood += drops.flood;
                 self.message_drops.too_large += drops.too_large;
+                self.message_drops.disconnected += drops.disconnected;
                 if gone {
                     self.drop_session(index);
                 }
@@ -335,7 +336,8 @@ impl<W: World> Stepper<W> {
         let inputs = std::mem::take(&mut self.pending_inputs);
         let stepped = self.sim.step(&mut self.world, inputs, |i, _| *applied.entry(i.player).or_default() += 1);
         let Ok(Stepped { snapshot, outbox }) = stepped else { return };
-        for (to, data, reliable) in outbox.items {
+        let (messages, kicks) = outbox.into_parts();
+        for (to, data, reliable) in messages {
             for (_, o) in self.sessions.iter_mut() {
                 let s = &mut o.value;
                 if matches!(to, crate::server::Audience::All) || to == crate::server::Audience::Player(s.id()) {
@@ -344,6 +346,11 @@ impl<W: World> Stepper<W> {
             }
         }
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        for (player, text) in kicks {
+            if let Some((_, o)) = self.sessions.iter_mut().find(|(_, o)| o.value.id() == player) {
+                o.value.close(now, SessionEnd::Kicked(text), &mut wire);
+            }
+        }
         let mut gone = Vec::new();
         let mut relevancy_faults = 0;
         for (index, o) in self.sessions.iter_mut() {

@@ -332,8 +332,8 @@ impl Bot {
         if got > 0 && !idle {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
             progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
-            if let Some(world) = bot.client.latest() {
-                let (i, others) = think(bot.client.client_index(), world, schema, self.tick);
+            if let (Some(world), Some(me)) = (bot.client.latest(), bot.client.client_index()) {
+                let (i, others) = think(me, world, schema, self.tick);
                 report.max_others_seen = report.max_others_seen.max(others);
                 self.input = i.to_bytes();
             }

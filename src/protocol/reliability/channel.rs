@@ -335,6 +335,11 @@ impl Channel {
         self.send_queue.len()
     }
 
+    /// Whether events wait to be sent.
+    pub fn has_events(&self) -> bool {
+        !self.events_out.is_empty()
+    }
+
     /// Queues a reliable message: delivered once and in order, resent until acknowledged.
     /// Messages larger than about 1 KiB travel as fragments.
     ///
