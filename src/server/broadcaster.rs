@@ -177,6 +177,8 @@ pub(crate) enum BroadcastMsg {
     },
     /// The world kicks a player, with its words.
     Kick(PlayerId, String),
+    /// Every player's session ends, for this reason (the world stopped).
+    CloseAll(SessionEnd),
     /// Fails the broadcaster (supervision tests force each failure with these).
     #[doc(hidden)]
     InjectFault,
@@ -282,6 +284,11 @@ impl Actor for Broadcaster {
             }
             BroadcastMsg::Remove(p) => {
                 players.remove(&p);
+            }
+            BroadcastMsg::CloseAll(end) => {
+                for p in players.values() {
+                    p.tell(PlayerMsg::Close(end.clone()));
+                }
             }
             BroadcastMsg::Kick(p, text) => {
                 // After every message the world sent it before (those to it alone are in its

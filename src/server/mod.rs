@@ -297,8 +297,12 @@ impl ServerHandle {
         &self.metrics
     }
 
-    /// Tells every client, waits up to the grace period for them to be told, then stops
-    /// every actor. Returns how many players were still connected when the grace ran out.
+    /// Tells every client why ([`SessionEnd::ShuttingDown`]), waits up to the grace period
+    /// for them to answer, runs the world's [`World::shutdown`] after every player's
+    /// [`World::leave`] (waiting up to the grace period again for it), then stops every
+    /// actor. Returns how many players were still connected when the grace ran out.
+    ///
+    /// [`SessionEnd::ShuttingDown`]: crate::protocol::session::SessionEnd::ShuttingDown
     pub async fn shutdown(self) -> u64 {
         self.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
         self.metrics.set_ready(false);
@@ -308,6 +312,10 @@ impl ServerHandle {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let left = ServerMetrics::get(&self.metrics.players);
+        // After the leaves already in its mailbox; the players still there leave first.
+        if let Err(e) = self.world.call(world::WorldMsg::Shutdown, Some(self.grace)).await {
+            tracing::warn!(error = %e, "the world's shutdown did not finish within the grace period");
+        }
         self.world.stop(None);
         self.broadcaster.stop(None);
         self.socket.stop(None);

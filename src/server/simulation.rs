@@ -47,6 +47,10 @@ pub(crate) struct Simulation {
     dt: Duration,
     /// Per player, the sequence of the newest input applied.
     applied: BTreeMap<PlayerId, u32>,
+    /// The players joined (a leave for one not here is not passed on).
+    joined: std::collections::BTreeSet<PlayerId>,
+    /// Shut down: no more joins, leaves or ticks reach the world.
+    shut_down: bool,
     previous: Option<Arc<WorldSnapshot>>,
     players: u64,
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
@@ -68,6 +72,8 @@ impl Simulation {
             tick: 0,
             dt,
             applied: BTreeMap::new(),
+            joined: std::collections::BTreeSet::new(),
+            shut_down: false,
             previous: None,
             players: 0,
             faults: [0; WorldFault::ALL.len()],
@@ -77,15 +83,36 @@ impl Simulation {
 
     /// A player joined.
     pub fn join<W: World>(&mut self, world: &mut W, player: PlayerId, who: &JoinInfo) {
+        if self.shut_down || !self.joined.insert(player) {
+            return;
+        }
         self.players += 1;
         self.guard(WorldFault::PanicInJoin, || world.join_with(player, who));
     }
 
-    /// A player left.
+    /// A player left (once for each join; a second leave, or one after the shutdown, is
+    /// not passed on).
     pub fn leave<W: World>(&mut self, world: &mut W, player: PlayerId) {
+        if !self.joined.remove(&player) {
+            return;
+        }
         self.players = self.players.saturating_sub(1);
         self.applied.remove(&player);
         self.guard(WorldFault::PanicInLeave, || world.leave(player));
+    }
+
+    /// The server is shutting down: every player still joined leaves, then
+    /// [`World::shutdown`] runs, once.
+    pub fn shutdown<W: World>(&mut self, world: &mut W) {
+        if self.shut_down {
+            return;
+        }
+        for p in std::mem::take(&mut self.joined) {
+            self.joined.insert(p);
+            self.leave(world, p);
+        }
+        self.shut_down = true;
+        self.guard(WorldFault::PanicInShutdown, || world.shutdown());
     }
 
     /// Runs a call into the game's code, catching a panic: counted and logged as `fault`.
@@ -140,6 +167,9 @@ impl Simulation {
         inputs: impl IntoIterator<Item = I>,
         mut applied: impl FnMut(&I, Option<ViewTime>),
     ) -> Result<Stepped, WorldStopped> {
+        if self.shut_down {
+            return Ok(Stepped { snapshot: None, outbox: Outbox::default() });
+        }
         self.tick += 1;
         let panics_before = self.panics();
         // The newest snapshot made so far: no client can have drawn a later one.

@@ -13,6 +13,7 @@ use super::metrics::ServerMetrics;
 use super::simulation::{Simulation, Stepped, TickInput};
 use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
 use crate::protocol::netcode::USER_DATA_BYTES;
+use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 
 /// A connected player's id: its netcode slot, stable while it is connected.
@@ -40,6 +41,8 @@ pub enum WorldFault {
     PanicInTick,
     /// [`World::messages`] panicked.
     PanicInMessages,
+    /// [`World::shutdown`] panicked.
+    PanicInShutdown,
     /// [`World::snapshot`] panicked.
     PanicInSnapshot,
     /// [`World::snapshot`] inserted two entities with the same id.
@@ -50,13 +53,14 @@ pub enum WorldFault {
 
 impl WorldFault {
     /// Every kind, in label order.
-    pub const ALL: [WorldFault; 9] = [
+    pub const ALL: [WorldFault; 10] = [
         Self::PanicInJoin,
         Self::PanicInLeave,
         Self::PanicInInput,
         Self::PanicInMessage,
         Self::PanicInTick,
         Self::PanicInMessages,
+        Self::PanicInShutdown,
         Self::PanicInSnapshot,
         Self::DuplicateEntity,
         Self::RelevancyOrder,
@@ -71,6 +75,7 @@ impl WorldFault {
             Self::PanicInMessage => "panic_in_message",
             Self::PanicInTick => "panic_in_tick",
             Self::PanicInMessages => "panic_in_messages",
+            Self::PanicInShutdown => "panic_in_shutdown",
             Self::PanicInSnapshot => "panic_in_snapshot",
             Self::DuplicateEntity => "duplicate_entity",
             Self::RelevancyOrder => "relevancy_order",
@@ -238,8 +243,17 @@ pub trait World: Send + 'static {
     fn avatar(&self, _player: PlayerId) -> Option<EntityId> {
         None
     }
-    /// Messages for players, collected after each tick (none by default).
+    /// Messages for players, and kicks ([`Outbox::kick`]), collected after each tick (none
+    /// by default).
     fn messages(&mut self, _out: &mut Outbox) {}
+    /// The server is shutting down: called once, last of all, after every player's
+    /// [`World::leave`] (each client was told [`SessionEnd::ShuttingDown`] and had the
+    /// grace period to answer). Save what must outlive the process here;
+    /// [`ServerHandle::shutdown`] returns once this has. Nothing by default.
+    ///
+    /// [`SessionEnd::ShuttingDown`]: crate::protocol::session::SessionEnd::ShuttingDown
+    /// [`ServerHandle::shutdown`]: crate::server::ServerHandle::shutdown
+    fn shutdown(&mut self) {}
 }
 
 /// What a tick did with the players' inputs.
@@ -266,6 +280,9 @@ pub(crate) enum WorldMsg {
     Leave(PlayerId),
     /// Time to step (sent by the actor's own timer).
     Tick,
+    /// The server is shutting down: every player still joined leaves, then
+    /// [`World::shutdown`] runs; the reply says it has.
+    Shutdown(ractor::RpcReplyPort<()>),
 }
 
 /// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
@@ -472,6 +489,11 @@ impl<W: World> Actor for WorldActor<W> {
                 s.pending.retain(|(i, _)| i.player != p);
                 s.sim.leave(&mut s.world, p);
             }
+            WorldMsg::Shutdown(reply) => {
+                s.sim.shutdown(&mut s.world);
+                s.metrics.set_world_faults(s.sim.faults());
+                let _ = reply.send(());
+            }
             WorldMsg::Tick => {
                 // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
                 let now = Instant::now();
@@ -509,7 +531,14 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     });
     s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
     s.metrics.set_world_faults(s.sim.faults());
-    let Stepped { snapshot, outbox } = stepped?;
+    let Stepped { snapshot, outbox } = match stepped {
+        Ok(stepped) => stepped,
+        Err(stopped) => {
+            // Every player is told why before the server fails.
+            let _ = s.broadcaster.cast(BroadcastMsg::CloseAll(SessionEnd::WorldStopped));
+            return Err(stopped.into());
+        }
+    };
     let (messages, kicks) = outbox.into_parts();
     for (to, data, reliable) in messages {
         s.broadcaster.cast(BroadcastMsg::Message { to, data, reliable })?;

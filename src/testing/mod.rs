@@ -335,7 +335,14 @@ impl<W: World> Stepper<W> {
         let applied = &mut self.applied;
         let inputs = std::mem::take(&mut self.pending_inputs);
         let stepped = self.sim.step(&mut self.world, inputs, |i, _| *applied.entry(i.player).or_default() += 1);
-        let Ok(Stepped { snapshot, outbox }) = stepped else { return };
+        let Stepped { snapshot, outbox } = match stepped {
+            Ok(stepped) => stepped,
+            Err(_) => {
+                // The world stopped: every player is told why, as the server tells them.
+                self.close_all(SessionEnd::WorldStopped);
+                return;
+            }
+        };
         let (messages, kicks) = outbox.into_parts();
         for (to, data, reliable) in messages {
             for (_, o) in self.sessions.iter_mut() {
@@ -372,6 +379,32 @@ impl<W: World> Stepper<W> {
             self.drop_session(a);
         }
         self.send_from_server(wire);
+    }
+
+    /// Every player's session ends for `end`: each client is told why.
+    fn close_all(&mut self, end: SessionEnd) {
+        let now = self.now;
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        for (_, o) in self.sessions.iter_mut() {
+            o.value.close(now, end.clone(), &mut wire);
+        }
+        self.send_from_server(wire);
+    }
+
+    /// Shuts the server down as [`ServerHandle::shutdown`](crate::server::ServerHandle::shutdown)
+    /// does: every client is told [`SessionEnd::ShuttingDown`], the stepper steps (up to the
+    /// goodbye timeout, a second) until every client has answered, then every player still
+    /// there leaves and [`World::shutdown`] runs. Steps after it tick nothing.
+    pub fn shutdown(&mut self) {
+        self.close_all(SessionEnd::ShuttingDown);
+        let grace = crate::server::session::GOODBYE_TIMEOUT.as_secs_f64() / self.sim.dt().as_secs_f64();
+        for _ in 0..=(grace.ceil() as u32) {
+            if self.players() == 0 {
+                break;
+            }
+            self.step();
+        }
+        self.sim.shutdown(&mut self.world);
     }
 
     /// Client messages dropped so far (past the per-tick limit, or too large), as the
