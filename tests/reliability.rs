@@ -295,6 +295,11 @@ fn lz4_backs_off_on_incompressible_packets_and_comes_back() {
         let now = Duration::from_millis(16 * t);
         let n = a.build_packet(now, Some(state), &mut out);
         assert_eq!(b.receive(now, &out[..n]).unwrap(), Some(state), "packet {t} reads back");
+        // b answers, so that a's headers carry acks and an ack delay, as they do in play
+        // (a one-way stream's header is a run of zeros lz4 can take a few bytes off).
+        let later = now + Duration::from_millis(3);
+        let n = b.build_packet(later, Some(&[1]), &mut out);
+        a.receive(later + Duration::from_millis(1), &out[..n]).unwrap();
     };
     for _ in 0..200 {
         let noise: Vec<u8> = (0..300)
@@ -375,4 +380,21 @@ fn acks_that_arrive_only_in_the_ack_field_still_count() {
     assert!(loss < 0.01, "loss {loss}");
     let loss = loss_seen_with_acks_in_bursts(8, |held| held[..2].iter().rev().cloned().collect());
     assert!(loss < 0.01, "loss {loss}");
+}
+
+#[test]
+fn the_round_trip_leaves_out_the_time_a_packet_waited_at_the_peer() {
+    // One-way delay 5 ms; b answers each packet 15 ms after it arrives (its next tick).
+    let mut a = Channel::new(ChannelConfig::default());
+    let mut b = Channel::new(ChannelConfig::default());
+    let mut out = [0u8; 1200];
+    for k in 0..50u64 {
+        let t = Duration::from_millis(40 * k);
+        let n = a.build_packet(t, Some(&[1]), &mut out);
+        b.receive(t + Duration::from_millis(5), &out[..n]).unwrap();
+        let n = b.build_packet(t + Duration::from_millis(20), Some(&[2]), &mut out);
+        a.receive(t + Duration::from_millis(25), &out[..n]).unwrap();
+    }
+    let rtt = a.link().rtt().as_secs_f64() * 1000.0;
+    assert!((rtt - 10.0).abs() < 0.1, "the network's 10 ms, not the 25 ms round trip: {rtt:.2} ms");
 }

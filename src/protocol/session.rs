@@ -14,7 +14,8 @@ pub const CONTROL_FRAME: u8 = 0xC5;
 /// the context of the client's own history; 4: each input carries the view it was made
 /// with, for lag compensation; 5: a predicted snapshot says whether the game's own
 /// predictor made its predictions; 6: the server says goodbye, with why, before it
-/// disconnects a client).
+/// disconnects a client, and every packet's ack says how long the acknowledged packet
+/// waited before it).
 pub const PROTOCOL_VERSION: u16 = 6;
 /// The longest control message, in bytes (a goodbye with the longest kick text).
 pub const MAX_CONTROL_BYTES: usize = 8 + MAX_KICK_TEXT_BYTES;

@@ -9,6 +9,7 @@
 //! | 2 | packet sequence |
 //! | 2 | newest sequence received from the peer (ack) |
 //! | 4 | ack bits: bit *i* acknowledges `ack - 1 - i` |
+//! | 2 | ack delay: how long the acked packet waited here before this one left, in units of [`ACK_DELAY_UNIT_US`] (the peer's RTT sample leaves it out) |
 //! | … | sections: `0x01` state, `0x02` reliable message, `0x03` event, `0x04` fragment |
 //!
 //! Sections carry LEB128 lengths. A reliable message or fragment carries its 16-bit message
@@ -30,8 +31,10 @@ use super::seq::{SequenceBuffer, newer};
 pub const FRAME_PLAIN: u8 = 0x01;
 /// First byte of an lz4-compressed game packet.
 pub const FRAME_LZ4: u8 = 0x02;
-/// Header bytes before the sections.
-pub const HEADER_BYTES: usize = 1 + 2 + 2 + 4;
+/// Header bytes before the sections: frame, sequence, ack, ack bits, ack delay.
+pub const HEADER_BYTES: usize = 1 + 2 + 2 + 4 + 2;
+/// The ack delay's unit on the wire, in microseconds (two bytes: up to 655 ms).
+pub const ACK_DELAY_UNIT_US: u32 = 10;
 
 const TAG_STATE: u8 = 0x01;
 const TAG_RELIABLE: u8 = 0x02;
@@ -199,6 +202,9 @@ pub struct Channel {
     sent: SequenceBuffer<SentPacket>,
     received: SequenceBuffer<()>,
     remote_newest: Option<u16>,
+    /// When `remote_newest` arrived (microseconds, wrapping): a packet's ack delay is the
+    /// time since.
+    remote_newest_at: u32,
     /// The ack field for `remote_newest`, kept as packets arrive (bit i: packet
     /// `remote_newest - 1 - i` was received), so building a packet reads one word instead
     /// of 32 ring slots that are cold by then.
@@ -299,6 +305,7 @@ impl Channel {
             sent: SequenceBuffer::new(SENT_PACKETS),
             received: SequenceBuffer::new(SENT_PACKETS),
             remote_newest: None,
+            remote_newest_at: 0,
             received_bits: 0,
             loss_cursor: None,
             acks_seen: None,
@@ -451,10 +458,14 @@ impl Channel {
         let seq = self.local_seq;
         self.local_seq = seq.wrapping_add(1);
         let (ack, bits) = self.ack_bits();
+        // How long the packet acknowledged waited here: the peer takes it off its round trip.
+        let delay =
+            self.remote_newest.map_or(0, |_| micros(now).wrapping_sub(self.remote_newest_at) / ACK_DELAY_UNIT_US);
         body.push(FRAME_PLAIN);
         body.extend_from_slice(&seq.to_le_bytes());
         body.extend_from_slice(&ack.to_le_bytes());
         body.extend_from_slice(&bits.to_le_bytes());
+        body.extend_from_slice(&(delay.min(u32::from(u16::MAX)) as u16).to_le_bytes());
         if let Some(s) = state.filter(|s| HEADER_BYTES + 1 + varint_len(s.len()) + s.len() <= limit) {
             body.push(TAG_STATE);
             put_varint(&mut body, s.len());
@@ -588,6 +599,7 @@ impl Channel {
         let seq = c.u16()?;
         let ack = c.u16()?;
         let bits = c.u32()?;
+        let ack_delay = Duration::from_micros(u64::from(c.u16()?) * u64::from(ACK_DELAY_UNIT_US));
         // Not newer, and older than the ring remembers: it cannot be told from a duplicate
         // (this includes a sequence exactly half the space away, which is neither newer nor
         // older and would otherwise take the newest packet's slot in the ring).
@@ -646,12 +658,13 @@ impl Channel {
                     }
                 };
                 self.remote_newest = Some(seq);
+                self.remote_newest_at = micros(now);
             }
         }
         // After the emptying above, which may cover this sequence's slot.
         self.received.insert(seq, ());
         self.stats.packets_received += 1;
-        self.process_acks(now, ack, bits);
+        self.process_acks(now, ack, bits, ack_delay);
         for &(tag, id, index, count, s, e) in &sections[..n] {
             let data = &body[s..e];
             match tag {
@@ -676,7 +689,12 @@ impl Channel {
         Ok(fresh_state)
     }
 
-    fn process_acks(&mut self, now: Duration, ack: u16, bits: u32) {
+    /// Marks what `ack` and `bits` acknowledge. The round trip is sampled from `ack` alone
+    /// (the newest packet the peer had, when it is newly acknowledged), less `ack_delay`, the
+    /// time it waited at the peer before this packet left (RFC 9002 §5.3): the wait for the
+    /// peer's next tick or frame is not network time. A peer that overstates its delay only
+    /// shrinks its own estimate (never below zero; resends keep their 20 ms floor).
+    fn process_acks(&mut self, now: Duration, ack: u16, bits: u32, ack_delay: Duration) {
         if self.sent.get(ack).is_none() {
             return;
         }
@@ -704,7 +722,10 @@ impl Channel {
             }
             p.acked = true;
             let p = *p;
-            self.link.rtt_sample(Duration::from_micros(u64::from(micros(now).wrapping_sub(p.time_us))));
+            if i == 0 {
+                let round_trip = Duration::from_micros(u64::from(micros(now).wrapping_sub(p.time_us)));
+                self.link.rtt_sample(round_trip.saturating_sub(ack_delay));
+            }
             self.link.delivery(true);
             let len = u32::from(p.reliable_len);
             let ring = self.reliable_ids.len();
