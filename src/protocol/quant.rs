@@ -58,6 +58,21 @@ pub trait Quantizer<T> {
     fn quantize(&self, value: &T, out: &mut [u32]);
     /// The value that `words` stand for.
     fn dequantize(&self, words: &[u32]) -> T;
+    /// `a` blended towards `b` by `t` (0: `a`, 1: `b`; past 1 extrapolates where the value is
+    /// continuous): what a client draws between two snapshots. By default the nearer of
+    /// the two (integers and flags step at the midpoint); real numbers and vectors blend
+    /// linearly, rotations along the shorter arc, angles the shorter way round.
+    fn blend(&self, a: &T, b: &T, t: f32) -> T
+    where
+        T: Clone,
+    {
+        if t < 0.5 { a.clone() } else { b.clone() }
+    }
+}
+
+/// `a + (b - a)·t`, for the real-valued quantizers.
+fn lerp(a: f32, b: f32, t: f32) -> f32 {
+    a + (b - a) * t
 }
 
 const fn mask(bits: u32) -> u32 {
@@ -209,6 +224,9 @@ impl Quantizer<f32> for Scalar {
     fn dequantize(&self, words: &[u32]) -> f32 {
         self.dq(word(words, 0))
     }
+    fn blend(&self, a: &f32, b: &f32, t: f32) -> f32 {
+        lerp(*a, *b, t)
+    }
 }
 
 /// A `Vec2` in a box, one [`Scalar`] an axis.
@@ -245,6 +263,9 @@ impl Quantizer<Vec2> for Vec2Q {
     }
     fn dequantize(&self, w: &[u32]) -> Vec2 {
         Vec2::new(self.x.dq(word(w, 0)), self.y.dq(word(w, 1)))
+    }
+    fn blend(&self, a: &Vec2, b: &Vec2, t: f32) -> Vec2 {
+        a.lerp(*b, t)
     }
 }
 
@@ -299,6 +320,9 @@ impl Quantizer<Vec3> for Vec3Q {
     fn dequantize(&self, w: &[u32]) -> Vec3 {
         self.dq3(w)
     }
+    fn blend(&self, a: &Vec3, b: &Vec3, t: f32) -> Vec3 {
+        a.lerp(*b, t)
+    }
 }
 
 /// A velocity: a [`Vec3Q`] symmetric around zero whose "at rest" value (exactly zero, or
@@ -337,6 +361,9 @@ impl Quantizer<Vec3> for VelocityQ {
         let spec = self.spec();
         let raw: [u32; 3] = std::array::from_fn(|i| word(w, i).wrapping_add(z[i]) & mask(u32::from(spec.widths[i])));
         self.0.dq3(&raw)
+    }
+    fn blend(&self, a: &Vec3, b: &Vec3, t: f32) -> Vec3 {
+        a.lerp(*b, t)
     }
 }
 
@@ -401,6 +428,9 @@ impl Quantizer<Quat> for QuatQ {
         }
         Quat::from_array(a).normalize()
     }
+    fn blend(&self, a: &Quat, b: &Quat, t: f32) -> Quat {
+        a.slerp(*b, t)
+    }
 }
 
 /// An angle in radians, wrapped to `[-π, π)`, in `bits` bits.
@@ -422,6 +452,11 @@ impl Quantizer<f32> for AngleQ {
         let turns = f64::from(word(w, 0) & mask(bits)) / (f64::from(mask(bits)) + 1.0);
         let a = turns * std::f64::consts::TAU;
         (if a >= std::f64::consts::PI { a - std::f64::consts::TAU } else { a }) as f32
+    }
+    fn blend(&self, a: &f32, b: &f32, t: f32) -> f32 {
+        // The shorter way round, wrapped back to [-π, π).
+        let d = (b - a + std::f32::consts::PI).rem_euclid(std::f32::consts::TAU) - std::f32::consts::PI;
+        (a + d * t + std::f32::consts::PI).rem_euclid(std::f32::consts::TAU) - std::f32::consts::PI
     }
 }
 
@@ -499,6 +534,9 @@ impl Quantizer<f32> for FloatQ {
         let m = word & if mb == 0 { 0 } else { mask(mb) };
         let mag = (1.0 + m as f32 / (1u64 << mb) as f32) * 2f32.powi(stored_e - self.bias);
         if self.signed && (word >> (eb + mb)) & 1 == 1 { -mag } else { mag }
+    }
+    fn blend(&self, a: &f32, b: &f32, t: f32) -> f32 {
+        lerp(*a, *b, t)
     }
 }
 
@@ -594,5 +632,26 @@ mod tests {
         assert!(round(&QuatQ::new(9), &Quat::from_xyzw(f32::NAN, 0.0, 0.0, 1.0)).0.dot(Quat::IDENTITY) > 0.9999);
         let degenerate = Scalar::with_resolution(5.0, 5.0, 0.1);
         assert_eq!(round(&degenerate, &7.0).0, 5.0);
+    }
+
+    #[test]
+    fn blends_follow_each_quantizers_meaning() {
+        // Angles go the shorter way round, across ±π.
+        let a = AngleQ(16);
+        let mid = a.blend(&3.0, &-3.0, 0.5);
+        assert!((mid.abs() - std::f32::consts::PI).abs() < 1e-4, "{mid}");
+        assert!((a.blend(&0.1, &0.3, 0.5) - 0.2).abs() < 1e-6);
+        // Vectors and reals linearly, extrapolating past 1.
+        let v = Vec2Q::bounded(Vec2::splat(-10.0), Vec2::splat(10.0), 0.01);
+        assert_eq!(v.blend(&Vec2::ZERO, &Vec2::ONE, 1.5), Vec2::splat(1.5));
+        assert_eq!(Scalar::with_bits(0.0, 1.0, 8).blend(&0.0, &1.0, 0.25), 0.25);
+        // Rotations along the shorter arc.
+        let q = QuatQ::new(9);
+        let half = q.blend(&Quat::IDENTITY, &Quat::from_rotation_z(1.0), 0.5);
+        assert!(half.angle_between(Quat::from_rotation_z(0.5)) < 1e-4);
+        // Integers and flags step at the midpoint.
+        assert_eq!(Quantizer::<u32>::blend(&Bits(8), &3, &9, 0.49), 3);
+        assert_eq!(Quantizer::<u32>::blend(&Bits(8), &3, &9, 0.5), 9);
+        assert!(Flag.blend(&false, &true, 0.7));
     }
 }

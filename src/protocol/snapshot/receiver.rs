@@ -37,6 +37,11 @@ impl SnapshotReceiver {
         }
     }
 
+    /// The replicated kinds it decodes.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
     /// Decodes snapshots that the server's sender coded against `predictor` (the same
     /// predictor as the server's: see [`Predictor`]). Without it such a snapshot fails with
     /// [`SnapshotError::PredictorMissing`].

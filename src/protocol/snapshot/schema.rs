@@ -24,6 +24,10 @@ pub trait Replicate: Sized {
     fn quantize(&self, out: &mut [u32]);
     /// Rebuilds a value from quantized words.
     fn dequantize(words: &[u32]) -> Self;
+    /// `a` blended towards `b` by `t`, field by field as each field's quantizer blends
+    /// ([`Quantizer::blend`](crate::protocol::quant::Quantizer::blend)): what
+    /// [`GameClient::entities`](crate::client::GameClient::entities) draws between two snapshots.
+    fn blend(a: &Self, b: &Self, t: f32) -> Self;
 }
 
 /// One field's place in an entity's words, flattened for the codec's inner loops.
@@ -225,6 +229,10 @@ macro_rules! replicated {
                 )*
                 let _ = at;
                 Self { $( $field, )* }
+            }
+
+            fn blend(a: &Self, b: &Self, t: f32) -> Self {
+                Self { $( $field: $crate::protocol::quant::Quantizer::<$ty>::blend(&$quant, &a.$field, &b.$field, t), )* }
             }
         }
     };
