@@ -51,7 +51,7 @@ fn runner_at(t: f32) -> Runner {
 fn entities_are_blended_between_snapshots_extrapolated_when_late_then_held() {
     let mut stepper = Stepper::new(Track(0), 60, 2).with_snapshots_every(3);
     stepper.add_client(LinkProfile::PERFECT);
-    stepper.clients[0].input = vec![0];
+    stepper.clients[0].input = Some(vec![0]);
     stepper.run(120);
     let now = stepper.now;
     let c = &mut stepper.clients[0].client;
@@ -113,7 +113,7 @@ fn a_kind_not_in_the_schema_or_no_snapshot_yet_is_empty() {
         #[derive(Debug, Clone, PartialEq)]
         pub struct Stranger { pub x: u32 = Bits(4) }
     }
-    stepper.clients[0].input = vec![0];
+    stepper.clients[0].input = Some(vec![0]);
     stepper.run(60);
     assert!(stepper.clients[0].client.entities::<Stranger>(stepper.now).is_empty());
     assert_eq!(stepper.clients[0].client.entities::<Runner>(stepper.now).len(), 1);

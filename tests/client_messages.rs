@@ -49,7 +49,7 @@ fn the_stepper_delivers_client_messages_once_in_order_and_bounds_a_flood() {
     let mut stepper = Stepper::new(Chat(heard.clone()), 60, 4);
     for _ in 0..2 {
         let c = stepper.add_client(LinkProfile::PERFECT);
-        stepper.clients[c].input = vec![1];
+        stepper.clients[c].input = Some(vec![1]);
     }
     stepper.run(30);
     let index = |i: usize| stepper.clients[i].client.client_index().expect("connected");

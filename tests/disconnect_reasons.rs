@@ -49,7 +49,7 @@ fn a_kicked_client_reads_the_worlds_reason_in_the_stepper() {
     let mut stepper = Stepper::new(world.clone(), 60, 4);
     for _ in 0..2 {
         stepper.add_client(LinkProfile::PERFECT);
-        stepper.clients.last_mut().unwrap().input = vec![1];
+        stepper.clients.last_mut().unwrap().input = Some(vec![1]);
     }
     stepper.run(30);
     let victim = stepper.clients[0].client.client_index().unwrap();
@@ -74,7 +74,7 @@ fn a_kick_whose_answer_is_lost_still_ends_after_the_goodbye_timeout() {
     let world = Bouncer::default();
     let mut stepper = Stepper::new(world.clone(), 60, 4);
     stepper.add_client(LinkProfile::PERFECT);
-    stepper.clients[0].input = vec![1];
+    stepper.clients[0].input = Some(vec![1]);
     stepper.run(30);
     stepper.clients[0].client.channel().send_message(&"kick me: bye".to_string()).unwrap();
     stepper.step();
@@ -100,7 +100,7 @@ fn a_persistent_flooder_is_disconnected_with_a_reason_a_burst_is_not() {
     let mut stepper = Stepper::new(world.clone(), 60, 4);
     for _ in 0..3 {
         stepper.add_client(LinkProfile::PERFECT);
-        stepper.clients.last_mut().unwrap().input = vec![1];
+        stepper.clients.last_mut().unwrap().input = Some(vec![1]);
     }
     stepper.run(30);
     // Client 1: one burst of 200. Client 0: 40 a tick, tick after tick.

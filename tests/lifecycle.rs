@@ -61,7 +61,7 @@ fn the_stepper_shuts_down_after_every_leave_and_tells_each_client() {
     let mut stepper = Stepper::new(world.clone(), 60, 4);
     for _ in 0..2 {
         stepper.add_client(LinkProfile::PERFECT);
-        stepper.clients.last_mut().unwrap().input = vec![1];
+        stepper.clients.last_mut().unwrap().input = Some(vec![1]);
     }
     stepper.run(30);
     assert_eq!(stepper.players(), 2);
@@ -81,7 +81,7 @@ fn the_stepper_tells_every_client_when_the_world_is_stopped() {
     let world = Journal::new(20);
     let mut stepper = Stepper::new(world, 60, 4);
     stepper.add_client(LinkProfile::PERFECT);
-    stepper.clients[0].input = vec![1];
+    stepper.clients[0].input = Some(vec![1]);
     stepper.run(20 + volley::server::MAX_PANICKING_TICKS + 5);
     assert_eq!(stepper.clients[0].client.ended(), Some(SessionEnd::WorldStopped));
 }

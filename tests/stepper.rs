@@ -97,7 +97,7 @@ fn scenario_in(mut s: Stepper<Dots>, profile: LinkProfile, clients: usize, ticks
     for t in 0..ticks {
         for (i, c) in s.clients.iter_mut().enumerate() {
             let a = t as f32 * 0.05 + i as f32;
-            c.input = vec![(a.cos() * 127.0) as i8 as u8, (a.sin() * 127.0) as i8 as u8];
+            c.input = Some(vec![(a.cos() * 127.0) as i8 as u8, (a.sin() * 127.0) as i8 as u8]);
         }
         s.step();
         history.insert(s.tick(), s.last_snapshot().cloned().unwrap());
@@ -272,7 +272,7 @@ fn prediction_runs_ahead_of_snapshots_and_reconciles_to_the_server_state() {
         // Steer in a circle for 8 s, then stand still for 2 s.
         let dir = if t < 480 { Vec2::from_angle(t as f32 * 0.03) } else { Vec2::ZERO };
         let input = [(dir.x * 127.0) as i8 as u8, (dir.y * 127.0) as i8 as u8];
-        s.clients[0].input = input.to_vec();
+        s.clients[0].input = Some(input.to_vec());
         s.step();
         let c = &mut s.clients[0];
         if !c.client.is_ready() {
@@ -376,7 +376,7 @@ fn repeated_inputs_reach_the_world_once_each_and_in_the_order_they_were_made() {
     }
     for t in 0..600u32 {
         for c in &mut s.clients {
-            c.input = t.to_le_bytes().to_vec();
+            c.input = Some(t.to_le_bytes().to_vec());
         }
         s.step();
     }
@@ -388,4 +388,23 @@ fn repeated_inputs_reach_the_world_once_each_and_in_the_order_they_were_made() {
         let made = (last - first + 1) as usize;
         assert!(a.len() * 100 >= made * 97, "player {p}: {} of {made} inputs applied", a.len());
     }
+}
+
+/// A stepper client given no input sends none (the world hears nothing from it) but still
+/// acknowledges snapshots, so it gets deltas, and its messages still go.
+#[test]
+fn a_client_without_input_sends_none_but_acknowledges_and_talks() {
+    let mut s = Stepper::new(Dots::default(), 60, 8);
+    for _ in 0..6 {
+        s.add_client(LinkProfile::PERFECT);
+    }
+    s.clients[0].input = Some(vec![127, 0]);
+    s.run(75);
+    assert_eq!(s.applied.len(), 1, "only the client with an input was heard: {:?}", s.applied);
+    let quiet = &s.clients[1].client;
+    assert!(quiet.stats().snapshots >= 55);
+    // Five still dots and a moving one: a delta against an acknowledged baseline is a few
+    // bytes; a full snapshot of six dots is more than 40.
+    assert!(quiet.stats().last_snapshot_bytes < 25, "deltas: {} bytes", quiet.stats().last_snapshot_bytes);
+    assert!(s.clients[1].client.channel().recv_message::<Announcement>().is_some(), "messages still arrive");
 }

@@ -130,7 +130,7 @@ fn the_stepper_survives_each_mistake_counts_it_and_goes_on() {
     let mut stepper = Stepper::new(world, 60, 4);
     for _ in 0..2 {
         let c = stepper.add_client(LinkProfile::PERFECT);
-        stepper.clients[c].input = vec![1];
+        stepper.clients[c].input = Some(vec![1]);
     }
     stepper.run(60);
     for (mistake, kind) in FAULTS {

@@ -476,6 +476,23 @@ impl GameClient {
         Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
     }
 
+    /// Sends a packet with no input: the acknowledgement of the newest snapshot (so the next
+    /// is a delta against it) and whatever is due on the reliable and event channels. For a
+    /// client that has nothing to steer this frame (a spectator, a menu, a loading screen)
+    /// but must keep its snapshots small and its messages flowing; the world hears no
+    /// input from it.
+    pub fn send_without_input(&mut self, now: Duration, tx: &mut impl Transmit) {
+        if !self.is_ready() {
+            return;
+        }
+        let mut state = std::mem::take(&mut self.scratch);
+        write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, &[]);
+        let mut out = [0u8; MAX_PAYLOAD_BYTES];
+        let n = self.channel.build_packet(now, Some(&state), &mut out);
+        self.scratch = state;
+        Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+    }
+
     /// Disconnects, telling the server ([`GameClient::ended`] then says
     /// [`SessionEnd::Local`]).
     pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {

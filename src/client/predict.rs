@@ -5,6 +5,8 @@
 //! state and replays only the inputs the server has not seen yet.
 
 use std::collections::VecDeque;
+use std::ops::{Add, Mul, Sub};
+use std::time::Duration;
 
 /// The inputs sent but not yet known to be applied.
 #[derive(Debug, Clone)]
@@ -53,9 +55,139 @@ impl<I: Clone> Reconciler<I> {
     }
 }
 
+/// Hides prediction corrections (Bazinga's exponential smoothing, applied to the error
+/// rather than the position, so a smoothed value never lags a moving one): when a
+/// reconciliation moves the predicted value, the drawn value keeps where it was and the
+/// difference fades by half every `half_life`. Off (`Smoother::off`, or a zero half-life),
+/// the drawn value is the prediction itself. Works for anything that adds, subtracts and
+/// scales: `f32`, `glam::Vec2`, `glam::Vec3`.
+///
+/// ```
+/// use std::time::Duration;
+/// use volley::client::predict::Smoother;
+///
+/// let mut s = Smoother::new(Duration::from_millis(50));
+/// let t = Duration::from_secs(1);
+/// // The prediction said 10; the server's state, replayed, says 12.
+/// s.correct(10.0_f32, 12.0);
+/// assert_eq!(s.show(t, 12.0), 10.0); // drawn where it was
+/// let later = s.show(t + Duration::from_millis(50), 12.0);
+/// assert!((later - 11.0).abs() < 1e-4); // half the error gone after a half-life
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Smoother<T> {
+    offset: T,
+    half_life: Duration,
+    last: Option<Duration>,
+    /// Errors larger than this (in `length`) are not smoothed: a teleport snaps.
+    snap_beyond: Option<f32>,
+}
+
+/// What [`Smoother`] needs of a value.
+pub trait Smoothable: Copy + Default + Add<Output = Self> + Sub<Output = Self> + Mul<f32, Output = Self> {
+    /// The size of a difference (for [`Smoother::snap_beyond`]).
+    fn size(self) -> f32;
+}
+
+impl Smoothable for f32 {
+    fn size(self) -> f32 {
+        self.abs()
+    }
+}
+
+impl Smoothable for glam::Vec2 {
+    fn size(self) -> f32 {
+        self.length()
+    }
+}
+
+impl Smoothable for glam::Vec3 {
+    fn size(self) -> f32 {
+        self.length()
+    }
+}
+
+impl<T: Smoothable> Smoother<T> {
+    /// Corrections fade by half every `half_life` (zero: off).
+    pub fn new(half_life: Duration) -> Self {
+        Self { offset: T::default(), half_life, last: None, snap_beyond: None }
+    }
+
+    /// No smoothing: [`Smoother::show`] gives the prediction as it is.
+    pub fn off() -> Self {
+        Self::new(Duration::ZERO)
+    }
+
+    /// Switches smoothing on (a non-zero half-life) or off (zero) from now on.
+    pub fn set_half_life(&mut self, half_life: Duration) {
+        self.half_life = half_life;
+        if half_life.is_zero() {
+            self.offset = T::default();
+        }
+    }
+
+    /// Corrections larger than `distance` snap at once (a respawn or teleport is not
+    /// smoothed across the map).
+    pub fn snap_beyond(mut self, distance: f32) -> Self {
+        self.snap_beyond = Some(distance);
+        self
+    }
+
+    /// The prediction moved from `before` to `after` for the same moment (what the client
+    /// drew, and what reconciling with the server's state gives): the drawn value keeps to
+    /// `before` and fades towards the prediction.
+    pub fn correct(&mut self, before: T, after: T) {
+        if self.half_life.is_zero() {
+            return;
+        }
+        let offset = self.offset + (before - after);
+        self.offset = if self.snap_beyond.is_some_and(|d| offset.size() > d) { T::default() } else { offset };
+    }
+
+    /// What to draw at `now` for the current prediction: `predicted` plus what is left of
+    /// the corrections.
+    pub fn show(&mut self, now: Duration, predicted: T) -> T {
+        if self.half_life.is_zero() {
+            return predicted;
+        }
+        if let Some(last) = self.last {
+            let halves = now.saturating_sub(last).as_secs_f32() / self.half_life.as_secs_f32();
+            self.offset = self.offset * 0.5_f32.powf(halves);
+        }
+        self.last = Some(now);
+        predicted + self.offset
+    }
+
+    /// What is left of the corrections.
+    pub fn offset(&self) -> T {
+        self.offset
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn smoothing_fades_a_correction_without_lagging_motion_and_can_be_off() {
+        let mut s = Smoother::new(Duration::from_millis(100));
+        let ms = Duration::from_millis;
+        // Moving at 1 unit a millisecond; a correction of 5 at t = 0.
+        s.correct(glam::Vec2::ZERO, glam::Vec2::new(5.0, 0.0));
+        assert_eq!(s.show(ms(0), glam::Vec2::new(5.0, 0.0)), glam::Vec2::ZERO);
+        let at = s.show(ms(100), glam::Vec2::new(105.0, 0.0));
+        assert!((at.x - 102.5).abs() < 1e-3, "half the error left, the motion whole: {at}");
+        let at = s.show(ms(1000), glam::Vec2::new(1005.0, 0.0));
+        assert!((at.x - 1005.0).abs() < 0.01, "faded: {at}");
+        // A teleport snaps.
+        let mut s = Smoother::new(ms(100)).snap_beyond(10.0);
+        s.correct(0.0_f32, 50.0);
+        assert_eq!(s.show(ms(0), 50.0), 50.0);
+        // Off: the prediction as it is.
+        let mut s = Smoother::off();
+        s.correct(0.0_f32, 5.0);
+        assert_eq!(s.show(ms(0), 5.0), 5.0);
+    }
 
     #[test]
     fn replays_only_what_the_server_has_not_applied() {

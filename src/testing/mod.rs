@@ -30,8 +30,10 @@ pub struct StepClient {
     pub client: GameClient,
     /// Its (virtual) address.
     pub addr: SocketAddr,
-    /// The input it sends every tick.
-    pub input: Vec<u8>,
+    /// The input it sends every tick; `None` (the default) sends none: the client then
+    /// acknowledges snapshots and sends its messages ([`GameClient::send_without_input`]),
+    /// and the world hears no input from it.
+    pub input: Option<Vec<u8>>,
     up: LinkConditioner,
     down: LinkConditioner,
 }
@@ -185,7 +187,7 @@ impl<W: World> Stepper<W> {
         self.clients.push(StepClient {
             client,
             addr: SocketAddr::from(([10, 0, 1, (i % 250) as u8], 50_000 + i as u16)),
-            input: Vec::new(),
+            input: None,
             up: LinkConditioner::new(profile, seed),
             down: LinkConditioner::new(profile, seed.rotate_left(29)),
         });
@@ -309,15 +311,20 @@ impl<W: World> Stepper<W> {
     }
 
     /// Advances one tick: deliver what arrived, clients send, the world ticks, every player
-    /// gets its snapshot. Each client sends its [`StepClient::input`].
+    /// gets its snapshot. Each client sends its [`StepClient::input`], if it has one.
     pub fn step(&mut self) {
-        self.step_with(|_, c, _| c.input.clone());
+        self.step_each(|_, c, _| c.input.clone());
     }
 
     /// [`Stepper::step`], each client's input made by `input(index, client, now)` at the
     /// moment it is sent, after that tick's datagrams arrived: `client.client.playback(now)`
     /// then shows what the player sees as it acts.
     pub fn step_with(&mut self, mut input: impl FnMut(usize, &mut StepClient, Duration) -> Vec<u8>) {
+        self.step_each(|i, c, now| Some(input(i, c, now)));
+    }
+
+    /// [`Stepper::step_with`], where `None` sends no input (as [`StepClient::input`]).
+    fn step_each(&mut self, mut input: impl FnMut(usize, &mut StepClient, Duration) -> Option<Vec<u8>>) {
         self.now += self.sim.dt();
         self.deliver_due();
         let now = self.now;
@@ -325,8 +332,10 @@ impl<W: World> Stepper<W> {
             let c = &mut self.clients[i];
             let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
             c.client.update(now, &mut wire);
-            let input = input(i, c, now);
-            c.client.send_input(now, &input, &mut wire);
+            match input(i, c, now) {
+                Some(input) => c.client.send_input(now, &input, &mut wire),
+                None => c.client.send_without_input(now, &mut wire),
+            }
             self.send_from_client(i, wire);
         }
         // Datagrams with no delay arrive within the same tick.

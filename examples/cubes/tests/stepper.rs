@@ -42,7 +42,7 @@ fn run(physics: bool, ticks: u32) -> Run {
     let mut run = Run { bytes: 0, checked: 0, exact: 0, max_staleness: 0 };
     let mut last_checked = 0;
     for frame in 0..ticks {
-        s.clients[0].input = CubeWorld::input_for(CubeScene::autopilot(frame)).to_vec();
+        s.clients[0].input = Some(CubeWorld::input_for(CubeScene::autopilot(frame)).to_vec());
         s.step();
         history.insert(s.tick(), s.last_snapshot().cloned().unwrap());
         history.retain(|t, _| *t + 200 > s.tick());
