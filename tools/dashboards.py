@@ -161,7 +161,8 @@ def bandwidth():
     b.row("Traffic")
     b.panel("Egress by kind", "Bps", [q(f"sum by (kind) (rate(volley_sent_bytes_total{{{SEL}}}[{RI}]))", "{{kind}}")],
             "Bytes per second sent: snapshot sections, the rest of payload packets (acks, messages, events), "
-            "and netcode control (headers, keep-alives, handshakes).")
+            "netcode control packets (keep-alives, handshakes, goodbyes, disconnects), and the per-datagram "
+            "overhead of payload packets (netcode header and encryption tag).")
     b.panel("Ingress by kind", "Bps",
             [q(f"sum by (kind) (rate(volley_received_bytes_total{{{SEL}}}[{RI}]))", "{{kind}}")],
             "Bytes per second received: inputs and control packets.")
@@ -202,8 +203,8 @@ def bandwidth():
             "Actors that failed and were cleaned up (the rest of the server carries on).", w=8)
     b.panel("Entities", "none", [q(f"sum(volley_entities{{{SEL}}})", "entities")],
             "Entities in the newest world snapshot.", w=8)
-    b.panel("Process CPU", "percentunit", [q(f"sum(rate(process_cpu_seconds_total{{{SEL}}}[{RI}]))", "cores")],
-            "CPU used by the server process (1.0 = one core).", w=8)
+    b.panel("Process CPU (cores)", "short", [q(f"sum(rate(process_cpu_seconds_total{{{SEL}}}[{RI}]))", "cores")],
+            "CPU used by the server process, in cores (1 = one core busy; 2 = two).", w=8)
     b.panel("Process memory", "bytes", [q(f"sum(process_resident_memory_bytes{{{SEL}}})", "resident")],
             "Resident memory of the server process.", w=8)
     b.panel("Build", "none", [q(f"max by (version) (volley_build_info{{{SEL}}})", "{{version}}")],

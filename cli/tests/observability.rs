@@ -80,7 +80,7 @@ async fn metrics_are_live_and_pass_promtool_and_players_has_one_row_each() {
     assert!(!text.contains("127.0.0.1"), "no address ever becomes a label");
 
     // The sum of bytes by kind is every byte sent.
-    let kinds: f64 = ["snapshot", "reliable", "control"]
+    let kinds: f64 = ["snapshot", "reliable", "control", "overhead"]
         .iter()
         .map(|k| metric_value(&text, &format!("volley_sent_bytes_total{{kind=\"{k}\"}}")).unwrap())
         .sum();

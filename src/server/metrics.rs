@@ -75,9 +75,11 @@ pub enum SentKind {
     Snapshot = 0,
     /// The rest of payload packets: reliable messages, events, acks and framing.
     Reliable = 1,
-    /// Netcode packets and headers: keep-alives, disconnects, handshake replies, encryption
-    /// overhead.
+    /// Netcode control packets: keep-alives, disconnects, handshake replies, goodbyes.
     Control = 2,
+    /// What each payload datagram costs beyond its payload: the netcode header and the
+    /// encryption tag.
+    Overhead = 3,
 }
 
 /// What a received datagram carried.
@@ -92,7 +94,7 @@ pub enum ReceivedKind {
     Rejected = 2,
 }
 
-const SENT_KINDS: [&str; 3] = ["snapshot", "reliable", "control"];
+const SENT_KINDS: [&str; 4] = ["snapshot", "reliable", "control", "overhead"];
 const RECEIVED_KINDS: [&str; 3] = ["input", "control", "rejected"];
 
 /// Labels of `volley_player_packets_dropped_total`: every netcode drop reason, then
@@ -252,17 +254,31 @@ impl std::fmt::Debug for Histograms {
     }
 }
 
-/// Buckets around the 16.7 ms tick budget (60 Hz), in seconds.
-pub const TICK_BUCKETS: &[f64] =
-    &[0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.0125, 0.0167, 0.025, 0.05, 0.1, 0.25];
+/// Buckets around the 16.7 ms tick budget (60 Hz), in seconds, down to 10 µs (a light
+/// tick's median is not in the first bucket); [`ServerMetrics::with_tick_rate`] puts one
+/// at the tick period itself.
+pub const TICK_BUCKETS: &[f64] = &[
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.0125, 0.0167, 0.025, 0.05, 0.1,
+    0.25,
+];
 /// Buckets for round-trip times and input delays, in seconds.
 pub const RTT_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0];
 /// Buckets for jitter, in seconds.
 pub const JITTER_BUCKETS: &[f64] = &[0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.1, 0.2];
 /// Buckets for loss ratios.
 pub const LOSS_BUCKETS: &[f64] = &[0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0];
-/// Buckets for baseline age, in seconds (1 to 64 ticks at 60 Hz).
-pub const BASELINE_BUCKETS: &[f64] = &[0.017, 0.034, 0.05, 0.067, 0.1, 0.134, 0.2, 0.3, 0.5, 1.0, 2.0];
+/// Baseline ages, in ticks, that get a narrow bucket of their own (a baseline age is a whole
+/// number of ticks; a bucket edge on it would put its quantiles half a tick low).
+const BASELINE_TICKS: [f64; 10] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0];
+
+/// Bucket edges for the tick period `p` (seconds): `base` plus `extra` multiples of `p`,
+/// sorted, repeats dropped.
+fn with_period(base: &[f64], p: f64, extra: &[f64]) -> Vec<f64> {
+    let mut v: Vec<f64> = base.iter().copied().chain(extra.iter().map(|k| k * p)).collect();
+    v.sort_by(f64::total_cmp);
+    v.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
+    v
+}
 /// Buckets for snapshot sizes, in bytes.
 pub const SIZE_BUCKETS: &[f64] = &[8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 1200.0];
 
@@ -402,7 +418,7 @@ pub struct ServerMetrics {
     pub(crate) receive_calls: AtomicU64,
     /// System calls that sent snapshot datagrams (each sends up to a batch).
     pub(crate) send_calls: AtomicU64,
-    sent: [[AtomicU64; 2]; 3],
+    sent: [[AtomicU64; 2]; SENT_KINDS.len()],
     received: [[AtomicU64; 2]; 3],
     player_drops: [AtomicU64; PLAYER_DROPS],
     ends: [AtomicU64; END_REASONS.len()],
@@ -447,17 +463,35 @@ fn key(name: &'static str, labels: &[(&'static str, &'static str)]) -> Key {
 }
 
 impl ServerMetrics {
-    /// Empty figures with their own Prometheus recorder.
+    /// Empty figures with their own Prometheus recorder, for a 60 Hz server.
     pub fn new() -> Self {
+        Self::with_tick_rate(60)
+    }
+
+    /// Empty figures for a server ticking `tick_rate_hz` times a second: the histograms
+    /// whose values sit on or near whole ticks get bucket edges at the tick period (a tick's
+    /// duration against its budget; an input's delay, at most one period when healthy) or
+    /// narrow buckets around whole ticks (a snapshot's baseline age), so their quantiles
+    /// read true rather than at a bucket's interpolated middle.
+    pub fn with_tick_rate(tick_rate_hz: u16) -> Self {
+        let p = 1.0 / f64::from(tick_rate_hz.max(1));
+        let tick = with_period(TICK_BUCKETS, p, &[1.0]);
+        let input_delay = with_period(
+            &[0.0005, 0.001, 0.002, 0.004, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.0],
+            p,
+            &[0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0],
+        );
+        let around: Vec<f64> = BASELINE_TICKS.iter().flat_map(|k| [k - 0.05, k + 0.05]).collect();
+        let baseline = with_period(&[], p, &around);
         let mut b = PrometheusBuilder::new();
-        b = buckets(b, "volley_tick_duration_seconds", TICK_BUCKETS);
-        b = buckets(b, "volley_tick_lateness_seconds", TICK_BUCKETS);
+        b = buckets(b, "volley_tick_duration_seconds", &tick);
+        b = buckets(b, "volley_tick_lateness_seconds", &tick);
         b = buckets(b, "volley_rtt_seconds", RTT_BUCKETS);
         b = buckets(b, "volley_jitter_seconds", JITTER_BUCKETS);
         b = buckets(b, "volley_packet_loss_ratio", LOSS_BUCKETS);
-        b = buckets(b, "volley_snapshot_baseline_age_seconds", BASELINE_BUCKETS);
-        b = buckets(b, "volley_input_delay_seconds", RTT_BUCKETS);
-        b = buckets(b, "volley_input_effect_seconds", TICK_BUCKETS);
+        b = buckets(b, "volley_snapshot_baseline_age_seconds", &baseline);
+        b = buckets(b, "volley_input_delay_seconds", &input_delay);
+        b = buckets(b, "volley_input_effect_seconds", &tick);
         b = buckets(b, "volley_input_view_age_seconds", RTT_BUCKETS);
         b = buckets(b, "volley_snapshot_size_bytes", SIZE_BUCKETS);
         let recorder = b.build_recorder();
@@ -1139,4 +1173,52 @@ fn fix_cpu_seconds(text: String) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod bucket_tests {
+    use super::*;
+
+    /// `histogram_quantile`'s reading of `name`: the bucket `(lo, hi]` its `q` quantile
+    /// falls in, from the rendered text.
+    fn quantile_bucket(text: &str, name: &str, q: f64) -> (f64, f64) {
+        let prefix = format!("{name}_bucket{{le=\"");
+        let buckets: Vec<(f64, f64)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix(&prefix))
+            .filter_map(|rest| {
+                let (le, n) = rest.split_once("\"} ")?;
+                Some((if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? }, n.trim().parse().ok()?))
+            })
+            .collect();
+        let total = buckets.last().map_or(0.0, |b| b.1);
+        let i = buckets.iter().position(|(_, n)| *n >= q * total).unwrap_or(0);
+        (if i == 0 { 0.0 } else { buckets[i - 1].0 }, buckets[i].0)
+    }
+
+    #[test]
+    fn whole_tick_values_fall_in_narrow_buckets_at_any_tick_rate() {
+        for hz in [60u16, 30, 20] {
+            let m = ServerMetrics::with_tick_rate(hz);
+            let p = Duration::from_secs(1) / u32::from(hz);
+            for _ in 0..100 {
+                m.record_snapshot(10, 20, Some(p));
+                m.record_tick(Duration::from_micros(30), Duration::ZERO);
+                m.record_input_delay(p / 2);
+            }
+            m.upkeep();
+            let text = m.render();
+            let (lo, hi) = quantile_bucket(&text, "volley_snapshot_baseline_age_seconds", 0.5);
+            let tick = p.as_secs_f64();
+            assert!(lo < tick && tick <= hi && hi - lo <= 0.1 * tick + 1e-9, "{hz} Hz: a one-tick age in ({lo}, {hi}]");
+            let (lo, hi) = quantile_bucket(&text, "volley_tick_duration_seconds", 0.5);
+            assert!(lo > 0.0 && hi <= 0.00005, "a 30 us tick's median is not in the first bucket: ({lo}, {hi}]");
+            let edge = text
+                .lines()
+                .filter_map(|l| l.strip_prefix("volley_input_delay_seconds_bucket{le=\""))
+                .filter_map(|r| r.split_once('"')?.0.parse::<f64>().ok())
+                .any(|le| (le - tick).abs() < 1e-9);
+            assert!(edge, "{hz} Hz: an input-delay bucket edge at the tick period");
+        }
+    }
 }

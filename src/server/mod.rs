@@ -371,7 +371,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     let addr = socket.local_addr().map_err(|e| StartError::Bind(config.bind, e))?;
     size_buffers(&socket, config.socket_buffer_bytes);
     let public = config.public_addr.unwrap_or(addr);
-    let metrics = Arc::new(ServerMetrics::default());
+    let metrics = Arc::new(ServerMetrics::with_tick_rate(config.tick_rate_hz));
     metrics.slots.store(config.max_players as u64, std::sync::atomic::Ordering::Relaxed);
     let mut admin_addr = None;
     let listener = match config.admin_addr {

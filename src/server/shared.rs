@@ -472,7 +472,7 @@ impl PlayerShared {
             let frame = (sent.frame_bytes as u64).clamp(snapshot, tx.bytes);
             m.record_sent(SentKind::Snapshot, tx.sent, snapshot);
             m.record_sent_bytes(SentKind::Reliable, frame - snapshot);
-            m.record_sent_bytes(SentKind::Control, tx.bytes - frame);
+            m.record_sent_bytes(SentKind::Overhead, tx.bytes - frame);
         }
         let age = sent.encode.baseline.map(|b| sent.tick.wrapping_sub(b));
         m.record_snapshot(sent.encode.bytes, sent.frame_bytes, age.map(|t| env.tick_period * t));
