@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use volley::prelude::*;
-use volley::server::session::MAX_CLIENT_MESSAGES_PER_TICK;
+use volley::server::MAX_CLIENT_MESSAGES_PER_TICK;
 
 /// What the world heard: (player, message, reliable), and inputs per player.
 type Heard = Arc<Mutex<(Vec<(PlayerId, String, bool)>, Vec<(PlayerId, u64)>)>>;

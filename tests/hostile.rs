@@ -13,8 +13,8 @@ use volley::protocol::netcode::DropReason;
 use volley::protocol::netcode::client::ClientState;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::snapshot::{Schema, SnapshotBuilder};
+use volley::server::PacketDrop;
 use volley::server::metrics::ReceivedKind;
-use volley::server::session::PacketDrop;
 use volley::server::{PlayerId, ServerConfig, World, unix_now};
 
 const KEY: [u8; 32] = [9; 32];

@@ -91,7 +91,7 @@
 //! | --- | --- | --- |
 //! | [`Endpoint`](crate::protocol::netcode::server::Endpoint) | handshake, rate limits (per address, total, pending per IP), slots, routing of each address to its connection | socket actor, stepper, `endpoint` and `netcode_server` fuzz targets, interop and rules tests |
 //! | [`Connection`](crate::protocol::netcode::server::Connection) | one client's keys, replay window, packet budget (charged only for what authenticates), timeouts | the player's session |
-//! | [`session::PlayerSession`] | one player's connection, reliability, snapshot history, input de-duplication | player actor, socket actor and fan-out (through `shared::PlayerShared`), stepper |
+//! | `session::PlayerSession` | one player's connection, reliability, snapshot history, input de-duplication | player actor, socket actor and fan-out (through `shared::PlayerShared`), stepper |
 //! | `shared::PlayerShared` | what the player actor, the socket actor and the fan-out share of one player (session lock, inbox, queued datagrams, poisoned and cut-off flags, figures), and the rules for each, as `try_take_datagram` / `try_send_snapshot` calls that return `Direct::{Done, Busy, Tell}` | socket actor, fan-out, player actor |
 //! | `simulation::Simulation` | one tick: inputs in order, `World::tick`, messages, the snapshot against the previous | world actor, stepper |
 //!
@@ -117,7 +117,7 @@ pub mod lagcomp;
 pub mod metrics;
 pub(crate) mod player;
 pub mod scrape;
-pub mod session;
+pub(crate) mod session;
 pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
@@ -131,6 +131,10 @@ use ractor::{Actor, ActorRef};
 use tokio::net::UdpSocket;
 
 pub use metrics::ServerMetrics;
+pub use session::{
+    FLOOD_MEMORY_TICKS, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES_PER_TICK,
+    MAX_FLOODING_TICKS, MessageDrops, PacketDrop,
+};
 pub use world::{Audience, Everything, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Relevancy, World, WorldFault};
 
 use crate::protocol::netcode::Key;

@@ -73,14 +73,14 @@ pub const MAX_FLOODING_TICKS: u32 = 60;
 /// Ticks without overflow after which a client's flooding is forgotten.
 pub const FLOOD_MEMORY_TICKS: u64 = 60;
 
-/// How long the server repeats its goodbye ([`PlayerSession::close`]) before it sends the
+/// How long the server repeats its goodbye (`PlayerSession::close`) before it sends the
 /// netcode disconnect packets anyway.
 pub const GOODBYE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How often the goodbye is repeated while the client has not answered.
 pub const GOODBYE_RESEND: Duration = Duration::from_millis(100);
 
-/// Client messages [`PlayerSession::take_messages`] dropped.
+/// Client messages the server dropped (`PlayerSession::take_messages`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MessageDrops {
     /// Past [`MAX_CLIENT_MESSAGES_PER_TICK`] in one tick.
@@ -418,12 +418,4 @@ impl PlayerSession {
         let _ = self.connection.send_payload(now, &b[..n], tx);
     }
 
-    /// Tells the client the connection is over at once, with the netcode disconnect packets
-    /// and no reason ([`PlayerSession::close`] says why first).
-    /// No snapshot is sent after it (a fan-out chain may still pass the session before
-    /// its actor has stopped).
-    pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {
-        self.connection.disconnect(now, tx);
-        self.closed = true;
-    }
 }

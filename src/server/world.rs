@@ -139,7 +139,7 @@ pub struct Outbox {
 impl Outbox {
     /// Disconnects `player`, telling its client why: its
     /// [`GameClient::ended`](crate::client::GameClient::ended) reads
-    /// [`SessionEnd::Kicked`](crate::protocol::session::SessionEnd::Kicked) with `reason` (at
+    /// [`SessionEnd::Kicked`] with `reason` (at
     /// most [`MAX_KICK_TEXT_BYTES`](crate::protocol::session::MAX_KICK_TEXT_BYTES), cut at a
     /// character boundary). The messages queued for it before the kick go first; it gets no
     /// snapshot after this tick, nothing it sends reaches the world any more, and
@@ -224,9 +224,9 @@ pub trait World: Send + 'static {
     /// `send_message` reliably, `send_event_message` as an event; decode it with
     /// `postcard::from_bytes` into the same type), in the order it arrived among the player's
     /// inputs, before the tick. Ignored by default. At most
-    /// [`MAX_CLIENT_MESSAGES_PER_TICK`](crate::server::session::MAX_CLIENT_MESSAGES_PER_TICK)
+    /// [`MAX_CLIENT_MESSAGES_PER_TICK`](crate::server::MAX_CLIENT_MESSAGES_PER_TICK)
     /// a player and tick, none over
-    /// [`MAX_CLIENT_MESSAGE_BYTES`](crate::server::session::MAX_CLIENT_MESSAGE_BYTES): the rest
+    /// [`MAX_CLIENT_MESSAGE_BYTES`](crate::server::MAX_CLIENT_MESSAGE_BYTES): the rest
     /// is dropped and counted (`volley_client_messages_dropped_total`).
     fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
         let _ = (player, message, reliable);

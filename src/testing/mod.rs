@@ -1,6 +1,6 @@
 //! Deterministic end-to-end testing: a server and its clients stepped one tick at a time in
 //! memory, on a virtual clock, through link conditioners — no threads, sockets or wall clock.
-//! The same sans-IO pieces as the actor server run here (handshake, [`PlayerSession`],
+//! The same sans-IO pieces as the actor server run here (handshake, `PlayerSession`,
 //! [`World`]); only the actors' message passing is replaced by direct calls.
 
 use std::collections::BTreeMap;
@@ -494,9 +494,8 @@ mod tests {
         }
     }
 
-    /// The actor server keeps a disconnected player's session until its actor has stopped,
-    /// and a fan-out chain may pass it before then: it must send nothing after the
-    /// disconnect packets.
+    /// The actor server keeps a closing player's session until its actor has stopped, and a
+    /// fan-out chain may pass it before then: it must send no snapshot after the goodbye.
     #[test]
     fn a_disconnected_session_sends_no_snapshot() {
         let mut stepper = Stepper::new(Dots::default(), 60, 4);
@@ -513,9 +512,9 @@ mod tests {
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         assert!(session.on_snapshot(now, &next, None, &mut wire).is_some(), "a connected player gets snapshots");
         wire.clear();
-        session.disconnect(now, &mut wire);
+        session.close(now, SessionEnd::ShuttingDown, &mut wire);
         let told = wire.len();
-        assert!(told > 0, "the disconnect packets went out");
+        assert!(told > 0, "the goodbye went out");
         assert!(session.on_snapshot(now, &after, None, &mut wire).is_none());
         assert_eq!(wire.len(), told, "nothing after the disconnect packets");
     }
