@@ -135,7 +135,9 @@ pub use session::{
     FLOOD_MEMORY_TICKS, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES_PER_TICK,
     MAX_FLOODING_TICKS, MessageDrops, PacketDrop,
 };
-pub use world::{Audience, Everything, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Relevancy, World, WorldFault};
+pub use world::{
+    Audience, Everything, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Relevancy, World, WorldFault, decode_message,
+};
 
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::server::EndpointConfig;

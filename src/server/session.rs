@@ -417,5 +417,4 @@ impl PlayerSession {
         let n = Control::Goodbye(c.end.clone()).encode(&mut b);
         let _ = self.connection.send_payload(now, &b[..n], tx);
     }
-
 }

@@ -122,6 +122,24 @@ pub enum Audience {
     Player(PlayerId),
 }
 
+/// Decodes a message a client sent with `channel().send_message(&value)` (or
+/// `send_event_message`), as [`World::message`] receives it, into the same type.
+///
+/// ```
+/// #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+/// struct Chat(String);
+/// # let bytes = postcard::to_allocvec(&Chat("gg".into())).unwrap();
+/// let chat: Chat = volley::server::decode_message(&bytes).expect("a chat line");
+/// assert_eq!(chat, Chat("gg".into()));
+/// ```
+///
+/// # Errors
+/// When the bytes are not a `T` (a client of another version, or a hostile one): skip the
+/// message.
+pub fn decode_message<T: serde::de::DeserializeOwned>(message: &[u8]) -> Result<T, postcard::Error> {
+    postcard::from_bytes(message)
+}
+
 /// A message the world sends: audience, bytes, reliable.
 pub(crate) type Outgoing = (Audience, bytes::Bytes, bool);
 

@@ -1,0 +1,70 @@
+//! The whole game in the deterministic stepper: four named players on a lossy link chase
+//! each other; tags, chat and the scoreboard reach everyone in the same order; a player who
+//! swears and one who idles are kicked and read why; the final scoreboard keeps everyone.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use volley::prelude::*;
+use volley_tag::{BANNED_WORD, TagInput, TagWorld, ToClient, ToServer, steer, user_data_for};
+
+const NAMES: [&str; 4] = ["ada", "bo", "cy", "dee"];
+
+#[test]
+fn a_match_of_tag_in_the_stepper() {
+    let mut s = Stepper::new(TagWorld::default(), 60, 8);
+    let ms = std::time::Duration::from_millis;
+    let link = LinkProfile { latency: ms(30), jitter: ms(5), loss: 0.02, burst: None };
+    for (i, name) in NAMES.iter().enumerate() {
+        s.add_client_with(link, i as u64 + 1, user_data_for(name));
+    }
+    let mut heard: Vec<Vec<ToClient>> = vec![Vec::new(); NAMES.len()];
+    for tick in 0..60 * 40 {
+        if tick == 120 {
+            s.clients[0].client.channel().send_message(&ToServer::Chat("hello, all".into())).unwrap();
+        }
+        if tick == 600 {
+            s.clients[3].client.channel().send_message(&ToServer::Chat(format!("well {BANNED_WORD}"))).unwrap();
+        }
+        // Client 2 stops steering after five seconds: an idle player.
+        s.step_with(|i, c, now| {
+            if i == 2 && tick > 300 { TagInput::default() } else { steer(&c.client, now) }.to_bytes().to_vec()
+        });
+        for (i, c) in s.clients.iter_mut().enumerate() {
+            while let Some(m) = c.client.channel().recv_message::<ToClient>() {
+                heard[i].push(m.unwrap());
+            }
+        }
+    }
+    // The kicks, with their reasons.
+    assert_eq!(s.clients[3].client.ended(), Some(SessionEnd::Kicked("language".into())));
+    assert_eq!(s.clients[2].client.ended(), Some(SessionEnd::Kicked("idle for 10 s".into())));
+    assert!(s.clients[0].client.ended().is_none() && s.clients[1].client.ended().is_none());
+    assert_eq!(s.players(), 2);
+
+    // Everyone who stayed heard the chat, under the sender's name, and the same tags in the
+    // same order; the tags happened.
+    let chat = ToClient::Chat { from: "ada".into(), text: "hello, all".into() };
+    let tags = |h: &[ToClient]| h.iter().filter(|m| matches!(m, ToClient::Tagged { .. })).cloned().collect::<Vec<_>>();
+    for h in &heard[..2] {
+        assert!(h.contains(&chat), "the chat line");
+    }
+    assert!(!heard[3].iter().any(|m| matches!(m, ToClient::Chat { text, .. } if text.contains(BANNED_WORD))));
+    assert_eq!(tags(&heard[0]), tags(&heard[1]));
+    assert!(!tags(&heard[0]).is_empty(), "somebody was tagged in 40 s");
+    // The scoreboard: names from the tokens, once a second.
+    let Some(ToClient::Scores(last)) = heard[0].iter().rev().find(|m| matches!(m, ToClient::Scores(_))) else {
+        panic!("no scoreboard")
+    };
+    let mut names: Vec<&str> = last.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["ada", "bo"]);
+    assert!(heard[0].iter().filter(|m| matches!(m, ToClient::Scores(_))).count() >= 35);
+
+    // Shutting down: the last two are told, and the final scoreboard keeps all four.
+    s.shutdown();
+    assert_eq!(s.clients[0].client.ended(), Some(SessionEnd::ShuttingDown));
+    let last = s.world.final_scores.as_ref().unwrap();
+    let mut names: Vec<&str> = last.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, NAMES);
+    assert_eq!(last.iter().map(|s| s.tags).sum::<u32>() as usize, tags(&heard[0]).len());
+}
