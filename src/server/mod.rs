@@ -1,4 +1,25 @@
-//! The actor server: thin ractor shells around the sans-IO protocol core.
+//! The server: what a game writes, and the actors that run it.
+//!
+//! # What a game writes
+//!
+//! | item | what it is |
+//! | --- | --- |
+//! | [`World`] | your simulation: `join_with`/`leave`, `input`/`input_viewed`, `message`, `tick`, `messages`, `snapshot`, `relevancy`, `shutdown` (called in that order, documented on the trait) |
+//! | [`Outbox`] | what the world sends after a tick: reliable messages and events to [`Audience::All`] or one player, and kicks ([`Outbox::kick`], with the reason the client reads) |
+//! | [`decode_message`] | a client's typed message, as [`World::message`] receives it |
+//! | [`JoinInfo`], [`PlayerId`] | who joined (the connect token's client id and user data), and its id |
+//! | [`Relevancy`], [`Everything`] | who sees what |
+//! | [`ServerConfig`], [`start`], [`ServerHandle`] | running it: `start(config, world).await`, then `shutdown().await` |
+//! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
+//! | [`lagcomp`] | a history to judge inputs against what the client saw |
+//! | [`metrics`], [`admin`], [`scrape`] | for operators: Prometheus figures, the admin listener, reading `/metrics` |
+//!
+//! `volley::prelude` re-exports the first rows; the guide is the README's "Writing your own
+//! world", and `examples/tag` a complete game. Everything below is how it runs.
+//!
+//! # The actors
+//!
+//! Thin ractor shells around the sans-IO protocol core:
 //!
 //! ```text
 //!            UDP                                 each tick
