@@ -19,7 +19,9 @@ use crate::protocol::input::{REDUNDANT_INPUTS, ViewTime, write_input_packet};
 use crate::protocol::netcode::client::{Client as NetcodeClient, ClientState};
 use crate::protocol::netcode::token::ConnectToken;
 use crate::protocol::netcode::{MAX_PAYLOAD_BYTES, Transmit};
+use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
 use crate::protocol::reliability::{Channel, ChannelConfig};
+use crate::protocol::scoreboard::Scoreboard;
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{EntityId, Replicate, Schema, SnapshotReceiver, WorldSnapshot};
 pub use playback::{Playback, PlaybackClock};
@@ -89,6 +91,11 @@ pub struct GameClient {
     /// The server said goodbye (or refused): answer with the netcode disconnect at the next
     /// [`GameClient::update`].
     leaving: bool,
+    /// The framework's channel (the scoreboard), once the server has used it, and whether
+    /// an acknowledgement on it is due.
+    system: Option<Box<Channel>>,
+    system_ack_due: bool,
+    scoreboard: Scoreboard,
 }
 
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
@@ -124,7 +131,18 @@ impl GameClient {
             applied: [None; 64],
             ended: None,
             leaving: false,
+            system: None,
+            system_ack_due: false,
+            scoreboard: Scoreboard::default(),
         }
+    }
+
+    /// The scoreboard, when the game has the built-in one
+    /// ([`World::scoreboard_columns`](crate::server::World::scoreboard_columns)): every
+    /// player's name, the world's score fields and the player's ping, updated twice a
+    /// second. Empty until the first board arrives.
+    pub fn scoreboard(&self) -> &Scoreboard {
+        &self.scoreboard
     }
 
     /// The connection state (netcode's, with its error states).
@@ -355,6 +373,13 @@ impl GameClient {
             return;
         }
         self.netcode.update(now, tx);
+        if std::mem::take(&mut self.system_ack_due)
+            && let Some(system) = &mut self.system
+        {
+            let mut out = [0u8; MAX_PAYLOAD_BYTES];
+            let n = system.build_packet(now, None, &mut out);
+            Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+        }
         if let Some(hello) = self.netcode.is_connected().then(|| self.session.poll_hello(now)).flatten() {
             let mut b = [0u8; MAX_CONTROL_BYTES];
             let n = hello.encode(&mut b);
@@ -367,6 +392,19 @@ impl GameClient {
         let payload = self.netcode.process(now, from, buf).ok()??;
         self.stats.packets_received += 1;
         self.stats.bytes_received += payload.len() as u64;
+        if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {
+            let system = self.system.get_or_insert_with(|| {
+                Box::new(Channel::new(ChannelConfig { frame_tag: SYSTEM_FRAME_TAG, ..ChannelConfig::default() }))
+            });
+            if system.receive(now, payload).is_ok() {
+                self.system_ack_due = true;
+                while let Some(update) = system.recv_reliable() {
+                    // A bad update leaves the board as it was (a hostile server's garbage).
+                    let _ = self.scoreboard.apply(&update);
+                }
+            }
+            return None;
+        }
         if payload.first() == Some(&CONTROL_FRAME) {
             if let Ok(c) = Control::decode(payload) {
                 if let Control::Goodbye(end) = &c {

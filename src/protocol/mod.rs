@@ -14,5 +14,6 @@ pub mod netcode;
 pub mod quant;
 pub mod range;
 pub mod reliability;
+pub mod scoreboard;
 pub mod session;
 pub mod snapshot;

@@ -12,6 +12,7 @@ use super::metrics::ServerMetrics;
 use super::player::PlayerMsg;
 use super::shared::{Direct, MAX_PENDING_MESSAGES, MessageBatch, PlayerRef, SnapshotEnv};
 use super::world::{AppliedInputs, Audience, PlayerId};
+use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::WorldSnapshot;
 use bytes::Bytes;
@@ -179,6 +180,8 @@ pub(crate) enum BroadcastMsg {
     Kick(PlayerId, String),
     /// Every player's session ends, for this reason (the world stopped).
     CloseAll(SessionEnd),
+    /// The scoreboard's rows, for its next update (the broadcaster adds each player's ping).
+    Board(Vec<ScoreRow>),
     /// Fails the broadcaster (supervision tests force each failure with these).
     #[doc(hidden)]
     InjectFault,
@@ -199,6 +202,8 @@ pub(crate) struct BroadcastArgs {
     pub batcher: Option<Arc<SnapshotBatcher>>,
     /// Wakes the player actors (shared with them: each wakes the next).
     pub fanout: Arc<FanOut>,
+    /// The scoreboard's columns (empty: the world has no scoreboard).
+    pub board_columns: Vec<String>,
 }
 
 /// The broadcaster's state: the players and the server's figures.
@@ -215,6 +220,8 @@ pub(crate) struct BroadcastState {
     /// shared batch (one cast per player, not one per message and player) when the tick's
     /// snapshot goes out, or earlier when anything else must keep its place after them.
     to_all: Vec<(Bytes, bool)>,
+    /// The scoreboard's updates, when the world has one.
+    board: Option<BoardSender>,
 }
 
 /// Leaves `to_all` in every player actor's inbox as one shared batch, without waking it:
@@ -262,6 +269,7 @@ impl Actor for Broadcaster {
             fanout: args.fanout,
             to_wake: Vec::new(),
             to_all: Vec::new(),
+            board: (!args.board_columns.is_empty()).then(|| BoardSender::new(args.board_columns)),
         })
     }
 
@@ -284,6 +292,19 @@ impl Actor for Broadcaster {
             }
             BroadcastMsg::Remove(p) => {
                 players.remove(&p);
+            }
+            BroadcastMsg::Board(rows) => {
+                let Some(sender) = &mut state.board else { return Ok(()) };
+                let ping = |p: PlayerId| {
+                    players
+                        .get(&p)
+                        .map_or(0, |r| (r.shared.figures.rtt_us.load(Ordering::Relaxed) / 1000).min(65_535) as u16)
+                };
+                let rows = rows.into_iter().map(|r| ScoreRow { ping_ms: ping(r.player), ..r });
+                let updates = Arc::new(sender.update(rows));
+                for p in players.values() {
+                    p.tell(PlayerMsg::Board(updates.clone()));
+                }
             }
             BroadcastMsg::CloseAll(end) => {
                 for p in players.values() {
@@ -544,6 +565,7 @@ mod tests {
             metrics: Arc::new(ServerMetrics::new()),
             batcher: None,
             fanout: Arc::new(FanOut::new(4, None)),
+            board_columns: Vec::new(),
         };
         Actor::spawn(None, Broadcaster, args).await.unwrap().0
     }

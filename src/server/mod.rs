@@ -430,8 +430,12 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         tick_period: Duration::from_secs(1) / u32::from(config.tick_rate_hz.max(1)),
     };
     let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(env.clone()));
-    let broadcast_args =
-        broadcaster::BroadcastArgs { metrics: metrics.clone(), batcher: Some(batcher.clone()), fanout: fanout.clone() };
+    let broadcast_args = broadcaster::BroadcastArgs {
+        metrics: metrics.clone(),
+        batcher: Some(batcher.clone()),
+        fanout: fanout.clone(),
+        board_columns: world.scoreboard_columns(),
+    };
     let (broadcaster, broadcaster_task) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;

@@ -24,6 +24,7 @@ use super::shared::{DatagramEnv, MessageBatch, PlayerRef, PlayerShared, Snapshot
 use super::socket::SocketCtl;
 use super::world::{InputQueue, JoinInfo, WorldMsg};
 use crate::protocol::netcode::DisconnectReason;
+use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::SessionEnd;
 use crate::transport::udp::UdpTx;
 
@@ -39,6 +40,8 @@ pub(crate) enum PlayerMsg {
     SnapshotReady(u32),
     /// Time to check timeouts and send keep-alives.
     Heartbeat,
+    /// The scoreboard's next update.
+    Board(Arc<BoardUpdates>),
     /// End the connection, telling the client why (the goodbye is repeated until the
     /// client answers or a second has passed; then the actor stops).
     Close(SessionEnd),
@@ -207,6 +210,7 @@ impl Actor for PlayerActor {
                     myself.stop(Some("connection over".into()));
                 }
             }
+            PlayerMsg::Board(updates) => session.queue_board(now, &updates, &mut tx),
             PlayerMsg::Close(end) => {
                 tracing::debug!(player = session.id(), reason = end.label(), "saying goodbye");
                 session.close(now, end, &mut tx);

@@ -11,7 +11,9 @@ use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
 use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
+use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
 use crate::protocol::reliability::{Channel, ChannelConfig, QueueError};
+use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
 use crate::protocol::snapshot::{
     EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender, WorldSnapshot,
@@ -143,7 +145,21 @@ pub struct PlayerSession {
     last_flood_round: u64,
     /// Set once the server closes the session: the goodbye in flight.
     closing: Option<Closing>,
+    /// The framework's own reliable channel (the scoreboard), once there is something for
+    /// it, with whether the client has been sent the whole board and when it last sent.
+    system: Option<Box<SystemChannel>>,
 }
+
+/// The framework's channel beside the game's.
+#[derive(Debug)]
+struct SystemChannel {
+    channel: Channel,
+    whole_board_sent: bool,
+    last_sent: Duration,
+}
+
+/// How often unacknowledged scoreboard updates are sent again, at most.
+const SYSTEM_RESEND: Duration = Duration::from_millis(200);
 
 impl std::fmt::Debug for dyn Relevancy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -211,6 +227,7 @@ impl PlayerSession {
             flooding_rounds: 0,
             last_flood_round: 0,
             closing: None,
+            system: None,
         }
     }
 
@@ -243,6 +260,13 @@ impl PlayerSession {
         if self.closing.is_some() {
             // Said goodbye: waiting for the client's disconnect, taking nothing more.
             return Incoming::Nothing;
+        }
+        if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {
+            // Acknowledgements on the framework's channel.
+            return match self.system.as_mut().map(|s| s.channel.receive(now, payload)) {
+                Some(Err(_)) => Incoming::Dropped(PacketDrop::Malformed),
+                _ => Incoming::Nothing,
+            };
         }
         if payload.first() == Some(&CONTROL_FRAME) {
             match Control::decode(payload) {
@@ -370,6 +394,13 @@ impl PlayerSession {
             return None;
         }
         let mut reason = self.connection.update(now, tx);
+        if let Some(s) = &mut self.system
+            && s.channel.unacked_messages() > 0
+            && now.saturating_sub(s.last_sent) >= SYSTEM_RESEND
+            && self.closing.is_none()
+        {
+            self.send_system(now, tx);
+        }
         if reason.is_none()
             && let Some(c) = &mut self.closing
         {
@@ -397,6 +428,41 @@ impl PlayerSession {
         }
         self.closing = Some(Closing { end, until: now + GOODBYE_TIMEOUT, next: now + GOODBYE_RESEND });
         self.send_goodbye(now, tx);
+    }
+
+    /// Queues the scoreboard's update for this client (the whole board the first time, then
+    /// each delta) on the framework's channel and sends it. Unacknowledged updates are sent
+    /// again by [`PlayerSession::heartbeat`].
+    pub fn queue_board(&mut self, now: Duration, updates: &BoardUpdates, tx: &mut impl Transmit) {
+        if !self.welcomed || self.closed || self.closing.is_some() {
+            return;
+        }
+        let s = self.system.get_or_insert_with(|| {
+            let config = ChannelConfig { frame_tag: SYSTEM_FRAME_TAG, ..ChannelConfig::default() };
+            Box::new(SystemChannel { channel: Channel::new(config), whole_board_sent: false, last_sent: now })
+        });
+        let update = if s.whole_board_sent { updates.delta.clone() } else { Some(updates.full.clone()) };
+        let Some(update) = update else { return };
+        // A client so far behind that the queue is full gets no more (its connection times
+        // out or recovers; the board is never worth more than the game).
+        if s.channel.send_reliable(update).is_ok() {
+            s.whole_board_sent = true;
+        }
+        self.send_system(now, tx);
+    }
+
+    fn send_system(&mut self, now: Duration, tx: &mut impl Transmit) {
+        let Some(s) = &mut self.system else { return };
+        s.last_sent = now;
+        let mut packet = [0u8; MAX_PAYLOAD_BYTES];
+        // A whole board may take several packets (fragments); at most 32 at once.
+        for _ in 0..32 {
+            let n = s.channel.build_packet(now, None, &mut packet);
+            let _ = self.connection.send_payload(now, &packet[..n], tx);
+            if !s.channel.has_due(now) {
+                break;
+            }
+        }
     }
 
     /// Why the server is closing this session, once [`PlayerSession::close`] was called.

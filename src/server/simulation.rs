@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::world::{JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
+use super::world::{BoardChange, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
 use crate::protocol::input::ViewTime;
+use crate::protocol::scoreboard::{ScoreRow, cut};
 use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
 
 /// One input on its way into a tick, however its shell holds it.
@@ -36,6 +37,13 @@ pub(crate) struct Stepped {
     pub snapshot: Option<Arc<WorldSnapshot>>,
     /// The messages the world sent this tick.
     pub outbox: Outbox,
+    /// The scoreboard's rows, when an update is due (pings 0: the shell knows them).
+    pub board: Option<Vec<ScoreRow>>,
+}
+
+/// Ticks between two scoreboard updates: half a second.
+fn board_every(dt: Duration) -> u32 {
+    (0.5 / dt.as_secs_f64().max(1e-6)).round().max(1.0) as u32
 }
 
 /// A world's tick count, players, the inputs it applied and its previous snapshot: what a
@@ -51,12 +59,24 @@ pub(crate) struct Simulation {
     joined: std::collections::BTreeSet<PlayerId>,
     /// Shut down: no more joins, leaves or ticks reach the world.
     shut_down: bool,
+    /// The scoreboard's rows (name, fields) by player, when the world has one.
+    board: Option<BTreeMap<PlayerId, (String, Vec<i32>)>>,
     previous: Option<Arc<WorldSnapshot>>,
     players: u64,
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
     faults: [u64; WorldFault::ALL.len()],
     /// Ticks in a row in which the world panicked.
     panicking: u32,
+}
+
+/// A player's name from its connect token's user data: the UTF-8 text before the first zero
+/// byte, or "player N".
+fn name_from_token(player: PlayerId, who: &JoinInfo) -> String {
+    let end = who.user_data.iter().position(|b| *b == 0).unwrap_or(who.user_data.len());
+    match std::str::from_utf8(&who.user_data[..end]) {
+        Ok(name) if !name.trim().is_empty() => cut(name, crate::protocol::scoreboard::MAX_NAME_BYTES),
+        _ => format!("player {player}"),
+    }
 }
 
 /// The world panicked in [`MAX_PANICKING_TICKS`] ticks in a row: it is stopped.
@@ -74,6 +94,7 @@ impl Simulation {
             applied: BTreeMap::new(),
             joined: std::collections::BTreeSet::new(),
             shut_down: false,
+            board: None,
             previous: None,
             players: 0,
             faults: [0; WorldFault::ALL.len()],
@@ -81,10 +102,19 @@ impl Simulation {
         }
     }
 
+    /// Keeps a scoreboard (the world has columns for one).
+    pub fn with_scoreboard(mut self, on: bool) -> Self {
+        self.board = on.then(BTreeMap::new);
+        self
+    }
+
     /// A player joined.
     pub fn join<W: World>(&mut self, world: &mut W, player: PlayerId, who: &JoinInfo) {
         if self.shut_down || !self.joined.insert(player) {
             return;
+        }
+        if let Some(b) = &mut self.board {
+            b.insert(player, (name_from_token(player, who), Vec::new()));
         }
         self.players += 1;
         self.guard(WorldFault::PanicInJoin, || world.join_with(player, who));
@@ -98,6 +128,9 @@ impl Simulation {
         }
         self.players = self.players.saturating_sub(1);
         self.applied.remove(&player);
+        if let Some(b) = &mut self.board {
+            b.remove(&player);
+        }
         self.guard(WorldFault::PanicInLeave, || world.leave(player));
     }
 
@@ -168,7 +201,7 @@ impl Simulation {
         mut applied: impl FnMut(&I, Option<ViewTime>),
     ) -> Result<Stepped, WorldStopped> {
         if self.shut_down {
-            return Ok(Stepped { snapshot: None, outbox: Outbox::default() });
+            return Ok(Stepped { snapshot: None, outbox: Outbox::default(), board: None });
         }
         self.tick += 1;
         let panics_before = self.panics();
@@ -211,7 +244,31 @@ impl Simulation {
         if self.panicking >= MAX_PANICKING_TICKS {
             return Err(WorldStopped(self.panicking));
         }
-        Ok(Stepped { snapshot, outbox })
+        let board = self.board_update(tick, outbox.take_board());
+        Ok(Stepped { snapshot, outbox, board })
+    }
+
+    /// Applies the world's scoreboard changes; the rows when an update is due.
+    fn board_update(&mut self, tick: u32, changes: Vec<(PlayerId, BoardChange)>) -> Option<Vec<ScoreRow>> {
+        let board = self.board.as_mut()?;
+        for (p, change) in changes {
+            let Some(row) = board.get_mut(&p) else { continue };
+            match change {
+                BoardChange::Fields(f) => row.1 = f,
+                BoardChange::Name(n) => row.0 = n,
+            }
+        }
+        tick.is_multiple_of(board_every(self.dt)).then(|| {
+            board
+                .iter()
+                .map(|(p, (name, fields))| ScoreRow {
+                    player: *p,
+                    name: name.clone(),
+                    fields: fields.clone(),
+                    ping_ms: 0,
+                })
+                .collect()
+        })
     }
 
     /// Panics caught so far, of every kind.

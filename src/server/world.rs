@@ -152,6 +152,17 @@ pub struct Outbox {
     items: Vec<Outgoing>,
     /// Players to disconnect, with the words their clients read.
     kicks: Vec<(PlayerId, String)>,
+    /// Scoreboard changes: a player's fields, or its name.
+    board: Vec<(PlayerId, BoardChange)>,
+}
+
+/// A change the world made to the scoreboard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum BoardChange {
+    /// Its score fields.
+    Fields(Vec<i32>),
+    /// Its name.
+    Name(String),
 }
 
 impl Outbox {
@@ -178,9 +189,28 @@ impl Outbox {
         self.kicks.push((player, reason.into()));
     }
 
+    /// Sets `player`'s score fields on the scoreboard, one per column the world named in
+    /// [`World::scoreboard_columns`] (missing ones are 0, extra ones dropped). They reach
+    /// every client with the board's next update (twice a second), and only if they changed.
+    pub fn set_score(&mut self, player: PlayerId, fields: &[i32]) {
+        self.board.push((player, BoardChange::Fields(fields.to_vec())));
+    }
+
+    /// Sets `player`'s name on the scoreboard (by default the text of its connect token's
+    /// user data up to the first zero byte, or "player N"; at most
+    /// [`MAX_NAME_BYTES`](crate::protocol::scoreboard::MAX_NAME_BYTES)).
+    pub fn set_name(&mut self, player: PlayerId, name: impl Into<String>) {
+        self.board.push((player, BoardChange::Name(name.into())));
+    }
+
     /// The queued messages (audience, bytes, reliable) and kicks, in the order queued.
     pub(crate) fn into_parts(self) -> (Vec<Outgoing>, Vec<(PlayerId, String)>) {
         (self.items, self.kicks)
+    }
+
+    /// Takes the scoreboard changes.
+    pub(crate) fn take_board(&mut self) -> Vec<(PlayerId, BoardChange)> {
+        std::mem::take(&mut self.board)
     }
 
     /// Queues a reliable message.
@@ -272,6 +302,14 @@ pub trait World: Send + 'static {
     /// [`SessionEnd::ShuttingDown`]: crate::protocol::session::SessionEnd::ShuttingDown
     /// [`ServerHandle::shutdown`]: crate::server::ServerHandle::shutdown
     fn shutdown(&mut self) {}
+    /// The scoreboard's columns, if the game wants the built-in scoreboard (none by
+    /// default): every player's name, these score fields ([`Outbox::set_score`]) and its
+    /// ping go to every client twice a second as a delta
+    /// ([`GameClient::scoreboard`](crate::client::GameClient::scoreboard)). Asked once, at
+    /// start; at most [`MAX_FIELDS`](crate::protocol::scoreboard::MAX_FIELDS).
+    fn scoreboard_columns(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// What a tick did with the players' inputs.
@@ -482,7 +520,8 @@ impl<W: World> Actor for WorldActor<W> {
         myself.send_interval(dt, || WorldMsg::Tick);
         args.metrics.set_tick_period(dt);
         Ok(WorldState {
-            sim: Simulation::new(Arc::new(args.world.schema()), dt),
+            sim: Simulation::new(Arc::new(args.world.schema()), dt)
+                .with_scoreboard(!args.world.scoreboard_columns().is_empty()),
             world: args.world,
             next_tick: Instant::now() + dt,
             last_drain: None,
@@ -549,7 +588,7 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     });
     s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
     s.metrics.set_world_faults(s.sim.faults());
-    let Stepped { snapshot, outbox } = match stepped {
+    let Stepped { snapshot, outbox, board } = match stepped {
         Ok(stepped) => stepped,
         Err(stopped) => {
             // Every player is told why before the server fails.
@@ -563,6 +602,9 @@ fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), Actor
     }
     for (player, text) in kicks {
         s.broadcaster.cast(BroadcastMsg::Kick(player, text))?;
+    }
+    if let Some(rows) = board {
+        s.broadcaster.cast(BroadcastMsg::Board(rows))?;
     }
     // No snapshot when the game's snapshot panicked: the players wait for the next tick's.
     if let Some(snapshot) = snapshot {

@@ -13,6 +13,7 @@ use crate::protocol::input::ViewTime;
 use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
+use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
@@ -96,6 +97,8 @@ pub struct Stepper<W: World> {
     pending_inputs: Vec<StepInput>,
     /// Client messages dropped (flood, too large), as the server counts them.
     message_drops: MessageDrops,
+    /// The scoreboard's updates, when the world has one (as the broadcaster's).
+    board: Option<BoardSender>,
 }
 
 impl<W: World> Stepper<W> {
@@ -106,11 +109,15 @@ impl<W: World> Stepper<W> {
         let schema = Arc::new(world.schema());
         let relevancy = world.relevancy();
         let hz = tick_rate_hz.max(1);
+        let columns = world.scoreboard_columns();
+        let board = (!columns.is_empty()).then(|| BoardSender::new(columns));
         Self {
             now,
             clients: Vec::new(),
             applied: BTreeMap::new(),
-            sim: Simulation::new(schema.clone(), Duration::from_secs_f64(1.0 / f64::from(hz))),
+            sim: Simulation::new(schema.clone(), Duration::from_secs_f64(1.0 / f64::from(hz)))
+                .with_scoreboard(board.is_some()),
+            board,
             sessions: Endpoint::with_challenge_key(netcode, [0x77; 32], now),
             in_flight: Vec::new(),
             order: 0,
@@ -344,7 +351,7 @@ impl<W: World> Stepper<W> {
         let applied = &mut self.applied;
         let inputs = std::mem::take(&mut self.pending_inputs);
         let stepped = self.sim.step(&mut self.world, inputs, |i, _| *applied.entry(i.player).or_default() += 1);
-        let Stepped { snapshot, outbox } = match stepped {
+        let Stepped { snapshot, outbox, board } = match stepped {
             Ok(stepped) => stepped,
             Err(_) => {
                 // The world stopped: every player is told why, as the server tells them.
@@ -362,6 +369,21 @@ impl<W: World> Stepper<W> {
             }
         }
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        if let (Some(rows), Some(sender)) = (board, &mut self.board) {
+            // Each row's ping from its session, as the broadcaster reads it from the player's.
+            let pings: BTreeMap<PlayerId, u16> = self
+                .sessions
+                .iter()
+                .map(|(_, o)| {
+                    (o.value.id(), o.value.channel().link().rtt().as_millis().min(u128::from(u16::MAX)) as u16)
+                })
+                .collect();
+            let rows = rows.into_iter().map(|r| ScoreRow { ping_ms: pings.get(&r.player).copied().unwrap_or(0), ..r });
+            let updates = sender.update(rows);
+            for (_, o) in self.sessions.iter_mut() {
+                o.value.queue_board(now, &updates, &mut wire);
+            }
+        }
         for (player, text) in kicks {
             if let Some((_, o)) = self.sessions.iter_mut().find(|(_, o)| o.value.id() == player) {
                 o.value.close(now, SessionEnd::Kicked(text), &mut wire);

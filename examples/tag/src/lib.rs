@@ -1,8 +1,8 @@
 //! Tag, on volley: whoever is "it" chases the others; touching one passes it on, and every
 //! player hears "X tagged Y". Players chat (client messages the world reads and passes on),
-//! the world kicks a player who idles or swears (its client reads why), and a scoreboard
-//! (names from the connect token, tags made, time spent "it") goes to everyone once a
-//! second. Written only against `volley::prelude` and the README: what a game writes.
+//! the world kicks a player who idles or swears (its client reads why), and the built-in
+//! scoreboard shows everyone's name (from the connect token), tags made, seconds spent "it"
+//! and ping. Written only against `volley::prelude` and the README: what a game writes.
 //!
 //! [`TagWorld`] is the server's game; [`Runner`] the replicated state; [`TagInput`] what a
 //! client sends each frame; [`ToServer`] and [`ToClient`] the messages either way.
@@ -97,9 +97,10 @@ pub enum ToClient {
         /// The new "it".
         it: String,
     },
-    /// Everyone's name and score, once a second.
-    Scores(Vec<Score>),
 }
+
+/// The scoreboard's columns (the framework adds each player's name and ping).
+pub const COLUMNS: [&str; 2] = ["tags", "seconds it"];
 
 /// One line of the scoreboard.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -262,8 +263,9 @@ impl World for TagWorld {
         for m in self.said.drain(..) {
             let _ = out.reliable_message(Audience::All, &m);
         }
-        if self.tick.is_multiple_of(60) && !self.players.is_empty() {
-            let _ = out.reliable_message(Audience::All, &ToClient::Scores(self.scores()));
+        // The built-in scoreboard sends what changed, twice a second.
+        for (id, p) in &self.players {
+            out.set_score(*id, &[p.tags as i32, p.seconds_it as i32]);
         }
         for (player, why) in self.kicks.drain(..) {
             out.kick(player, why);
@@ -275,6 +277,10 @@ impl World for TagWorld {
             // Players are the only entities, each under its own id.
             let _ = out.insert(*id, &Runner { position: p.position, it: self.it == Some(*id) });
         }
+    }
+
+    fn scoreboard_columns(&self) -> Vec<String> {
+        COLUMNS.iter().map(|c| c.to_string()).collect()
     }
 
     fn shutdown(&mut self) {

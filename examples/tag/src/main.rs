@@ -52,11 +52,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 match m {
                     ToClient::Chat { from, text } => println!("[chat] {from}: {text}"),
                     ToClient::Tagged { by, it } => println!("{by} tagged {it}"),
-                    ToClient::Scores(s) => {
-                        let line: Vec<String> = s.iter().map(|s| format!("{} {}", s.name, s.tags)).collect();
-                        println!("scores: {}", line.join(", "));
-                    }
                 }
+            }
+            if i == 0 && f % 60 == 59 {
+                // The built-in scoreboard: name, the world's fields, ping.
+                let board = p.client.scoreboard();
+                let line: Vec<String> = board
+                    .rows()
+                    .map(|r| {
+                        let field = |k: usize| r.fields.get(k).copied().unwrap_or(0);
+                        format!("{} {} tags {} s it {} ms", r.name, field(0), field(1), r.ping_ms)
+                    })
+                    .collect();
+                println!("scores: {}", line.join(" | "));
             }
             if let Some(why) = p.client.ended() {
                 println!("{} was disconnected: {why}", names[i]);

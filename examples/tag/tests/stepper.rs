@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use volley::prelude::*;
-use volley_tag::{BANNED_WORD, TagInput, TagWorld, ToClient, ToServer, steer, user_data_for};
+use volley_tag::{BANNED_WORD, COLUMNS, TagInput, TagWorld, ToClient, ToServer, steer, user_data_for};
 
 const NAMES: [&str; 4] = ["ada", "bo", "cy", "dee"];
 
@@ -50,14 +50,17 @@ fn a_match_of_tag_in_the_stepper() {
     assert!(!heard[3].iter().any(|m| matches!(m, ToClient::Chat { text, .. } if text.contains(BANNED_WORD))));
     assert_eq!(tags(&heard[0]), tags(&heard[1]));
     assert!(!tags(&heard[0]).is_empty(), "somebody was tagged in 40 s");
-    // The scoreboard: names from the tokens, once a second.
-    let Some(ToClient::Scores(last)) = heard[0].iter().rev().find(|m| matches!(m, ToClient::Scores(_))) else {
-        panic!("no scoreboard")
-    };
-    let mut names: Vec<&str> = last.iter().map(|s| s.name.as_str()).collect();
+    // The built-in scoreboard: names from the tokens, the world's fields, pings near the
+    // link's 60 ms round trip; both players who stayed see the same board.
+    let board = s.clients[0].client.scoreboard();
+    assert_eq!(board.columns(), COLUMNS);
+    let mut names: Vec<&str> = board.rows().map(|r| r.name.as_str()).collect();
     names.sort_unstable();
     assert_eq!(names, ["ada", "bo"]);
-    assert!(heard[0].iter().filter(|m| matches!(m, ToClient::Scores(_))).count() >= 35);
+    let tags_on_board: i32 = board.rows().map(|r| r.fields[0]).sum();
+    assert!(tags_on_board > 0);
+    assert!(board.rows().all(|r| (50..=90).contains(&r.ping_ms)), "{:?}", board.rows().collect::<Vec<_>>());
+    assert_eq!(board, s.clients[1].client.scoreboard());
 
     // Shutting down: the last two are told, and the final scoreboard keeps all four.
     s.shutdown();

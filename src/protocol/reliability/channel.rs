@@ -75,7 +75,14 @@ pub struct ChannelConfig {
     pub inbox_messages: usize,
     /// Compress packets with lz4 when that makes them smaller.
     pub compress: bool,
+    /// Added to the frame byte ([`FRAME_PLAIN`], [`FRAME_LZ4`]) of every packet built, and
+    /// expected on every packet received: a second channel in the same connection (the
+    /// framework's own, [`SYSTEM_FRAME_TAG`]) is told apart by it. 0 for the game's.
+    pub frame_tag: u8,
 }
+
+/// The frame tag of the framework's own channel beside the game's (the scoreboard).
+pub const SYSTEM_FRAME_TAG: u8 = 0x10;
 
 impl Default for ChannelConfig {
     fn default() -> Self {
@@ -88,6 +95,7 @@ impl Default for ChannelConfig {
             event_queue: 256,
             inbox_messages: 1024,
             compress: true,
+            frame_tag: 0,
         }
     }
 }
@@ -342,6 +350,17 @@ impl Channel {
         self.send_queue.len()
     }
 
+    /// Whether a reliable message (or fragment) is due to go out at `now`: never sent, or
+    /// unacknowledged past the resend timeout, and within the window.
+    pub fn has_due(&self, now: Duration) -> bool {
+        let timeout = self.link.resend_timeout();
+        let oldest = self.send_queue.front().map(|m| m.id);
+        self.send_queue
+            .iter()
+            .take_while(|m| oldest.is_none_or(|o| m.id.wrapping_sub(o) < self.config.reliable_window))
+            .any(|m| !m.acked && m.last_sent.is_none_or(|t| now.saturating_sub(t) >= timeout))
+    }
+
     /// Whether events wait to be sent.
     pub fn has_events(&self) -> bool {
         !self.events_out.is_empty()
@@ -461,7 +480,7 @@ impl Channel {
         // How long the packet acknowledged waited here: the peer takes it off its round trip.
         let delay =
             self.remote_newest.map_or(0, |_| micros(now).wrapping_sub(self.remote_newest_at) / ACK_DELAY_UNIT_US);
-        body.push(FRAME_PLAIN);
+        body.push(FRAME_PLAIN + self.config.frame_tag);
         body.extend_from_slice(&seq.to_le_bytes());
         body.extend_from_slice(&ack.to_le_bytes());
         body.extend_from_slice(&bits.to_le_bytes());
@@ -538,7 +557,7 @@ impl Channel {
         } else if self.config.compress && len > 64 {
             // lz4 only when it wins; bit-packed snapshots rarely shrink, text-like messages do.
             // The hash table is the thread's (lz4_flex would allocate 16 KiB a call).
-            out[0] = FRAME_LZ4;
+            out[0] = FRAME_LZ4 + self.config.frame_tag;
             let compressed = LZ4_TABLE
                 .with_borrow_mut(|t| lz4_flex::block::compress_into_with_table(&body[1..], &mut out[1..limit], t));
             match compressed {
@@ -569,7 +588,7 @@ impl Channel {
     /// fault.
     pub fn receive<'a>(&'a mut self, now: Duration, packet: &'a [u8]) -> Result<Option<&'a [u8]>, ReceiveError> {
         let (&frame, rest) = packet.split_first().ok_or(ReceiveError::Malformed)?;
-        let compressed = match frame {
+        let compressed = match frame.wrapping_sub(self.config.frame_tag) {
             FRAME_PLAIN => false,
             FRAME_LZ4 => true,
             _ => return Err(ReceiveError::Malformed),
