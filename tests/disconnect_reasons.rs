@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use volley::prelude::*;
+use volley::protocol::session::PROTOCOL_VERSION;
 
 /// Kicks whoever says "kick me", with the words after it; counts leaves.
 #[derive(Default, Clone)]
@@ -184,4 +185,15 @@ async fn over_udp_a_kicked_client_reads_the_reason_and_a_shutdown_tells_the_rest
     assert_eq!(rest[0].client.ended(), Some(SessionEnd::ShuttingDown));
     let left = stop.await.unwrap();
     assert_eq!(left, 0, "every client answered within the grace period");
+}
+
+#[test]
+fn a_client_of_another_protocol_version_reads_why_and_leaves() {
+    let mut stepper = Stepper::new(Bouncer::default(), 60, 4);
+    stepper.add_client(LinkProfile::PERFECT);
+    stepper.clients[0].client.claim_protocol_version(PROTOCOL_VERSION - 1);
+    stepper.run(30);
+    let end = SessionEnd::VersionMismatch { server: PROTOCOL_VERSION, client: PROTOCOL_VERSION - 1 };
+    assert_eq!(stepper.clients[0].client.ended(), Some(end));
+    assert_eq!(stepper.players(), 0, "it disconnected rather than hanging on unwelcomed");
 }

@@ -96,6 +96,8 @@ pub struct GameClient {
     system: Option<Box<Channel>>,
     system_ack_due: bool,
     scoreboard: Scoreboard,
+    /// The protocol version its hello claims (tests make an old client with it).
+    protocol_version: u16,
 }
 
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
@@ -134,7 +136,15 @@ impl GameClient {
             system: None,
             system_ack_due: false,
             scoreboard: Scoreboard::default(),
+            protocol_version: crate::protocol::session::PROTOCOL_VERSION,
         }
+    }
+
+    /// Claims another protocol version in its hello, as a client of another release would
+    /// (for tests of the server's refusal).
+    #[doc(hidden)]
+    pub fn claim_protocol_version(&mut self, version: u16) {
+        self.protocol_version = version;
     }
 
     /// The scoreboard, when the game has the built-in one
@@ -381,6 +391,10 @@ impl GameClient {
             Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
         }
         if let Some(hello) = self.netcode.is_connected().then(|| self.session.poll_hello(now)).flatten() {
+            let hello = match hello {
+                Control::Hello { .. } => Control::Hello { protocol_version: self.protocol_version },
+                other => other,
+            };
             let mut b = [0u8; MAX_CONTROL_BYTES];
             let n = hello.encode(&mut b);
             Via { netcode: &mut self.netcode, now, tx }.payload(&b[..n]);
