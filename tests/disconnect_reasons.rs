@@ -8,6 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use volley::prelude::*;
+
+#[path = "support/udp.rs"]
+mod udp;
+use udp::{client, run};
 use volley::protocol::session::PROTOCOL_VERSION;
 
 /// Kicks whoever says "kick me", with the words after it; counts leaves.
@@ -138,28 +142,12 @@ fn disconnects(server: &ServerHandle, reason: &str) -> f64 {
     server.metrics().render().lines().find_map(|l| l.strip_prefix(&needle)?.trim().parse().ok()).unwrap_or(0.0)
 }
 
-async fn client(server: &ServerHandle, key: &Key, id: u64) -> UdpClient {
-    let p = TokenParams::new(DEFAULT_PROTOCOL_ID, id, server.addr(), unix_now().as_secs());
-    let c = GameClient::new(ConnectToken::generate(&p, key).unwrap(), Arc::new(Schema::new()), unix_now());
-    UdpClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap()
-}
-
-/// Steps every client `frames` frames of 16 ms, sending input 1.
-async fn run(clients: &mut [UdpClient], next: &mut tokio::time::Instant, frames: usize) {
-    for _ in 0..frames {
-        *next += Duration::from_millis(16);
-        for c in clients.iter_mut() {
-            c.step(&[1], *next).await;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_udp_a_kicked_client_reads_the_reason_and_a_shutdown_tells_the_rest() {
     let key = [6u8; 32];
     let world = Bouncer::default();
     let server = start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), world.clone()).await.unwrap();
-    let mut clients = vec![client(&server, &key, 1).await, client(&server, &key, 2).await];
+    let mut clients = vec![client(&server, &key, 1, "").await, client(&server, &key, 2, "").await];
     let mut next = tokio::time::Instant::now();
     run(&mut clients, &mut next, 40).await;
     assert!(clients.iter().all(|c| c.client.is_ready()));

@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use volley::prelude::*;
 
+#[path = "support/udp.rs"]
+mod udp;
+use udp::{client, run};
+
 /// Records what happens to it, in order; its tick panics from tick `panic_from` on.
 #[derive(Clone)]
 struct Journal {
@@ -86,21 +90,6 @@ fn the_stepper_tells_every_client_when_the_world_is_stopped() {
     assert_eq!(stepper.clients[0].client.ended(), Some(SessionEnd::WorldStopped));
 }
 
-async fn client(server: &ServerHandle, key: &Key, id: u64) -> UdpClient {
-    let p = TokenParams::new(DEFAULT_PROTOCOL_ID, id, server.addr(), unix_now().as_secs());
-    let c = GameClient::new(ConnectToken::generate(&p, key).unwrap(), Arc::new(Schema::new()), unix_now());
-    UdpClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap()
-}
-
-async fn run(clients: &mut [UdpClient], next: &mut tokio::time::Instant, frames: usize) {
-    for _ in 0..frames {
-        *next += Duration::from_millis(16);
-        for c in clients.iter_mut() {
-            c.step(&[1], *next).await;
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_runs_the_worlds_shutdown_after_every_leave_even_an_unanswered_one() {
     let key = [7u8; 32];
@@ -108,7 +97,7 @@ async fn the_server_runs_the_worlds_shutdown_after_every_leave_even_an_unanswere
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
     config.shutdown_grace = Duration::from_millis(300);
     let server = start(config, world.clone()).await.unwrap();
-    let mut clients = vec![client(&server, &key, 1).await, client(&server, &key, 2).await];
+    let mut clients = vec![client(&server, &key, 1, "").await, client(&server, &key, 2, "").await];
     let mut next = tokio::time::Instant::now();
     run(&mut clients, &mut next, 40).await;
     assert!(clients.iter().all(|c| c.client.is_ready()));
@@ -131,7 +120,7 @@ async fn the_server_runs_the_worlds_shutdown_after_every_leave_even_an_unanswere
 async fn the_server_tells_every_client_when_the_world_is_stopped() {
     let key = [8u8; 32];
     let mut server = start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), Journal::new(60)).await.unwrap();
-    let mut clients = vec![client(&server, &key, 1).await];
+    let mut clients = vec![client(&server, &key, 1, "").await];
     let mut next = tokio::time::Instant::now();
     run(&mut clients, &mut next, 40).await;
     assert!(clients[0].client.is_ready());

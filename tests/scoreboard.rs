@@ -4,10 +4,13 @@
 //! runs the same session code: `examples/tag/tests/stepper.rs`.)
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use volley::prelude::*;
+
+#[path = "support/udp.rs"]
+mod udp;
+use udp::{client, run};
 
 /// Each player's score is the seconds it has been connected.
 #[derive(Default)]
@@ -35,22 +38,6 @@ impl World for Clock {
     fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
     fn scoreboard_columns(&self) -> Vec<String> {
         vec!["seconds".into()]
-    }
-}
-
-async fn client(server: &ServerHandle, key: &Key, id: u64, name: &str) -> UdpClient {
-    let mut p = TokenParams::new(DEFAULT_PROTOCOL_ID, id, server.addr(), unix_now().as_secs());
-    p.user_data[..name.len()].copy_from_slice(name.as_bytes());
-    let c = GameClient::new(ConnectToken::generate(&p, key).unwrap(), Arc::new(Schema::new()), unix_now());
-    UdpClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap()
-}
-
-async fn run(clients: &mut [UdpClient], next: &mut tokio::time::Instant, frames: usize) {
-    for _ in 0..frames {
-        *next += Duration::from_millis(16);
-        for c in clients.iter_mut() {
-            c.step(&[1], *next).await;
-        }
     }
 }
 

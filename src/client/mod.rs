@@ -309,17 +309,9 @@ impl GameClient {
             Playback::Interpolating { from, to, alpha } => {
                 let (a, b) = (snaps.get(from), snaps.get(to));
                 match (a, b) {
-                    (Some(a), Some(b)) if alpha < 0.5 => {
-                        // From `a`'s side: `b` blended back towards `a`.
-                        for e in a.iter().filter(|e| e.kind == kind) {
-                            let here = T::dequantize(e.words);
-                            let value = match read(b, e.id) {
-                                Some(there) => T::blend(&here, &there, alpha),
-                                None => here,
-                            };
-                            out.push((e.id, value));
-                        }
-                    }
+                    // The nearer snapshot's entities: `a`'s as blended from `b` back towards
+                    // `a` (blend(b, a, 1 − α) is blend(a, b, α)), or `b`'s from `a`.
+                    (Some(a), Some(b)) if alpha < 0.5 => blend_over(a, Some(b), 1.0 - alpha),
                     (Some(a), Some(b)) => blend_over(b, Some(a), alpha),
                     (Some(only), None) | (None, Some(only)) => blend_over(only, None, 1.0),
                     (None, None) => {}
@@ -407,9 +399,7 @@ impl GameClient {
         self.stats.packets_received += 1;
         self.stats.bytes_received += payload.len() as u64;
         if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {
-            let system = self.system.get_or_insert_with(|| {
-                Box::new(Channel::new(ChannelConfig { frame_tag: SYSTEM_FRAME_TAG, ..ChannelConfig::default() }))
-            });
+            let system = self.system.get_or_insert_with(|| Box::new(Channel::new(ChannelConfig::system())));
             if system.receive(now, payload).is_ok() {
                 self.system_ack_due = true;
                 while let Some(update) = system.recv_reliable() {

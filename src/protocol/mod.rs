@@ -17,3 +17,12 @@ pub mod reliability;
 pub mod scoreboard;
 pub mod session;
 pub mod snapshot;
+
+/// `text` cut to at most `max` bytes, at a character boundary (kick texts, scoreboard names).
+pub(crate) fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}

@@ -52,13 +52,9 @@ enum BoardUpdate {
     Delta { changed: Vec<RowChange>, removed: Vec<u32> },
 }
 
-/// `text` cut to at most `max` bytes at a character boundary.
-pub(crate) fn cut(text: &str, max: usize) -> String {
-    let mut end = text.len().min(max);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
+/// `text` cut to at most `max` bytes at a character boundary, owned.
+fn cut(text: &str, max: usize) -> String {
+    super::cut(text, max).to_owned()
 }
 
 /// The server's side: the board as last sent, and the next update.

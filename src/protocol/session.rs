@@ -139,15 +139,6 @@ impl SessionEnd {
     }
 }
 
-/// `text` cut to at most [`MAX_KICK_TEXT_BYTES`], at a character boundary.
-fn cut(text: &str) -> &str {
-    let mut end = text.len().min(MAX_KICK_TEXT_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 /// A session control message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Control {
@@ -207,7 +198,7 @@ impl Control {
                     c => c,
                 };
                 let text = match end {
-                    SessionEnd::Kicked(t) => cut(t),
+                    SessionEnd::Kicked(t) => super::cut(t, MAX_KICK_TEXT_BYTES),
                     _ => "",
                 };
                 out[7] = text.len() as u8;

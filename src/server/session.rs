@@ -438,8 +438,11 @@ impl PlayerSession {
             return;
         }
         let s = self.system.get_or_insert_with(|| {
-            let config = ChannelConfig { frame_tag: SYSTEM_FRAME_TAG, ..ChannelConfig::default() };
-            Box::new(SystemChannel { channel: Channel::new(config), whole_board_sent: false, last_sent: now })
+            Box::new(SystemChannel {
+                channel: Channel::new(ChannelConfig::system()),
+                whole_board_sent: false,
+                last_sent: now,
+            })
         });
         let update = if s.whole_board_sent { updates.delta.clone() } else { Some(updates.full.clone()) };
         let Some(update) = update else { return };

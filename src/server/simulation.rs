@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::world::{BoardChange, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
+use crate::protocol::cut;
 use crate::protocol::input::ViewTime;
-use crate::protocol::scoreboard::{ScoreRow, cut};
+use crate::protocol::scoreboard::ScoreRow;
 use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
 
 /// One input on its way into a tick, however its shell holds it.
@@ -62,7 +63,6 @@ pub(crate) struct Simulation {
     /// The scoreboard's rows (name, fields) by player, when the world has one.
     board: Option<BTreeMap<PlayerId, (String, Vec<i32>)>>,
     previous: Option<Arc<WorldSnapshot>>,
-    players: u64,
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
     faults: [u64; WorldFault::ALL.len()],
     /// Ticks in a row in which the world panicked.
@@ -74,7 +74,7 @@ pub(crate) struct Simulation {
 fn name_from_token(player: PlayerId, who: &JoinInfo) -> String {
     let end = who.user_data.iter().position(|b| *b == 0).unwrap_or(who.user_data.len());
     match std::str::from_utf8(&who.user_data[..end]) {
-        Ok(name) if !name.trim().is_empty() => cut(name, crate::protocol::scoreboard::MAX_NAME_BYTES),
+        Ok(name) if !name.trim().is_empty() => cut(name, crate::protocol::scoreboard::MAX_NAME_BYTES).to_owned(),
         _ => format!("player {player}"),
     }
 }
@@ -96,7 +96,6 @@ impl Simulation {
             shut_down: false,
             board: None,
             previous: None,
-            players: 0,
             faults: [0; WorldFault::ALL.len()],
             panicking: 0,
         }
@@ -116,7 +115,6 @@ impl Simulation {
         if let Some(b) = &mut self.board {
             b.insert(player, (name_from_token(player, who), Vec::new()));
         }
-        self.players += 1;
         self.guard(WorldFault::PanicInJoin, || world.join_with(player, who));
     }
 
@@ -126,7 +124,6 @@ impl Simulation {
         if !self.joined.remove(&player) {
             return;
         }
-        self.players = self.players.saturating_sub(1);
         self.applied.remove(&player);
         if let Some(b) = &mut self.board {
             b.remove(&player);
@@ -140,8 +137,8 @@ impl Simulation {
         if self.shut_down {
             return;
         }
-        for p in std::mem::take(&mut self.joined) {
-            self.joined.insert(p);
+        let still_joined: Vec<PlayerId> = self.joined.iter().copied().collect();
+        for p in still_joined {
             self.leave(world, p);
         }
         self.shut_down = true;
@@ -298,7 +295,7 @@ impl Simulation {
 
     /// Players joined.
     pub fn players(&self) -> u64 {
-        self.players
+        self.joined.len() as u64
     }
 
     /// The sequence of `player`'s newest applied input.

@@ -100,6 +100,14 @@ impl Default for ChannelConfig {
     }
 }
 
+impl ChannelConfig {
+    /// The framework's own channel beside the game's (the scoreboard): the defaults, tagged
+    /// with [`SYSTEM_FRAME_TAG`].
+    pub fn system() -> Self {
+        Self { frame_tag: SYSTEM_FRAME_TAG, ..Self::default() }
+    }
+}
+
 /// A message could not be queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueueError {
