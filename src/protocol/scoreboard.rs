@@ -108,7 +108,11 @@ impl BoardSender {
         }
         let removed: Vec<u32> = self.last.keys().filter(|p| !next.contains_key(p)).copied().collect();
         self.last = next;
-        let encode = |u: &BoardUpdate| Bytes::from(postcard::to_allocvec(u).unwrap_or_default());
+        let encode = |u: &BoardUpdate| {
+            let mut out = vec![crate::protocol::system::BOARD];
+            out.extend(postcard::to_allocvec(u).unwrap_or_default());
+            Bytes::from(out)
+        };
         let delta =
             (!changed.is_empty() || !removed.is_empty()).then(|| encode(&BoardUpdate::Delta { changed, removed }));
         let full =
@@ -158,6 +162,7 @@ impl Scoreboard {
     /// When it does not decode, or a delta comes before any whole board: the board is left
     /// as it was.
     pub fn apply(&mut self, bytes: &[u8]) -> Result<(), BadUpdate> {
+        let Some((&crate::protocol::system::BOARD, bytes)) = bytes.split_first() else { return Err(BadUpdate) };
         match postcard::from_bytes::<BoardUpdate>(bytes).map_err(|_| BadUpdate)? {
             BoardUpdate::Full { columns, rows } => {
                 self.columns = columns.into_iter().take(MAX_FIELDS).map(|c| cut(&c, MAX_NAME_BYTES)).collect();

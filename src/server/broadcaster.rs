@@ -11,7 +11,8 @@ use super::batcher::SnapshotBatcher;
 use super::metrics::ServerMetrics;
 use super::player::PlayerMsg;
 use super::shared::{Direct, MAX_PENDING_MESSAGES, MessageBatch, PlayerRef, SnapshotEnv};
-use super::world::{AppliedInputs, Audience, PlayerId};
+use super::world::{AppliedInputs, Audience, InputQueue, JoinInfo, PlayerId, WorldMsg};
+use super::worlds::{Directory, Effect, Numbers, WorldId, WorldOptions};
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::WorldSnapshot;
@@ -160,15 +161,17 @@ impl FanOut {
 /// Messages to the broadcaster.
 #[derive(Debug)]
 pub(crate) enum BroadcastMsg {
-    /// A player to send snapshots to, through its slot.
-    Add(PlayerId, Arc<PlayerRef>),
+    /// A player connected: to send snapshots to, through its slot, and who it is.
+    Add(PlayerId, Arc<PlayerRef>, Box<JoinInfo>),
     /// A player that left.
     Remove(PlayerId),
-    /// This tick's snapshot, shared (never copied per player), and each player's newest
-    /// applied input.
-    Snapshot(Arc<WorldSnapshot>, AppliedInputs),
-    /// A message from the world to players.
+    /// A world's tick: its snapshot, shared (never copied per player), and each of its
+    /// players' newest applied input.
+    Snapshot(WorldId, Arc<WorldSnapshot>, AppliedInputs),
+    /// A message from a world to players.
     Message {
+        /// The world that sends it.
+        world: WorldId,
         /// Who gets it.
         to: Audience,
         /// The bytes.
@@ -176,19 +179,62 @@ pub(crate) enum BroadcastMsg {
         /// Reliable (else an unreliable event).
         reliable: bool,
     },
-    /// The world kicks a player, with its words.
-    Kick(PlayerId, String),
-    /// Every player's session ends, for this reason (the world stopped).
-    CloseAll(SessionEnd),
-    /// The scoreboard's rows, for its next update (the broadcaster adds each player's ping).
-    Board(Vec<ScoreRow>),
+    /// A world kicks one of its players, with its words.
+    Kick(WorldId, PlayerId, String),
+    /// A world's scoreboard rows, for its next update (the broadcaster adds each player's
+    /// ping).
+    Board(WorldId, Vec<ScoreRow>),
+    /// A world is starting (its actor is on its way: what is for it waits until then).
+    AddWorld(Box<NewWorld>),
+    /// A world's actor runs.
+    WorldReady(WorldId, ActorRef<WorldMsg>),
+    /// A world stopped (why, for its players' clients): its players go to its fallback.
+    WorldEnded(WorldId, String),
+    /// Move a player to a world (`by`: only if it is in that world, the one asking).
+    Move {
+        /// The world asking, if a world asks.
+        by: Option<WorldId>,
+        /// The player.
+        player: PlayerId,
+        /// Where to.
+        to: WorldId,
+    },
+    /// A player starts or stops watching a world (`by`: only if it is in that world).
+    Watch {
+        /// The world asking, if a world asks.
+        by: Option<WorldId>,
+        /// The player.
+        player: PlayerId,
+        /// The world watched.
+        world: WorldId,
+        /// Start (else stop).
+        on: bool,
+    },
+    /// A world puts one of its players in a team.
+    Team(WorldId, PlayerId, Option<u16>),
     /// Fails the broadcaster (supervision tests force each failure with these).
     #[doc(hidden)]
     InjectFault,
 }
 
+/// A world on its way in.
+#[derive(Debug)]
+pub(crate) struct NewWorld {
+    /// Its number.
+    pub id: WorldId,
+    /// How it runs.
+    pub options: WorldOptions,
+    /// Its game's relevancy.
+    pub relevancy: Arc<dyn super::world::Relevancy>,
+    /// Where its players' inputs go.
+    pub inputs: InputQueue,
+    /// Its scoreboard's columns (none: no scoreboard).
+    pub board_columns: Vec<String>,
+}
+
 /// The broadcaster actor. Each player actor encodes its own delta, so the encoding spreads
-/// over every core of the runtime.
+/// over every core of the runtime. It owns the [`Directory`] of who is in which world: every
+/// world's output reaches players through it.
 #[derive(Debug, Default)]
 pub(crate) struct Broadcaster;
 
@@ -202,39 +248,69 @@ pub(crate) struct BroadcastArgs {
     pub batcher: Option<Arc<SnapshotBatcher>>,
     /// Wakes the player actors (shared with them: each wakes the next).
     pub fanout: Arc<FanOut>,
-    /// The scoreboard's columns (empty: the world has no scoreboard).
-    pub board_columns: Vec<String>,
+    /// World numbers, given back when a world ends.
+    pub numbers: Arc<Mutex<Numbers>>,
 }
 
-/// The broadcaster's state: the players and the server's figures.
-#[derive(Debug)]
-pub(crate) struct BroadcastState {
-    /// Shared with the fan-out: one reference count a player and tick, not one per part.
-    players: BTreeMap<PlayerId, Arc<PlayerRef>>,
-    metrics: Arc<ServerMetrics>,
-    batcher: Option<Arc<SnapshotBatcher>>,
-    fanout: Arc<FanOut>,
-    /// This tick's player actors to wake (reused tick after tick).
-    to_wake: Vec<Arc<PlayerRef>>,
-    /// Messages to every player not yet handed out: they go to each player actor as one
-    /// shared batch (one cast per player, not one per message and player) when the tick's
-    /// snapshot goes out, or earlier when anything else must keep its place after them.
-    to_all: Vec<(Bytes, bool)>,
-    /// The scoreboard's updates, when the world has one.
+/// How the broadcaster reaches a world.
+struct WorldLink {
+    inputs: InputQueue,
+    /// Its actor, or what waits for it while it starts.
+    actor: Result<ActorRef<WorldMsg>, Vec<WorldMsg>>,
+    /// Its scoreboard's updates, when it has one.
     board: Option<BoardSender>,
 }
 
-/// Leaves `to_all` in every player actor's inbox as one shared batch, without waking it:
-/// what comes next from the broadcaster (the tick's snapshot, or a message to that player)
-/// wakes it, and it takes the batch first.
-fn flush_to_all(players: &BTreeMap<PlayerId, Arc<PlayerRef>>, to_all: &mut Vec<(Bytes, bool)>) {
-    if to_all.is_empty() {
-        return;
+impl WorldLink {
+    fn tell(&mut self, msg: WorldMsg) {
+        match &mut self.actor {
+            Ok(a) => drop(a.cast(msg)),
+            Err(waiting) => waiting.push(msg),
+        }
     }
-    let batch: MessageBatch = to_all.drain(..).collect();
+}
+
+/// The broadcaster's state: the directory, the worlds and the server's figures.
+pub(crate) struct BroadcastState {
+    /// Who is where, and each player's handle (shared with the fan-out: one reference count
+    /// a player and tick, not one per part).
+    dir: Directory<Arc<PlayerRef>>,
+    worlds: BTreeMap<WorldId, WorldLink>,
+    metrics: Arc<ServerMetrics>,
+    batcher: Option<Arc<SnapshotBatcher>>,
+    fanout: Arc<FanOut>,
+    numbers: Arc<Mutex<Numbers>>,
+    /// This tick's player actors to wake (reused tick after tick).
+    to_wake: Vec<Arc<PlayerRef>>,
+    /// Messages to every player of a world not yet handed out: they go to each player actor
+    /// as one shared batch (one cast per player, not one per message and player) when the
+    /// tick's snapshot goes out, or earlier when anything else must keep its place after
+    /// them.
+    to_all: Vec<(WorldId, Bytes, bool)>,
+}
+
+impl std::fmt::Debug for BroadcastState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BroadcastState").field("players", &self.dir.player_count()).finish_non_exhaustive()
+    }
+}
+
+/// Leaves `to_all` in the inbox of every player actor it is for, one shared batch per world,
+/// without waking it: what comes next from the broadcaster (the tick's snapshot, or a
+/// message to that player) wakes it, and it takes the batch first.
+fn flush_to_all(dir: &Directory<Arc<PlayerRef>>, to_all: &mut Vec<(WorldId, Bytes, bool)>) {
+    while let Some(&(world, _, _)) = to_all.first() {
+        // This world's run of messages, in order (the next world's wait their turn).
+        let n = to_all.iter().take_while(|(w, _, _)| *w == world).count();
+        let batch: MessageBatch = to_all.drain(..n).map(|(_, b, r)| (b, r)).collect();
+        leave_batch(dir.audience(world, Audience::All).map(|(_, p)| p), &batch);
+    }
+}
+
+fn leave_batch<'a>(players: impl Iterator<Item = &'a Arc<PlayerRef>>, batch: &MessageBatch) {
     let n = batch.len();
     let reliable = batch.iter().any(|(_, r)| *r);
-    for p in players.values() {
+    for p in players {
         let (r, inbox) = (&p.actor, p.shared.inbox());
         let pending = inbox.messages.fetch_add(n, Ordering::Relaxed);
         if pending < MAX_PENDING_MESSAGES {
@@ -252,6 +328,38 @@ fn flush_to_all(players: &BTreeMap<PlayerId, Arc<PlayerRef>>, to_all: &mut Vec<(
     }
 }
 
+impl BroadcastState {
+    /// Carries out what a directory change asks.
+    fn apply(&mut self, effects: Vec<Effect>) {
+        for e in effects {
+            match e {
+                Effect::Join { world, player, who } => {
+                    if let Some(l) = self.worlds.get_mut(&world) {
+                        l.tell(WorldMsg::Join(player, Box::new(who)));
+                    }
+                }
+                Effect::Leave { world, player } => {
+                    if let Some(l) = self.worlds.get_mut(&world) {
+                        l.tell(WorldMsg::Leave(player));
+                    }
+                }
+                Effect::Enter { player, world, notice } => {
+                    if let (Some(p), Some(l)) = (self.dir.handle(player), self.worlds.get(&world)) {
+                        p.shared.route_to(l.inputs.clone());
+                        p.tell(PlayerMsg::Enter(Box::new(notice)));
+                    }
+                }
+                Effect::Close { player, end } => {
+                    if let Some(p) = self.dir.handle(player) {
+                        p.tell(PlayerMsg::Close(end));
+                    }
+                }
+            }
+        }
+        self.metrics.set_worlds(self.dir.worlds());
+    }
+}
+
 impl Actor for Broadcaster {
     type Msg = BroadcastMsg;
     type State = BroadcastState;
@@ -263,13 +371,14 @@ impl Actor for Broadcaster {
         args: BroadcastArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         Ok(BroadcastState {
-            players: BTreeMap::new(),
+            dir: Directory::default(),
+            worlds: BTreeMap::new(),
             metrics: args.metrics,
             batcher: args.batcher,
             fanout: args.fanout,
+            numbers: args.numbers,
             to_wake: Vec::new(),
             to_all: Vec::new(),
-            board: (!args.board_columns.is_empty()).then(|| BoardSender::new(args.board_columns)),
         })
     }
 
@@ -279,49 +388,86 @@ impl Actor for Broadcaster {
         msg: BroadcastMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        let players = &mut state.players;
         // Messages to all go out batched; whatever comes next that is not one of them must
         // follow them, so they go first (order, and who was there, stay as the world sent).
         if !matches!(msg, BroadcastMsg::Message { to: Audience::All, .. }) {
-            flush_to_all(players, &mut state.to_all);
+            flush_to_all(&state.dir, &mut state.to_all);
         }
         match msg {
             BroadcastMsg::InjectFault => return Err("injected fault".into()),
-            BroadcastMsg::Add(p, handle) => {
-                players.insert(p, handle);
+            BroadcastMsg::Add(p, handle, who) => {
+                // A slot reused before its last player's removal was seen: that one left.
+                let mut effects = state.dir.remove_player(p);
+                effects.extend(state.dir.add_player(p, handle, *who));
+                state.apply(effects);
             }
             BroadcastMsg::Remove(p) => {
-                players.remove(&p);
+                let effects = state.dir.remove_player(p);
+                state.apply(effects);
             }
-            BroadcastMsg::Board(rows) => {
-                let Some(sender) = &mut state.board else { return Ok(()) };
+            BroadcastMsg::AddWorld(w) => {
+                let NewWorld { id, options, relevancy, inputs, board_columns } = *w;
+                let board = (!board_columns.is_empty()).then(|| BoardSender::new(board_columns));
+                state.worlds.insert(id, WorldLink { inputs, actor: Err(Vec::new()), board });
+                state.dir.add_world(id, options, relevancy);
+                state.metrics.set_worlds(state.dir.worlds());
+            }
+            BroadcastMsg::WorldReady(id, actor) => {
+                if let Some(l) = state.worlds.get_mut(&id) {
+                    let waiting = std::mem::replace(&mut l.actor, Ok(actor.clone()));
+                    for m in waiting.unwrap_or_default() {
+                        let _ = actor.cast(m);
+                    }
+                }
+            }
+            BroadcastMsg::WorldEnded(id, why) => {
+                if state.worlds.remove(&id).is_some() {
+                    tracing::info!(world = %id, why, "a world ended; its players go to its fallback");
+                    let effects = state.dir.remove_world(id, &why);
+                    state.apply(effects);
+                    if let Ok(mut n) = state.numbers.lock() {
+                        n.free(id);
+                    }
+                }
+            }
+            BroadcastMsg::Move { by, player, to } => {
+                if by.is_none_or(|w| state.dir.home(player) == Some(w)) {
+                    let effects = state.dir.move_player(player, to);
+                    state.apply(effects);
+                }
+            }
+            BroadcastMsg::Watch { by, player, world, on } => {
+                if by.is_none_or(|w| state.dir.home(player) == Some(w)) {
+                    state.dir.watch(player, world, on);
+                }
+            }
+            BroadcastMsg::Team(world, player, team) => state.dir.set_team(world, player, team),
+            BroadcastMsg::Board(world, rows) => {
+                let dir = &state.dir;
+                let Some(sender) = state.worlds.get_mut(&world).and_then(|l| l.board.as_mut()) else { return Ok(()) };
                 let ping = |p: PlayerId| {
-                    players
-                        .get(&p)
+                    dir.handle(p)
                         .map_or(0, |r| (r.shared.figures.rtt_us.load(Ordering::Relaxed) / 1000).min(65_535) as u16)
                 };
                 let rows = rows.into_iter().map(|r| ScoreRow { ping_ms: ping(r.player), ..r });
                 let updates = Arc::new(sender.update(rows));
-                for p in players.values() {
+                for (_, p) in dir.members(world) {
                     p.tell(PlayerMsg::Board(updates.clone()));
                 }
             }
-            BroadcastMsg::CloseAll(end) => {
-                for p in players.values() {
-                    p.tell(PlayerMsg::Close(end.clone()));
-                }
-            }
-            BroadcastMsg::Kick(p, text) => {
+            BroadcastMsg::Kick(world, p, text) => {
                 // After every message the world sent it before (those to it alone are in its
                 // mailbox ahead of this; those to everyone were flushed above).
-                if let Some(p) = players.get(&p) {
+                if state.dir.home(p) == Some(world)
+                    && let Some(p) = state.dir.handle(p)
+                {
                     p.tell(PlayerMsg::Close(SessionEnd::Kicked(text)));
                 }
             }
-            BroadcastMsg::Message { to: Audience::All, data, reliable } => {
-                state.to_all.push((data, reliable));
+            BroadcastMsg::Message { world, to: Audience::All, data, reliable } => {
+                state.to_all.push((world, data, reliable));
             }
-            BroadcastMsg::Message { to, data, reliable } => {
+            BroadcastMsg::Message { world, to, data, reliable } => {
                 let send = |p: &Arc<PlayerRef>| {
                     let (r, inbox) = (&p.actor, p.shared.inbox());
                     let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
@@ -335,25 +481,22 @@ impl Actor for Broadcaster {
                         let _ = r.cast(PlayerMsg::Close(SessionEnd::TooFarBehind));
                     }
                 };
-                match to {
-                    Audience::All => players.values().for_each(send),
-                    Audience::Player(p) => players.get(&p).into_iter().for_each(send),
-                }
+                state.dir.audience(world, to).for_each(|(_, p)| send(p));
             }
-            BroadcastMsg::Snapshot(snap, applied) => {
+            BroadcastMsg::Snapshot(world, snap, applied) => {
                 let mut replaced = 0;
                 let to_wake = &mut state.to_wake;
                 to_wake.clear();
-                for p in players.values() {
-                    let Some(was_empty) = p.shared.inbox().deliver(snap.clone(), applied.clone()) else {
-                        continue; // its actor panicked holding it; it is being cleaned up
+                state.dir.publish(world, snap, |view, _, p| {
+                    let Some(was_empty) = p.shared.inbox().deliver(view.clone(), applied.clone()) else {
+                        return; // its actor panicked holding it; it is being cleaned up
                     };
                     if was_empty {
                         to_wake.push(p.clone());
                     } else {
                         replaced += 1;
                     }
-                }
+                });
                 // The batcher learns how many will answer before the first can.
                 if let Some(b) = &state.batcher {
                     b.begin_tick(to_wake.len());

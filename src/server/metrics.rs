@@ -436,9 +436,22 @@ pub struct ServerMetrics {
     input_delay_us: Mutex<Ring>,
     input_effect_us: Mutex<Ring>,
     per_player: Mutex<BTreeMap<u32, PlayerStats>>,
+    /// Figures by world kind, once the server has declared its kinds.
+    kinds: std::sync::OnceLock<Vec<KindFigures>>,
     hist: Histograms,
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
+}
+
+/// One world kind's figures (`kind` label).
+#[derive(Debug)]
+struct KindFigures {
+    label: &'static str,
+    worlds: AtomicU64,
+    players: AtomicU64,
+    overruns: AtomicU64,
+    ticks: AtomicU64,
+    tick: Histogram,
 }
 
 impl Default for ServerMetrics {
@@ -486,6 +499,7 @@ impl ServerMetrics {
         let mut b = PrometheusBuilder::new();
         b = buckets(b, "volley_tick_duration_seconds", &tick);
         b = buckets(b, "volley_tick_lateness_seconds", &tick);
+        b = buckets(b, "volley_world_tick_duration_seconds", &tick);
         b = buckets(b, "volley_rtt_seconds", RTT_BUCKETS);
         b = buckets(b, "volley_jitter_seconds", JITTER_BUCKETS);
         b = buckets(b, "volley_packet_loss_ratio", LOSS_BUCKETS);
@@ -579,6 +593,10 @@ impl ServerMetrics {
         d("volley_tick_duration_seconds", Some(Unit::Seconds), "Time the world actor spent on one tick.");
         d("volley_tick_lateness_seconds", Some(Unit::Seconds), "How late a tick started after its scheduled time.");
         d("volley_ticks_total", None, "Simulation ticks run.");
+        d("volley_worlds", None, "World actors running, by kind.");
+        d("volley_world_players", None, "Players in worlds of each kind.");
+        d("volley_world_tick_overruns_total", None, "Times a world of each kind fell so far behind that it skipped ahead.");
+        d("volley_world_tick_duration_seconds", Some(Unit::Seconds), "Time a world of each kind spent on one tick.");
         d("volley_tick_overruns_total", None, "Times the tick loop fell so far behind that it skipped ahead.");
         d("volley_last_tick_timestamp_seconds", Some(Unit::Seconds), "Unix time the newest tick finished.");
         d("volley_tick_period_seconds", Some(Unit::Seconds), "The fixed tick period (the tick budget).");
@@ -689,6 +707,71 @@ impl ServerMetrics {
         d("volley_build_info", None, "Build information; always 1.");
         d("process_cpu_seconds_total", Some(Unit::Seconds), "CPU time used by this process.");
         d("process_resident_memory_bytes", Some(Unit::Bytes), "Resident memory of this process.");
+    }
+
+    /// Declares the server's world kinds (the `kind` label's values: a bounded set, fixed
+    /// at start; later calls change nothing). Labels are kept for the process's lifetime.
+    pub fn declare_world_kinds(&self, kinds: &[String]) {
+        let figures = kinds
+            .iter()
+            .map(|k| {
+                let label: &'static str = Box::leak(k.clone().into_boxed_str());
+                KindFigures {
+                    label,
+                    worlds: AtomicU64::new(0),
+                    players: AtomicU64::new(0),
+                    overruns: AtomicU64::new(0),
+                    ticks: AtomicU64::new(0),
+                    tick: self.recorder.register_histogram(&key("volley_world_tick_duration_seconds", &[("kind", label)]), &META),
+                }
+            })
+            .collect();
+        let _ = self.kinds.set(figures);
+    }
+
+    /// The index of a declared world kind.
+    pub(crate) fn kind_index(&self, kind: &str) -> Option<usize> {
+        self.kinds.get()?.iter().position(|k| k.label == kind)
+    }
+
+    /// Records one tick of a world of kind `kind` (an index from [`Self::kind_index`]).
+    pub(crate) fn record_world_tick(&self, kind: usize, took: Duration) {
+        if let Some(k) = self.kinds.get().and_then(|k| k.get(kind)) {
+            k.ticks.fetch_add(1, Ordering::Relaxed);
+            k.tick.record(took.as_secs_f64());
+        }
+    }
+
+    /// Counts an overrun of a world of kind `kind`.
+    pub(crate) fn record_world_overrun(&self, kind: usize) {
+        if let Some(k) = self.kinds.get().and_then(|k| k.get(kind)) {
+            k.overruns.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sets the worlds and players per kind from the directory's list (id, kind, players).
+    pub(crate) fn set_worlds<'a>(&self, worlds: impl Iterator<Item = (crate::server::WorldId, &'a str, usize)>) {
+        let Some(kinds) = self.kinds.get() else { return };
+        let mut counts = vec![(0u64, 0u64); kinds.len()];
+        for (_, kind, players) in worlds {
+            if let Some(i) = kinds.iter().position(|k| k.label == kind) {
+                counts[i].0 += 1;
+                counts[i].1 += players as u64;
+            }
+        }
+        for (k, (w, p)) in kinds.iter().zip(counts) {
+            k.worlds.store(w, Ordering::Relaxed);
+            k.players.store(p, Ordering::Relaxed);
+        }
+    }
+
+    /// Worlds running and players in them, by kind: (kind, worlds, players, ticks).
+    pub fn worlds_by_kind(&self) -> Vec<(&'static str, u64, u64, u64)> {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        self.kinds
+            .get()
+            .map(|k| k.iter().map(|k| (k.label, get(&k.worlds), get(&k.players), get(&k.ticks))).collect())
+            .unwrap_or_default()
     }
 
     /// Records one tick's duration and how late it started.
@@ -1083,6 +1166,12 @@ impl ServerMetrics {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         self.counter("volley_ticks_total", &[], get(&self.ticks));
         self.counter("volley_tick_overruns_total", &[], get(&self.tick_overruns));
+        for k in self.kinds.get().into_iter().flatten() {
+            let l = [("kind", k.label)];
+            self.gauge("volley_worlds", &l, get(&k.worlds) as f64);
+            self.gauge("volley_world_players", &l, get(&k.players) as f64);
+            self.counter("volley_world_tick_overruns_total", &l, get(&k.overruns));
+        }
         self.gauge("volley_last_tick_timestamp_seconds", &[], get(&self.last_tick_unix_us) as f64 / 1e6);
         self.gauge("volley_tick_period_seconds", &[], self.tick_period().as_secs_f64());
         self.counter("volley_snapshots_total", &[], get(&self.snapshots));

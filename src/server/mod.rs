@@ -143,6 +143,7 @@ pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
 pub mod world;
+pub mod worlds;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -156,6 +157,7 @@ pub use session::{
     FLOOD_MEMORY_TICKS, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES_PER_TICK,
     MAX_FLOODING_TICKS, MessageDrops, PacketDrop,
 };
+pub use worlds::{WorldId, WorldOptions};
 pub use world::{
     Audience, Everything, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Relevancy, World, WorldFault, decode_message,
 };

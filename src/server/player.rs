@@ -22,10 +22,11 @@ use super::metrics::{EndReason, PlayerStats, ServerMetrics};
 use super::session::PlayerSession;
 use super::shared::{DatagramEnv, MessageBatch, PlayerRef, PlayerShared, SnapshotEnv};
 use super::socket::SocketCtl;
-use super::world::{InputQueue, JoinInfo, WorldMsg};
+use super::world::JoinInfo;
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::SessionEnd;
+use crate::protocol::system::WorldNotice;
 use crate::transport::udp::UdpTx;
 
 /// Messages to a player actor.
@@ -48,6 +49,8 @@ pub(crate) enum PlayerMsg {
     /// A message from the world: (bytes, reliable, how many message batches to everyone
     /// the broadcaster had left in the inbox before it).
     Message(Bytes, bool, u64),
+    /// The player is now in this world (its client is told).
+    Enter(Box<WorldNotice>),
 }
 
 /// What a player actor starts with.
@@ -86,10 +89,6 @@ pub(crate) struct PlayerShell {
     pub env: SnapshotEnv,
     /// Wakes the next player actor once this one has sent its snapshot.
     pub fanout: Arc<FanOut>,
-    /// The world actor.
-    pub world: ActorRef<WorldMsg>,
-    /// Where inputs go for the world's next tick.
-    pub inputs: InputQueue,
     /// The broadcaster, to subscribe to snapshots.
     pub broadcaster: ActorRef<BroadcastMsg>,
     /// The socket actor's control channel, for releasing the address on exit.
@@ -152,9 +151,9 @@ impl Actor for PlayerActor {
         let user_data = *shared.session()?.connection().user_data();
         myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
         let join = JoinInfo { client_id: shared.client_id(), user_data };
-        shell.world.cast(WorldMsg::Join(shared.id(), Box::new(join)))?;
         let player = PlayerRef { actor: myself.clone(), shared: shared.clone() };
-        shell.broadcaster.cast(BroadcastMsg::Add(shared.id(), Arc::new(player)))?;
+        // The broadcaster puts it in the entry world (whose `join_with` it calls).
+        shell.broadcaster.cast(BroadcastMsg::Add(shared.id(), Arc::new(player), Box::new(join)))?;
         shell.metrics.players.fetch_add(1, Ordering::Relaxed);
         shell.metrics.connects.fetch_add(1, Ordering::Relaxed);
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
@@ -180,7 +179,7 @@ impl Actor for PlayerActor {
         match msg {
             PlayerMsg::Datagram(mut bytes, at) => {
                 shared.dequeue_datagram(&s.args.metrics);
-                let env = DatagramEnv { socket: &socket, inputs: &s.args.inputs, metrics: &s.args.metrics };
+                let env = DatagramEnv { socket: &socket, metrics: &s.args.metrics };
                 if shared.take_datagram(&mut session, &env, now, &mut bytes, at) {
                     s.reason = EndReason::of(DisconnectReason::ByPeer, session.ending());
                     myself.stop(Some("client disconnected".into()));
@@ -211,6 +210,7 @@ impl Actor for PlayerActor {
                 }
             }
             PlayerMsg::Board(updates) => session.queue_board(now, &updates, &mut tx),
+            PlayerMsg::Enter(notice) => session.enter_world(now, &notice, &mut tx),
             PlayerMsg::Close(end) => {
                 tracing::debug!(player = session.id(), reason = end.label(), "saying goodbye");
                 session.close(now, end, &mut tx);
@@ -236,7 +236,7 @@ impl Actor for PlayerActor {
         let (id, addr, client_id) = (s.shared.id(), s.shared.addr(), s.shared.client_id());
         m.remove_player(id);
         tracing::debug!(player = id, %addr, reason = s.reason.label(), "player left");
-        let _ = s.args.world.cast(WorldMsg::Leave(id));
+        // The broadcaster has its world call `leave`.
         let _ = s.args.broadcaster.cast(BroadcastMsg::Remove(id));
         let _ = s.args.socket_ctl.send(SocketCtl::Release { addr, client_id, slot: id });
         Ok(())

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::world::{PlayerId, Relevancy};
+use super::worlds::View;
 use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
 use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
@@ -14,6 +15,7 @@ use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, 
 use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
 use crate::protocol::reliability::{Channel, ChannelConfig, QueueError};
 use crate::protocol::scoreboard::BoardUpdates;
+use crate::protocol::system::WorldNotice;
 use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
 use crate::protocol::snapshot::{
     EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender, WorldSnapshot,
@@ -129,6 +131,8 @@ pub struct PlayerSession {
     sender: SnapshotSender,
     dedup: InputDedup,
     interest: Vec<Interest>,
+    /// One world's interest, before it is shifted into the merged view's.
+    scratch: Vec<Interest>,
     snapshot_buf: Vec<u8>,
     welcomed: bool,
     /// The connection is over (the server disconnected it, the client did, or it timed
@@ -136,7 +140,6 @@ pub struct PlayerSession {
     closed: bool,
     params: SessionParams,
     snapshot_every: u32,
-    relevancy: Arc<dyn Relevancy>,
     /// The tick round of the client messages counted in `messages_this_round`.
     message_round: u64,
     messages_this_round: u32,
@@ -173,8 +176,6 @@ impl std::fmt::Debug for dyn Relevancy {
 pub struct SessionSettings {
     /// The replicated kinds.
     pub schema: Arc<Schema>,
-    /// Who sees what.
-    pub relevancy: Arc<dyn Relevancy>,
     /// What the session announces to the client.
     pub params: SessionParams,
     /// Send a snapshot every this many ticks.
@@ -204,7 +205,7 @@ impl SessionSettings {
 impl PlayerSession {
     /// A session for an accepted connection.
     pub fn new(connection: Connection, settings: &SessionSettings) -> Self {
-        let SessionSettings { schema, relevancy, params, snapshot_every, sender, predictor } = settings.clone();
+        let SessionSettings { schema, params, snapshot_every, sender, predictor } = settings.clone();
         let mut sender = SnapshotSender::new(schema, sender);
         if let Some(p) = predictor {
             sender.set_predictor(p);
@@ -216,12 +217,12 @@ impl PlayerSession {
             sender,
             dedup: InputDedup::default(),
             interest: Vec::new(),
+            scratch: Vec::new(),
             snapshot_buf: Vec::with_capacity(MAX_PAYLOAD_BYTES),
             welcomed: false,
             closed: false,
             params,
             snapshot_every: snapshot_every.max(1),
-            relevancy,
             message_round: 0,
             messages_this_round: 0,
             flooding_rounds: 0,
@@ -342,26 +343,26 @@ impl PlayerSession {
         drops
     }
 
-    /// Encodes and sends this player's snapshot of `world` (on snapshot ticks, once the
-    /// session is agreed), with whatever reliable messages and events are due.
+    /// Encodes and sends this player's snapshot of `view` (on snapshot ticks, once the
+    /// session is agreed), with whatever reliable messages and events are due. Each
+    /// world's relevancy in the view decides what of it the player sees.
     /// `applied_input` is the sequence of this player's newest input the world applied by
     /// this tick: the client's prediction replays its inputs after it.
     pub fn on_snapshot(
         &mut self,
         now: Duration,
-        world: &Arc<WorldSnapshot>,
+        view: &View,
         applied_input: Option<u32>,
         tx: &mut impl Transmit,
     ) -> Option<SentSnapshot> {
+        let world = &view.merged;
         if !self.welcomed || self.closed || self.closing.is_some() || !world.tick().is_multiple_of(self.snapshot_every)
         {
             return None;
         }
         // A fresh list each time, checked: a game's mistake here costs its own ordering, not
         // every client's snapshots.
-        self.interest.clear();
-        self.relevancy.interest(world, self.id, &mut self.interest);
-        let relevancy_fixed = Interest::tidy(&mut self.interest, world.len());
+        let relevancy_fixed = view.interest(self.id, &mut self.interest, &mut self.scratch);
         let room = self.channel.state_room().min(MAX_PAYLOAD_BYTES - 64);
         self.snapshot_buf.resize(room, 0);
         self.snapshot_buf[..4].copy_from_slice(&applied_input.unwrap_or(u32::MAX).to_le_bytes());
@@ -437,13 +438,7 @@ impl PlayerSession {
         if !self.welcomed || self.closed || self.closing.is_some() {
             return;
         }
-        let s = self.system.get_or_insert_with(|| {
-            Box::new(SystemChannel {
-                channel: Channel::new(ChannelConfig::system()),
-                whole_board_sent: false,
-                last_sent: now,
-            })
-        });
+        let s = self.system_channel(now);
         let update = if s.whole_board_sent { updates.delta.clone() } else { Some(updates.full.clone()) };
         let Some(update) = update else { return };
         // A client so far behind that the queue is full gets no more (its connection times
@@ -466,6 +461,30 @@ impl PlayerSession {
                 break;
             }
         }
+    }
+
+    /// The player is now in another world: its client is told (on the framework's channel),
+    /// and gets that world's whole scoreboard next, if it has one.
+    pub fn enter_world(&mut self, now: Duration, notice: &WorldNotice, tx: &mut impl Transmit) {
+        if self.closed || self.closing.is_some() {
+            return;
+        }
+        let s = self.system_channel(now);
+        s.whole_board_sent = false;
+        let _ = s.channel.send_reliable(notice.encode());
+        if self.welcomed {
+            self.send_system(now, tx);
+        }
+    }
+
+    fn system_channel(&mut self, now: Duration) -> &mut SystemChannel {
+        self.system.get_or_insert_with(|| {
+            Box::new(SystemChannel {
+                channel: Channel::new(ChannelConfig::system()),
+                whole_board_sent: false,
+                last_sent: now,
+            })
+        })
     }
 
     /// Why the server is closing this session, once [`PlayerSession::close`] was called.

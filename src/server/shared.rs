@@ -34,8 +34,8 @@ use super::player::PlayerMsg;
 use super::session::{Incoming, PlayerSession};
 use super::socket::count_control;
 use super::world::{AppliedInputs, ClientInput, InputQueue, PlayerId, WorldFault};
+use super::worlds::View;
 use crate::protocol::session::SessionEnd;
-use crate::protocol::snapshot::WorldSnapshot;
 use crate::transport::udp::UdpTx;
 
 /// World messages that may wait for one player actor.
@@ -47,7 +47,7 @@ pub(crate) type MessageBatch = Arc<[(Bytes, bool)]>;
 
 /// The newest undelivered snapshot, the inputs its tick applied, and how many message
 /// batches were left before it.
-pub(crate) type PendingSnapshot = (Arc<WorldSnapshot>, AppliedInputs, u64);
+pub(crate) type PendingSnapshot = (Arc<View>, AppliedInputs, u64);
 
 /// A player as the socket actor and the broadcaster hold it: its actor and its shared state.
 #[derive(Debug, Clone)]
@@ -88,6 +88,9 @@ pub(crate) struct PlayerShared {
     client_id: u64,
     /// What the broadcaster leaves for it.
     inbox: PlayerInbox,
+    /// The input queue of the world it is in (`None` until the broadcaster has put it in
+    /// one): set by the broadcaster, read by whoever takes its datagrams.
+    route: Mutex<Option<InputQueue>>,
     /// Datagrams cast to its actor and not yet taken.
     queued: AtomicUsize,
     /// Its reliable queue overflowed and a disconnect is on its way: later messages from the
@@ -135,8 +138,6 @@ impl std::fmt::Debug for PlayerShared {
 pub(crate) struct DatagramEnv<'a> {
     /// The server socket (answers to control packets leave at once).
     pub socket: &'a UdpSocket,
-    /// Where inputs go for the world's next tick.
-    pub inputs: &'a InputQueue,
     /// Server figures.
     pub metrics: &'a ServerMetrics,
 }
@@ -175,6 +176,7 @@ impl PlayerShared {
             addr,
             client_id,
             inbox: PlayerInbox::default(),
+            route: Mutex::new(None),
             queued: AtomicUsize::new(0),
             cut_off: AtomicBool::new(false),
             figures: PlayerFigures::default(),
@@ -184,6 +186,13 @@ impl PlayerShared {
     /// Its slot, which is also its id in the world.
     pub fn id(&self) -> PlayerId {
         self.id
+    }
+
+    /// From now on its inputs and messages go to `inputs` (its world's queue).
+    pub fn route_to(&self, inputs: InputQueue) {
+        if let Ok(mut r) = self.route.lock() {
+            *r = Some(inputs);
+        }
     }
 
     /// Its address.
@@ -292,11 +301,15 @@ impl PlayerShared {
         if kind != ReceivedKind::Rejected {
             self.figures.received_bytes.fetch_add(len, Ordering::Relaxed);
         }
+        // Inputs go to the world the player is in (none before it is in one).
+        let route = self.route.lock().ok();
+        let inputs = route.as_ref().and_then(|r| r.as_ref());
         let gone = match incoming {
-            Incoming::Inputs(inputs) => {
+            Incoming::Inputs(fresh) => {
                 let mut dropped = 0;
-                for i in inputs.as_slice() {
-                    dropped += u64::from(!env.inputs.push(ClientInput::new(id, i.seq, i.bytes, i.view, arrived)));
+                for i in fresh.as_slice() {
+                    let input = ClientInput::new(id, i.seq, i.bytes, i.view, arrived);
+                    dropped += u64::from(!inputs.is_some_and(|q| q.push(input)));
                 }
                 env.metrics.record_inputs_dropped(dropped);
                 false
@@ -307,13 +320,15 @@ impl PlayerShared {
         // The client's messages for the world go with its inputs, bounded per tick.
         let mut queued = 0;
         let mut full = 0;
-        let drops = session.take_messages(now, env.inputs.round(), &mut tx, |data, reliable| {
-            if env.inputs.push(ClientInput::message(id, data, reliable, arrived)) {
+        let round = inputs.map_or(0, InputQueue::round);
+        let drops = session.take_messages(now, round, &mut tx, |data, reliable| {
+            if inputs.is_some_and(|q| q.push(ClientInput::message(id, data, reliable, arrived))) {
                 queued += 1;
             } else {
                 full += 1;
             }
         });
+        drop(route);
         env.metrics.record_client_messages(queued, drops, full);
         self.count_sent(env.metrics, &tx);
         gone
@@ -437,7 +452,7 @@ impl PlayerShared {
         &self,
         session: &mut PlayerSession,
         env: &SnapshotEnv,
-        world: &Arc<WorldSnapshot>,
+        world: &Arc<View>,
         applied: &AppliedInputs,
     ) {
         let now = (env.clock)();
@@ -540,7 +555,7 @@ impl PlayerInbox {
     /// Leaves this tick's snapshot (the broadcaster): `Some(true)` when the slot was empty
     /// (wake the actor), `Some(false)` when it replaced an older one, `None` when its actor
     /// panicked holding the lock (it is being cleaned up).
-    pub fn deliver(&self, snapshot: Arc<WorldSnapshot>, applied: AppliedInputs) -> Option<bool> {
+    pub fn deliver(&self, snapshot: Arc<View>, applied: AppliedInputs) -> Option<bool> {
         let left = self.left();
         let mut slot = self.snapshot.lock().ok()?;
         Some(slot.replace((snapshot, applied, left)).is_none())

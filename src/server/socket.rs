@@ -26,7 +26,6 @@ use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetr
 use super::player::{PlayerActor, PlayerArgs, PlayerMsg, PlayerShell};
 use super::session::SessionSettings;
 use super::shared::{DatagramEnv, Direct, PlayerRef, PlayerShared, SnapshotEnv};
-use super::world::{InputQueue, WorldMsg};
 use crate::protocol::netcode::server::{Connection, Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::slots::Occupant;
 use crate::protocol::session::SessionEnd;
@@ -83,10 +82,6 @@ pub(crate) struct SocketArgs {
     pub player_queue: usize,
     /// What each player's session starts with.
     pub sessions: SessionSettings,
-    /// The world actor.
-    pub world: ActorRef<WorldMsg>,
-    /// Where player actors leave inputs for the world.
-    pub inputs: InputQueue,
     /// The broadcaster.
     pub broadcaster: ActorRef<BroadcastMsg>,
     /// Figures.
@@ -229,7 +224,6 @@ async fn receive_loop(
                     if let Some((slot, mut o)) = released {
                         let mut tx = UdpTx::new(&args.socket);
                         o.value.farewell.disconnect((args.clock)(), &mut tx);
-                        let _ = args.world.cast(WorldMsg::Leave(slot));
                         let _ = args.broadcaster.cast(BroadcastMsg::Remove(slot));
                         args.metrics.record_end(EndReason::Failed);
                         args.metrics.remove_player(slot);
@@ -310,8 +304,6 @@ async fn on_datagram(
         socket: args.socket.clone(),
         env: args.env.clone(),
         fanout: args.fanout.clone(),
-        world: args.world.clone(),
-        inputs: args.inputs.clone(),
         broadcaster: args.broadcaster.clone(),
         socket_ctl: ctl.clone(),
         metrics: args.metrics.clone(),
@@ -333,7 +325,7 @@ async fn on_datagram(
 /// A datagram from a connected player's address: taken right here when the player's shared
 /// state allows, else queued for its actor (or dropped when `player_queue` wait already).
 fn route_datagram(args: &SocketArgs, player: &PlayerRef, datagram: &mut [u8], now: Duration, arrived: Instant) {
-    let env = DatagramEnv { socket: &args.socket, inputs: &args.inputs, metrics: &args.metrics };
+    let env = DatagramEnv { socket: &args.socket, metrics: &args.metrics };
     match player.shared.try_take_datagram(&env, now, datagram, arrived) {
         Direct::Done => {}
         Direct::Tell(msg) => player.tell(msg),

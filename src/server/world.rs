@@ -113,12 +113,16 @@ pub struct JoinInfo {
     pub user_data: [u8; USER_DATA_BYTES],
 }
 
-/// Who a message from the world goes to.
+/// Who a message from a world goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Audience {
-    /// Every connected player.
+    /// Every player in this world (on a server with one world: every connected player).
     All,
-    /// One player.
+    /// The players in this world whose team is this ([`Outbox::set_team`]).
+    Team(u16),
+    /// Every player in this world and every player watching it (a global world's chat).
+    Watchers,
+    /// One player, in this world or watching it.
     Player(PlayerId),
 }
 

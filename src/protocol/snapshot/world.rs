@@ -331,3 +331,95 @@ impl<'s> SnapshotBuilder<'s> {
         out
     }
 }
+
+/// Bits of an entity id that are the world's own (its local id); the bits above them name
+/// the world the entity comes from, so that ids from several worlds merged into one
+/// player's snapshot never collide. A world's local ids must be below [`LOCAL_ID_LIMIT`].
+pub const LOCAL_ID_BITS: u32 = 22;
+
+/// The first local id a world may not use (4 194 304).
+pub const LOCAL_ID_LIMIT: EntityId = 1 << LOCAL_ID_BITS;
+
+/// Worlds whose ids can be told apart in one snapshot (1024).
+pub const WORLD_NUMBERS: u32 = 1 << (32 - LOCAL_ID_BITS);
+
+/// The id a player's snapshot carries for local id `local` of world number `world`
+/// (world 0's ids are its local ids, unchanged).
+///
+/// ```
+/// use volley::protocol::snapshot::world::{merged_id, split_id};
+/// let id = merged_id(3, 17);
+/// assert_eq!(split_id(id), (3, 17));
+/// assert_eq!(merged_id(0, 17), 17);
+/// ```
+pub const fn merged_id(world: u32, local: EntityId) -> EntityId {
+    ((world % WORLD_NUMBERS) << LOCAL_ID_BITS) | (local & (LOCAL_ID_LIMIT - 1))
+}
+
+/// The world number and local id of an id in a player's snapshot ([`merged_id`] undone).
+pub const fn split_id(id: EntityId) -> (u32, EntityId) {
+    (id >> LOCAL_ID_BITS, id & (LOCAL_ID_LIMIT - 1))
+}
+
+impl WorldSnapshot {
+    /// One snapshot for `tick` of several worlds' snapshots: each `(world number,
+    /// snapshot)` part's entities with their ids made [`merged_id`]s, in id order. Parts
+    /// must come in ascending world number, each number once; an entity whose local id is
+    /// not below [`LOCAL_ID_LIMIT`] is left out (the server never makes one). Each entity
+    /// keeps the tick it last changed at, so encoders still skip unchanged ones; the parts
+    /// may be of older ticks (a world that ticks less often: its newest snapshot is held).
+    /// With the parts in order, the merged snapshot is their concatenation, and part `k`'s
+    /// entities start at the sum of the lengths before it.
+    pub fn merge(tick: u32, parts: &[(u32, &WorldSnapshot)]) -> WorldSnapshot {
+        let mut out = WorldSnapshot::new(tick);
+        let (n, words) = parts.iter().fold((0, 0), |(n, w), (_, p)| (n + p.len(), w + p.words.len()));
+        out.ids.reserve(n);
+        out.kinds.reserve(n);
+        out.offsets.reserve(n);
+        out.changed.reserve(n);
+        out.words.reserve(words);
+        out.tracked = !parts.is_empty() && parts.iter().all(|(_, p)| p.tracked);
+        for (world, part) in parts {
+            for i in 0..part.len() {
+                let id = part.ids[i];
+                if id >= LOCAL_ID_LIMIT {
+                    continue;
+                }
+                out.ids.push(merged_id(*world, id));
+                out.kinds.push(part.kinds[i]);
+                out.changed.push(part.changed_at(i));
+                out.offsets.push(out.words.len() as u32);
+                out.words.extend_from_slice(part.words_at(i));
+            }
+        }
+        out.cache = DeltaCache::with_len(out.len());
+        out
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    fn snap(tick: u32, entities: &[(EntityId, u32)]) -> WorldSnapshot {
+        let mut s = WorldSnapshot::new(tick);
+        for (id, w) in entities {
+            s.push_raw(*id, 0, &[*w, w + 1]);
+        }
+        s
+    }
+
+    #[test]
+    fn parts_are_concatenated_with_their_world_in_the_ids() {
+        let a = snap(7, &[(1, 10), (5, 50)]);
+        let b = snap(6, &[(0, 1), (1, 2), (LOCAL_ID_LIMIT, 9)]);
+        let m = WorldSnapshot::merge(7, &[(0, &a), (2, &b)]);
+        assert_eq!(m.tick(), 7);
+        assert_eq!(m.ids(), [1, 5, merged_id(2, 0), merged_id(2, 1)], "the out-of-range id is left out");
+        assert!(m.ids().windows(2).all(|w| w[0] < w[1]), "ascending");
+        assert_eq!(m.get(3).map(|e| e.words.to_vec()), Some(vec![2, 3]));
+        assert_eq!(m.changed_at(2), 6, "a held part keeps its own change ticks");
+        assert!(!m.tracks_changes(), "untracked parts make an untracked merge");
+        assert_eq!(split_id(m.ids()[3]), (2, 1));
+    }
+}

@@ -1,0 +1,637 @@
+//! Many worlds on one server, sans-IO: which world each player is in (it gets the player's
+//! inputs), which others it watches, and the one view per player and tick merged from them.
+//! The broadcaster and the [`Stepper`](crate::testing::Stepper) drive this same
+//! [`Directory`]; the effects it returns (a world's `join`/`leave`, a client told where it
+//! is, a session closed) are what each shell carries out its own way.
+//!
+//! # How views merge
+//!
+//! A player's snapshots follow the world it is in: each time that world ticks, the player's
+//! view is its newest snapshot plus the newest snapshot of every world the player watches,
+//! as one [`WorldSnapshot`] ([`WorldSnapshot::merge`]): entity ids carry their world's
+//! number in their top bits ([`merged_id`]), so they never collide, and the player's encoder
+//! deltas the whole against the view its client acknowledged, with one byte budget and one
+//! priority order across every source. A watched world that ticks less often (20 Hz under
+//! a 60 Hz world) is held: its newest snapshot goes into every view until its next tick,
+//! and since its entities' change ticks do not move meanwhile, they cost nothing in the
+//! deltas in between. Players with the same home and the same watched worlds share one
+//! merged view per tick (one merge per group, not per player); a player in world 0 that
+//! watches nothing gets that world's snapshot itself, not a copy.
+//!
+//! Every world of a server numbers its ticks on the server's clock (a world started later
+//! starts at the server's current tick; a 20 Hz world on a 60 Hz server runs every third
+//! tick number), so a player moved from one world to another never sees its snapshot ticks
+//! go backwards.
+//!
+//! [`merged_id`]: crate::protocol::snapshot::world::merged_id
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::world::{Audience, JoinInfo, PlayerId, Relevancy};
+use crate::protocol::session::SessionEnd;
+use crate::protocol::snapshot::world::WORLD_NUMBERS;
+use crate::protocol::snapshot::{Interest, WorldSnapshot};
+use crate::protocol::system::{EnterReason, WorldNotice};
+
+/// A world on a server: its number, which also names it to clients and sits in the top
+/// bits of its entities' ids in every snapshot
+/// ([`merged_id`](crate::protocol::snapshot::world::merged_id)). The world a server starts
+/// with is [`WorldId::ENTRY`], number 0, whose entity ids reach clients unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorldId(pub(crate) u16);
+
+impl WorldId {
+    /// The world [`start`](crate::server::start) was given: where players arrive.
+    pub const ENTRY: WorldId = WorldId(0);
+
+    /// Its number.
+    pub fn number(self) -> u16 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for WorldId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "world {}", self.0)
+    }
+}
+
+/// How a world runs: its kind (the label its figures carry), its tick rate, where its
+/// players go if it stops, and whether every player watches it.
+///
+/// ```
+/// use volley::server::{WorldId, WorldOptions};
+/// let global = WorldOptions::new("global").watched_by_everyone().tick_rate(20);
+/// let duel = WorldOptions::new("match").fallback(WorldId::ENTRY);
+/// # let _ = (global, duel);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldOptions {
+    /// The world's kind: one of the server's
+    /// [`ServerConfig::world_kinds`](crate::server::ServerConfig::world_kinds), the label of
+    /// its figures (`volley_worlds{kind}`) and what clients are told.
+    pub kind: String,
+    /// Ticks per second: the server's (`None`) or a divisor of it.
+    pub tick_rate_hz: Option<u16>,
+    /// Where its players go when it stops or fails (told why); with none they are
+    /// disconnected ([`SessionEnd::WorldStopped`]).
+    pub fallback: Option<WorldId>,
+    /// Every player watches it, whatever world it is in (a global world: chat, events).
+    pub watched_by_everyone: bool,
+}
+
+impl WorldOptions {
+    /// A world of `kind`, at the server's tick rate, no fallback, watched by its players.
+    pub fn new(kind: impl Into<String>) -> Self {
+        Self { kind: kind.into(), tick_rate_hz: None, fallback: None, watched_by_everyone: false }
+    }
+
+    /// Its players go to `world` if it stops or fails.
+    pub fn fallback(mut self, world: WorldId) -> Self {
+        self.fallback = Some(world);
+        self
+    }
+
+    /// It ticks `hz` times a second (a divisor of the server's tick rate).
+    pub fn tick_rate(mut self, hz: u16) -> Self {
+        self.tick_rate_hz = Some(hz);
+        self
+    }
+
+    /// Every player watches it.
+    pub fn watched_by_everyone(mut self) -> Self {
+        self.watched_by_everyone = true;
+        self
+    }
+}
+
+/// The world numbers in use, and the next to try: numbers go round all [`WORLD_NUMBERS`]
+/// before one is used again, so a stopped world's entity ids are long gone from every
+/// client's history before a new world's could be mistaken for them.
+#[derive(Debug, Default)]
+pub(crate) struct Numbers {
+    in_use: BTreeSet<u16>,
+    next: u16,
+}
+
+impl Numbers {
+    /// A free number (`None`: every number is in use).
+    pub fn take(&mut self) -> Option<WorldId> {
+        for _ in 0..WORLD_NUMBERS {
+            let n = self.next;
+            self.next = ((u32::from(n) + 1) % WORLD_NUMBERS) as u16;
+            if self.in_use.insert(n) {
+                return Some(WorldId(n));
+            }
+        }
+        None
+    }
+
+    /// Gives a number back.
+    pub fn free(&mut self, id: WorldId) {
+        self.in_use.remove(&id.0);
+    }
+}
+
+/// One world's part of a view.
+pub(crate) struct Part {
+    /// The world's number.
+    pub number: u16,
+    /// Its newest snapshot (local ids).
+    pub snapshot: Arc<WorldSnapshot>,
+    /// Its game's relevancy.
+    pub relevancy: Arc<dyn Relevancy>,
+    /// Where its entities start in the merged snapshot.
+    pub start: u32,
+}
+
+/// What one player sees at one tick: the merged snapshot, and the parts it was made of (each
+/// world's relevancy runs on its own part, with its own ids).
+pub(crate) struct View {
+    /// The merged snapshot (the player's encoder's input).
+    pub merged: Arc<WorldSnapshot>,
+    /// The worlds in it, by ascending number.
+    pub parts: Vec<Part>,
+}
+
+impl std::fmt::Debug for View {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("View")
+            .field("tick", &self.merged.tick())
+            .field("entities", &self.merged.len())
+            .field("worlds", &self.parts.iter().map(|p| p.number).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl View {
+    /// A view of world 0 alone (its snapshot, unchanged).
+    pub fn single(snapshot: Arc<WorldSnapshot>, relevancy: Arc<dyn Relevancy>) -> Self {
+        Self { merged: snapshot.clone(), parts: vec![Part { number: 0, snapshot, relevancy, start: 0 }] }
+    }
+
+    /// A view of `parts` (ascending numbers) at `tick`.
+    fn merge(tick: u32, mut parts: Vec<Part>) -> Self {
+        if let [p] = &parts[..]
+            && p.number == 0
+        {
+            return Self { merged: p.snapshot.clone(), parts };
+        }
+        let list: Vec<(u32, &WorldSnapshot)> = parts.iter().map(|p| (u32::from(p.number), &*p.snapshot)).collect();
+        let merged = Arc::new(WorldSnapshot::merge(tick, &list));
+        let mut start = 0;
+        for p in &mut parts {
+            p.start = start;
+            start += p.snapshot.len() as u32;
+        }
+        Self { merged, parts }
+    }
+
+    /// The tick it shows.
+    pub fn tick(&self) -> u32 {
+        self.merged.tick()
+    }
+
+    /// `player`'s interest in the merged snapshot: each world's relevancy on its own part,
+    /// tidied (true when a game's list needed it), shifted to the part's place. `scratch` is
+    /// reused between calls.
+    pub fn interest(&self, player: PlayerId, out: &mut Vec<Interest>, scratch: &mut Vec<Interest>) -> bool {
+        out.clear();
+        if let [p] = &self.parts[..] {
+            p.relevancy.interest(&p.snapshot, player, out);
+            let fixed = Interest::tidy(out, p.snapshot.len());
+            if p.start != 0 {
+                out.iter_mut().for_each(|i| i.index += p.start);
+            }
+            return fixed;
+        }
+        let mut fixed = false;
+        for p in &self.parts {
+            scratch.clear();
+            p.relevancy.interest(&p.snapshot, player, scratch);
+            fixed |= Interest::tidy(scratch, p.snapshot.len());
+            out.extend(scratch.iter().map(|i| Interest { index: i.index + p.start, priority: i.priority }));
+        }
+        // Parts whose local ids were out of range lose entities in the merge; never index past it.
+        if out.last().is_some_and(|i| i.index as usize >= self.merged.len()) {
+            fixed |= Interest::tidy(out, self.merged.len());
+        }
+        fixed
+    }
+}
+
+/// What a directory change asks its shell to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// Call the world's `join_with` for the player.
+    Join {
+        /// The world.
+        world: WorldId,
+        /// The player.
+        player: PlayerId,
+        /// Who it is (kept from its connect token across moves).
+        who: JoinInfo,
+    },
+    /// Call the world's `leave` for the player.
+    Leave {
+        /// The world.
+        world: WorldId,
+        /// The player.
+        player: PlayerId,
+    },
+    /// The player's inputs and messages go to `world` from now on, and its client is told.
+    Enter {
+        /// The player.
+        player: PlayerId,
+        /// The world.
+        world: WorldId,
+        /// What the client is told.
+        notice: WorldNotice,
+    },
+    /// End the player's session (its world stopped and has no fallback).
+    Close {
+        /// The player.
+        player: PlayerId,
+        /// Why.
+        end: SessionEnd,
+    },
+}
+
+/// A world as the directory knows it.
+struct Entry<P> {
+    options: WorldOptions,
+    relevancy: Arc<dyn Relevancy>,
+    latest: Option<Arc<WorldSnapshot>>,
+    /// Its players, grouped by the worlds they watch (one merged view per group and tick).
+    groups: Vec<Group<P>>,
+}
+
+struct Group<P> {
+    watching: Vec<WorldId>,
+    members: BTreeMap<PlayerId, P>,
+}
+
+/// A player as the directory knows it.
+#[derive(Debug, Clone)]
+struct Member<P> {
+    home: WorldId,
+    /// Worlds it watches besides its home, ascending.
+    watching: Vec<WorldId>,
+    who: JoinInfo,
+    team: Option<u16>,
+    handle: P,
+}
+
+/// Which world each player is in and which it watches; each world's newest snapshot; the
+/// views (see the module docs). `P` is how the shell reaches a player (the broadcaster's
+/// player reference, the stepper's nothing).
+pub(crate) struct Directory<P> {
+    worlds: BTreeMap<WorldId, Entry<P>>,
+    players: BTreeMap<PlayerId, Member<P>>,
+}
+
+impl<P> Default for Directory<P> {
+    fn default() -> Self {
+        Self { worlds: BTreeMap::new(), players: BTreeMap::new() }
+    }
+}
+
+impl<P: Clone> Directory<P> {
+    /// Adds a world; players arrive in [`WorldId::ENTRY`].
+    pub fn add_world(&mut self, id: WorldId, options: WorldOptions, relevancy: Arc<dyn Relevancy>) {
+        let everyone = options.watched_by_everyone;
+        self.worlds.insert(id, Entry { options, relevancy, latest: None, groups: Vec::new() });
+        if everyone {
+            let ids: Vec<PlayerId> = self.players.keys().copied().collect();
+            for p in ids {
+                self.watch(p, id, true);
+            }
+        }
+    }
+
+    /// Whether `id` is a world here.
+    pub fn has_world(&self, id: WorldId) -> bool {
+        self.worlds.contains_key(&id)
+    }
+
+    /// The worlds, with their kinds and how many players are in each.
+    pub fn worlds(&self) -> impl Iterator<Item = (WorldId, &str, usize)> + '_ {
+        self.worlds
+            .iter()
+            .map(|(id, e)| (*id, e.options.kind.as_str(), e.groups.iter().map(|g| g.members.len()).sum()))
+    }
+
+    /// A world's options.
+    pub fn options(&self, id: WorldId) -> Option<&WorldOptions> {
+        self.worlds.get(&id).map(|e| &e.options)
+    }
+
+    /// Removes a world (it stopped: `why` says how, for its players' clients). Its players
+    /// go to its fallback if that still runs, else their sessions end; nobody watches it
+    /// any more. Its `leave`s are its shell's business (the world is gone or shutting down).
+    pub fn remove_world(&mut self, id: WorldId, why: &str) -> Vec<Effect> {
+        let Some(entry) = self.worlds.remove(&id) else { return Vec::new() };
+        let fallback = entry.options.fallback.filter(|f| *f != id && self.worlds.contains_key(f));
+        let mut effects = Vec::new();
+        for g in entry.groups {
+            for p in g.members.into_keys() {
+                match fallback {
+                    Some(to) => {
+                        self.enter(p, to, EnterReason::WorldStopped(why.into()), &mut effects);
+                    }
+                    None => {
+                        self.players.remove(&p);
+                        effects.push(Effect::Close { player: p, end: SessionEnd::WorldStopped });
+                    }
+                }
+            }
+        }
+        let watchers: Vec<PlayerId> =
+            self.players.iter().filter(|(_, m)| m.watching.contains(&id)).map(|(p, _)| *p).collect();
+        for p in watchers {
+            self.watch(p, id, false);
+        }
+        effects
+    }
+
+    /// A player connected: it goes to [`WorldId::ENTRY`] and watches every world watched by
+    /// everyone. Its session ends at once if the entry world is gone.
+    pub fn add_player(&mut self, player: PlayerId, handle: P, who: JoinInfo) -> Vec<Effect> {
+        if !self.worlds.contains_key(&WorldId::ENTRY) {
+            return vec![Effect::Close { player, end: SessionEnd::WorldStopped }];
+        }
+        let watching = self.everyone_watches(WorldId::ENTRY);
+        let m = Member { home: WorldId::ENTRY, watching, who: who.clone(), team: None, handle };
+        self.players.insert(player, m);
+        self.group_insert(player);
+        let notice = self.notice(WorldId::ENTRY, EnterReason::Connected);
+        vec![Effect::Join { world: WorldId::ENTRY, player, who }, Effect::Enter { player, world: WorldId::ENTRY, notice }]
+    }
+
+    /// A player left the server: its world's `leave`.
+    pub fn remove_player(&mut self, player: PlayerId) -> Vec<Effect> {
+        self.group_remove(player);
+        match self.players.remove(&player) {
+            Some(m) if self.worlds.contains_key(&m.home) => vec![Effect::Leave { world: m.home, player }],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Moves a player to world `to` (nothing if it is not here, already there, or `to`
+    /// does not run): it leaves its world, joins `to` with the same [`JoinInfo`], its
+    /// inputs go there, and its client is told.
+    pub fn move_player(&mut self, player: PlayerId, to: WorldId) -> Vec<Effect> {
+        let Some(from) = self.players.get(&player).map(|m| m.home) else { return Vec::new() };
+        if from == to || !self.worlds.contains_key(&to) {
+            return Vec::new();
+        }
+        let mut effects = vec![Effect::Leave { world: from, player }];
+        self.enter(player, to, EnterReason::Moved, &mut effects);
+        effects
+    }
+
+    /// Puts `player` (whose old world is left or gone) in `to`.
+    fn enter(&mut self, player: PlayerId, to: WorldId, reason: EnterReason, effects: &mut Vec<Effect>) {
+        self.group_remove(player);
+        let everyone = self.everyone_watches(to);
+        let Some(m) = self.players.get_mut(&player) else { return };
+        let old = m.home;
+        m.home = to;
+        m.team = None;
+        // It keeps watching what it watched (less its new home), and the worlds everyone does.
+        m.watching.retain(|w| *w != to && *w != old);
+        for w in everyone {
+            if !m.watching.contains(&w) {
+                m.watching.push(w);
+            }
+        }
+        m.watching.sort_unstable();
+        let who = m.who.clone();
+        self.group_insert(player);
+        effects.push(Effect::Join { world: to, player, who });
+        let notice = self.notice(to, reason);
+        effects.push(Effect::Enter { player, world: to, notice });
+    }
+
+    fn everyone_watches(&self, except: WorldId) -> Vec<WorldId> {
+        self.worlds.iter().filter(|(id, e)| e.options.watched_by_everyone && **id != except).map(|(id, _)| *id).collect()
+    }
+
+    fn notice(&self, world: WorldId, reason: EnterReason) -> WorldNotice {
+        let kind = self.worlds.get(&world).map(|e| e.options.kind.clone()).unwrap_or_default();
+        WorldNotice { world: world.0, kind, reason }
+    }
+
+    /// `player` watches world `world` (`on`), or stops watching it; false when nothing
+    /// changed (no such player or world, or it is the player's own world).
+    pub fn watch(&mut self, player: PlayerId, world: WorldId, on: bool) -> bool {
+        let Some(m) = self.players.get(&player) else { return false };
+        if m.home == world || (on && !self.worlds.contains_key(&world)) || m.watching.contains(&world) == on {
+            return false;
+        }
+        self.group_remove(player);
+        if let Some(m) = self.players.get_mut(&player) {
+            if on {
+                m.watching.push(world);
+                m.watching.sort_unstable();
+            } else {
+                m.watching.retain(|w| *w != world);
+            }
+        }
+        self.group_insert(player);
+        true
+    }
+
+    /// Puts `player` in a team of its world (`None`: none), for [`Audience::Team`]; only
+    /// `world` may, and only for its own players.
+    pub fn set_team(&mut self, world: WorldId, player: PlayerId, team: Option<u16>) {
+        if let Some(m) = self.players.get_mut(&player).filter(|m| m.home == world) {
+            m.team = team;
+        }
+    }
+
+    fn group_remove(&mut self, player: PlayerId) {
+        let Some(m) = self.players.get(&player) else { return };
+        let Some(e) = self.worlds.get_mut(&m.home) else { return };
+        if let Some(i) = e.groups.iter().position(|g| g.watching == m.watching) {
+            e.groups[i].members.remove(&player);
+            if e.groups[i].members.is_empty() {
+                e.groups.swap_remove(i);
+            }
+        }
+    }
+
+    fn group_insert(&mut self, player: PlayerId) {
+        let Some(m) = self.players.get(&player) else { return };
+        let Some(e) = self.worlds.get_mut(&m.home) else { return };
+        match e.groups.iter_mut().find(|g| g.watching == m.watching) {
+            Some(g) => {
+                g.members.insert(player, m.handle.clone());
+            }
+            None => {
+                let members = BTreeMap::from([(player, m.handle.clone())]);
+                e.groups.push(Group { watching: m.watching.clone(), members });
+            }
+        }
+    }
+
+    /// World `world` made `snapshot`: it is kept as its newest, and `each(view, player,
+    /// handle)` is called for every player in it with that player's merged view (shared by
+    /// the players who watch the same worlds).
+    pub fn publish(&mut self, world: WorldId, snapshot: Arc<WorldSnapshot>, mut each: impl FnMut(&Arc<View>, PlayerId, &P)) {
+        let tick = snapshot.tick();
+        let Some(e) = self.worlds.get_mut(&world) else { return };
+        e.latest = Some(snapshot);
+        let Some(e) = self.worlds.get(&world) else { return };
+        for g in &e.groups {
+            let mut parts = Vec::with_capacity(1 + g.watching.len());
+            let mut push = |id: WorldId, e: &Entry<P>| {
+                if let Some(s) = &e.latest {
+                    parts.push(Part { number: id.0, snapshot: s.clone(), relevancy: e.relevancy.clone(), start: 0 });
+                }
+            };
+            // Ascending numbers: the home world in its place among the watched ones.
+            let mut watched = g.watching.iter().peekable();
+            while let Some(w) = watched.next_if(|w| **w < world) {
+                if let Some(we) = self.worlds.get(w) {
+                    push(*w, we);
+                }
+            }
+            push(world, e);
+            for w in watched {
+                if let Some(we) = self.worlds.get(w) {
+                    push(*w, we);
+                }
+            }
+            let view = Arc::new(View::merge(tick, parts));
+            for (p, h) in &g.members {
+                each(&view, *p, h);
+            }
+        }
+    }
+
+    /// The world a player is in.
+    pub fn home(&self, player: PlayerId) -> Option<WorldId> {
+        self.players.get(&player).map(|m| m.home)
+    }
+
+    /// The worlds a player watches.
+    pub fn watching(&self, player: PlayerId) -> &[WorldId] {
+        self.players.get(&player).map_or(&[], |m| &m.watching)
+    }
+
+    /// How the shell reaches a player.
+    pub fn handle(&self, player: PlayerId) -> Option<&P> {
+        self.players.get(&player).map(|m| &m.handle)
+    }
+
+    /// Every player, with how the shell reaches it.
+    pub fn players(&self) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
+        self.players.iter().map(|(p, m)| (*p, &m.handle))
+    }
+
+    /// Players on the server.
+    pub fn player_count(&self) -> usize {
+        self.players.len()
+    }
+
+    /// Who a message from `world` to `to` reaches: [`Audience::All`] is the world's own
+    /// players, [`Audience::Team`] those of them in the team, [`Audience::Watchers`] its
+    /// players and every player watching it, [`Audience::Player`] one player in it or
+    /// watching it.
+    pub fn audience(&self, world: WorldId, to: Audience) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
+        self.players
+            .iter()
+            .filter(move |(p, m)| match to {
+                Audience::All => m.home == world,
+                Audience::Team(t) => m.home == world && m.team == Some(t),
+                Audience::Watchers => m.home == world || m.watching.contains(&world),
+                Audience::Player(q) => **p == q && (m.home == world || m.watching.contains(&world)),
+            })
+            .map(|(p, m)| (*p, &m.handle))
+    }
+
+    /// Whether `player` is in `world` or watches it.
+    pub fn sees(&self, player: PlayerId, world: WorldId) -> bool {
+        self.players.get(&player).is_some_and(|m| m.home == world || m.watching.contains(&world))
+    }
+
+    /// The players in `world`.
+    pub fn members(&self, world: WorldId) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
+        self.worlds.get(&world).into_iter().flat_map(|e| e.groups.iter().flat_map(|g| g.members.iter().map(|(p, h)| (*p, h))))
+    }
+
+    /// A world's newest snapshot.
+    pub fn latest(&self, world: WorldId) -> Option<&Arc<WorldSnapshot>> {
+        self.worlds.get(&world).and_then(|e| e.latest.as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::Everything;
+
+    fn who(n: u64) -> JoinInfo {
+        JoinInfo { client_id: n, user_data: [0; crate::protocol::netcode::USER_DATA_BYTES] }
+    }
+
+    fn snap(tick: u32, ids: &[u32]) -> Arc<WorldSnapshot> {
+        let mut s = WorldSnapshot::new(tick);
+        for id in ids {
+            s.push_raw(*id, 0, &[*id]);
+        }
+        Arc::new(s)
+    }
+
+    #[test]
+    fn players_move_watch_and_get_merged_views() {
+        let mut d: Directory<()> = Directory::default();
+        d.add_world(WorldId::ENTRY, WorldOptions::new("lobby"), Arc::new(Everything));
+        d.add_world(WorldId(1), WorldOptions::new("global").watched_by_everyone(), Arc::new(Everything));
+        d.add_world(WorldId(2), WorldOptions::new("match").fallback(WorldId::ENTRY), Arc::new(Everything));
+        let fx = d.add_player(5, (), who(50));
+        assert!(matches!(&fx[..], [Effect::Join { world: WorldId(0), player: 5, .. }, Effect::Enter { .. }]));
+        assert_eq!(d.watching(5), [WorldId(1)], "the global world is watched by everyone");
+        d.publish(WorldId(1), snap(3, &[1]), |_, _, _| panic!("nobody is in the global world"));
+        let mut seen = Vec::new();
+        d.publish(WorldId::ENTRY, snap(3, &[7]), |v, p, _| seen.push((p, v.merged.ids().to_vec())));
+        assert_eq!(seen, [(5, vec![7, merged_id(1, 1)])]);
+
+        let fx = d.move_player(5, WorldId(2));
+        assert_eq!(fx[0], Effect::Leave { world: WorldId::ENTRY, player: 5 });
+        assert!(matches!(&fx[1], Effect::Join { world: WorldId(2), player: 5, who } if who.client_id == 50));
+        assert!(matches!(&fx[2], Effect::Enter { notice, .. } if notice.kind == "match" && notice.reason == EnterReason::Moved));
+        let mut seen = Vec::new();
+        d.publish(WorldId(2), snap(4, &[7, 8]), |v, p, _| seen.push((p, v.merged.ids().to_vec())));
+        assert_eq!(seen, [(5, vec![merged_id(1, 1), merged_id(2, 7), merged_id(2, 8)])], "ids never collide");
+        assert!(d.move_player(5, WorldId(9)).is_empty(), "no such world: nothing");
+
+        let fx = d.remove_world(WorldId(2), "the match ended");
+        assert!(fx.iter().any(|e| matches!(e, Effect::Enter { world: WorldId(0), notice, .. }
+            if notice.reason == EnterReason::WorldStopped("the match ended".into()))));
+        assert_eq!(d.home(5), Some(WorldId::ENTRY), "to the fallback");
+        assert_eq!(d.remove_player(5), [Effect::Leave { world: WorldId::ENTRY, player: 5 }]);
+    }
+
+    #[test]
+    fn a_world_without_fallback_closes_its_players() {
+        let mut d: Directory<()> = Directory::default();
+        d.add_world(WorldId::ENTRY, WorldOptions::new("main"), Arc::new(Everything));
+        d.add_player(1, (), who(1));
+        assert_eq!(d.remove_world(WorldId::ENTRY, "failed"), [Effect::Close { player: 1, end: SessionEnd::WorldStopped }]);
+        assert_eq!(d.add_player(2, (), who(2)), [Effect::Close { player: 2, end: SessionEnd::WorldStopped }]);
+    }
+
+    #[test]
+    fn world_numbers_go_round_before_reuse() {
+        let mut n = Numbers::default();
+        let a = n.take();
+        n.free(WorldId(0));
+        assert_eq!(a, Some(WorldId(0)));
+        assert_eq!(n.take(), Some(WorldId(1)), "not the one just freed");
+    }
+
+    use crate::protocol::snapshot::world::merged_id;
+}
