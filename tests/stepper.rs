@@ -386,7 +386,10 @@ fn repeated_inputs_reach_the_world_once_each_and_in_the_order_they_were_made() {
         assert!(a.windows(2).all(|w| w[0] < w[1]), "player {p}: out of order or twice: {a:?}");
         let (first, last) = (a[0], a[a.len() - 1]);
         let made = (last - first + 1) as usize;
-        assert!(a.len() * 100 >= made * 97, "player {p}: {} of {made} inputs applied", a.len());
+        // Reordering costs a few (an input older than one already applied is dropped, to keep
+        // the order): about 3 % here. The run is deterministic, but any packet more or less
+        // (the world notice on connecting) shifts the links' random losses.
+        assert!(a.len() * 100 >= made * 96, "player {p}: {} of {made} inputs applied", a.len());
     }
 }
 

@@ -24,6 +24,7 @@ use crate::protocol::reliability::{Channel, ChannelConfig};
 use crate::protocol::scoreboard::Scoreboard;
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{EntityId, Replicate, Schema, SnapshotReceiver, WorldSnapshot};
+use crate::protocol::system::WorldNotice;
 pub use playback::{Playback, PlaybackClock};
 
 /// What a game shows about its connection (the data for a lagometer).
@@ -96,6 +97,8 @@ pub struct GameClient {
     system: Option<Box<Channel>>,
     system_ack_due: bool,
     scoreboard: Scoreboard,
+    /// Where the server last said the player is.
+    world: Option<WorldNotice>,
     /// The protocol version its hello claims (tests make an old client with it).
     protocol_version: u16,
 }
@@ -136,6 +139,7 @@ impl GameClient {
             system: None,
             system_ack_due: false,
             scoreboard: Scoreboard::default(),
+            world: None,
             protocol_version: crate::protocol::session::PROTOCOL_VERSION,
         }
     }
@@ -153,6 +157,15 @@ impl GameClient {
     /// second. Empty until the first board arrives.
     pub fn scoreboard(&self) -> &Scoreboard {
         &self.scoreboard
+    }
+
+    /// The world this client's player is in, as the server last said ([`WorldNotice`]: its
+    /// number, its kind, and why it is there: it connected, the game moved it, or its world
+    /// stopped). `None` until the first notice arrives, just after connecting. Entity ids
+    /// from world `n` other than world 0 arrive as
+    /// [`merged_id`](crate::protocol::snapshot::world::merged_id)`(n, local)`.
+    pub fn world(&self) -> Option<&WorldNotice> {
+        self.world.as_ref()
     }
 
     /// The connection state (netcode's, with its error states).
@@ -402,9 +415,15 @@ impl GameClient {
             let system = self.system.get_or_insert_with(|| Box::new(Channel::new(ChannelConfig::system())));
             if system.receive(now, payload).is_ok() {
                 self.system_ack_due = true;
-                while let Some(update) = system.recv_reliable() {
+                while let Some(message) = system.recv_reliable() {
+                    if let Some(notice) = WorldNotice::decode(&message) {
+                        // A new world: its board (if any) comes whole next.
+                        self.scoreboard = Scoreboard::default();
+                        self.world = Some(notice);
+                        continue;
+                    }
                     // A bad update leaves the board as it was (a hostile server's garbage).
-                    let _ = self.scoreboard.apply(&update);
+                    let _ = self.scoreboard.apply(&message);
                 }
             }
             return None;

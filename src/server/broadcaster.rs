@@ -335,7 +335,7 @@ impl BroadcastState {
             match e {
                 Effect::Join { world, player, who } => {
                     if let Some(l) = self.worlds.get_mut(&world) {
-                        l.tell(WorldMsg::Join(player, Box::new(who)));
+                        l.tell(WorldMsg::Join(player, who));
                     }
                 }
                 Effect::Leave { world, player } => {
@@ -413,9 +413,10 @@ impl Actor for Broadcaster {
                 state.metrics.set_worlds(state.dir.worlds());
             }
             BroadcastMsg::WorldReady(id, actor) => {
-                if let Some(l) = state.worlds.get_mut(&id) {
-                    let waiting = std::mem::replace(&mut l.actor, Ok(actor.clone()));
-                    for m in waiting.unwrap_or_default() {
+                if let Some(l) = state.worlds.get_mut(&id)
+                    && let Err(waiting) = std::mem::replace(&mut l.actor, Ok(actor.clone()))
+                {
+                    for m in waiting {
                         let _ = actor.cast(m);
                     }
                 }
@@ -644,6 +645,9 @@ mod tests {
                 PlayerMsg::SnapshotReady(_) => self.1.inbox().take_snapshot().map_or(0, |s| s.2),
                 _ => 0,
             };
+            if matches!(msg, PlayerMsg::Enter(_)) {
+                return Ok(()); // the world notice, not a wake-up of the fan-out's
+            }
             let mut batches = Vec::new();
             self.1.inbox().take_batches(upto, &mut batches);
             log.0.extend(batches.iter().flat_map(|b| b.iter().map(|(d, _)| d.clone())));
@@ -665,11 +669,12 @@ mod tests {
             let log = Arc::new(Mutex::new((Vec::new(), 0usize)));
             let slot = PlayerShared::without_session();
             let (r, _) = Actor::spawn(None, Recorder(log.clone(), slot.clone()), ()).await.unwrap();
-            broadcaster.cast(BroadcastMsg::Add(p, handle(r, slot.clone()))).unwrap();
+            broadcaster.cast(BroadcastMsg::Add(p, handle(r, slot.clone()), who(p))).unwrap();
             logs.push(log);
             slots.push(slot);
         }
         let msg = |to: Audience, s: &'static str| BroadcastMsg::Message {
+            world: WorldId::ENTRY,
             to,
             data: Bytes::from_static(s.as_bytes()),
             reliable: true,
@@ -691,7 +696,7 @@ mod tests {
             fresh: Vec::new(),
             started: tokio::time::Instant::now(),
         });
-        broadcaster.cast(BroadcastMsg::Snapshot(Arc::new(WorldSnapshot::new(1)), applied)).unwrap();
+        broadcaster.cast(BroadcastMsg::Snapshot(WorldId::ENTRY, Arc::new(WorldSnapshot::new(1)), applied)).unwrap();
         let got = |i: usize| logs[i].lock().map(|l| (l.0.concat(), l.1)).unwrap_or_default();
         settle(|| (0..3).all(|i| got(i).0.len() >= if i == 1 { 6 } else { 5 })).await;
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
@@ -708,9 +713,22 @@ mod tests {
             metrics: Arc::new(ServerMetrics::new()),
             batcher: None,
             fanout: Arc::new(FanOut::new(4, None)),
+            numbers: Arc::default(),
+        };
+        let b = Actor::spawn(None, Broadcaster, args).await.unwrap().0;
+        let entry = NewWorld {
+            id: WorldId::ENTRY,
+            options: WorldOptions::new("main"),
+            relevancy: Arc::new(crate::server::Everything),
+            inputs: InputQueue::default(),
             board_columns: Vec::new(),
         };
-        Actor::spawn(None, Broadcaster, args).await.unwrap().0
+        b.cast(BroadcastMsg::AddWorld(Box::new(entry))).unwrap();
+        b
+    }
+
+    fn who(p: PlayerId) -> Box<JoinInfo> {
+        Box::new(JoinInfo { client_id: u64::from(p), user_data: [0; crate::protocol::netcode::USER_DATA_BYTES] })
     }
 
     /// Waits until `done`, ten seconds at most.
@@ -736,11 +754,12 @@ mod tests {
             disconnected: disconnected.clone(),
         };
         let (player, _) = Actor::spawn(None, stuck, ()).await.unwrap();
-        broadcaster.cast(BroadcastMsg::Add(7, handle(player.clone(), inbox.clone()))).unwrap();
+        broadcaster.cast(BroadcastMsg::Add(7, handle(player.clone(), inbox.clone()), who(7))).unwrap();
         // The first message blocks the player actor; then the world floods it with events,
         // and then sends two reliable messages.
         let send = |reliable: bool| {
             broadcaster.cast(BroadcastMsg::Message {
+                world: WorldId::ENTRY,
                 to: Audience::Player(7),
                 data: Bytes::from_static(b"x"),
                 reliable,

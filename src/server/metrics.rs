@@ -578,6 +578,7 @@ impl ServerMetrics {
             input_delay_us: Mutex::default(),
             input_effect_us: Mutex::default(),
             per_player: Mutex::default(),
+            kinds: std::sync::OnceLock::new(),
             hist,
             recorder,
             handle,
@@ -595,7 +596,11 @@ impl ServerMetrics {
         d("volley_ticks_total", None, "Simulation ticks run.");
         d("volley_worlds", None, "World actors running, by kind.");
         d("volley_world_players", None, "Players in worlds of each kind.");
-        d("volley_world_tick_overruns_total", None, "Times a world of each kind fell so far behind that it skipped ahead.");
+        d(
+            "volley_world_tick_overruns_total",
+            None,
+            "Times a world of each kind fell so far behind that it skipped ahead.",
+        );
         d("volley_world_tick_duration_seconds", Some(Unit::Seconds), "Time a world of each kind spent on one tick.");
         d("volley_tick_overruns_total", None, "Times the tick loop fell so far behind that it skipped ahead.");
         d("volley_last_tick_timestamp_seconds", Some(Unit::Seconds), "Unix time the newest tick finished.");
@@ -722,7 +727,9 @@ impl ServerMetrics {
                     players: AtomicU64::new(0),
                     overruns: AtomicU64::new(0),
                     ticks: AtomicU64::new(0),
-                    tick: self.recorder.register_histogram(&key("volley_world_tick_duration_seconds", &[("kind", label)]), &META),
+                    tick: self
+                        .recorder
+                        .register_histogram(&key("volley_world_tick_duration_seconds", &[("kind", label)]), &META),
                 }
             })
             .collect();

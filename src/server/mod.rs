@@ -142,8 +142,9 @@ pub(crate) mod session;
 pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
+pub mod spawn;
 pub mod world;
-pub mod worlds;
+pub(crate) mod worlds;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -157,10 +158,11 @@ pub use session::{
     FLOOD_MEMORY_TICKS, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES_PER_TICK,
     MAX_FLOODING_TICKS, MessageDrops, PacketDrop,
 };
-pub use worlds::{WorldId, WorldOptions};
+pub use spawn::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WorldRef, Worlds};
 pub use world::{
     Audience, Everything, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Relevancy, World, WorldFault, decode_message,
 };
+pub use worlds::{WorldId, WorldOptions};
 
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::server::EndpointConfig;
@@ -240,6 +242,11 @@ pub struct ServerConfig {
     /// [`Predictor`]: crate::protocol::snapshot::Predictor
     /// [`GameClient::set_predictor`]: crate::client::GameClient::set_predictor
     pub snapshot_predictor: Option<Arc<dyn crate::protocol::snapshot::Predictor>>,
+    /// The kinds of world the game runs ("lobby", "match"): the values of the `kind` label
+    /// of the world figures (`volley_worlds{kind}`), so a bounded set, declared up front.
+    /// [`start`] runs its world as the first kind; [`Worlds::spawn`] refuses a kind not
+    /// here. `["main"]` by default.
+    pub world_kinds: Vec<String>,
 }
 
 impl ServerConfig {
@@ -266,6 +273,7 @@ impl ServerConfig {
             predict_snapshots: false,
             snapshot_predictor: None,
             socket_buffer_bytes: 4 << 20,
+            world_kinds: vec!["main".into()],
         }
     }
 }
@@ -298,7 +306,8 @@ pub enum Fault {
 pub struct ServerHandle {
     addr: SocketAddr,
     socket: ActorRef<socket::SocketMsg>,
-    world: ActorRef<world::WorldMsg>,
+    worlds: Worlds,
+    actors: Arc<std::sync::Mutex<std::collections::BTreeMap<WorldId, ActorRef<world::WorldMsg>>>>,
     /// True once the root watcher saw the world, broadcaster or socket actor end.
     ended: tokio::sync::watch::Receiver<bool>,
     /// Set by [`ServerHandle::shutdown`], so the actors' ends are not taken for failures.
@@ -326,6 +335,11 @@ impl ServerHandle {
         &self.metrics
     }
 
+    /// The server's worlds: start and stop worlds, move players, from outside any world.
+    pub fn worlds(&self) -> &Worlds {
+        &self.worlds
+    }
+
     /// Tells every client why ([`SessionEnd::ShuttingDown`]), waits up to the grace period
     /// for them to answer, runs the world's [`World::shutdown`] after every player's
     /// [`World::leave`] (waiting up to the grace period again for it), then stops every
@@ -341,11 +355,17 @@ impl ServerHandle {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let left = ServerMetrics::get(&self.metrics.players);
-        // After the leaves already in its mailbox; the players still there leave first.
-        if let Err(e) = self.world.call(world::WorldMsg::Shutdown, Some(self.grace)).await {
-            tracing::warn!(error = %e, "the world's shutdown did not finish within the grace period");
+        // After the leaves already in their mailboxes; the players still there leave first.
+        let worlds: Vec<(WorldId, ActorRef<world::WorldMsg>)> =
+            self.actors.lock().map(|a| a.iter().map(|(id, a)| (*id, a.clone())).collect()).unwrap_or_default();
+        for (id, w) in &worlds {
+            if let Err(e) = w.call(world::WorldMsg::Shutdown, Some(self.grace)).await {
+                tracing::warn!(world = %id, error = %e, "a world's shutdown did not finish within the grace period");
+            }
         }
-        self.world.stop(None);
+        for (_, w) in &worlds {
+            w.stop(None);
+        }
         self.broadcaster.stop(None);
         self.socket.stop(None);
         let mut admin = self.admin;
@@ -379,11 +399,27 @@ impl ServerHandle {
     }
 }
 
-/// Starts a server running `world`.
+/// Starts a server running `world` as its entry world ([`WorldId::ENTRY`], of the first of
+/// [`ServerConfig::world_kinds`]), where players arrive. More worlds can be started while it
+/// runs ([`ServerHandle::worlds`], [`World::started`]).
 ///
 /// # Errors
 /// When the socket cannot be bound, a setting is invalid, or an actor fails to start.
 pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHandle, StartError> {
+    let kind = config.world_kinds.first().cloned().unwrap_or_else(|| "main".into());
+    start_with(config, WorldOptions::new(kind), world).await
+}
+
+/// [`start`], with the entry world's options (its kind and tick rate; it has no fallback
+/// and is essential: if it fails, the server does).
+///
+/// # Errors
+/// As [`start`], and when the options are invalid.
+pub async fn start_with<W: World>(
+    config: ServerConfig,
+    entry: WorldOptions,
+    world: W,
+) -> Result<ServerHandle, StartError> {
     if config.tick_rate_hz == 0
         || config.snapshot_rate_hz == 0
         || !config.tick_rate_hz.is_multiple_of(config.snapshot_rate_hz)
@@ -395,6 +431,9 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     }
     if config.max_players == 0 {
         return Err(StartError::Config("max players must be at least 1".into()));
+    }
+    if config.world_kinds.is_empty() || config.world_kinds.len() > 64 {
+        return Err(StartError::Config("declare between 1 and 64 world kinds".into()));
     }
     let socket = Arc::new(UdpSocket::bind(config.bind).await.map_err(|e| StartError::Bind(config.bind, e))?);
     let addr = socket.local_addr().map_err(|e| StartError::Bind(config.bind, e))?;
@@ -422,7 +461,7 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     )
     .map_err(|e| StartError::Spawn("admin", e.to_string()))?;
     let schema = Arc::new(world.schema());
-    let relevancy = world.relevancy();
+    metrics.declare_world_kinds(&config.world_kinds);
 
     let batcher = Arc::new(batcher::SnapshotBatcher::new(socket.clone(), metrics.clone(), config.send_batch));
     let env = shared::SnapshotEnv {
@@ -432,28 +471,41 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         tick_period: Duration::from_secs(1) / u32::from(config.tick_rate_hz.max(1)),
     };
     let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(env.clone()));
+    let numbers = Arc::new(std::sync::Mutex::new(worlds::Numbers::default()));
     let broadcast_args = broadcaster::BroadcastArgs {
         metrics: metrics.clone(),
         batcher: Some(batcher.clone()),
         fanout: fanout.clone(),
-        board_columns: world.scoreboard_columns(),
+        numbers: numbers.clone(),
     };
     let (broadcaster, broadcaster_task) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
     // Sixteen inputs a player between two ticks (a client sends one a tick, repeated ones are
     // dropped before they get here), room for 256 at least.
-    let inputs = world::InputQueue::new(config.max_players.saturating_mul(16).max(256));
-    let world_args = world::WorldArgs {
-        world,
-        tick_rate_hz: config.tick_rate_hz,
-        broadcaster: broadcaster.clone(),
-        metrics: metrics.clone(),
-        inputs: inputs.clone(),
+    let actors = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let clock = world::TickClock {
+        epoch: tokio::time::Instant::now(),
+        dt: Duration::from_secs(1) / u32::from(config.tick_rate_hz),
     };
-    let (world_ref, world_task) = Actor::spawn(None, world::WorldActor::<W>::default(), world_args)
+    let worlds = Worlds::actors(
+        numbers,
+        config.world_kinds.clone(),
+        config.tick_rate_hz,
+        schema.clone(),
+        spawn::ActorBackend {
+            broadcaster: broadcaster.clone(),
+            metrics: metrics.clone(),
+            clock,
+            input_limit: config.max_players.saturating_mul(16).max(256),
+            actors: actors.clone(),
+        },
+    );
+    let started = worlds.spawn_entry(entry, world).map_err(|e| StartError::Config(e.to_string()))?;
+    let (_entry, world_task) = started
         .await
-        .map_err(|e| StartError::Spawn("world", e.to_string()))?;
+        .map_err(|_| StartError::Spawn("world", "the world's actor did not start".into()))?
+        .map_err(|e| StartError::Spawn("world", e))?;
     let session = SessionParams {
         protocol_version: PROTOCOL_VERSION,
         tick_rate_hz: config.tick_rate_hz,
@@ -469,14 +521,11 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
         player_queue: config.player_queue,
         sessions: session::SessionSettings {
             schema,
-            relevancy,
             params: session,
             snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),
             sender: crate::protocol::snapshot::SenderConfig { predict: config.predict_snapshots, ..Default::default() },
             predictor: config.snapshot_predictor.clone(),
         },
-        world: world_ref.clone(),
-        inputs,
         broadcaster: broadcaster.clone(),
         metrics: metrics.clone(),
         clock: unix_now,
@@ -515,7 +564,8 @@ pub async fn start<W: World>(config: ServerConfig, world: W) -> Result<ServerHan
     Ok(ServerHandle {
         addr,
         socket: socket_ref,
-        world: world_ref,
+        worlds,
+        actors,
         ended,
         stopping,
         broadcaster,

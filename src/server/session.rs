@@ -15,11 +15,9 @@ use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, 
 use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
 use crate::protocol::reliability::{Channel, ChannelConfig, QueueError};
 use crate::protocol::scoreboard::BoardUpdates;
-use crate::protocol::system::WorldNotice;
 use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
-use crate::protocol::snapshot::{
-    EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender, WorldSnapshot,
-};
+use crate::protocol::snapshot::{EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender};
+use crate::protocol::system::WorldNotice;
 
 /// What a datagram meant.
 #[derive(Debug, PartialEq, Eq)]

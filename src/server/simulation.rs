@@ -53,6 +53,10 @@ fn board_every(dt: Duration) -> u32 {
 pub(crate) struct Simulation {
     schema: Arc<Schema>,
     tick: u32,
+    /// The next step's tick, when its shell set it ([`Simulation::set_next_tick`]).
+    next: Option<u32>,
+    /// Steps run (the scoreboard's updates are counted in steps, not tick numbers).
+    steps: u64,
     dt: Duration,
     /// Per player, the sequence of the newest input applied.
     applied: BTreeMap<PlayerId, u32>,
@@ -90,6 +94,8 @@ impl Simulation {
         Self {
             schema,
             tick: 0,
+            next: None,
+            steps: 0,
             dt,
             applied: BTreeMap::new(),
             joined: std::collections::BTreeSet::new(),
@@ -108,7 +114,7 @@ impl Simulation {
     }
 
     /// A player joined.
-    pub fn join<W: World>(&mut self, world: &mut W, player: PlayerId, who: &JoinInfo) {
+    pub fn join<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId, who: &JoinInfo) {
         if self.shut_down || !self.joined.insert(player) {
             return;
         }
@@ -120,7 +126,7 @@ impl Simulation {
 
     /// A player left (once for each join; a second leave, or one after the shutdown, is
     /// not passed on).
-    pub fn leave<W: World>(&mut self, world: &mut W, player: PlayerId) {
+    pub fn leave<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId) {
         if !self.joined.remove(&player) {
             return;
         }
@@ -133,7 +139,7 @@ impl Simulation {
 
     /// The server is shutting down: every player still joined leaves, then
     /// [`World::shutdown`] runs, once.
-    pub fn shutdown<W: World>(&mut self, world: &mut W) {
+    pub fn shutdown<W: World + ?Sized>(&mut self, world: &mut W) {
         if self.shut_down {
             return;
         }
@@ -145,9 +151,18 @@ impl Simulation {
         self.guard(WorldFault::PanicInShutdown, || world.shutdown());
     }
 
+    /// The next step runs tick `tick` (on the server's clock: every world of a server
+    /// numbers its ticks the same way), if that is after the last; by default each step
+    /// runs the tick after the last.
+    pub fn set_next_tick(&mut self, tick: u32) {
+        if tick > self.tick {
+            self.next = Some(tick);
+        }
+    }
+
     /// Runs a call into the game's code, catching a panic: counted and logged as `fault`.
     /// `None` after a panic.
-    fn guard<R>(&mut self, fault: WorldFault, f: impl FnOnce() -> R) -> Option<R> {
+    pub fn guard<R>(&mut self, fault: WorldFault, f: impl FnOnce() -> R) -> Option<R> {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
             Ok(r) => Some(r),
             Err(payload) => {
@@ -191,7 +206,7 @@ impl Simulation {
     ///
     /// # Errors
     /// When the world has panicked in [`MAX_PANICKING_TICKS`] ticks in a row.
-    pub fn step<W: World, I: TickInput>(
+    pub fn step<W: World + ?Sized, I: TickInput>(
         &mut self,
         world: &mut W,
         inputs: impl IntoIterator<Item = I>,
@@ -200,11 +215,16 @@ impl Simulation {
         if self.shut_down {
             return Ok(Stepped { snapshot: None, outbox: Outbox::default(), board: None });
         }
-        self.tick += 1;
-        let panics_before = self.panics();
         // The newest snapshot made so far: no client can have drawn a later one.
-        let latest = self.tick - 1;
+        let latest = self.tick;
+        self.tick = self.next.take().unwrap_or(self.tick + 1);
+        self.steps += 1;
+        let panics_before = self.panics();
         for input in inputs {
+            if !self.joined.contains(&input.player()) {
+                // Not (or no longer) in this world: it moved, or its join is on its way.
+                continue;
+            }
             if let Some((message, reliable)) = input.message() {
                 let player = input.player();
                 self.guard(WorldFault::PanicInMessage, || world.message(player, message, reliable));
@@ -255,7 +275,8 @@ impl Simulation {
                 BoardChange::Name(n) => row.0 = n,
             }
         }
-        tick.is_multiple_of(board_every(self.dt)).then(|| {
+        let _ = tick;
+        self.steps.is_multiple_of(u64::from(board_every(self.dt))).then(|| {
             board
                 .iter()
                 .map(|(p, (name, fields))| ScoreRow {
@@ -296,11 +317,6 @@ impl Simulation {
     /// Players joined.
     pub fn players(&self) -> u64 {
         self.joined.len() as u64
-    }
-
-    /// The sequence of `player`'s newest applied input.
-    pub fn applied_input(&self, player: PlayerId) -> Option<u32> {
-        self.applied.get(&player).copied()
     }
 
     /// Per player, the sequence of the newest applied input (sorted by player).

@@ -11,9 +11,9 @@ use tokio::time::Instant;
 use super::broadcaster::BroadcastMsg;
 use super::metrics::ServerMetrics;
 use super::simulation::{Simulation, Stepped, TickInput};
+use super::worlds::WorldId;
 use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
 use crate::protocol::netcode::USER_DATA_BYTES;
-use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 
 /// A connected player's id: its netcode slot, stable while it is connected.
@@ -158,6 +158,22 @@ pub struct Outbox {
     kicks: Vec<(PlayerId, String)>,
     /// Scoreboard changes: a player's fields, or its name.
     board: Vec<(PlayerId, BoardChange)>,
+    /// Moves, watches, teams and a stop, in the order asked.
+    changes: Vec<WorldChange>,
+}
+
+/// Something a world asked of the server's directory of worlds ([`Outbox::move_to`] and
+/// the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WorldChange {
+    /// Move one of its players to another world.
+    Move(PlayerId, WorldId),
+    /// One of its players starts (true) or stops watching a world.
+    Watch(PlayerId, WorldId, bool),
+    /// One of its players' team.
+    Team(PlayerId, Option<u16>),
+    /// Stop this world.
+    Stop,
 }
 
 /// A change the world made to the scoreboard.
@@ -172,7 +188,7 @@ pub(crate) enum BoardChange {
 impl Outbox {
     /// Disconnects `player`, telling its client why: its
     /// [`GameClient::ended`](crate::client::GameClient::ended) reads
-    /// [`SessionEnd::Kicked`] with `reason` (at
+    /// [`SessionEnd::Kicked`](crate::protocol::session::SessionEnd::Kicked) with `reason` (at
     /// most [`MAX_KICK_TEXT_BYTES`](crate::protocol::session::MAX_KICK_TEXT_BYTES), cut at a
     /// character boundary). The messages queued for it before the kick go first; it gets no
     /// snapshot after this tick, nothing it sends reaches the world any more, and
@@ -205,6 +221,62 @@ impl Outbox {
     /// [`MAX_NAME_BYTES`](crate::protocol::scoreboard::MAX_NAME_BYTES)).
     pub fn set_name(&mut self, player: PlayerId, name: impl Into<String>) {
         self.board.push((player, BoardChange::Name(name.into())));
+    }
+
+    /// Moves `player` (one of this world's) to `world`, without reconnecting: it leaves this
+    /// world ([`World::leave`]) and joins that one ([`World::join_with`], with the same
+    /// [`JoinInfo`]), its inputs and messages go there from the next tick, its client is told
+    /// ([`GameClient::world`](crate::client::GameClient::world)) and its snapshots go on
+    /// with that world's entities. Nothing happens if `world` does not run.
+    ///
+    /// ```
+    /// # use volley::prelude::*;
+    /// # struct Lobby { queue: Vec<PlayerId>, next_match: Option<WorldId> }
+    /// # impl Lobby {
+    /// fn messages(&mut self, out: &mut Outbox) {
+    ///     if let Some(m) = self.next_match.take() {
+    ///         for p in self.queue.drain(..) {
+    ///             out.move_to(p, m);
+    ///         }
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn move_to(&mut self, player: PlayerId, world: WorldId) {
+        self.changes.push(WorldChange::Move(player, world));
+    }
+
+    /// `player` (one of this world's) watches `world` too: its snapshots carry that world's
+    /// entities as well (by that world's relevancy), until [`Outbox::unwatch`] or until it
+    /// moves (a move keeps what it watches).
+    pub fn watch(&mut self, player: PlayerId, world: WorldId) {
+        self.changes.push(WorldChange::Watch(player, world, true));
+    }
+
+    /// `player` no longer watches `world`.
+    pub fn unwatch(&mut self, player: PlayerId, world: WorldId) {
+        self.changes.push(WorldChange::Watch(player, world, false));
+    }
+
+    /// Puts `player` (one of this world's) in `team` (`None`: in none), for
+    /// [`Audience::Team`]. A move takes it out of its team.
+    pub fn set_team(&mut self, player: PlayerId, team: Option<u16>) {
+        self.changes.push(WorldChange::Team(player, team));
+    }
+
+    /// Stops this world after this tick: every player still in it leaves
+    /// ([`World::leave`]), [`World::shutdown`] runs, and its players go to the world's
+    /// fallback ([`WorldOptions::fallback`], told why) or are disconnected. The entry world
+    /// cannot be stopped this way (players arrive there); it ignores this.
+    ///
+    /// [`WorldOptions::fallback`]: crate::server::WorldOptions::fallback
+    pub fn stop_world(&mut self) {
+        self.changes.push(WorldChange::Stop);
+    }
+
+    /// Takes the directory changes, in the order asked.
+    pub(crate) fn take_changes(&mut self) -> Vec<WorldChange> {
+        std::mem::take(&mut self.changes)
     }
 
     /// The queued messages (audience, bytes, reliable) and kicks, in the order queued.
@@ -314,6 +386,13 @@ pub trait World: Send + 'static {
     fn scoreboard_columns(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The world starts, as world `me` of its server: called once, before anything else.
+    /// Keep `worlds` to start, stop and talk to other worlds and to move players
+    /// ([`Worlds`](crate::server::Worlds): a lobby starts its matches with it). Nothing by
+    /// default.
+    fn started(&mut self, me: WorldId, worlds: &super::spawn::Worlds) {
+        let _ = (me, worlds);
+    }
 }
 
 /// What a tick did with the players' inputs.
@@ -338,11 +417,14 @@ pub(crate) enum WorldMsg {
     Join(PlayerId, Box<JoinInfo>),
     /// A player left.
     Leave(PlayerId),
-    /// Time to step (sent by the actor's own timer).
+    /// Time to step (sent by the actor's timer).
     Tick,
     /// The server is shutting down: every player still joined leaves, then
     /// [`World::shutdown`] runs; the reply says it has.
     Shutdown(ractor::RpcReplyPort<()>),
+    /// Stop this world: every player still joined leaves, [`World::shutdown`] runs, and the
+    /// actor stops (its players go to its fallback).
+    Stop,
 }
 
 /// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
@@ -462,26 +544,73 @@ impl InputQueue {
     }
 }
 
+/// The server's tick clock: every world numbers its ticks on it, so that a player's
+/// snapshots never go backwards when it moves between worlds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TickClock {
+    /// When tick 0 was.
+    pub epoch: Instant,
+    /// The server's tick period.
+    pub dt: Duration,
+}
+
+impl TickClock {
+    /// The tick that was due at `t` (the newest not after it).
+    pub fn tick_at(&self, t: Instant) -> u32 {
+        let d = t.saturating_duration_since(self.epoch).as_nanos() / self.dt.as_nanos().max(1);
+        u32::try_from(d).unwrap_or(u32::MAX)
+    }
+
+    /// When tick `n` is due.
+    pub fn at(&self, n: u32) -> Instant {
+        self.epoch + self.dt * n
+    }
+
+    /// The first tick after `t` that a world stepping every `stride` ticks runs.
+    pub fn next_after(&self, t: Instant, stride: u32) -> u32 {
+        let stride = stride.max(1);
+        (self.tick_at(t) / stride + 1) * stride
+    }
+}
+
 /// Starting arguments.
 pub(crate) struct WorldArgs<W: World> {
     /// The game.
     pub world: W,
-    /// Ticks per second.
-    pub tick_rate_hz: u16,
+    /// Its number.
+    pub id: WorldId,
+    /// The server's clock.
+    pub clock: TickClock,
+    /// Server ticks per tick of this world.
+    pub stride: u32,
+    /// The essential world (the entry world): its failure fails the server.
+    pub essential: bool,
+    /// Its kind's index among the declared kinds (figures).
+    pub kind: usize,
     /// Where snapshots go.
     pub broadcaster: ActorRef<BroadcastMsg>,
     /// Figures.
     pub metrics: Arc<ServerMetrics>,
     /// Where player actors leave inputs.
     pub inputs: InputQueue,
+    /// The server's worlds, for [`World::started`].
+    pub worlds: super::spawn::Worlds,
+    /// Why it ended, for whoever watches it end.
+    pub why: Arc<std::sync::Mutex<String>>,
 }
 
 /// The world actor's state.
 pub(crate) struct WorldState<W: World> {
     world: W,
+    id: WorldId,
     /// The tick step (shared with the stepper).
     sim: Simulation,
-    next_tick: Instant,
+    clock: TickClock,
+    stride: u32,
+    essential: bool,
+    kind: usize,
+    /// The next tick to run (on the server's clock).
+    next: u32,
     /// When the previous tick took its inputs: an input that arrived before then waited past a
     /// tick that could have applied it.
     last_drain: Option<Instant>,
@@ -490,6 +619,8 @@ pub(crate) struct WorldState<W: World> {
     broadcaster: ActorRef<BroadcastMsg>,
     metrics: Arc<ServerMetrics>,
     inputs: InputQueue,
+    why: Arc<std::sync::Mutex<String>>,
+    timer: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl TickInput for (ClientInput, Duration) {
@@ -520,25 +651,60 @@ impl<W: World> Actor for WorldActor<W> {
         myself: ActorRef<WorldMsg>,
         args: WorldArgs<W>,
     ) -> Result<WorldState<W>, ActorProcessingErr> {
-        let dt = Duration::from_secs_f64(1.0 / f64::from(args.tick_rate_hz.max(1)));
-        myself.send_interval(dt, || WorldMsg::Tick);
-        args.metrics.set_tick_period(dt);
+        let WorldArgs { mut world, id, clock, stride, essential, kind, broadcaster, metrics, inputs, worlds, why } =
+            args;
+        let stride = stride.max(1);
+        let dt = clock.dt * stride;
+        let next = clock.next_after(Instant::now(), stride);
+        // The timer fires on the server's clock, so worlds tick in step with each other.
+        let timer = tokio::spawn({
+            let me = myself.clone();
+            async move {
+                let mut every = tokio::time::interval_at(clock.at(next), dt);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                loop {
+                    every.tick().await;
+                    if me.cast(WorldMsg::Tick).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        if essential {
+            metrics.set_tick_period(clock.dt);
+        }
+        let mut sim =
+            Simulation::new(Arc::new(world.schema()), dt).with_scoreboard(!world.scoreboard_columns().is_empty());
+        sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));
         Ok(WorldState {
-            sim: Simulation::new(Arc::new(args.world.schema()), dt)
-                .with_scoreboard(!args.world.scoreboard_columns().is_empty()),
-            world: args.world,
-            next_tick: Instant::now() + dt,
+            sim,
+            world,
+            id,
+            clock,
+            stride,
+            essential,
+            kind,
+            next,
             last_drain: None,
             pending: Vec::new(),
-            broadcaster: args.broadcaster,
-            metrics: args.metrics,
-            inputs: args.inputs,
+            broadcaster,
+            metrics,
+            inputs,
+            why,
+            timer: Some(timer),
         })
+    }
+
+    async fn post_stop(&self, _: ActorRef<WorldMsg>, s: &mut WorldState<W>) -> Result<(), ActorProcessingErr> {
+        if let Some(t) = s.timer.take() {
+            t.abort();
+        }
+        Ok(())
     }
 
     async fn handle(
         &self,
-        _: ActorRef<WorldMsg>,
+        myself: ActorRef<WorldMsg>,
         msg: WorldMsg,
         s: &mut WorldState<W>,
     ) -> Result<(), ActorProcessingErr> {
@@ -555,19 +721,31 @@ impl<W: World> Actor for WorldActor<W> {
                 s.metrics.set_world_faults(s.sim.faults());
                 let _ = reply.send(());
             }
+            WorldMsg::Stop => {
+                if !s.essential {
+                    s.sim.shutdown(&mut s.world);
+                    s.metrics.set_world_faults(s.sim.faults());
+                    set_why(&s.why, "the world was stopped");
+                    myself.stop(None);
+                }
+            }
             WorldMsg::Tick => {
                 // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
                 let now = Instant::now();
                 let mut ran = 0;
-                while s.next_tick <= now && ran < 5 {
-                    let lateness = now.saturating_duration_since(s.next_tick);
-                    step(s, lateness)?;
-                    s.next_tick += s.sim.dt();
+                while s.clock.at(s.next) <= now && ran < 5 {
+                    let lateness = now.saturating_duration_since(s.clock.at(s.next));
+                    let tick = s.next;
+                    if !step(s, &myself, tick, lateness)? {
+                        return Ok(());
+                    }
+                    s.next += s.stride;
                     ran += 1;
                 }
-                if s.next_tick <= now {
+                if s.clock.at(s.next) <= now {
                     s.metrics.tick_overruns.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    s.next_tick = now + s.sim.dt();
+                    s.metrics.record_world_overrun(s.kind);
+                    s.next = s.clock.next_after(now, s.stride);
                 }
             }
         }
@@ -575,50 +753,98 @@ impl<W: World> Actor for WorldActor<W> {
     }
 }
 
-fn step<W: World>(s: &mut WorldState<W>, lateness: Duration) -> Result<(), ActorProcessingErr> {
+fn set_why(why: &std::sync::Mutex<String>, text: &str) {
+    if let Ok(mut w) = why.lock() {
+        *w = text.to_owned();
+    }
+}
+
+/// Runs tick `tick`; false when the world stopped (it failed, or the game stopped it).
+fn step<W: World>(
+    s: &mut WorldState<W>,
+    myself: &ActorRef<WorldMsg>,
+    tick: u32,
+    lateness: Duration,
+) -> Result<bool, ActorProcessingErr> {
     let started = Instant::now();
     let previous_drain = s.last_drain.replace(started);
     s.inputs.drain_into(&mut s.pending);
     let mut fresh = std::collections::BTreeMap::new();
-    let (dt, latest) = (s.sim.dt(), s.sim.tick());
+    let dt = s.clock.dt;
+    let latest = s.sim.tick();
+    let world_dt = s.sim.dt();
     let metrics = &s.metrics;
+    s.sim.set_next_tick(tick);
     let stepped = s.sim.step(&mut s.world, s.pending.drain(..), |(input, handling), view| {
         if let Some(v) = view {
             metrics.record_view_age((f64::from(latest) - v.ticks()).max(0.0) * dt.as_secs_f64());
         }
         let next_tick = previous_drain.is_none_or(|d| input.arrived >= d);
-        metrics.record_input(started.saturating_duration_since(input.arrived), dt, next_tick);
+        metrics.record_input(started.saturating_duration_since(input.arrived), world_dt, next_tick);
         fresh.insert(input.player, *handling); // the newest input of each player wins
     });
     s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
     s.metrics.set_world_faults(s.sim.faults());
-    let Stepped { snapshot, outbox, board } = match stepped {
+    let id = s.id;
+    let Stepped { snapshot, mut outbox, board } = match stepped {
         Ok(stepped) => stepped,
         Err(stopped) => {
-            // Every player is told why before the server fails.
-            let _ = s.broadcaster.cast(BroadcastMsg::CloseAll(SessionEnd::WorldStopped));
-            return Err(stopped.into());
+            // Its players go to its fallback, or are told why, before anything else.
+            set_why(&s.why, "the world's code kept failing");
+            if s.essential {
+                let _ = s.broadcaster.cast(BroadcastMsg::WorldEnded(id, "the world's code kept failing".into()));
+                return Err(stopped.into());
+            }
+            tracing::error!(world = %id, "a world's code kept failing; it is stopped, and its players moved");
+            myself.stop(None);
+            return Ok(false);
         }
     };
+    let changes = outbox.take_changes();
     let (messages, kicks) = outbox.into_parts();
     for (to, data, reliable) in messages {
-        s.broadcaster.cast(BroadcastMsg::Message { to, data, reliable })?;
+        s.broadcaster.cast(BroadcastMsg::Message { world: id, to, data, reliable })?;
     }
     for (player, text) in kicks {
-        s.broadcaster.cast(BroadcastMsg::Kick(player, text))?;
+        s.broadcaster.cast(BroadcastMsg::Kick(id, player, text))?;
     }
     if let Some(rows) = board {
-        s.broadcaster.cast(BroadcastMsg::Board(rows))?;
+        s.broadcaster.cast(BroadcastMsg::Board(id, rows))?;
     }
     // No snapshot when the game's snapshot panicked: the players wait for the next tick's.
     if let Some(snapshot) = snapshot {
-        s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        if s.essential {
+            s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
         let applied: AppliedInputs = Arc::new(Applied { newest: s.sim.applied_inputs().collect(), fresh, started });
-        s.broadcaster.cast(BroadcastMsg::Snapshot(snapshot, applied))?;
+        s.broadcaster.cast(BroadcastMsg::Snapshot(id, snapshot, applied))?;
     }
-    s.metrics.record_tick(started.elapsed(), lateness);
-    Ok(())
+    // Directory changes after the tick's snapshot: a moved player's last snapshot of this
+    // world goes out before it leaves.
+    let mut stop = false;
+    for c in changes {
+        let msg = match c {
+            WorldChange::Move(player, to) => BroadcastMsg::Move { by: Some(id), player, to },
+            WorldChange::Watch(player, world, on) => BroadcastMsg::Watch { by: Some(id), player, world, on },
+            WorldChange::Team(player, team) => BroadcastMsg::Team(id, player, team),
+            WorldChange::Stop => {
+                stop = !s.essential;
+                continue;
+            }
+        };
+        s.broadcaster.cast(msg)?;
+    }
+    let took = started.elapsed();
+    s.metrics.record_tick(took, lateness);
+    s.metrics.record_world_tick(s.kind, took);
+    if stop {
+        s.sim.shutdown(&mut s.world);
+        set_why(&s.why, "the world stopped");
+        myself.stop(None);
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

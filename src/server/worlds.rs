@@ -167,6 +167,7 @@ impl std::fmt::Debug for View {
 
 impl View {
     /// A view of world 0 alone (its snapshot, unchanged).
+    #[cfg(test)]
     pub fn single(snapshot: Arc<WorldSnapshot>, relevancy: Arc<dyn Relevancy>) -> Self {
         Self { merged: snapshot.clone(), parts: vec![Part { number: 0, snapshot, relevancy, start: 0 }] }
     }
@@ -186,11 +187,6 @@ impl View {
             start += p.snapshot.len() as u32;
         }
         Self { merged, parts }
-    }
-
-    /// The tick it shows.
-    pub fn tick(&self) -> u32 {
-        self.merged.tick()
     }
 
     /// `player`'s interest in the merged snapshot: each world's relevancy on its own part,
@@ -231,7 +227,7 @@ pub(crate) enum Effect {
         /// The player.
         player: PlayerId,
         /// Who it is (kept from its connect token across moves).
-        who: JoinInfo,
+        who: Box<JoinInfo>,
     },
     /// Call the world's `leave` for the player.
     Leave {
@@ -310,21 +306,9 @@ impl<P: Clone> Directory<P> {
         }
     }
 
-    /// Whether `id` is a world here.
-    pub fn has_world(&self, id: WorldId) -> bool {
-        self.worlds.contains_key(&id)
-    }
-
     /// The worlds, with their kinds and how many players are in each.
     pub fn worlds(&self) -> impl Iterator<Item = (WorldId, &str, usize)> + '_ {
-        self.worlds
-            .iter()
-            .map(|(id, e)| (*id, e.options.kind.as_str(), e.groups.iter().map(|g| g.members.len()).sum()))
-    }
-
-    /// A world's options.
-    pub fn options(&self, id: WorldId) -> Option<&WorldOptions> {
-        self.worlds.get(&id).map(|e| &e.options)
+        self.worlds.iter().map(|(id, e)| (*id, e.options.kind.as_str(), e.groups.iter().map(|g| g.members.len()).sum()))
     }
 
     /// Removes a world (it stopped: `why` says how, for its players' clients). Its players
@@ -341,7 +325,7 @@ impl<P: Clone> Directory<P> {
                         self.enter(p, to, EnterReason::WorldStopped(why.into()), &mut effects);
                     }
                     None => {
-                        self.players.remove(&p);
+                        // It stays known (its session is closing) but in no running world.
                         effects.push(Effect::Close { player: p, end: SessionEnd::WorldStopped });
                     }
                 }
@@ -359,6 +343,8 @@ impl<P: Clone> Directory<P> {
     /// everyone. Its session ends at once if the entry world is gone.
     pub fn add_player(&mut self, player: PlayerId, handle: P, who: JoinInfo) -> Vec<Effect> {
         if !self.worlds.contains_key(&WorldId::ENTRY) {
+            let m = Member { home: WorldId::ENTRY, watching: Vec::new(), who, team: None, handle };
+            self.players.insert(player, m);
             return vec![Effect::Close { player, end: SessionEnd::WorldStopped }];
         }
         let watching = self.everyone_watches(WorldId::ENTRY);
@@ -366,7 +352,10 @@ impl<P: Clone> Directory<P> {
         self.players.insert(player, m);
         self.group_insert(player);
         let notice = self.notice(WorldId::ENTRY, EnterReason::Connected);
-        vec![Effect::Join { world: WorldId::ENTRY, player, who }, Effect::Enter { player, world: WorldId::ENTRY, notice }]
+        vec![
+            Effect::Join { world: WorldId::ENTRY, player, who: Box::new(who) },
+            Effect::Enter { player, world: WorldId::ENTRY, notice },
+        ]
     }
 
     /// A player left the server: its world's `leave`.
@@ -409,13 +398,17 @@ impl<P: Clone> Directory<P> {
         m.watching.sort_unstable();
         let who = m.who.clone();
         self.group_insert(player);
-        effects.push(Effect::Join { world: to, player, who });
+        effects.push(Effect::Join { world: to, player, who: Box::new(who) });
         let notice = self.notice(to, reason);
         effects.push(Effect::Enter { player, world: to, notice });
     }
 
     fn everyone_watches(&self, except: WorldId) -> Vec<WorldId> {
-        self.worlds.iter().filter(|(id, e)| e.options.watched_by_everyone && **id != except).map(|(id, _)| *id).collect()
+        self.worlds
+            .iter()
+            .filter(|(id, e)| e.options.watched_by_everyone && **id != except)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     fn notice(&self, world: WorldId, reason: EnterReason) -> WorldNotice {
@@ -479,7 +472,12 @@ impl<P: Clone> Directory<P> {
     /// World `world` made `snapshot`: it is kept as its newest, and `each(view, player,
     /// handle)` is called for every player in it with that player's merged view (shared by
     /// the players who watch the same worlds).
-    pub fn publish(&mut self, world: WorldId, snapshot: Arc<WorldSnapshot>, mut each: impl FnMut(&Arc<View>, PlayerId, &P)) {
+    pub fn publish(
+        &mut self,
+        world: WorldId,
+        snapshot: Arc<WorldSnapshot>,
+        mut each: impl FnMut(&Arc<View>, PlayerId, &P),
+    ) {
         let tick = snapshot.tick();
         let Some(e) = self.worlds.get_mut(&world) else { return };
         e.latest = Some(snapshot);
@@ -517,6 +515,7 @@ impl<P: Clone> Directory<P> {
     }
 
     /// The worlds a player watches.
+    #[cfg(test)]
     pub fn watching(&self, player: PlayerId) -> &[WorldId] {
         self.players.get(&player).map_or(&[], |m| &m.watching)
     }
@@ -524,11 +523,6 @@ impl<P: Clone> Directory<P> {
     /// How the shell reaches a player.
     pub fn handle(&self, player: PlayerId) -> Option<&P> {
         self.players.get(&player).map(|m| &m.handle)
-    }
-
-    /// Every player, with how the shell reaches it.
-    pub fn players(&self) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
-        self.players.iter().map(|(p, m)| (*p, &m.handle))
     }
 
     /// Players on the server.
@@ -552,19 +546,12 @@ impl<P: Clone> Directory<P> {
             .map(|(p, m)| (*p, &m.handle))
     }
 
-    /// Whether `player` is in `world` or watches it.
-    pub fn sees(&self, player: PlayerId, world: WorldId) -> bool {
-        self.players.get(&player).is_some_and(|m| m.home == world || m.watching.contains(&world))
-    }
-
     /// The players in `world`.
     pub fn members(&self, world: WorldId) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
-        self.worlds.get(&world).into_iter().flat_map(|e| e.groups.iter().flat_map(|g| g.members.iter().map(|(p, h)| (*p, h))))
-    }
-
-    /// A world's newest snapshot.
-    pub fn latest(&self, world: WorldId) -> Option<&Arc<WorldSnapshot>> {
-        self.worlds.get(&world).and_then(|e| e.latest.as_ref())
+        self.worlds
+            .get(&world)
+            .into_iter()
+            .flat_map(|e| e.groups.iter().flat_map(|g| g.members.iter().map(|(p, h)| (*p, h))))
     }
 }
 
@@ -602,7 +589,9 @@ mod tests {
         let fx = d.move_player(5, WorldId(2));
         assert_eq!(fx[0], Effect::Leave { world: WorldId::ENTRY, player: 5 });
         assert!(matches!(&fx[1], Effect::Join { world: WorldId(2), player: 5, who } if who.client_id == 50));
-        assert!(matches!(&fx[2], Effect::Enter { notice, .. } if notice.kind == "match" && notice.reason == EnterReason::Moved));
+        assert!(
+            matches!(&fx[2], Effect::Enter { notice, .. } if notice.kind == "match" && notice.reason == EnterReason::Moved)
+        );
         let mut seen = Vec::new();
         d.publish(WorldId(2), snap(4, &[7, 8]), |v, p, _| seen.push((p, v.merged.ids().to_vec())));
         assert_eq!(seen, [(5, vec![merged_id(1, 1), merged_id(2, 7), merged_id(2, 8)])], "ids never collide");
@@ -620,7 +609,10 @@ mod tests {
         let mut d: Directory<()> = Directory::default();
         d.add_world(WorldId::ENTRY, WorldOptions::new("main"), Arc::new(Everything));
         d.add_player(1, (), who(1));
-        assert_eq!(d.remove_world(WorldId::ENTRY, "failed"), [Effect::Close { player: 1, end: SessionEnd::WorldStopped }]);
+        assert_eq!(
+            d.remove_world(WorldId::ENTRY, "failed"),
+            [Effect::Close { player: 1, end: SessionEnd::WorldStopped }]
+        );
         assert_eq!(d.add_player(2, (), who(2)), [Effect::Close { player: 2, end: SessionEnd::WorldStopped }]);
     }
 

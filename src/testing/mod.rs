@@ -18,7 +18,10 @@ use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::simulation::{Simulation, Stepped, TickInput};
-use crate::server::{JoinInfo, PlayerId, World, WorldFault};
+use crate::server::spawn::Request;
+use crate::server::world::WorldChange;
+use crate::server::worlds::{Directory, Effect, Numbers, View};
+use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions, Worlds};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
@@ -76,29 +79,55 @@ struct InFlight {
     bytes: Vec<u8>,
 }
 
-/// A server running `W` and its clients, stepped one tick at a time.
+/// A world the stepper runs besides its entry world (spawned through [`Worlds`]).
+struct Hosted {
+    world: Box<dyn World>,
+    sim: Simulation,
+    /// Server ticks per tick of this world.
+    stride: u32,
+    /// Where its players' inputs wait for its next tick.
+    pending: Vec<StepInput>,
+}
+
+/// A server running `W` as its entry world (and any world the game starts with
+/// [`Worlds`]) and its clients, stepped one tick at a time.
 pub struct Stepper<W: World> {
     /// The virtual Unix time.
     pub now: Duration,
-    /// The world.
+    /// The entry world.
     pub world: W,
     /// The clients, in the order added.
     pub clients: Vec<StepClient>,
-    /// Inputs applied, per player.
+    /// Inputs applied, per player (in whatever world).
     pub applied: BTreeMap<PlayerId, u64>,
-    /// The tick step, the same as the world actor's.
+    /// The entry world's tick step, the same as the world actor's.
     sim: Simulation,
+    /// Inputs for the entry world's next tick.
+    pending_inputs: Vec<StepInput>,
+    /// The other worlds.
+    hosted: BTreeMap<WorldId, Hosted>,
+    /// Who is where: the same directory the broadcaster keeps.
+    dir: Directory<()>,
+    worlds: Worlds,
+    numbers: Arc<std::sync::Mutex<Numbers>>,
+    /// The server's tick (every world numbers its ticks on it).
+    server_tick: u32,
+    /// The entry world has been told it started.
+    started: bool,
+    /// Shut down: steps tick nothing.
+    shut_down: bool,
     /// What each player's session starts with, as the socket actor's.
     settings: SessionSettings,
     /// The server's endpoint, the same as the socket actor's; it keeps each player's session.
     sessions: Endpoint<PlayerSession>,
     in_flight: Vec<InFlight>,
     order: u64,
-    pending_inputs: Vec<StepInput>,
     /// Client messages dropped (flood, too large), as the server counts them.
     message_drops: MessageDrops,
-    /// The scoreboard's updates, when the world has one (as the broadcaster's).
-    board: Option<BoardSender>,
+    /// Each world's scoreboard updates, when it has one (as the broadcaster's).
+    boards: BTreeMap<WorldId, BoardSender>,
+    /// The view each player was last sent (the merged snapshot the server encoded for it).
+    views: BTreeMap<PlayerId, Arc<View>>,
 }
 
 impl<W: World> Stepper<W> {
@@ -107,25 +136,37 @@ impl<W: World> Stepper<W> {
         let now = Duration::from_secs(1_800_000_000);
         let netcode = EndpointConfig::new(crate::DEFAULT_PROTOCOL_ID, KEY, vec![SERVER], max_players);
         let schema = Arc::new(world.schema());
-        let relevancy = world.relevancy();
         let hz = tick_rate_hz.max(1);
         let columns = world.scoreboard_columns();
-        let board = (!columns.is_empty()).then(|| BoardSender::new(columns));
+        let mut boards = BTreeMap::new();
+        if !columns.is_empty() {
+            boards.insert(WorldId::ENTRY, BoardSender::new(columns));
+        }
+        let numbers = Arc::new(std::sync::Mutex::new(Numbers::default()));
+        let entry = numbers.lock().ok().and_then(|mut n| n.take()).unwrap_or(WorldId::ENTRY);
+        let mut dir = Directory::default();
+        dir.add_world(entry, WorldOptions::new("main"), world.relevancy());
         Self {
             now,
             clients: Vec::new(),
             applied: BTreeMap::new(),
             sim: Simulation::new(schema.clone(), Duration::from_secs_f64(1.0 / f64::from(hz)))
-                .with_scoreboard(board.is_some()),
-            board,
+                .with_scoreboard(!boards.is_empty()),
+            pending_inputs: Vec::new(),
+            hosted: BTreeMap::new(),
+            dir,
+            worlds: Worlds::stepper(numbers.clone(), vec!["main".into()], hz, schema.clone()),
+            numbers,
+            server_tick: 0,
+            started: false,
+            shut_down: false,
+            boards,
             sessions: Endpoint::with_challenge_key(netcode, [0x77; 32], now),
             in_flight: Vec::new(),
             order: 0,
-            pending_inputs: Vec::new(),
             message_drops: MessageDrops::default(),
             settings: SessionSettings {
                 schema,
-                relevancy,
                 params: SessionParams {
                     protocol_version: PROTOCOL_VERSION,
                     tick_rate_hz: hz,
@@ -136,11 +177,49 @@ impl<W: World> Stepper<W> {
                 sender: SenderConfig::default(),
                 predictor: None,
             },
+            views: BTreeMap::new(),
             world,
         }
     }
 
-    /// How players' snapshots are encoded (for example predicted: `SenderConfig { predict:
+    /// The world kinds the game declares (as
+    /// [`ServerConfig::world_kinds`](crate::server::ServerConfig::world_kinds)); the entry
+    /// world is of the first. `["main"]` by default.
+    pub fn with_world_kinds(mut self, kinds: &[&str]) -> Self {
+        let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+        if let Some(first) = kinds.first() {
+            let relevancy = self.world.relevancy();
+            self.dir.remove_world(WorldId::ENTRY, "");
+            self.dir.add_world(WorldId::ENTRY, WorldOptions::new(first.clone()), relevancy);
+        }
+        let hz = self.settings.params.tick_rate_hz;
+        self.worlds = Worlds::stepper(self.numbers.clone(), kinds, hz, self.settings.schema.clone());
+        self
+    }
+
+    /// The server's worlds, as a game's world gets them in [`World::started`].
+    pub fn worlds(&self) -> &Worlds {
+        &self.worlds
+    }
+
+    /// The worlds running: the entry world and those started since, with their kinds and
+    /// players.
+    pub fn world_list(&self) -> Vec<(WorldId, String, usize)> {
+        self.dir.worlds().map(|(id, k, n)| (id, k.to_owned(), n)).collect()
+    }
+
+    /// The world a player is in.
+    pub fn home(&self, player: PlayerId) -> Option<WorldId> {
+        self.dir.home(player)
+    }
+
+    /// What the server last encoded for a player: its merged view of every world it sees
+    /// (before its relevancy).
+    pub fn view_of(&self, player: PlayerId) -> Option<&Arc<WorldSnapshot>> {
+        self.views.get(&player).map(|v| &v.merged)
+    }
+
+    /// How snapshots are encoded (for example predicted: `SenderConfig { predict:
     /// true, .. }`), for the players that connect from now on.
     pub fn with_sender_config(mut self, sender: SenderConfig) -> Self {
         self.settings.sender = sender;
@@ -206,12 +285,12 @@ impl<W: World> Stepper<W> {
         self.sessions.connected_clients()
     }
 
-    /// Ticks run.
+    /// Ticks run (the server's tick: every world numbers its ticks on it).
     pub fn tick(&self) -> u32 {
-        self.sim.tick()
+        self.server_tick
     }
 
-    /// The world snapshot of the last tick.
+    /// The entry world's snapshot of its last tick.
     pub fn last_snapshot(&self) -> Option<&Arc<WorldSnapshot>> {
         self.sim.latest()
     }
@@ -237,6 +316,14 @@ impl<W: World> Stepper<W> {
         }
     }
 
+    /// Where a player's inputs go: the queue of the world it is in.
+    fn queue_of(&mut self, player: PlayerId) -> Option<&mut Vec<StepInput>> {
+        match self.dir.home(player)? {
+            WorldId::ENTRY => Some(&mut self.pending_inputs),
+            w => self.hosted.get_mut(&w).map(|h| &mut h.pending),
+        }
+    }
+
     fn server_receives(&mut self, from: SocketAddr, mut bytes: Vec<u8>) {
         let now = self.now;
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
@@ -244,9 +331,10 @@ impl<W: World> Stepper<W> {
             Handled::Route(index) => {
                 let Some(session) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
                 let id = session.id();
+                let mut taken = Vec::new();
                 let gone = match session.on_datagram(now, &mut bytes, &mut wire) {
                     Incoming::Inputs(inputs) => {
-                        self.pending_inputs.extend(inputs.as_slice().iter().map(|i| StepInput {
+                        taken.extend(inputs.as_slice().iter().map(|i| StepInput {
                             player: id,
                             seq: i.seq,
                             bytes: i.bytes.to_vec(),
@@ -259,9 +347,8 @@ impl<W: World> Stepper<W> {
                     Incoming::Nothing | Incoming::Dropped(_) => false,
                 };
                 // The client's messages for the world, bounded per tick as on the server.
-                let pending = &mut self.pending_inputs;
-                let drops = session.take_messages(now, u64::from(self.sim.tick()), &mut wire, |data, reliable| {
-                    pending.push(StepInput {
+                let drops = session.take_messages(now, u64::from(self.server_tick), &mut wire, |data, reliable| {
+                    taken.push(StepInput {
                         player: id,
                         seq: 0,
                         bytes: Vec::new(),
@@ -272,6 +359,9 @@ impl<W: World> Stepper<W> {
                 self.message_drops.flood += drops.flood;
                 self.message_drops.too_large += drops.too_large;
                 self.message_drops.disconnected += drops.disconnected;
+                if let Some(q) = self.queue_of(id) {
+                    q.extend(taken);
+                }
                 if gone {
                     self.drop_session(index);
                 }
@@ -282,7 +372,10 @@ impl<W: World> Stepper<W> {
                 let slot = connection.client_index();
                 let session = self.settings.open(connection);
                 self.sessions.attach(reservation, session);
-                self.sim.join(&mut self.world, slot, &who);
+                let effects = self.dir.add_player(slot, (), who);
+                self.send_from_server(wire);
+                self.apply(effects);
+                return;
             }
             Handled::Handled | Handled::Dropped(_) => {}
         }
@@ -291,7 +384,98 @@ impl<W: World> Stepper<W> {
 
     fn drop_session(&mut self, index: usize) {
         if let Some(o) = self.sessions.remove(index) {
-            self.sim.leave(&mut self.world, o.value.id());
+            let effects = self.dir.remove_player(o.value.id());
+            self.views.remove(&o.value.id());
+            self.apply(effects);
+        }
+    }
+
+    /// A player's session, by its id.
+    fn session(&mut self, player: PlayerId) -> Option<&mut PlayerSession> {
+        self.sessions.iter_mut().map(|(_, o)| &mut o.value).find(|s| s.id() == player)
+    }
+
+    /// Carries out what a directory change asks, as the broadcaster does.
+    fn apply(&mut self, effects: Vec<Effect>) {
+        let now = self.now;
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        for e in effects {
+            match e {
+                Effect::Join { world: WorldId::ENTRY, player, who } => self.sim.join(&mut self.world, player, &who),
+                Effect::Join { world, player, who } => {
+                    if let Some(h) = self.hosted.get_mut(&world) {
+                        h.sim.join(&mut h.world, player, &who);
+                    }
+                }
+                Effect::Leave { world: WorldId::ENTRY, player } => {
+                    self.pending_inputs.retain(|i| i.player != player);
+                    self.sim.leave(&mut self.world, player);
+                }
+                Effect::Leave { world, player } => {
+                    if let Some(h) = self.hosted.get_mut(&world) {
+                        h.pending.retain(|i| i.player != player);
+                        h.sim.leave(&mut h.world, player);
+                    }
+                }
+                Effect::Enter { player, notice, .. } => {
+                    if let Some(s) = self.session(player) {
+                        s.enter_world(now, &notice, &mut wire);
+                    }
+                }
+                Effect::Close { player, end } => {
+                    if let Some(s) = self.session(player) {
+                        s.close(now, end, &mut wire);
+                    }
+                }
+            }
+        }
+        self.send_from_server(wire);
+    }
+
+    /// What the game asked of its worlds since the last step.
+    fn take_requests(&mut self) {
+        for r in self.worlds.take_requests() {
+            match r {
+                Request::Spawn(id, options, mut world) => {
+                    let server = self.settings.params.tick_rate_hz;
+                    let stride = u32::from(server / options.tick_rate_hz.unwrap_or(server).max(1)).max(1);
+                    let dt = self.sim.dt() * stride;
+                    let sim = Simulation::new(self.settings.schema.clone(), dt)
+                        .with_scoreboard(!world.scoreboard_columns().is_empty());
+                    let columns = world.scoreboard_columns();
+                    if !columns.is_empty() {
+                        self.boards.insert(id, BoardSender::new(columns));
+                    }
+                    self.dir.add_world(id, options, world.relevancy());
+                    let mut h = Hosted { world: Box::new(NoWorld), sim, stride, pending: Vec::new() };
+                    h.sim.guard(WorldFault::PanicInJoin, || world.started(id, &self.worlds));
+                    h.world = world;
+                    self.hosted.insert(id, h);
+                }
+                Request::Stop(id) => self.end_world(id, "the world was stopped", true),
+                Request::Move(player, to) => {
+                    let effects = self.dir.move_player(player, to);
+                    self.apply(effects);
+                }
+                Request::Watch(player, world, on) => {
+                    self.dir.watch(player, world, on);
+                }
+            }
+        }
+    }
+
+    /// A hosted world ends (`gracefully`: its players leave and its shutdown runs first):
+    /// its players go to its fallback.
+    fn end_world(&mut self, id: WorldId, why: &str, gracefully: bool) {
+        let Some(mut h) = self.hosted.remove(&id) else { return };
+        if gracefully {
+            h.sim.shutdown(&mut h.world);
+        }
+        self.boards.remove(&id);
+        let effects = self.dir.remove_world(id, why);
+        self.apply(effects);
+        if let Ok(mut n) = self.numbers.lock() {
+            n.free(id);
         }
     }
 
@@ -317,7 +501,7 @@ impl<W: World> Stepper<W> {
         }
     }
 
-    /// Advances one tick: deliver what arrived, clients send, the world ticks, every player
+    /// Advances one tick: deliver what arrived, clients send, the worlds tick, every player
     /// gets its snapshot. Each client sends its [`StepClient::input`], if it has one.
     pub fn step(&mut self) {
         self.step_each(|_, c, _| c.input.clone());
@@ -332,6 +516,14 @@ impl<W: World> Stepper<W> {
 
     /// [`Stepper::step_with`], where `None` sends no input (as [`StepClient::input`]).
     fn step_each(&mut self, mut input: impl FnMut(usize, &mut StepClient, Duration) -> Option<Vec<u8>>) {
+        if self.shut_down {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            let worlds = self.worlds.clone();
+            self.sim.guard(WorldFault::PanicInJoin, || self.world.started(WorldId::ENTRY, &worlds));
+        }
         self.now += self.sim.dt();
         self.deliver_due();
         let now = self.now;
@@ -347,57 +539,59 @@ impl<W: World> Stepper<W> {
         }
         // Datagrams with no delay arrive within the same tick.
         self.deliver_due();
+        self.take_requests();
+        self.server_tick += 1;
+        let tick = self.server_tick;
 
-        let applied = &mut self.applied;
+        // Each world that runs this tick, the entry world first, then by number.
+        let mut sends: Vec<(PlayerId, Arc<View>, Option<u32>)> = Vec::new();
         let inputs = std::mem::take(&mut self.pending_inputs);
+        let mut applied = std::mem::take(&mut self.applied);
+        self.sim.set_next_tick(tick);
         let stepped = self.sim.step(&mut self.world, inputs, |i, _| *applied.entry(i.player).or_default() += 1);
-        let Stepped { snapshot, outbox, board } = match stepped {
-            Ok(stepped) => stepped,
+        match stepped {
+            Ok(stepped) => {
+                let newest: BTreeMap<PlayerId, u32> = self.sim.applied_inputs().collect();
+                self.after_step(WorldId::ENTRY, stepped, &newest, &mut sends);
+            }
             Err(_) => {
-                // The world stopped: every player is told why, as the server tells them.
-                self.close_all(SessionEnd::WorldStopped);
+                // The entry world stopped: every player is told why, as the server tells them.
+                self.applied = applied;
+                let effects = self.dir.remove_world(WorldId::ENTRY, "the world's code kept failing");
+                self.apply(effects);
                 return;
             }
-        };
-        let (messages, kicks) = outbox.into_parts();
-        for (to, data, reliable) in messages {
-            for (_, o) in self.sessions.iter_mut() {
-                let s = &mut o.value;
-                if matches!(to, crate::server::Audience::All) || to == crate::server::Audience::Player(s.id()) {
-                    let _ = s.queue_message(data.clone(), reliable);
-                }
+        }
+        let ids: Vec<WorldId> = self.hosted.keys().copied().collect();
+        for id in ids {
+            let Some(h) = self.hosted.get_mut(&id) else { continue };
+            if !tick.is_multiple_of(h.stride) {
+                continue;
+            }
+            let inputs = std::mem::take(&mut h.pending);
+            h.sim.set_next_tick(tick);
+            let stepped = h.sim.step(&mut h.world, inputs, |i, _| *applied.entry(i.player).or_default() += 1);
+            let newest: BTreeMap<PlayerId, u32> = h.sim.applied_inputs().collect();
+            match stepped {
+                Ok(stepped) => self.after_step(id, stepped, &newest, &mut sends),
+                Err(_) => self.end_world(id, "the world's code kept failing", false),
             }
         }
+        self.applied = applied;
+
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        if let (Some(rows), Some(sender)) = (board, &mut self.board) {
-            // Each row's ping from its session, as the broadcaster reads it from the player's.
-            let pings: BTreeMap<PlayerId, u16> = self
-                .sessions
-                .iter()
-                .map(|(_, o)| {
-                    (o.value.id(), o.value.channel().link().rtt().as_millis().min(u128::from(u16::MAX)) as u16)
-                })
-                .collect();
-            let rows = rows.into_iter().map(|r| ScoreRow { ping_ms: pings.get(&r.player).copied().unwrap_or(0), ..r });
-            let updates = sender.update(rows);
-            for (_, o) in self.sessions.iter_mut() {
-                o.value.queue_board(now, &updates, &mut wire);
-            }
-        }
-        for (player, text) in kicks {
-            if let Some((_, o)) = self.sessions.iter_mut().find(|(_, o)| o.value.id() == player) {
-                o.value.close(now, SessionEnd::Kicked(text), &mut wire);
-            }
-        }
         let mut gone = Vec::new();
         let mut relevancy_faults = 0;
+        // The newest view of this tick for each player (a later world's replaces an earlier).
+        let sends: BTreeMap<PlayerId, (Arc<View>, Option<u32>)> =
+            sends.into_iter().map(|(p, v, a)| (p, (v, a))).collect();
         for (index, o) in self.sessions.iter_mut() {
             let s = &mut o.value;
-            let applied = self.sim.applied_input(s.id());
-            if let Some(snapshot) = &snapshot
-                && s.on_snapshot(now, snapshot, applied, &mut wire).is_some_and(|sent| sent.relevancy_fixed)
-            {
-                relevancy_faults += 1;
+            if let Some((view, applied)) = sends.get(&s.id()).cloned() {
+                if s.on_snapshot(now, &view, applied, &mut wire).is_some_and(|sent| sent.relevancy_fixed) {
+                    relevancy_faults += 1;
+                }
+                self.views.insert(s.id(), view);
             }
             if s.heartbeat(now, &mut wire).is_some() {
                 gone.push(index);
@@ -410,6 +604,81 @@ impl<W: World> Stepper<W> {
             self.drop_session(a);
         }
         self.send_from_server(wire);
+    }
+
+    /// What world `id` sent this tick reaches its players, as the broadcaster hands it out;
+    /// its snapshot's views are collected in `sends` (player, view, newest applied input).
+    fn after_step(
+        &mut self,
+        id: WorldId,
+        stepped: Stepped,
+        newest: &BTreeMap<PlayerId, u32>,
+        sends: &mut Vec<(PlayerId, Arc<View>, Option<u32>)>,
+    ) {
+        let now = self.now;
+        let Stepped { snapshot, mut outbox, board } = stepped;
+        let changes = outbox.take_changes();
+        let (messages, kicks) = outbox.into_parts();
+        for (to, data, reliable) in messages {
+            let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
+            for p in to {
+                if let Some(s) = self.session(p) {
+                    let _ = s.queue_message(data.clone(), reliable);
+                }
+            }
+        }
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        if let (Some(rows), Some(sender)) = (board, self.boards.get_mut(&id)) {
+            // Each row's ping from its session, as the broadcaster reads it from the player's.
+            let pings: BTreeMap<PlayerId, u16> = self
+                .sessions
+                .iter()
+                .map(|(_, o)| {
+                    (o.value.id(), o.value.channel().link().rtt().as_millis().min(u128::from(u16::MAX)) as u16)
+                })
+                .collect();
+            let rows = rows.into_iter().map(|r| ScoreRow { ping_ms: pings.get(&r.player).copied().unwrap_or(0), ..r });
+            let updates = sender.update(rows);
+            let members: Vec<PlayerId> = self.dir.members(id).map(|(p, _)| p).collect();
+            for (_, o) in self.sessions.iter_mut() {
+                if members.contains(&o.value.id()) {
+                    o.value.queue_board(now, &updates, &mut wire);
+                }
+            }
+        }
+        for (player, text) in kicks {
+            if self.dir.home(player) == Some(id)
+                && let Some(s) = self.session(player)
+            {
+                s.close(now, SessionEnd::Kicked(text), &mut wire);
+            }
+        }
+        self.send_from_server(wire);
+        if let Some(snapshot) = snapshot {
+            let mut out = Vec::new();
+            self.dir.publish(id, snapshot, |view, p, _| out.push((p, view.clone())));
+            for (p, view) in out {
+                sends.push((p, view, newest.get(&p).copied()));
+            }
+        }
+        let mut stop = false;
+        for c in changes {
+            match c {
+                WorldChange::Move(player, to) if self.dir.home(player) == Some(id) => {
+                    let effects = self.dir.move_player(player, to);
+                    self.apply(effects);
+                }
+                WorldChange::Watch(player, world, on) if self.dir.home(player) == Some(id) => {
+                    self.dir.watch(player, world, on);
+                }
+                WorldChange::Team(player, team) => self.dir.set_team(id, player, team),
+                WorldChange::Stop => stop = id != WorldId::ENTRY,
+                _ => {}
+            }
+        }
+        if stop {
+            self.end_world(id, "the world stopped", true);
+        }
     }
 
     /// Every player's session ends for `end`: each client is told why.
@@ -425,7 +694,7 @@ impl<W: World> Stepper<W> {
     /// Shuts the server down as [`ServerHandle::shutdown`](crate::server::ServerHandle::shutdown)
     /// does: every client is told [`SessionEnd::ShuttingDown`], the stepper steps (up to the
     /// goodbye timeout, a second) until every client has answered, then every player still
-    /// there leaves and [`World::shutdown`] runs. Steps after it tick nothing.
+    /// there leaves and each world's [`World::shutdown`] runs. Steps after it tick nothing.
     pub fn shutdown(&mut self) {
         self.close_all(SessionEnd::ShuttingDown);
         let grace = crate::server::session::GOODBYE_TIMEOUT.as_secs_f64() / self.sim.dt().as_secs_f64();
@@ -436,6 +705,10 @@ impl<W: World> Stepper<W> {
             self.step();
         }
         self.sim.shutdown(&mut self.world);
+        for h in self.hosted.values_mut() {
+            h.sim.shutdown(&mut h.world);
+        }
+        self.shut_down = true;
     }
 
     /// Client messages dropped so far (past the per-tick limit, or too large), as the
@@ -444,10 +717,16 @@ impl<W: World> Stepper<W> {
         self.message_drops
     }
 
-    /// Faults of the game's code the server survived so far, by kind (what the actor server
-    /// counts in `volley_world_errors_total`).
+    /// Faults of the game's code the server survived so far, by kind, in every world (what
+    /// the actor server counts in `volley_world_errors_total`).
     pub fn world_faults(&self) -> BTreeMap<WorldFault, u64> {
-        self.sim.faults().filter(|(_, n)| *n > 0).collect()
+        let mut all: BTreeMap<WorldFault, u64> = self.sim.faults().filter(|(_, n)| *n > 0).collect();
+        for h in self.hosted.values() {
+            for (f, n) in h.sim.faults().filter(|(_, n)| *n > 0) {
+                *all.entry(f).or_default() += n;
+            }
+        }
+        all
     }
 
     /// Client `i` says goodbye (through its link, like any datagram); it sends nothing more.
@@ -474,6 +753,19 @@ impl<W: World> Stepper<W> {
             self.step();
         }
     }
+}
+
+/// A placeholder while a hosted world is told it started.
+struct NoWorld;
+
+impl World for NoWorld {
+    fn schema(&self) -> Schema {
+        Schema::default()
+    }
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {}
+    fn snapshot(&self, _: &mut crate::protocol::snapshot::SnapshotBuilder<'_>) {}
 }
 
 #[cfg(test)]
@@ -532,12 +824,13 @@ mod tests {
         let (next, after) = (snap(stepper.tick() + 1), snap(stepper.tick() + 2));
         let session = &mut stepper.sessions.iter_mut().next().unwrap().1.value;
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        assert!(session.on_snapshot(now, &next, None, &mut wire).is_some(), "a connected player gets snapshots");
+        let view = |s: Arc<WorldSnapshot>| View::single(s, Arc::new(crate::server::Everything));
+        assert!(session.on_snapshot(now, &view(next), None, &mut wire).is_some(), "a connected player gets snapshots");
         wire.clear();
         session.close(now, SessionEnd::ShuttingDown, &mut wire);
         let told = wire.len();
         assert!(told > 0, "the goodbye went out");
-        assert!(session.on_snapshot(now, &after, None, &mut wire).is_none());
+        assert!(session.on_snapshot(now, &view(after), None, &mut wire).is_none());
         assert_eq!(wire.len(), told, "nothing after the disconnect packets");
     }
 }

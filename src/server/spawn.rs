@@ -1,0 +1,486 @@
+//! Starting, stopping and talking to worlds while the server runs: [`Worlds`], the handle a
+//! game keeps (from [`World::started`] or [`ServerHandle::worlds`](super::ServerHandle::worlds)),
+//! and [`WorldRef`], a world that takes the game's own typed messages ([`Handles`]).
+//!
+//! The same handle works on the actor server and in the
+//! [`Stepper`](crate::testing::Stepper): on the server each world is an actor of its own
+//! (spawned here, watched by a task that hands its players to its fallback when it ends); in
+//! the stepper the worlds are stepped in turn, deterministically.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::{Actor, ActorRef};
+
+use super::broadcaster::{BroadcastMsg, NewWorld};
+use super::metrics::ServerMetrics;
+use super::world::{
+    InputQueue, JoinInfo, Outbox, PlayerId, Relevancy, TickClock, World, WorldActor, WorldArgs, WorldMsg,
+};
+use super::worlds::{Numbers, WorldId, WorldOptions};
+use crate::protocol::input::ViewTime;
+use crate::protocol::snapshot::{EntityId, Schema, SnapshotBuilder};
+
+/// Why a world could not be started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpawnError {
+    /// Its kind is not one the server declared
+    /// ([`ServerConfig::world_kinds`](super::ServerConfig::world_kinds)).
+    #[error("world kind {0:?} is not declared in the server's world kinds")]
+    UnknownKind(String),
+    /// Its tick rate does not divide the server's.
+    #[error("a world's tick rate ({0} Hz) must divide the server's ({1} Hz)")]
+    TickRate(u16, u16),
+    /// Its schema is not the server's: every world of a server replicates the same kinds (the
+    /// clients decode them all with one schema).
+    #[error("the world's schema differs from the server's")]
+    Schema,
+    /// Every world number is in use.
+    #[error("too many worlds")]
+    TooMany,
+    /// The server is shutting down.
+    #[error("the server is not running")]
+    NotRunning,
+}
+
+/// A world that takes the game's own messages of type `M` (from its matchmaker, its
+/// stats service, another world), through a [`WorldRef<M>`]: they are handed to
+/// [`Handles::handle`] at the start of the world's next tick, in the order sent.
+///
+/// ```
+/// use volley::prelude::*;
+/// use volley::server::Handles;
+///
+/// /// What a matchmaker may ask the lobby.
+/// enum LobbyMsg {
+///     QueueLength(tokio::sync::oneshot::Sender<usize>),
+/// }
+///
+/// # struct Lobby { queue: Vec<PlayerId> }
+/// impl Handles<LobbyMsg> for Lobby {
+///     fn handle(&mut self, msg: LobbyMsg) {
+///         match msg {
+///             LobbyMsg::QueueLength(reply) => drop(reply.send(self.queue.len())),
+///         }
+///     }
+/// }
+/// # impl World for Lobby {
+/// #     fn schema(&self) -> Schema { Schema::default() }
+/// #     fn leave(&mut self, _: PlayerId) {}
+/// #     fn input(&mut self, _: PlayerId, _: &[u8]) {}
+/// #     fn tick(&mut self, _: u32, _: std::time::Duration) {}
+/// #     fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+/// # }
+/// ```
+pub trait Handles<M>: World {
+    /// One message (a panic here is caught and counted like one in [`World::tick`]).
+    fn handle(&mut self, msg: M);
+}
+
+/// Messages a [`WorldRef`] holds for its world before [`WorldRef::send`] refuses more.
+pub const WORLD_MESSAGE_QUEUE: usize = 1024;
+
+/// A world that takes messages of type `M` ([`Handles<M>`]), as [`Worlds::spawn_handling`]
+/// returns it. Cheap to clone; send from any thread or actor.
+#[derive(Debug)]
+pub struct WorldRef<M> {
+    id: WorldId,
+    tx: tokio::sync::mpsc::Sender<M>,
+}
+
+impl<M> Clone for WorldRef<M> {
+    fn clone(&self) -> Self {
+        Self { id: self.id, tx: self.tx.clone() }
+    }
+}
+
+/// A message a [`WorldRef`] could not hand over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// [`WORLD_MESSAGE_QUEUE`] messages wait already: the world is behind.
+    #[error("the world's message queue is full")]
+    Full,
+    /// The world stopped.
+    #[error("the world stopped")]
+    Stopped,
+}
+
+impl<M> WorldRef<M> {
+    /// The world.
+    pub fn id(&self) -> WorldId {
+        self.id
+    }
+
+    /// Hands `msg` to the world for its next tick.
+    ///
+    /// # Errors
+    /// When its queue is full, or it stopped.
+    pub fn send(&self, msg: M) -> Result<(), SendError> {
+        self.tx.try_send(msg).map_err(|e| match e {
+            tokio::sync::mpsc::error::TrySendError::Full(_) => SendError::Full,
+            tokio::sync::mpsc::error::TrySendError::Closed(_) => SendError::Stopped,
+        })
+    }
+}
+
+/// A world and the queue of its game messages: the messages are handled at the start of
+/// each tick, then the world ticks.
+struct WithMessages<W, M> {
+    world: W,
+    rx: tokio::sync::mpsc::Receiver<M>,
+}
+
+impl<M: Send + 'static, W: Handles<M>> World for WithMessages<W, M> {
+    fn schema(&self) -> Schema {
+        self.world.schema()
+    }
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        self.world.join_with(player, who);
+    }
+    fn leave(&mut self, player: PlayerId) {
+        self.world.leave(player);
+    }
+    fn input(&mut self, player: PlayerId, input: &[u8]) {
+        self.world.input(player, input);
+    }
+    fn input_viewed(&mut self, player: PlayerId, input: &[u8], view: Option<ViewTime>) {
+        self.world.input_viewed(player, input, view);
+    }
+    fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
+        self.world.message(player, message, reliable);
+    }
+    fn tick(&mut self, tick: u32, dt: Duration) {
+        while let Ok(m) = self.rx.try_recv() {
+            self.world.handle(m);
+        }
+        self.world.tick(tick, dt);
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        self.world.snapshot(out);
+    }
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        self.world.relevancy()
+    }
+    fn avatar(&self, player: PlayerId) -> Option<EntityId> {
+        self.world.avatar(player)
+    }
+    fn messages(&mut self, out: &mut Outbox) {
+        self.world.messages(out);
+    }
+    fn shutdown(&mut self) {
+        self.world.shutdown();
+    }
+    fn scoreboard_columns(&self) -> Vec<String> {
+        self.world.scoreboard_columns()
+    }
+    fn started(&mut self, me: WorldId, worlds: &Worlds) {
+        self.world.started(me, worlds);
+    }
+}
+
+impl World for Box<dyn World> {
+    fn schema(&self) -> Schema {
+        (**self).schema()
+    }
+    fn join(&mut self, player: PlayerId) {
+        (**self).join(player);
+    }
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        (**self).join_with(player, who);
+    }
+    fn leave(&mut self, player: PlayerId) {
+        (**self).leave(player);
+    }
+    fn input(&mut self, player: PlayerId, input: &[u8]) {
+        (**self).input(player, input);
+    }
+    fn input_viewed(&mut self, player: PlayerId, input: &[u8], view: Option<ViewTime>) {
+        (**self).input_viewed(player, input, view);
+    }
+    fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
+        (**self).message(player, message, reliable);
+    }
+    fn tick(&mut self, tick: u32, dt: Duration) {
+        (**self).tick(tick, dt);
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        (**self).snapshot(out);
+    }
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        (**self).relevancy()
+    }
+    fn avatar(&self, player: PlayerId) -> Option<EntityId> {
+        (**self).avatar(player)
+    }
+    fn messages(&mut self, out: &mut Outbox) {
+        (**self).messages(out);
+    }
+    fn shutdown(&mut self) {
+        (**self).shutdown();
+    }
+    fn scoreboard_columns(&self) -> Vec<String> {
+        (**self).scoreboard_columns()
+    }
+    fn started(&mut self, me: WorldId, worlds: &Worlds) {
+        (**self).started(me, worlds);
+    }
+}
+
+/// The worlds of one server: start, stop, move players, watch (see the module docs). Cheap
+/// to clone; every call returns at once (what it asks happens in order, on the server's
+/// actors or at the stepper's next step).
+#[derive(Clone)]
+pub struct Worlds {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Worlds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worlds").finish_non_exhaustive()
+    }
+}
+
+/// What a world needs from its server, whichever shell runs it.
+struct Inner {
+    numbers: Arc<Mutex<Numbers>>,
+    kinds: Vec<String>,
+    server_hz: u16,
+    schema: Arc<Schema>,
+    backend: Backend,
+}
+
+enum Backend {
+    Actors(ActorBackend),
+    Stepper(Mutex<Vec<Request>>),
+}
+
+/// The actor server's side.
+pub(crate) struct ActorBackend {
+    pub broadcaster: ActorRef<BroadcastMsg>,
+    pub metrics: Arc<ServerMetrics>,
+    pub clock: TickClock,
+    /// Inputs one world may hold between two ticks.
+    pub input_limit: usize,
+    /// The running worlds' actors (for shutdown).
+    pub actors: Arc<Mutex<BTreeMap<WorldId, ActorRef<WorldMsg>>>>,
+}
+
+/// What the stepper is asked to do at its next step.
+pub(crate) enum Request {
+    /// Start this world.
+    Spawn(WorldId, WorldOptions, Box<dyn World>),
+    /// Stop a world.
+    Stop(WorldId),
+    /// Move a player.
+    Move(PlayerId, WorldId),
+    /// Watch (or stop watching) a world.
+    Watch(PlayerId, WorldId, bool),
+}
+
+impl Worlds {
+    /// The actor server's handle.
+    pub(crate) fn actors(
+        numbers: Arc<Mutex<Numbers>>,
+        kinds: Vec<String>,
+        server_hz: u16,
+        schema: Arc<Schema>,
+        backend: ActorBackend,
+    ) -> Self {
+        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, backend: Backend::Actors(backend) }) }
+    }
+
+    /// The stepper's handle.
+    pub(crate) fn stepper(
+        numbers: Arc<Mutex<Numbers>>,
+        kinds: Vec<String>,
+        server_hz: u16,
+        schema: Arc<Schema>,
+    ) -> Self {
+        let backend = Backend::Stepper(Mutex::new(Vec::new()));
+        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, backend }) }
+    }
+
+    /// What the stepper was asked since it last looked.
+    pub(crate) fn take_requests(&self) -> Vec<Request> {
+        match &self.inner.backend {
+            Backend::Stepper(r) => r.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default(),
+            Backend::Actors(_) => Vec::new(),
+        }
+    }
+
+    /// The server's declared world kinds.
+    pub fn kinds(&self) -> &[String] {
+        &self.inner.kinds
+    }
+
+    fn check(&self, options: &WorldOptions, schema: &Schema) -> Result<u32, SpawnError> {
+        if !self.inner.kinds.contains(&options.kind) {
+            return Err(SpawnError::UnknownKind(options.kind.clone()));
+        }
+        let server = self.inner.server_hz;
+        let hz = options.tick_rate_hz.unwrap_or(server);
+        if hz == 0 || hz > server || !server.is_multiple_of(hz) {
+            return Err(SpawnError::TickRate(hz, server));
+        }
+        if *schema != *self.inner.schema {
+            return Err(SpawnError::Schema);
+        }
+        Ok(u32::from(server / hz))
+    }
+
+    /// Starts `world` as a new world of the server, with `options`; it starts ticking at the
+    /// server's next tick that its rate runs, empty: move players into it
+    /// ([`Outbox::move_to`], [`Worlds::move_player`]).
+    ///
+    /// # Errors
+    /// When its kind is not declared, its tick rate does not divide the server's, its schema
+    /// is not the server's, or every world number is taken.
+    pub fn spawn<W: World>(&self, options: WorldOptions, world: W) -> Result<WorldId, SpawnError> {
+        let stride = self.check(&options, &world.schema())?;
+        let id = self.inner.numbers.lock().ok().and_then(|mut n| n.take()).ok_or(SpawnError::TooMany)?;
+        match &self.inner.backend {
+            Backend::Stepper(r) => {
+                if let Ok(mut r) = r.lock() {
+                    r.push(Request::Spawn(id, options, Box::new(world)));
+                }
+            }
+            Backend::Actors(b) => {
+                spawn_actor(b, self.clone(), id, options, world, stride, false)?;
+            }
+        }
+        Ok(id)
+    }
+
+    /// [`Worlds::spawn`], for a world that takes the game's messages of type `M`: the
+    /// [`WorldRef`] sends them.
+    ///
+    /// # Errors
+    /// As [`Worlds::spawn`].
+    pub fn spawn_handling<M: Send + 'static, W: Handles<M>>(
+        &self,
+        options: WorldOptions,
+        world: W,
+    ) -> Result<WorldRef<M>, SpawnError> {
+        let (tx, rx) = tokio::sync::mpsc::channel(WORLD_MESSAGE_QUEUE);
+        let id = self.spawn(options, WithMessages { world, rx })?;
+        Ok(WorldRef { id, tx })
+    }
+
+    /// Stops world `id` (as [`Outbox::stop_world`] does from inside it). The entry world
+    /// does not stop this way.
+    pub fn stop(&self, id: WorldId) {
+        match &self.inner.backend {
+            Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Stop(id))).unwrap_or(()),
+            Backend::Actors(b) => {
+                if let Some(a) = b.actors.lock().ok().and_then(|a| a.get(&id).cloned()) {
+                    let _ = a.cast(WorldMsg::Stop);
+                }
+            }
+        }
+    }
+
+    /// Moves `player` to world `to`, from whatever world it is in (see [`Outbox::move_to`]).
+    pub fn move_player(&self, player: PlayerId, to: WorldId) {
+        match &self.inner.backend {
+            Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Move(player, to))).unwrap_or(()),
+            Backend::Actors(b) => drop(b.broadcaster.cast(BroadcastMsg::Move { by: None, player, to })),
+        }
+    }
+
+    /// `player` starts (`on`) or stops watching world `world` (see [`Outbox::watch`]).
+    pub fn watch(&self, player: PlayerId, world: WorldId, on: bool) {
+        match &self.inner.backend {
+            Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Watch(player, world, on))).unwrap_or(()),
+            Backend::Actors(b) => drop(b.broadcaster.cast(BroadcastMsg::Watch { by: None, player, world, on })),
+        }
+    }
+
+    /// The worlds running (on the actor server; in the stepper, see its own accessors).
+    pub fn running(&self) -> Vec<WorldId> {
+        match &self.inner.backend {
+            Backend::Actors(b) => b.actors.lock().map(|a| a.keys().copied().collect()).unwrap_or_default(),
+            Backend::Stepper(_) => Vec::new(),
+        }
+    }
+
+    /// Starts the entry world (by [`start`](super::start)); returns its actor and the task
+    /// to watch.
+    pub(crate) fn spawn_entry<W: World>(&self, options: WorldOptions, world: W) -> Result<ActorStarted, SpawnError> {
+        let stride = self.check(&options, &world.schema())?;
+        let id = self.inner.numbers.lock().ok().and_then(|mut n| n.take()).ok_or(SpawnError::TooMany)?;
+        debug_assert_eq!(id, WorldId::ENTRY);
+        let Backend::Actors(b) = &self.inner.backend else { return Err(SpawnError::NotRunning) };
+        spawn_actor(b, self.clone(), id, options, world, stride, true)?.ok_or(SpawnError::NotRunning)
+    }
+}
+
+/// The entry world's actor, once started.
+pub(crate) type ActorStarted =
+    tokio::sync::oneshot::Receiver<Result<(ActorRef<WorldMsg>, tokio::task::JoinHandle<()>), String>>;
+
+/// Registers the world with the broadcaster, then starts its actor on a task. For the
+/// essential (entry) world, returns where its actor and join handle arrive (the root
+/// watcher watches it); any other world's end is watched here and handed to the broadcaster.
+fn spawn_actor<W: World>(
+    b: &ActorBackend,
+    worlds: Worlds,
+    id: WorldId,
+    options: WorldOptions,
+    world: W,
+    stride: u32,
+    essential: bool,
+) -> Result<Option<ActorStarted>, SpawnError> {
+    let inputs = InputQueue::new(b.input_limit);
+    let kind = b.metrics.kind_index(&options.kind).unwrap_or(0);
+    let new = NewWorld {
+        id,
+        options,
+        relevancy: world.relevancy(),
+        inputs: inputs.clone(),
+        board_columns: world.scoreboard_columns(),
+    };
+    b.broadcaster.cast(BroadcastMsg::AddWorld(Box::new(new))).map_err(|_| SpawnError::NotRunning)?;
+    let why = Arc::new(Mutex::new(String::from("the world stopped")));
+    let args = WorldArgs {
+        world,
+        id,
+        clock: b.clock,
+        stride,
+        essential,
+        kind,
+        broadcaster: b.broadcaster.clone(),
+        metrics: b.metrics.clone(),
+        inputs,
+        worlds,
+        why: why.clone(),
+    };
+    let (broadcaster, actors) = (b.broadcaster.clone(), b.actors.clone());
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        match Actor::spawn(None, WorldActor::<W>::default(), args).await {
+            Ok((actor, task)) => {
+                if let Ok(mut a) = actors.lock() {
+                    a.insert(id, actor.clone());
+                }
+                let _ = broadcaster.cast(BroadcastMsg::WorldReady(id, actor.clone()));
+                if essential {
+                    let _ = started_tx.send(Ok((actor, task)));
+                    return;
+                }
+                let _ = task.await;
+                if let Ok(mut a) = actors.lock() {
+                    a.remove(&id);
+                }
+                let why = why.lock().map(|w| w.clone()).unwrap_or_default();
+                let _ = broadcaster.cast(BroadcastMsg::WorldEnded(id, why));
+            }
+            Err(e) => {
+                tracing::error!(world = %id, error = %e, "a world's actor did not start");
+                let _ = broadcaster.cast(BroadcastMsg::WorldEnded(id, "the world did not start".into()));
+                let _ = started_tx.send(Err(e.to_string()));
+            }
+        }
+    });
+    Ok(essential.then_some(started_rx))
+}
