@@ -819,10 +819,10 @@ impl ServerMetrics {
 
     /// The world's counts of its game's faults (all kinds but the relevancy's, which the
     /// player paths count with [`ServerMetrics::record_world_fault`]).
-    pub(crate) fn set_world_faults(&self, faults: impl Iterator<Item = (WorldFault, u64)>) {
+    pub(crate) fn add_world_faults(&self, faults: impl Iterator<Item = (WorldFault, u64)>) {
         for ((fault, n), slot) in faults.zip(&self.world_faults) {
-            if fault != WorldFault::RelevancyOrder {
-                slot.store(n, Ordering::Relaxed);
+            if fault != WorldFault::RelevancyOrder && n > 0 {
+                slot.fetch_add(n, Ordering::Relaxed);
             }
         }
     }

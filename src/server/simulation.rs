@@ -69,6 +69,8 @@ pub(crate) struct Simulation {
     previous: Option<Arc<WorldSnapshot>>,
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
     faults: [u64; WorldFault::ALL.len()],
+    /// The part of `faults` already reported ([`Simulation::new_faults`]).
+    reported: [u64; WorldFault::ALL.len()],
     /// Ticks in a row in which the world panicked.
     panicking: u32,
 }
@@ -103,6 +105,7 @@ impl Simulation {
             board: None,
             previous: None,
             faults: [0; WorldFault::ALL.len()],
+            reported: [0; WorldFault::ALL.len()],
             panicking: 0,
         }
     }
@@ -192,6 +195,14 @@ impl Simulation {
                 "the game's code failed; the server skipped it and goes on"
             );
         }
+    }
+
+    /// Faults survived since the last call, by kind (a server's worlds each add theirs to
+    /// the server's figures).
+    pub fn new_faults(&mut self) -> impl Iterator<Item = (WorldFault, u64)> + '_ {
+        let now = self.faults;
+        let before = std::mem::replace(&mut self.reported, now);
+        WorldFault::ALL.iter().copied().zip(now.into_iter().zip(before).map(|(n, b)| n - b))
     }
 
     /// Faults of the game's code survived so far, by kind.

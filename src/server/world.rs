@@ -718,13 +718,13 @@ impl<W: World> Actor for WorldActor<W> {
             }
             WorldMsg::Shutdown(reply) => {
                 s.sim.shutdown(&mut s.world);
-                s.metrics.set_world_faults(s.sim.faults());
+                s.metrics.add_world_faults(s.sim.new_faults());
                 let _ = reply.send(());
             }
             WorldMsg::Stop => {
                 if !s.essential {
                     s.sim.shutdown(&mut s.world);
-                    s.metrics.set_world_faults(s.sim.faults());
+                    s.metrics.add_world_faults(s.sim.new_faults());
                     set_why(&s.why, "the world was stopped");
                     myself.stop(None);
                 }
@@ -784,7 +784,7 @@ fn step<W: World>(
         fresh.insert(input.player, *handling); // the newest input of each player wins
     });
     s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
-    s.metrics.set_world_faults(s.sim.faults());
+    s.metrics.add_world_faults(s.sim.new_faults());
     let id = s.id;
     let Stepped { snapshot, mut outbox, board } = match stepped {
         Ok(stepped) => stepped,

@@ -128,6 +128,8 @@ pub struct Stepper<W: World> {
     boards: BTreeMap<WorldId, BoardSender>,
     /// The view each player was last sent (the merged snapshot the server encoded for it).
     views: BTreeMap<PlayerId, Arc<View>>,
+    /// Faults of worlds that ended.
+    retired_faults: BTreeMap<WorldFault, u64>,
 }
 
 impl<W: World> Stepper<W> {
@@ -178,6 +180,7 @@ impl<W: World> Stepper<W> {
                 predictor: None,
             },
             views: BTreeMap::new(),
+            retired_faults: BTreeMap::new(),
             world,
         }
     }
@@ -471,6 +474,9 @@ impl<W: World> Stepper<W> {
         if gracefully {
             h.sim.shutdown(&mut h.world);
         }
+        for (f, n) in h.sim.faults() {
+            *self.retired_faults.entry(f).or_default() += n;
+        }
         self.boards.remove(&id);
         let effects = self.dir.remove_world(id, why);
         self.apply(effects);
@@ -616,6 +622,8 @@ impl<W: World> Stepper<W> {
         sends: &mut Vec<(PlayerId, Arc<View>, Option<u32>)>,
     ) {
         let now = self.now;
+        // Worlds it started exist before its moves into them, as on the server.
+        self.take_requests();
         let Stepped { snapshot, mut outbox, board } = stepped;
         let changes = outbox.take_changes();
         let (messages, kicks) = outbox.into_parts();
@@ -720,12 +728,12 @@ impl<W: World> Stepper<W> {
     /// Faults of the game's code the server survived so far, by kind, in every world (what
     /// the actor server counts in `volley_world_errors_total`).
     pub fn world_faults(&self) -> BTreeMap<WorldFault, u64> {
-        let mut all: BTreeMap<WorldFault, u64> = self.sim.faults().filter(|(_, n)| *n > 0).collect();
-        for h in self.hosted.values() {
-            for (f, n) in h.sim.faults().filter(|(_, n)| *n > 0) {
-                *all.entry(f).or_default() += n;
-            }
+        let mut all = self.retired_faults.clone();
+        let running = self.sim.faults().chain(self.hosted.values().flat_map(|h| h.sim.faults()));
+        for (f, n) in running {
+            *all.entry(f).or_default() += n;
         }
+        all.retain(|_, n| *n > 0);
         all
     }
 
