@@ -2,6 +2,8 @@
 //! global world every player watches, in the deterministic stepper (exact checks against
 //! the server's merged view of each player) and over real UDP.
 
+#![allow(clippy::unwrap_used, missing_docs)]
+
 #[path = "support/rooms.rs"]
 mod rooms;
 
