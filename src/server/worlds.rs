@@ -515,7 +515,6 @@ impl<P: Clone> Directory<P> {
     }
 
     /// The worlds a player watches.
-    #[cfg(test)]
     pub fn watching(&self, player: PlayerId) -> &[WorldId] {
         self.players.get(&player).map_or(&[], |m| &m.watching)
     }

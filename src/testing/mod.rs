@@ -216,6 +216,11 @@ impl<W: World> Stepper<W> {
         self.dir.home(player)
     }
 
+    /// The worlds a player watches besides its own.
+    pub fn watching(&self, player: PlayerId) -> Vec<WorldId> {
+        self.dir.watching(player).to_vec()
+    }
+
     /// What the server last encoded for a player: its merged view of every world it sees
     /// (before its relevancy).
     pub fn view_of(&self, player: PlayerId) -> Option<&Arc<WorldSnapshot>> {
