@@ -19,6 +19,7 @@ use volley::transport::conditioner::LinkProfile;
 use volley::util::hex;
 use volley_arena::Arena;
 use volley_arena::bots::{Churn, SwarmConfig, SwarmProgress, run_swarm};
+use volley_arena::rooms::{Lobby, RoomFigures, Rooms};
 
 /// volley: an authoritative real-time multiplayer game server framework.
 #[derive(Debug, Parser)]
@@ -152,6 +153,17 @@ struct ServerArgs {
     /// Write one line of figures per second to this CSV file (for `volley plot`).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
+    /// Players per arena match: the server runs a lobby, a global world every player
+    /// watches, and a match for every this many queued players (0: one arena world for
+    /// everyone, no lobby).
+    #[arg(long, env = "VOLLEY_MATCH_SIZE", default_value_t = 20)]
+    match_size: usize,
+    /// Seconds a match lasts before its players go back to the lobby.
+    #[arg(long, env = "VOLLEY_MATCH_SECONDS", default_value_t = 60.0)]
+    match_seconds: f64,
+    /// Beacons in the global world.
+    #[arg(long, env = "VOLLEY_BEACONS", default_value_t = 100)]
+    beacons: u32,
 }
 
 /// A link conditioner for every bot (both directions).
@@ -280,6 +292,9 @@ struct FileConfig {
     send_batch: Option<usize>,
     socket_buffer: Option<usize>,
     predict_snapshots: Option<bool>,
+    match_size: Option<usize>,
+    match_seconds: Option<f64>,
+    beacons: Option<u32>,
 }
 
 /// Fills every setting that neither a flag nor the environment gave from the config file.
@@ -344,6 +359,15 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     if let Some(v) = f.predict_snapshots.filter(|_| unset("predict_snapshots")) {
         a.predict_snapshots = v;
     }
+    if let Some(v) = f.match_size.filter(|_| unset("match_size")) {
+        a.match_size = v;
+    }
+    if let Some(v) = f.match_seconds.filter(|_| unset("match_seconds")) {
+        a.match_seconds = v;
+    }
+    if let Some(v) = f.beacons.filter(|_| unset("beacons")) {
+        a.beacons = v;
+    }
     Ok(())
 }
 
@@ -395,7 +419,23 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
         return Err("the admin token is empty".into());
     }
     c.admin_show_addresses = a.admin_show_addresses;
+    if !(a.match_seconds.is_finite() && a.match_seconds > 0.0) {
+        return Err("--match-seconds must be a positive number of seconds".into());
+    }
+    if a.match_size > 0 {
+        c.world_kinds = volley_arena::rooms::KINDS.iter().map(|k| (*k).to_owned()).collect();
+    }
     Ok(c)
+}
+
+/// The rooms `volley run`/`server` serves, unless it serves one arena world (`--match-size 0`).
+fn rooms(a: &ServerArgs) -> Option<Rooms> {
+    (a.match_size > 0).then(|| Rooms {
+        match_size: a.match_size,
+        match_length: Duration::from_secs_f64(a.match_seconds),
+        beacons: a.beacons,
+        ..Rooms::default()
+    })
 }
 
 /// Resolves when Ctrl-C or SIGTERM arrives, or after `duration`.
@@ -441,6 +481,13 @@ fn live_line(m: &ServerMetrics, progress: Option<&SwarmProgress>, prev: &mut (u6
             p.connected.load(std::sync::atomic::Ordering::Relaxed)
         )),
     );
+    let kinds = m.worlds_by_kind();
+    let line = if kinds.len() > 1 {
+        let worlds: Vec<String> = kinds.iter().map(|(k, w, p, _)| format!("{k} {w}/{p}p")).collect();
+        format!("{line} | worlds {}", worlds.join(" "))
+    } else {
+        line
+    };
     *prev = (out, inb, snaps);
     line
 }
@@ -489,7 +536,12 @@ async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Resu
     if let Some(p) = &args.public_addr {
         config.public_addr = Some(resolve("--public-addr", p).await?);
     }
-    let mut server = volley::server::start(config, Arena::new()).await.map_err(|e| e.to_string())?;
+    let figures = Arc::new(RoomFigures::default());
+    let mut server = match rooms(&args) {
+        Some(r) => volley::server::start(config, Lobby::new(r, figures.clone())).await,
+        None => volley::server::start(config, Arena::new()).await,
+    }
+    .map_err(|e| e.to_string())?;
     let addr = server.addr();
     if let Some(a) = server.admin_addr() {
         println!("admin: http://{a}/metrics /healthz /readyz /players");

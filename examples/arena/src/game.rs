@@ -79,6 +79,15 @@ volley::replicated! {
     }
 }
 
+volley::replicated! {
+    /// A beacon of the global world every player watches (the demo's shared state).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Beacon {
+        /// Position, 5 cm in the arena.
+        pub position: Vec2 = Vec2Q::bounded(Vec2::splat(-HALF_SIZE), Vec2::splat(HALF_SIZE), 0.05),
+    }
+}
+
 /// What a player sends every tick.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ArenaInput {
@@ -177,6 +186,7 @@ pub fn schema() -> Schema {
     // Registering fresh types in a fresh schema cannot fail.
     let _ = s.register::<Avatar>();
     let _ = s.register::<Shot>();
+    let _ = s.register::<Beacon>();
     s
 }
 

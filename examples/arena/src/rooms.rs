@@ -1,0 +1,191 @@
+//! The arena as a session-based game: a lobby where players wait, arena matches of a few
+//! players each that start when enough are queued, play for a while and send their players
+//! back, and a global world of beacons every player watches whatever world it is in. This
+//! is what `volley run` serves, and the README's "Lobbies, matches and shared worlds" walks
+//! through it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use glam::Vec2;
+use volley::prelude::*;
+use volley::protocol::input::ViewTime;
+
+use crate::{Arena, Beacon, HALF_SIZE};
+
+/// The world kinds the rooms run (the server declares them: they label its figures).
+pub const KINDS: [&str; 3] = ["lobby", "match", "global"];
+
+/// How the rooms play.
+#[derive(Debug, Clone)]
+pub struct Rooms {
+    /// Players a match takes (it starts when this many are queued).
+    pub match_size: usize,
+    /// How long a match lasts.
+    pub match_length: Duration,
+    /// Beacons in the global world.
+    pub beacons: u32,
+    /// The global world's tick rate (a divisor of the server's).
+    pub global_hz: u16,
+}
+
+impl Default for Rooms {
+    fn default() -> Self {
+        Self { match_size: 20, match_length: Duration::from_secs(60), beacons: 100, global_hz: 20 }
+    }
+}
+
+/// What the rooms count, for the live figures.
+#[derive(Debug, Default)]
+pub struct RoomFigures {
+    /// Matches started.
+    pub started: AtomicU64,
+    /// Matches played to their end.
+    pub finished: AtomicU64,
+}
+
+/// The entry world: players wait here, and every `match_size` of them start a match.
+pub struct Lobby {
+    rooms: Rooms,
+    figures: Arc<RoomFigures>,
+    worlds: Option<Worlds>,
+    queue: Vec<PlayerId>,
+}
+
+impl Lobby {
+    /// A lobby for `rooms`, counting in `figures`.
+    pub fn new(rooms: Rooms, figures: Arc<RoomFigures>) -> Self {
+        Self { rooms, figures, worlds: None, queue: Vec::new() }
+    }
+}
+
+impl World for Lobby {
+    fn schema(&self) -> Schema {
+        crate::schema()
+    }
+    fn started(&mut self, _: WorldId, worlds: &Worlds) {
+        let global = Global { beacons: self.rooms.beacons, tick: 0 };
+        let options = WorldOptions::new("global").watched_by_everyone().tick_rate(self.rooms.global_hz);
+        if let Err(e) = worlds.spawn(options, global) {
+            tracing::error!(error = %e, "the global world did not start");
+        }
+        self.worlds = Some(worlds.clone());
+    }
+    fn join(&mut self, player: PlayerId) {
+        self.queue.push(player);
+    }
+    fn leave(&mut self, player: PlayerId) {
+        self.queue.retain(|p| *p != player);
+    }
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {}
+    fn messages(&mut self, out: &mut Outbox) {
+        let Some(worlds) = &self.worlds else { return };
+        while self.queue.len() >= self.rooms.match_size.max(1) {
+            let game = Match::new(self.rooms.match_length, self.figures.clone());
+            match worlds.spawn(WorldOptions::new("match").fallback(WorldId::ENTRY), game) {
+                Ok(id) => {
+                    self.figures.started.fetch_add(1, Ordering::Relaxed);
+                    for p in self.queue.drain(..self.rooms.match_size.max(1)) {
+                        out.move_to(p, id);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "no match started");
+                    return;
+                }
+            }
+        }
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+/// An arena match: the arena game, for a while; then its players go back to the lobby
+/// and it stops.
+pub struct Match {
+    arena: Arena,
+    ticks_left: u32,
+    length: Duration,
+    players: Vec<PlayerId>,
+    figures: Arc<RoomFigures>,
+    over: bool,
+}
+
+impl Match {
+    /// A match lasting `length`.
+    pub fn new(length: Duration, figures: Arc<RoomFigures>) -> Self {
+        Self { arena: Arena::new(), ticks_left: 0, length, players: Vec::new(), figures, over: false }
+    }
+}
+
+impl World for Match {
+    fn schema(&self) -> Schema {
+        self.arena.schema()
+    }
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        self.players.push(player);
+        self.arena.join_with(player, who);
+    }
+    fn leave(&mut self, player: PlayerId) {
+        self.players.retain(|p| *p != player);
+        self.arena.leave(player);
+    }
+    fn input(&mut self, player: PlayerId, input: &[u8]) {
+        self.arena.input(player, input);
+    }
+    fn input_viewed(&mut self, player: PlayerId, input: &[u8], view: Option<ViewTime>) {
+        self.arena.input_viewed(player, input, view);
+    }
+    fn tick(&mut self, tick: u32, dt: Duration) {
+        if self.ticks_left == 0 && !self.over {
+            self.ticks_left = (self.length.as_secs_f64() / dt.as_secs_f64().max(1e-6)).ceil() as u32;
+        }
+        self.ticks_left = self.ticks_left.saturating_sub(1);
+        self.arena.tick(tick, dt);
+    }
+    fn messages(&mut self, out: &mut Outbox) {
+        self.arena.messages(out);
+        if self.ticks_left == 0 && !self.over {
+            self.over = true;
+            self.figures.finished.fetch_add(1, Ordering::Relaxed);
+            for p in &self.players {
+                out.move_to(*p, WorldId::ENTRY);
+            }
+            out.stop_world();
+        }
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        self.arena.snapshot(out);
+    }
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        self.arena.relevancy()
+    }
+}
+
+/// The global world: beacons circling the arena, seen by every player.
+pub struct Global {
+    beacons: u32,
+    tick: u32,
+}
+
+impl World for Global {
+    fn schema(&self) -> Schema {
+        crate::schema()
+    }
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, tick: u32, _: Duration) {
+        self.tick = tick;
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        for k in 0..self.beacons {
+            // Each beacon circles at its own radius; a tenth of them move at any time.
+            let moving = (self.tick / 60 + k).is_multiple_of(10);
+            let t = if moving { self.tick as f32 / 600.0 } else { 0.0 };
+            let angle = k as f32 * 0.618 * std::f32::consts::TAU + t;
+            let radius = HALF_SIZE * (0.2 + 0.7 * (k as f32 / self.beacons.max(1) as f32));
+            let _ = out.insert(k, &Beacon { position: Vec2::from_angle(angle) * radius });
+        }
+    }
+}
