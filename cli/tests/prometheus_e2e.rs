@@ -50,7 +50,21 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
 
     // The server with bots; its first stdout line names the admin address.
     let mut server = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["run", "--bots", "12", "--bind", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--duration", "90"])
+        .args([
+            "run",
+            "--bots",
+            "12",
+            "--match-size",
+            "4",
+            "--match-seconds",
+            "5",
+            "--bind",
+            "127.0.0.1:0",
+            "--admin",
+            "127.0.0.1:0",
+            "--duration",
+            "90",
+        ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .spawn()

@@ -49,6 +49,8 @@ pub(crate) struct SnapshotBatcher {
     spare: Mutex<Vec<Pending>>,
     /// Player actors woken for this tick that have not yet left their datagram.
     expected: AtomicI64,
+    /// The server tick whose wake-ups `expected` counts.
+    tick: std::sync::atomic::AtomicU32,
 }
 
 impl SnapshotBatcher {
@@ -62,12 +64,18 @@ impl SnapshotBatcher {
             pending: Mutex::new(Pending::default()),
             spare: Mutex::new(Vec::new()),
             expected: AtomicI64::new(0),
+            tick: std::sync::atomic::AtomicU32::new(u32::MAX),
         }
     }
 
-    /// A new tick's fan-out woke `woken` player actors: anything still queued from the last
-    /// one (an actor that stopped before its turn) goes now.
-    pub fn begin_tick(&self, woken: usize) {
+    /// Server tick `tick`'s fan-out woke `woken` more player actors. At a new tick, anything
+    /// still queued from the last one (an actor that stopped before its turn) goes now and
+    /// the count starts again; another world's snapshot of the same tick adds to it.
+    pub fn begin_tick(&self, tick: u32, woken: usize) {
+        if self.tick.swap(tick, Ordering::AcqRel) == tick {
+            self.expected.fetch_add(woken as i64, Ordering::AcqRel);
+            return;
+        }
         self.flush();
         self.expected.store(woken as i64, Ordering::Relaxed);
     }
@@ -195,7 +203,7 @@ mod tests {
         let b = SnapshotBatcher::new(socket, metrics.clone(), 4);
 
         // Three players woken: nothing leaves until the third is done.
-        b.begin_tick(3);
+        b.begin_tick(1, 3);
         for i in 0..2u8 {
             BatchTx::new(&b, None).send(to, &[i; 10]);
             b.done();
@@ -207,7 +215,7 @@ mod tests {
         assert_eq!(drain(&client, 3).await, vec![vec![0; 10], vec![1; 10], vec![2; 10]]);
 
         // Nine woken, batch of four: two full batches leave on their own, the last one at the end.
-        b.begin_tick(9);
+        b.begin_tick(2, 9);
         for i in 0..9u8 {
             BatchTx::new(&b, None).send(to, &[i; 3]);
             assert_eq!(metrics.send_calls.load(Ordering::Relaxed), 1 + u64::from(i + 1) / 4);
@@ -217,11 +225,11 @@ mod tests {
         assert_eq!(drain(&client, 9).await, (0..9u8).map(|i| vec![i; 3]).collect::<Vec<_>>());
 
         // A player that never got its turn: what the others left goes with the next tick.
-        b.begin_tick(2);
+        b.begin_tick(3, 2);
         BatchTx::new(&b, None).send(to, &[7; 5]);
         b.done();
         assert_eq!(metrics.send_calls.load(Ordering::Relaxed), 4);
-        b.begin_tick(1);
+        b.begin_tick(4, 1);
         assert_eq!(metrics.send_calls.load(Ordering::Relaxed), 5);
         assert_eq!(drain(&client, 1).await, vec![vec![7; 5]]);
     }

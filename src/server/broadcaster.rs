@@ -32,6 +32,8 @@ pub(crate) struct FanOut {
     pending: Mutex<VecDeque<Arc<PlayerRef>>>,
     window: usize,
     generation: AtomicU32,
+    /// The server tick of the current generation.
+    tick: AtomicU32,
     batcher: Option<Arc<SnapshotBatcher>>,
     /// With it, a chain sends the snapshots of players whose links are free itself, without
     /// waking their actors ([`FanOut::with_direct`]).
@@ -58,6 +60,7 @@ impl FanOut {
             pending: Mutex::new(VecDeque::new()),
             window: window.max(1),
             generation: AtomicU32::new(0),
+            tick: AtomicU32::new(u32::MAX),
             batcher,
             direct: None,
             started_us: AtomicU64::new(0),
@@ -84,13 +87,26 @@ impl FanOut {
     }
 
     /// Queues this tick's wake-ups behind any the last tick left, and starts the window.
-    fn start(&self, players: &mut Vec<Arc<PlayerRef>>) {
-        // The last tick's chains end first, so that none of them takes this tick's players.
-        let generation = self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1);
-        self.started_us.store(self.micros(), Ordering::Relaxed);
+    /// Several worlds' snapshots of one server tick (`tick`) share a generation: the second
+    /// world's players queue behind the first's, for the chains already running (and the
+    /// window is started again only if they had run out of players).
+    fn start(&self, players: &mut Vec<Arc<PlayerRef>>, tick: u32) {
+        let same_tick = self.tick.swap(tick, Ordering::AcqRel) == tick;
+        let mut was_empty = true;
         if let Ok(mut q) = self.pending.lock() {
+            was_empty = q.is_empty();
             q.extend(players.drain(..));
         }
+        if same_tick && !was_empty {
+            return; // the running chains take them
+        }
+        let generation = if same_tick {
+            self.generation.load(Ordering::Acquire)
+        } else {
+            // The last tick's chains end first, so that none of them takes this tick's players.
+            self.started_us.store(self.micros(), Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::AcqRel).wrapping_add(1)
+        };
         // The chains start on the player actors (spread over the runtime's cores), not here.
         for _ in 0..self.window {
             if !self.wake_next(generation, 0) {
@@ -485,6 +501,7 @@ impl Actor for Broadcaster {
                 state.dir.audience(world, to).for_each(|(_, p)| send(p));
             }
             BroadcastMsg::Snapshot(world, snap, applied) => {
+                let tick = snap.tick();
                 let mut replaced = 0;
                 let to_wake = &mut state.to_wake;
                 to_wake.clear();
@@ -498,11 +515,12 @@ impl Actor for Broadcaster {
                         replaced += 1;
                     }
                 });
-                // The batcher learns how many will answer before the first can.
+                // The batcher learns how many will answer before the first can (the worlds
+                // of one server tick add up).
                 if let Some(b) = &state.batcher {
-                    b.begin_tick(to_wake.len());
+                    b.begin_tick(tick, to_wake.len());
                 }
-                state.fanout.start(to_wake);
+                state.fanout.start(to_wake, tick);
                 state.metrics.snapshots_replaced.fetch_add(replaced, Ordering::Relaxed);
             }
         }
@@ -597,7 +615,7 @@ mod tests {
         }
         let fanout = FanOut::new(2, None);
         let mut tick = players.clone();
-        fanout.start(&mut tick);
+        fanout.start(&mut tick, 1);
         settle(|| woken.load(Ordering::Relaxed) >= 2).await;
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
         assert_eq!(woken.load(Ordering::Relaxed), 2, "only the window is woken at first");
@@ -607,7 +625,7 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
         assert_eq!(woken.load(Ordering::Relaxed), 3, "each finished player wakes one more");
         // A new tick (nobody new to wake): a fresh window of chains, and the old ones end.
-        fanout.start(&mut Vec::new());
+        fanout.start(&mut Vec::new(), 2);
         settle(|| woken.load(Ordering::Relaxed) >= 5).await;
         fanout.finished(g1);
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;

@@ -10,12 +10,36 @@
 //! | [`JoinInfo`], [`PlayerId`] | who joined (the connect token's client id and user data), and its id |
 //! | [`Relevancy`], [`Everything`] | who sees what |
 //! | [`ServerConfig`], [`start`], [`ServerHandle`] | running it: `start(config, world).await`, then `shutdown().await` |
+//! | [`Worlds`], [`WorldOptions`], [`WorldId`] | more worlds while it runs (lobbies, matches, a global world): start and stop them, move players between them without reconnecting ([`Outbox::move_to`]), let players watch other worlds ([`Outbox::watch`]) |
+//! | [`Handles`], [`WorldRef`] | a world that takes the game's own typed messages (from a matchmaker, a stats actor) |
 //! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
 //! | [`lagcomp`] | a history to judge inputs against what the client saw |
 //! | [`metrics`], [`admin`], [`scrape`] | for operators: Prometheus figures, the admin listener, reading `/metrics` |
 //!
-//! `volley::prelude` re-exports the first rows; the guide is the README's "Writing your own
-//! world", and `examples/tag` a complete game. Everything below is how it runs.
+//! `volley::prelude` re-exports the first rows; the guides are the README's "Writing your own
+//! world" and "Lobbies, matches and shared worlds", `examples/tag` a complete game and
+//! `volley_arena::rooms` a lobby with matches. Everything below is how it runs.
+//!
+//! # Many worlds
+//!
+//! A server runs any number of worlds, each its own world actor at its own fixed timestep:
+//! the entry world [`start`] was given (where players arrive), and those the game starts
+//! with [`Worlds::spawn`]. Each player is *in* one world (which gets its inputs and messages)
+//! and may *watch* others. Each time its world ticks, the player's snapshot is merged from
+//! the newest snapshot of every world it sees: entity ids carry their world's number in
+//! their top bits ([`merged_id`](crate::protocol::snapshot::world::merged_id); world 0's ids
+//! are unchanged), each world's [`Relevancy`] picks from its own part with its own ids, and
+//! one encoder deltas the whole against what the client acknowledged, with one byte budget
+//! and one priority order. A watched world that ticks less often (a 20 Hz global world under
+//! 60 Hz matches) is held: its newest snapshot goes into every merged snapshot until its
+//! next tick, and its unchanged entities cost nothing in between. Players with the same
+//! world and the same watched worlds share one merged snapshot per tick. Every world
+//! numbers its ticks on the server's clock (a world started later starts at the current
+//! tick; a 20 Hz world on a 60 Hz server runs every third tick number), so a player that
+//! moves never sees its snapshot ticks go backwards; its first snapshot in the new world is a
+//! delta against what it had (the new world's entities arrive as creations, the old one's
+//! as deletions). Clients learn where they are from a notice on the framework's channel
+//! ([`GameClient::world`](crate::client::GameClient::world)).
 //!
 //! # The actors
 //!
@@ -100,8 +124,9 @@
 //!   shutdown fails the server: `/healthz` answers 503 naming it, [`ServerHandle::wait`]
 //!   returns, and the `volley` program exits non-zero.
 //! - **Shutdown.** [`ServerHandle::shutdown`] asks every player actor to send its client the
-//!   disconnect packets, waits for them to go (up to the grace period), then stops the world,
-//!   broadcaster and socket, in that order.
+//!   disconnect packets, waits for them to go (up to the grace period), runs every world's
+//!   [`World::shutdown`] (after its players' leaves), then stops the worlds, broadcaster and
+//!   socket, in that order.
 //!
 //! # Where the logic lives
 //!
@@ -114,18 +139,24 @@
 //! | [`Connection`](crate::protocol::netcode::server::Connection) | one client's keys, replay window, packet budget (charged only for what authenticates), timeouts | the player's session |
 //! | `session::PlayerSession` | one player's connection, reliability, snapshot history, input de-duplication | player actor, socket actor and fan-out (through `shared::PlayerShared`), stepper |
 //! | `shared::PlayerShared` | what the player actor, the socket actor and the fan-out share of one player (session lock, inbox, queued datagrams, poisoned and cut-off flags, figures), and the rules for each, as `try_take_datagram` / `try_send_snapshot` calls that return `Direct::{Done, Busy, Tell}` | socket actor, fan-out, player actor |
-//! | `simulation::Simulation` | one tick: inputs in order, `World::tick`, messages, the snapshot against the previous | world actor, stepper |
+//! | `simulation::Simulation` | one tick: inputs in order, `World::tick`, messages, the snapshot against the previous | world actors, stepper |
+//! | `worlds::Directory` | who is in which world and watches which, each world's newest snapshot, the merged view of each group of players, and the effects of a move, a join, a world's end (`join`/`leave` calls, the client's notice, its input queue) | broadcaster, stepper |
 //!
 //! # Supervision tree
 //!
 //! | part | started by | supervised by | when it fails |
 //! | --- | --- | --- | --- |
-//! | world actor (your [`World`]) | [`start`] | the root watcher | a panic in your code is caught, counted and skipped ([`WorldFault`]); [`MAX_PANICKING_TICKS`] panicking ticks in a row stop it, and the server fails |
+//! | entry world actor (the [`World`] given to [`start`]) | [`start`] | the root watcher | a panic in your code is caught, counted and skipped ([`WorldFault`]); [`MAX_PANICKING_TICKS`] panicking ticks in a row stop it, its players are told [`SessionEnd::WorldStopped`](crate::protocol::session::SessionEnd::WorldStopped), and the server fails |
+//! | other world actors ([`Worlds::spawn`]) | [`Worlds`] (a task) | that task, which tells the broadcaster when it ends | caught and counted the same; [`MAX_PANICKING_TICKS`] panicking ticks in a row stop that world alone: its players go to its fallback world, told why ([`EnterReason::WorldStopped`](crate::protocol::system::EnterReason::WorldStopped)), or are disconnected if it has none. No other world notices |
 //! | broadcaster | [`start`] | the root watcher | the server fails |
 //! | socket actor | [`start`] | the root watcher | the server fails |
 //! | receive loop (a task) | socket actor | the socket actor (a watcher task) | the socket actor fails, so the server fails |
 //! | player actors | socket actor (linked) | socket actor | that player is disconnected and cleaned up alone (`volley_actor_failures_total`) |
 //! | admin thread (`/metrics`, `/healthz`) | [`start`] | none: its own thread and runtime | the probes cannot connect, which is itself the failure signal |
+//!
+//! The broadcaster owns the directory of worlds and players: every change of who is where
+//! (a join, a leave, a move, a world's start or end) passes through its mailbox in order, and
+//! it alone sets a player's input queue.
 //!
 //! The root watcher is a task [`start`] spawns over the three essential actors; "the
 //! server fails" means `/healthz` answers 503 with what stopped, [`ServerHandle::failure`]
