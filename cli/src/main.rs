@@ -164,6 +164,10 @@ struct ServerArgs {
     /// Beacons in the global world.
     #[arg(long, env = "VOLLEY_BEACONS", default_value_t = 100)]
     beacons: u32,
+    /// Fault injection for supervision runs: the Nth match (0: the first) panics in every
+    /// tick from its tenth second; its figures carry kind="faulty".
+    #[arg(long, hide = true)]
+    faulty_match: Option<u64>,
 }
 
 /// A link conditioner for every bot (both directions).
@@ -424,6 +428,9 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     }
     if a.match_size > 0 {
         c.world_kinds = volley_arena::rooms::KINDS.iter().map(|k| (*k).to_owned()).collect();
+        if a.faulty_match.is_some() {
+            c.world_kinds.push("faulty".into());
+        }
     }
     Ok(c)
 }
@@ -434,6 +441,7 @@ fn rooms(a: &ServerArgs) -> Option<Rooms> {
         match_size: a.match_size,
         match_length: Duration::from_secs_f64(a.match_seconds),
         beacons: a.beacons,
+        faulty_match: a.faulty_match,
         ..Rooms::default()
     })
 }

@@ -643,6 +643,35 @@ mod tests {
         }
     }
 
+    #[tokio::test]
+    async fn another_worlds_players_of_the_same_tick_queue_behind_the_running_chains() {
+        let woken = Arc::new(AtomicUsize::new(0));
+        let generation = Arc::new(AtomicU32::new(0));
+        let mut players = Vec::new();
+        for _ in 0..8 {
+            let (r, _) = Actor::spawn(None, Counted(woken.clone(), generation.clone()), ()).await.unwrap();
+            players.push(handle(r, PlayerShared::without_session()));
+        }
+        let fanout = FanOut::new(2, None);
+        let (mut first, mut second) = (players[..4].to_vec(), players[4..].to_vec());
+        fanout.start(&mut first, 7);
+        settle(|| woken.load(Ordering::Relaxed) >= 2).await;
+        let g = generation.load(Ordering::Relaxed);
+        // A second world's snapshot of tick 7: no new window, the chains stay current.
+        fanout.start(&mut second, 7);
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(woken.load(Ordering::Relaxed), 2, "still the window");
+        for _ in 0..6 {
+            fanout.finished(g);
+        }
+        settle(|| woken.load(Ordering::Relaxed) >= 8).await;
+        tokio::time::sleep(std::time::Duration::from_millis(30)).await;
+        assert_eq!(woken.load(Ordering::Relaxed), 8, "the first chains carried both worlds' players, each once");
+        for p in players {
+            p.actor.stop(None);
+        }
+    }
+
     /// Records the world messages that reach it, in order, and how many casts woke it.
     struct Recorder(Arc<Mutex<(Vec<Bytes>, usize)>>, Arc<PlayerShared>);
 

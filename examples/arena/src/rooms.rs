@@ -28,11 +28,15 @@ pub struct Rooms {
     pub beacons: u32,
     /// The global world's tick rate (a divisor of the server's).
     pub global_hz: u16,
+    /// Fault injection for supervision runs: the match started this many matches in (0 is
+    /// the first) panics in every tick from its tenth second, as a game bug would. It runs
+    /// as kind "faulty" (declare it), so that the other matches' figures stay apart.
+    pub faulty_match: Option<u64>,
 }
 
 impl Default for Rooms {
     fn default() -> Self {
-        Self { match_size: 20, match_length: Duration::from_secs(60), beacons: 100, global_hz: 20 }
+        Self { match_size: 20, match_length: Duration::from_secs(60), beacons: 100, global_hz: 20, faulty_match: None }
     }
 }
 
@@ -83,8 +87,11 @@ impl World for Lobby {
     fn messages(&mut self, out: &mut Outbox) {
         let Some(worlds) = &self.worlds else { return };
         while self.queue.len() >= self.rooms.match_size.max(1) {
-            let game = Match::new(self.rooms.match_length, self.figures.clone());
-            match worlds.spawn(WorldOptions::new("match").fallback(WorldId::ENTRY), game) {
+            let mut game = Match::new(self.rooms.match_length, self.figures.clone());
+            let n = self.figures.started.load(Ordering::Relaxed);
+            game.faulty = self.rooms.faulty_match == Some(n);
+            let kind = if game.faulty { "faulty" } else { "match" };
+            match worlds.spawn(WorldOptions::new(kind).fallback(WorldId::ENTRY), game) {
                 Ok(id) => {
                     self.figures.started.fetch_add(1, Ordering::Relaxed);
                     for p in self.queue.drain(..self.rooms.match_size.max(1)) {
@@ -110,12 +117,24 @@ pub struct Match {
     players: Vec<PlayerId>,
     figures: Arc<RoomFigures>,
     over: bool,
+    /// Panics from its tenth second ([`Rooms::faulty_match`]).
+    faulty: bool,
+    ticks: u32,
 }
 
 impl Match {
     /// A match lasting `length`.
     pub fn new(length: Duration, figures: Arc<RoomFigures>) -> Self {
-        Self { arena: Arena::new(), ticks_left: 0, length, players: Vec::new(), figures, over: false }
+        Self {
+            arena: Arena::new(),
+            ticks_left: 0,
+            length,
+            players: Vec::new(),
+            figures,
+            over: false,
+            faulty: false,
+            ticks: 0,
+        }
     }
 }
 
@@ -142,6 +161,10 @@ impl World for Match {
             self.ticks_left = (self.length.as_secs_f64() / dt.as_secs_f64().max(1e-6)).ceil() as u32;
         }
         self.ticks_left = self.ticks_left.saturating_sub(1);
+        self.ticks += 1;
+        if self.faulty && f64::from(self.ticks) * dt.as_secs_f64() >= 10.0 {
+            panic!("injected fault: this match's code fails every tick");
+        }
         self.arena.tick(tick, dt);
     }
     fn messages(&mut self, out: &mut Outbox) {
