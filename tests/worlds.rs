@@ -59,6 +59,7 @@ fn players_pass_through_matches_and_back_seeing_exactly_what_the_server_merged()
                 let want = sent.get(&(p, got.tick())).expect("a snapshot the server sent");
                 assert_eq!(got, &**want, "player {p} at tick {}", got.tick());
                 rooms::check_snapshot(got, s.schema(), global()).unwrap();
+                rooms::check_content(got, s.schema(), global(), 3).unwrap();
                 compared += 1;
             }
             if let Some(n) = c.client.world() {
@@ -157,6 +158,8 @@ async fn over_udp_64_players_pass_through_8_matches_twice_without_reconnecting()
             if let Some(snapshot) = c.client.latest() {
                 let global = record.global.lock().unwrap().map_or(1, |g| g.number());
                 rooms::check_snapshot(snapshot, &schema, global).unwrap_or_else(|e| panic!("client {i}: {e}"));
+                // Its content is what the worlds made at its tick.
+                rooms::check_content(snapshot, &schema, global, 3).unwrap_or_else(|e| panic!("client {i}: {e}"));
                 checked += 1;
             }
             if let Some(n) = c.client.world().filter(|n| n.kind == "match") {

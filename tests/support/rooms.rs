@@ -249,3 +249,36 @@ pub fn check_snapshot(snapshot: &WorldSnapshot, schema: &Schema, global: u16) ->
     }
     Ok(home)
 }
+
+/// Checks a decoded snapshot's content against what the worlds make at its tick: the
+/// entities of its home world are that world's snapshot of this very tick (every token's
+/// tick is the snapshot's), the global world's are all ten, of one tick at most two of its
+/// periods old (a watched world is held between its ticks), and a match's two balls are
+/// there (in its first second a server may not have a global snapshot yet). Returns what is
+/// wrong.
+pub fn check_content(snapshot: &WorldSnapshot, schema: &Schema, global: u16, global_stride: u32) -> Result<(), String> {
+    let tick = snapshot.tick();
+    let tokens: Vec<Token> = snapshot.iter().filter_map(|e| snapshot.read::<Token>(schema, e.id)).collect();
+    let (globals, home): (Vec<&Token>, Vec<&Token>) = tokens.iter().partition(|t| t.world == global);
+    if let Some(t) = home.iter().find(|t| t.tick != tick) {
+        return Err(format!("a token of tick {} in the snapshot of tick {tick}", t.tick));
+    }
+    if globals.is_empty() && tick < 60 {
+        return Ok(()); // the global world's first tick is on its way (it starts with the lobby)
+    }
+    if globals.len() != GLOBAL_ENTITIES as usize {
+        return Err(format!("{} global tokens at tick {tick}", globals.len()));
+    }
+    let g = globals[0].tick;
+    if globals.iter().any(|t| t.tick != g) || g > tick || tick - g > 2 * global_stride {
+        return Err(format!(
+            "the global world's tokens at tick {tick} are of ticks {:?}",
+            globals.iter().map(|t| t.tick).collect::<Vec<_>>()
+        ));
+    }
+    let balls = home.iter().filter(|t| t.local >= 5000).count();
+    if home.first().is_some_and(|t| t.world != 0) && balls != 2 {
+        return Err(format!("{balls} balls in a match at tick {tick}"));
+    }
+    Ok(())
+}
