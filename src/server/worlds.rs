@@ -533,16 +533,21 @@ impl<P: Clone> Directory<P> {
     /// players, [`Audience::Team`] those of them in the team, [`Audience::Watchers`] its
     /// players and every player watching it, [`Audience::Player`] one player in it or
     /// watching it.
-    pub fn audience(&self, world: WorldId, to: Audience) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
-        self.players
-            .iter()
-            .filter(move |(p, m)| match to {
-                Audience::All => m.home == world,
-                Audience::Team(t) => m.home == world && m.team == Some(t),
-                Audience::Watchers => m.home == world || m.watching.contains(&world),
-                Audience::Player(q) => **p == q && (m.home == world || m.watching.contains(&world)),
-            })
-            .map(|(p, m)| (*p, &m.handle))
+    pub fn audience(&self, world: WorldId, to: Audience) -> Box<dyn Iterator<Item = (PlayerId, &P)> + '_> {
+        let sees = move |m: &Member<P>| m.home == world || m.watching.contains(&world);
+        match to {
+            // The world's own groups: no walk over every player of the server.
+            Audience::All => Box::new(self.members(world)),
+            Audience::Team(t) => Box::new(
+                self.members(world).filter(move |(p, _)| self.players.get(p).is_some_and(|m| m.team == Some(t))),
+            ),
+            Audience::Watchers => {
+                Box::new(self.players.iter().filter(move |(_, m)| sees(m)).map(|(p, m)| (*p, &m.handle)))
+            }
+            Audience::Player(q) => Box::new(
+                self.players.get_key_value(&q).filter(move |(_, m)| sees(m)).map(|(p, m)| (*p, &m.handle)).into_iter(),
+            ),
+        }
     }
 
     /// The players in `world`.
