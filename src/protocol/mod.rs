@@ -17,6 +17,7 @@ pub mod reliability;
 pub mod scoreboard;
 pub mod session;
 pub mod snapshot;
+pub mod recording;
 pub mod system;
 
 /// `text` cut to at most `max` bytes, at a character boundary (kick texts, scoreboard names).

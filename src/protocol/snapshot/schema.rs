@@ -164,6 +164,35 @@ impl Schema {
     pub fn is_empty(&self) -> bool {
         self.kinds.is_empty()
     }
+
+    /// A 64-bit digest of the kinds in order: their names and every field's layout. Two
+    /// schemas that code snapshots alike have the same one; a recording made with one
+    /// refuses to play with another ([`crate::protocol::recording`]).
+    ///
+    /// ```
+    /// use volley::protocol::snapshot::Schema;
+    /// assert_eq!(Schema::new().fingerprint(), Schema::new().fingerprint());
+    /// ```
+    pub fn fingerprint(&self) -> u64 {
+        // FNV-1a: stable across builds and platforms (unlike `std`'s hasher).
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for b in bytes {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
+            }
+        };
+        for k in &self.kinds {
+            eat(&(k.name.len() as u32).to_le_bytes());
+            eat(k.name.as_bytes());
+            eat(&(k.fields.len() as u32).to_le_bytes());
+            for f in &k.fields {
+                eat(&[f.components, u8::from(f.at_rest), u8::from(f.rotation)]);
+                eat(&f.widths);
+            }
+        }
+        h
+    }
 }
 
 /// Declares a replicated struct: each field names its type and its quantizer once, and the
