@@ -164,6 +164,10 @@ struct ServerArgs {
     /// Beacons in the global world.
     #[arg(long, env = "VOLLEY_BEACONS", default_value_t = 100)]
     beacons: u32,
+    /// Record every world into a new file in this folder while it runs (`volley replay FILE`
+    /// plays one back).
+    #[arg(long, env = "VOLLEY_RECORD")]
+    record: Option<std::path::PathBuf>,
     /// Fault injection for supervision runs: the Nth match (0: the first) panics in every
     /// tick from its tenth second; its figures carry kind="faulty".
     #[arg(long, hide = true)]
@@ -299,6 +303,7 @@ struct FileConfig {
     match_size: Option<usize>,
     match_seconds: Option<f64>,
     beacons: Option<u32>,
+    record: Option<std::path::PathBuf>,
 }
 
 /// Fills every setting that neither a flag nor the environment gave from the config file.
@@ -372,6 +377,9 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     if let Some(v) = f.beacons.filter(|_| unset("beacons")) {
         a.beacons = v;
     }
+    if let Some(v) = f.record.filter(|_| unset("record")) {
+        a.record = Some(v);
+    }
     Ok(())
 }
 
@@ -423,6 +431,7 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
         return Err("the admin token is empty".into());
     }
     c.admin_show_addresses = a.admin_show_addresses;
+    c.record = a.record.clone();
     if !(a.match_seconds.is_finite() && a.match_seconds > 0.0) {
         return Err("--match-seconds must be a positive number of seconds".into());
     }

@@ -24,7 +24,7 @@ use crate::protocol::reliability::{Channel, ChannelConfig};
 use crate::protocol::scoreboard::Scoreboard;
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{EntityId, Replicate, Schema, SnapshotReceiver, WorldSnapshot};
-use crate::protocol::system::WorldNotice;
+use crate::protocol::system::{SpectatorStatus, WorldNotice};
 pub use playback::{Playback, PlaybackClock};
 
 /// What a game shows about its connection (the data for a lagometer).
@@ -99,6 +99,8 @@ pub struct GameClient {
     scoreboard: Scoreboard,
     /// Where the server last said the player is.
     world: Option<WorldNotice>,
+    /// Where the replay or spectators' world it is in stands, if it is in one.
+    spectator: Option<SpectatorStatus>,
     /// The protocol version its hello claims (tests make an old client with it).
     protocol_version: u16,
 }
@@ -140,6 +142,7 @@ impl GameClient {
             system_ack_due: false,
             scoreboard: Scoreboard::default(),
             world: None,
+            spectator: None,
             protocol_version: crate::protocol::session::PROTOCOL_VERSION,
         }
     }
@@ -166,6 +169,13 @@ impl GameClient {
     /// [`merged_id`](crate::protocol::snapshot::world::merged_id)`(n, local)`.
     pub fn world(&self) -> Option<&WorldNotice> {
         self.world.as_ref()
+    }
+
+    /// In a replay or a delayed spectators' world: the latest playback status (which
+    /// recorded tick each snapshot shows, speed, whom it follows); `None` elsewhere. Steer it
+    /// by sending a [`SpectatorControl`](crate::protocol::system::SpectatorControl) as a message.
+    pub fn spectator(&self) -> Option<&SpectatorStatus> {
+        self.spectator.as_ref()
     }
 
     /// The connection state (netcode's, with its error states).
@@ -420,6 +430,11 @@ impl GameClient {
                         // A new world: its board (if any) comes whole next.
                         self.scoreboard = Scoreboard::default();
                         self.world = Some(notice);
+                        self.spectator = None;
+                        continue;
+                    }
+                    if let Some(status) = SpectatorStatus::decode(&message) {
+                        self.spectator = Some(status);
                         continue;
                     }
                     // A bad update leaves the board as it was (a hostile server's garbage).

@@ -2,7 +2,8 @@
 //! channel, told apart from the game's by its frame byte, see
 //! [`SYSTEM_FRAME_TAG`](crate::protocol::reliability::channel::SYSTEM_FRAME_TAG)). Each
 //! message's first byte says what it is: [`BOARD`] (a scoreboard update, see
-//! [`crate::protocol::scoreboard`]) or [`WORLD`] (a [`WorldNotice`]); the rest is postcard.
+//! [`crate::protocol::scoreboard`]), [`WORLD`] (a [`WorldNotice`]) or [`SPECTATOR`] (a
+//! [`SpectatorStatus`]); the rest is postcard. A client ignores a kind it does not know.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,6 +13,8 @@ use crate::protocol::cut;
 pub const BOARD: u8 = 0;
 /// First byte of a [`WorldNotice`].
 pub const WORLD: u8 = 1;
+/// First byte of a [`SpectatorStatus`].
+pub const SPECTATOR: u8 = 2;
 
 /// The longest world kind or reason text a notice carries, in bytes.
 pub const MAX_NOTICE_TEXT_BYTES: usize = 64;
@@ -68,6 +71,70 @@ impl WorldNotice {
             _ => None,
         }
     }
+}
+
+/// Where a replay or a delayed spectators' world is in what it shows: sent to its viewers when
+/// they arrive and whenever playback changes (a seek, a pause, a new speed), read with
+/// [`GameClient::spectator`](crate::client::GameClient::spectator). From it the client knows
+/// which recorded tick each snapshot shows ([`SpectatorStatus::shown_at`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpectatorStatus {
+    /// The server tick from which this status holds.
+    pub since: u32,
+    /// The recorded tick shown at `since`, in quarters of a tick.
+    pub at_quarters: u64,
+    /// Speed in quarters (4: real time, 1: a quarter, 16: four times); 0 while paused.
+    pub quarters: u8,
+    /// The first and last recorded ticks (for a live world: the newest so far).
+    pub first: u32,
+    /// See `first`.
+    pub last: u32,
+    /// The recorded player whose view is shown (`None`: everything).
+    pub following: Option<u32>,
+    /// A live world shown with a delay (no seeking or pausing).
+    pub live: bool,
+}
+
+impl SpectatorStatus {
+    /// The recorded tick shown in the snapshot of server tick `tick` (at or after `since`):
+    /// the newest recorded frame at or before it is what the snapshot holds.
+    pub fn shown_at(&self, tick: u32) -> u32 {
+        let k = u64::from(tick.wrapping_sub(self.since));
+        let q = self.at_quarters + k * u64::from(self.quarters);
+        u32::try_from(q / 4).unwrap_or(u32::MAX).min(self.last.max(self.first))
+    }
+
+    /// The status as the system channel carries it.
+    pub fn encode(&self) -> bytes::Bytes {
+        let mut out = vec![SPECTATOR];
+        out.extend(postcard::to_allocvec(self).unwrap_or_default());
+        out.into()
+    }
+
+    /// A status from the system channel; `None` when the bytes are not one.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        match bytes.split_first() {
+            Some((&SPECTATOR, rest)) => postcard::from_bytes(rest).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// What a viewer asks of a replay or spectators' world: sent as an ordinary message
+/// (`client.channel().send_message(&SpectatorControl::Pause)`), each viewer's `Follow` its own,
+/// the rest shared by every viewer of the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SpectatorControl {
+    /// Go to this recorded tick (the nearest keyframe before it, then the changes up to it).
+    Seek(u32),
+    /// Stop where it is.
+    Pause,
+    /// Go on.
+    Play,
+    /// Play at this many quarters of real time (1 to 16: 0.25× to 4×).
+    Speed(u8),
+    /// Show what this recorded player saw (its relevancy), or everything (`None`).
+    Follow(Option<u32>),
 }
 
 #[cfg(test)]

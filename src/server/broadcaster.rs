@@ -195,6 +195,15 @@ pub(crate) enum BroadcastMsg {
         /// Reliable (else an unreliable event).
         reliable: bool,
     },
+    /// A message on the framework's channel from a world (playback status).
+    System {
+        /// The world that sends it.
+        world: WorldId,
+        /// Who gets it.
+        to: Audience,
+        /// The bytes.
+        data: Bytes,
+    },
     /// A world kicks one of its players, with its words.
     Kick(WorldId, PlayerId, String),
     /// A world's scoreboard rows, for its next update (the broadcaster adds each player's
@@ -499,6 +508,11 @@ impl Actor for Broadcaster {
                     }
                 };
                 state.dir.audience(world, to).for_each(|(_, p)| send(p));
+            }
+            BroadcastMsg::System { world, to, data } => {
+                state.dir.audience(world, to).for_each(|(_, p)| {
+                    let _ = p.actor.cast(PlayerMsg::System(data.clone()));
+                });
             }
             BroadcastMsg::Snapshot(world, snap, applied) => {
                 let tick = snap.tick();

@@ -411,6 +411,9 @@ pub struct ServerMetrics {
     tables: [AtomicU64; TABLES.len()],
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
     world_faults: [AtomicU64; WorldFault::ALL.len()],
+    /// Recordings: frames written, frames dropped (the disk fell behind), bytes written,
+    /// and recordings that failed (a file that could not be opened or written).
+    pub(crate) recording: [AtomicU64; 4],
     /// Client messages handed to the world, and dropped by [`CLIENT_MESSAGE_DROPS`] reason.
     client_messages: AtomicU64,
     client_message_drops: [AtomicU64; 3],
@@ -557,6 +560,7 @@ impl ServerMetrics {
             deliveries: Default::default(),
             tables: Default::default(),
             world_faults: Default::default(),
+            recording: Default::default(),
             client_messages: AtomicU64::new(0),
             client_message_drops: Default::default(),
             receive_calls: AtomicU64::new(0),
@@ -680,6 +684,14 @@ impl ServerMetrics {
         );
         d("volley_players", None, "Players connected.");
         d("volley_client_messages_total", None, "Messages from clients handed to the world.");
+        d("volley_recorded_frames_total", None, "World ticks written to recordings.");
+        d(
+            "volley_recording_dropped_frames_total",
+            None,
+            "World ticks a recording left out because its disk fell behind (it keeps keyframes only until it catches up).",
+        );
+        d("volley_recorded_bytes_total", Some(Unit::Bytes), "Bytes written to recordings.");
+        d("volley_recording_failures_total", None, "Recordings that stopped because their file could not be opened or written.");
         d(
             "volley_client_messages_dropped_total",
             None,
@@ -1210,6 +1222,10 @@ impl ServerMetrics {
         let rows = self.per_player.lock().map_or(0, |p| p.len());
         self.tables[5].store(rows as u64, Ordering::Relaxed);
         self.counter("volley_client_messages_total", &[], get(&self.client_messages));
+        self.counter("volley_recorded_frames_total", &[], get(&self.recording[0]));
+        self.counter("volley_recording_dropped_frames_total", &[], get(&self.recording[1]));
+        self.counter("volley_recorded_bytes_total", &[], get(&self.recording[2]));
+        self.counter("volley_recording_failures_total", &[], get(&self.recording[3]));
         for (reason, n) in CLIENT_MESSAGE_DROPS.iter().zip(&self.client_message_drops) {
             self.counter("volley_client_messages_dropped_total", &[("reason", reason)], get(n));
         }

@@ -168,11 +168,13 @@ pub(crate) mod broadcaster;
 pub mod lagcomp;
 pub mod metrics;
 pub(crate) mod player;
+pub(crate) mod record;
 pub mod scrape;
 pub(crate) mod session;
 pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
+pub mod spectate;
 pub mod spawn;
 pub mod world;
 pub(crate) mod worlds;
@@ -278,6 +280,9 @@ pub struct ServerConfig {
     /// [`start`] runs its world as the first kind; [`Worlds::spawn`] refuses a kind not
     /// here. `["main"]` by default.
     pub world_kinds: Vec<String>,
+    /// Record every world into a new file in this folder while it runs
+    /// ([`WorldOptions::recorded`] records one); off by default.
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl ServerConfig {
@@ -305,6 +310,7 @@ impl ServerConfig {
             snapshot_predictor: None,
             socket_buffer_bytes: 4 << 20,
             world_kinds: vec!["main".into()],
+            record: None,
         }
     }
 }
@@ -530,6 +536,7 @@ pub async fn start_with<W: World>(
             clock,
             input_limit: config.max_players.saturating_mul(16).max(256),
             actors: actors.clone(),
+            record: config.record.clone(),
         },
     );
     let started = worlds.spawn_entry(entry, world).map_err(|e| StartError::Config(e.to_string()))?;

@@ -51,6 +51,8 @@ pub(crate) enum PlayerMsg {
     Message(Bytes, bool, u64),
     /// The player is now in this world (its client is told).
     Enter(Box<WorldNotice>),
+    /// A message for the client on the framework's channel (a playback status).
+    System(Bytes),
 }
 
 /// What a player actor starts with.
@@ -211,6 +213,7 @@ impl Actor for PlayerActor {
             }
             PlayerMsg::Board(updates) => session.queue_board(now, &updates, &mut tx),
             PlayerMsg::Enter(notice) => session.enter_world(now, &notice, &mut tx),
+            PlayerMsg::System(data) => session.send_notice(now, data, &mut tx),
             PlayerMsg::Close(end) => {
                 tracing::debug!(player = session.id(), reason = end.label(), "saying goodbye");
                 session.close(now, end, &mut tx);

@@ -475,6 +475,18 @@ impl PlayerSession {
         }
     }
 
+    /// Sends `data` reliably on the framework's channel (a playback status).
+    pub fn send_notice(&mut self, now: Duration, data: bytes::Bytes, tx: &mut impl Transmit) {
+        if self.closed || self.closing.is_some() {
+            return;
+        }
+        let s = self.system_channel(now);
+        let _ = s.channel.send_reliable(data);
+        if self.welcomed {
+            self.send_system(now, tx);
+        }
+    }
+
     fn system_channel(&mut self, now: Duration) -> &mut SystemChannel {
         self.system.get_or_insert_with(|| {
             Box::new(SystemChannel {

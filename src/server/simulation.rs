@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::record::{Tap, message_event};
 use super::world::{BoardChange, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
 use crate::protocol::cut;
 use crate::protocol::input::ViewTime;
+use crate::protocol::recording::Event;
 use crate::protocol::scoreboard::ScoreRow;
 use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
 
@@ -73,6 +75,20 @@ pub(crate) struct Simulation {
     reported: [u64; WorldFault::ALL.len()],
     /// Ticks in a row in which the world panicked.
     panicking: u32,
+    /// What takes each tick's frame (a recording, a spectators' world), and the joins and
+    /// leaves since the last frame (kept only while there is a tap).
+    taps: Taps,
+    events: Vec<Event>,
+}
+
+/// The taps of a simulation.
+#[derive(Default)]
+struct Taps(Vec<Box<dyn Tap>>);
+
+impl std::fmt::Debug for Taps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} taps", self.0.len())
+    }
 }
 
 /// A player's name from its connect token's user data: the UTF-8 text before the first zero
@@ -107,7 +123,14 @@ impl Simulation {
             faults: [0; WorldFault::ALL.len()],
             reported: [0; WorldFault::ALL.len()],
             panicking: 0,
+            taps: Taps::default(),
+            events: Vec::new(),
         }
+    }
+
+    /// Hands every tick's frame to `tap` from the next step on, until it says it is done.
+    pub fn add_tap(&mut self, tap: Box<dyn Tap>) {
+        self.taps.0.push(tap);
     }
 
     /// Keeps a scoreboard (the world has columns for one).
@@ -124,6 +147,9 @@ impl Simulation {
         if let Some(b) = &mut self.board {
             b.insert(player, (name_from_token(player, who), Vec::new()));
         }
+        if !self.taps.0.is_empty() {
+            self.events.push(Event::Joined { player, client_id: who.client_id });
+        }
         self.guard(WorldFault::PanicInJoin, || world.join_with(player, who));
     }
 
@@ -136,6 +162,9 @@ impl Simulation {
         self.applied.remove(&player);
         if let Some(b) = &mut self.board {
             b.remove(&player);
+        }
+        if !self.taps.0.is_empty() {
+            self.events.push(Event::Left { player });
         }
         self.guard(WorldFault::PanicInLeave, || world.leave(player));
     }
@@ -151,6 +180,8 @@ impl Simulation {
             self.leave(world, p);
         }
         self.shut_down = true;
+        // The recordings close (their writers finish their files).
+        self.taps.0.clear();
         self.guard(WorldFault::PanicInShutdown, || world.shutdown());
     }
 
@@ -273,6 +304,13 @@ impl Simulation {
             return Err(WorldStopped(self.panicking));
         }
         let board = self.board_update(tick, outbox.take_board());
+        if !self.taps.0.is_empty() {
+            let mut events = std::mem::take(&mut self.events);
+            events.extend(outbox.messages().iter().map(message_event));
+            self.taps.0.retain_mut(|t| t.frame(tick, snapshot.as_ref(), &events));
+            events.clear();
+            self.events = events;
+        }
         Ok(Stepped { snapshot, outbox, board })
     }
 
@@ -308,6 +346,11 @@ impl Simulation {
             .filter(|(f, _)| !matches!(f, WorldFault::DuplicateEntity | WorldFault::RelevancyOrder))
             .map(|(_, n)| n)
             .sum()
+    }
+
+    /// The world's replicated kinds.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
     }
 
     /// Ticks run.

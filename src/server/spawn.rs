@@ -42,6 +42,9 @@ pub enum SpawnError {
     /// The server is shutting down.
     #[error("the server is not running")]
     NotRunning,
+    /// No world of that number is running (to spectate).
+    #[error("world {0} is not running")]
+    NoSuchWorld(WorldId),
 }
 
 /// A world that takes the game's own messages of type `M` (from its matchmaker, its
@@ -264,6 +267,8 @@ pub(crate) struct ActorBackend {
     pub input_limit: usize,
     /// The running worlds' actors (for shutdown).
     pub actors: Arc<Mutex<BTreeMap<WorldId, ActorRef<WorldMsg>>>>,
+    /// Record every world into this folder.
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// What the stepper is asked to do at its next step.
@@ -276,6 +281,8 @@ pub(crate) enum Request {
     Move(PlayerId, WorldId),
     /// Watch (or stop watching) a world.
     Watch(PlayerId, WorldId, bool),
+    /// Hand a world's frames to a tap.
+    Tap(WorldId, Box<dyn super::record::Tap>),
 }
 
 impl Worlds {
@@ -396,6 +403,52 @@ impl Worlds {
         }
     }
 
+    /// Starts a spectators' world of world `source`: it shows `source` as it was `delay` ago
+    /// (at most [`MAX_DELAY`](super::spectate::MAX_DELAY)), so spectators cannot tell its
+    /// players what they cannot see yet. Move spectators into it like into any world
+    /// ([`Outbox::move_to`]); each may follow one of `source`'s players (seeing what `follow`,
+    /// the game's relevancy, shows that player) or see everything (see
+    /// [`SpectatorWorld`](super::spectate::SpectatorWorld)). It stops when `source` does
+    /// (give it a fallback in `options`).
+    ///
+    /// ```no_run
+    /// # use volley::prelude::*;
+    /// # use volley::server::{Everything, Worlds, WorldId, WorldOptions};
+    /// # fn f(worlds: &Worlds, duel: WorldId) -> Result<(), volley::server::SpawnError> {
+    /// let stands = worlds.spectate(
+    ///     duel,
+    ///     std::time::Duration::from_secs(3),
+    ///     WorldOptions::new("spectators").fallback(WorldId::ENTRY),
+    ///     std::sync::Arc::new(Everything),
+    /// )?;
+    /// # let _ = stands; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Worlds::spawn`]; [`SpawnError::NoSuchWorld`] when `source` is not running.
+    pub fn spectate(
+        &self,
+        source: WorldId,
+        delay: Duration,
+        options: WorldOptions,
+        follow: Arc<dyn Relevancy>,
+    ) -> Result<WorldId, SpawnError> {
+        let delay = delay.min(super::spectate::MAX_DELAY);
+        let ticks = (delay.as_secs_f64() * f64::from(self.inner.server_hz)).round() as u32;
+        let (tx, rx) = std::sync::mpsc::sync_channel(super::spectate::FEED_QUEUE);
+        let tap = Box::new(super::spectate::Feed(tx));
+        match &self.inner.backend {
+            Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Tap(source, tap))).unwrap_or(()),
+            Backend::Actors(b) => {
+                let actor = b.actors.lock().ok().and_then(|a| a.get(&source).cloned());
+                let actor = actor.ok_or(SpawnError::NoSuchWorld(source))?;
+                actor.cast(WorldMsg::Tap(super::record::TapBox(tap))).map_err(|_| SpawnError::NoSuchWorld(source))?;
+            }
+        }
+        let world = super::spectate::SpectatorWorld::live((*self.inner.schema).clone(), rx, ticks, follow);
+        self.spawn(options, world)
+    }
+
     /// The worlds running (on the actor server; in the stepper, see its own accessors).
     pub fn running(&self) -> Vec<WorldId> {
         match &self.inner.backend {
@@ -433,6 +486,7 @@ fn spawn_actor<W: World>(
 ) -> Result<Option<ActorStarted>, SpawnError> {
     let inputs = InputQueue::new(b.input_limit);
     let kind = b.metrics.kind_index(&options.kind).unwrap_or(0);
+    let record = options.record.clone().or_else(|| b.record.clone()).map(|dir| (dir, options.kind.clone()));
     let new = NewWorld {
         id,
         options,
@@ -454,6 +508,7 @@ fn spawn_actor<W: World>(
         inputs,
         worlds,
         why: why.clone(),
+        record,
     };
     let (broadcaster, actors) = (b.broadcaster.clone(), b.actors.clone());
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();

@@ -160,6 +160,8 @@ pub struct Outbox {
     board: Vec<(PlayerId, BoardChange)>,
     /// Moves, watches, teams and a stop, in the order asked.
     changes: Vec<WorldChange>,
+    /// Messages on the framework's own channel (playback status).
+    system: Vec<(Audience, bytes::Bytes)>,
 }
 
 /// Something a world asked of the server's directory of worlds ([`Outbox::move_to`] and
@@ -275,6 +277,19 @@ impl Outbox {
     }
 
     /// Takes the directory changes, in the order asked.
+    pub(crate) fn messages(&self) -> &[Outgoing] {
+        &self.items
+    }
+
+    /// Sends `data` reliably on the framework's channel (the client library reads it).
+    pub(crate) fn system(&mut self, to: Audience, data: bytes::Bytes) {
+        self.system.push((to, data));
+    }
+
+    pub(crate) fn take_system(&mut self) -> Vec<(Audience, bytes::Bytes)> {
+        std::mem::take(&mut self.system)
+    }
+
     pub(crate) fn take_changes(&mut self) -> Vec<WorldChange> {
         std::mem::take(&mut self.changes)
     }
@@ -425,6 +440,8 @@ pub(crate) enum WorldMsg {
     /// Stop this world: every player still joined leaves, [`World::shutdown`] runs, and the
     /// actor stops (its players go to its fallback).
     Stop,
+    /// Hand every tick's frame to this tap from now on (a spectators' world's feed).
+    Tap(super::record::TapBox),
 }
 
 /// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
@@ -597,6 +614,8 @@ pub(crate) struct WorldArgs<W: World> {
     pub worlds: super::spawn::Worlds,
     /// Why it ended, for whoever watches it end.
     pub why: Arc<std::sync::Mutex<String>>,
+    /// Record it into this folder (with its kind's name).
+    pub record: Option<(std::path::PathBuf, String)>,
 }
 
 /// The world actor's state.
@@ -651,8 +670,20 @@ impl<W: World> Actor for WorldActor<W> {
         myself: ActorRef<WorldMsg>,
         args: WorldArgs<W>,
     ) -> Result<WorldState<W>, ActorProcessingErr> {
-        let WorldArgs { mut world, id, clock, stride, essential, kind, broadcaster, metrics, inputs, worlds, why } =
-            args;
+        let WorldArgs {
+            mut world,
+            id,
+            clock,
+            stride,
+            essential,
+            kind,
+            broadcaster,
+            metrics,
+            inputs,
+            worlds,
+            why,
+            record,
+        } = args;
         let stride = stride.max(1);
         let dt = clock.dt * stride;
         let next = clock.next_after(Instant::now(), stride);
@@ -675,6 +706,24 @@ impl<W: World> Actor for WorldActor<W> {
         }
         let mut sim =
             Simulation::new(Arc::new(world.schema()), dt).with_scoreboard(!world.scoreboard_columns().is_empty());
+        if let Some((dir, kind_name)) = record {
+            let of = super::record::RecordingOf {
+                schema: sim.schema().clone(),
+                kind: &kind_name,
+                tick_rate_hz: (1.0 / clock.dt.as_secs_f64()).round() as u16,
+                stride,
+            };
+            match super::record::Recorder::to_dir(&dir, id.0, of, Some(metrics.clone())) {
+                Ok((recorder, path)) => {
+                    tracing::info!(world = %id, path = %path.display(), "recording");
+                    sim.add_tap(Box::new(recorder));
+                }
+                Err(e) => {
+                    metrics.recording[3].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    tracing::error!(world = %id, dir = %dir.display(), error = %e, "the world cannot be recorded");
+                }
+            }
+        }
         sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));
         Ok(WorldState {
             sim,
@@ -721,6 +770,7 @@ impl<W: World> Actor for WorldActor<W> {
                 s.metrics.add_world_faults(s.sim.new_faults());
                 let _ = reply.send(());
             }
+            WorldMsg::Tap(tap) => s.sim.add_tap(tap.0),
             WorldMsg::Stop => {
                 if !s.essential {
                     s.sim.shutdown(&mut s.world);
@@ -801,6 +851,9 @@ fn step<W: World>(
         }
     };
     let changes = outbox.take_changes();
+    for (to, data) in outbox.take_system() {
+        s.broadcaster.cast(BroadcastMsg::System { world: id, to, data })?;
+    }
     let (messages, kicks) = outbox.into_parts();
     for (to, data, reliable) in messages {
         s.broadcaster.cast(BroadcastMsg::Message { world: id, to, data, reliable })?;

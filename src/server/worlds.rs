@@ -79,12 +79,15 @@ pub struct WorldOptions {
     pub fallback: Option<WorldId>,
     /// Every player watches it, whatever world it is in (a global world: chat, events).
     pub watched_by_everyone: bool,
+    /// Record it into a new file in this folder (see [`crate::protocol::recording`]);
+    /// [`ServerConfig::record`](crate::server::ServerConfig::record) records every world.
+    pub record: Option<std::path::PathBuf>,
 }
 
 impl WorldOptions {
     /// A world of `kind`, at the server's tick rate, no fallback, watched by its players.
     pub fn new(kind: impl Into<String>) -> Self {
-        Self { kind: kind.into(), tick_rate_hz: None, fallback: None, watched_by_everyone: false }
+        Self { kind: kind.into(), tick_rate_hz: None, fallback: None, watched_by_everyone: false, record: None }
     }
 
     /// Its players go to `world` if it stops or fails.
@@ -102,6 +105,13 @@ impl WorldOptions {
     /// Every player watches it.
     pub fn watched_by_everyone(mut self) -> Self {
         self.watched_by_everyone = true;
+        self
+    }
+
+    /// It is recorded, into a new file in `dir` (`{kind}-{number}-{unix ms}.vrec`), from its
+    /// first tick until it stops; `volley replay FILE` plays it back.
+    pub fn recorded(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.record = Some(dir.into());
         self
     }
 }

@@ -16,6 +16,7 @@ use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
+pub use crate::server::record::SharedBuffer;
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::simulation::{Simulation, Stepped, TickInput};
 use crate::server::spawn::Request;
@@ -468,8 +469,37 @@ impl<W: World> Stepper<W> {
                 Request::Watch(player, world, on) => {
                     self.dir.watch(player, world, on);
                 }
+                Request::Tap(id, tap) => self.add_tap(id, tap),
             }
         }
+    }
+
+    fn add_tap(&mut self, id: WorldId, tap: Box<dyn crate::server::record::Tap>) {
+        if id == WorldId::ENTRY {
+            self.sim.add_tap(tap);
+        } else if let Some(h) = self.hosted.get_mut(&id) {
+            h.sim.add_tap(tap);
+        }
+    }
+
+    /// Records world `id` from its next tick, into memory: the bytes of the recording file
+    /// ([`crate::protocol::recording`]) grow in the returned buffer as its chunks close (the
+    /// last closes when the world stops or the stepper is dropped).
+    ///
+    /// # Errors
+    /// When the recorder's thread cannot start.
+    pub fn record(&mut self, id: WorldId) -> std::io::Result<SharedBuffer> {
+        let out = SharedBuffer::default();
+        let stride = if id == WorldId::ENTRY { 1 } else { self.hosted.get(&id).map_or(1, |h| h.stride) };
+        let of = crate::server::record::RecordingOf {
+            schema: self.settings.schema.clone(),
+            kind: "recorded",
+            tick_rate_hz: self.settings.params.tick_rate_hz,
+            stride,
+        };
+        let recorder = crate::server::record::Recorder::start(out.clone(), of, None)?;
+        self.add_tap(id, Box::new(recorder));
+        Ok(out)
     }
 
     /// A hosted world ends (`gracefully`: its players leave and its shutdown runs first):
@@ -631,6 +661,15 @@ impl<W: World> Stepper<W> {
         self.take_requests();
         let Stepped { snapshot, mut outbox, board } = stepped;
         let changes = outbox.take_changes();
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        for (to, data) in outbox.take_system() {
+            let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
+            for p in to {
+                if let Some(s) = self.session(p) {
+                    s.send_notice(now, data.clone(), &mut wire);
+                }
+            }
+        }
         let (messages, kicks) = outbox.into_parts();
         for (to, data, reliable) in messages {
             let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
@@ -640,7 +679,6 @@ impl<W: World> Stepper<W> {
                 }
             }
         }
-        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         if let (Some(rows), Some(sender)) = (board, self.boards.get_mut(&id)) {
             // Each row's ping from its session, as the broadcaster reads it from the player's.
             let pings: BTreeMap<PlayerId, u16> = self

@@ -267,6 +267,25 @@ impl<'s> SnapshotBuilder<'s> {
         Ok(())
     }
 
+    /// Adds every entity of `snapshot` as it is (quantized words, ids and kinds): for worlds
+    /// that show recorded or delayed state (replays, spectators).
+    ///
+    /// # Errors
+    /// When one of its kinds is not in this builder's schema, or has another word count (the
+    /// entities before it were added).
+    pub fn copy_from(&mut self, snapshot: &WorldSnapshot) -> Result<(), WorldError> {
+        for e in snapshot.iter() {
+            let fits = self.schema.kind(e.kind).is_some_and(|k| k.words() == e.words.len());
+            if !fits {
+                return Err(WorldError::UnknownKind("a copied entity's kind"));
+            }
+            let start = self.words.len();
+            self.words.extend_from_slice(e.words);
+            self.entries.push((e.id, e.kind, start as u32));
+        }
+        Ok(())
+    }
+
     /// The finished snapshot.
     ///
     /// # Errors

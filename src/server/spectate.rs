@@ -1,0 +1,373 @@
+//! Worlds that show another world's state instead of simulating their own: a recording played
+//! back ([`SpectatorWorld::replay`], what `volley replay FILE` serves) and a running world
+//! shown with a delay to spectators ([`Worlds::spectate`](super::Worlds::spectate)). Viewers
+//! are ordinary connected players of such a world: they get ordinary snapshots (an unmodified
+//! game client can watch), send no inputs that matter, and steer it with
+//! [`SpectatorControl`] messages; the client library reads where it stands
+//! ([`SpectatorStatus`], [`GameClient::spectator`](crate::client::GameClient::spectator)).
+//!
+//! Both kinds run the same world: frames in (from a [`Playhead`], or from the watched world's
+//! tap), the frame due at each tick copied into its snapshot. Every viewer's encode of it
+//! shares the snapshot's cached entity deltas, like the players of any world.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use super::record::Tap;
+use super::world::{Audience, Outbox, PlayerId, Relevancy, World};
+use crate::protocol::recording::{Event, Frame, Playhead, Recipient, Recording, RecordingError};
+use crate::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::system::{SpectatorControl, SpectatorStatus};
+
+/// Frames in flight from a watched world to its spectators' world (a second at 60 Hz): more
+/// means the spectators' world is stalled, and its frames are left out until it drains.
+pub const FEED_QUEUE: usize = 64;
+
+/// The longest spectator delay.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
+
+/// A world showing recorded or delayed state (see the module docs).
+pub struct SpectatorWorld {
+    schema: Schema,
+    source: Source,
+    /// The game's relevancy, applied as the followed player.
+    relevancy: Arc<dyn Relevancy>,
+    /// Each viewer's followed recorded player.
+    following: Arc<RwLock<BTreeMap<PlayerId, PlayerId>>>,
+    viewers: BTreeSet<PlayerId>,
+    /// The recorded tick shown, in quarters of a tick.
+    at_quarters: u64,
+    /// Speed in quarters of real time.
+    quarters: u8,
+    paused: bool,
+    last_tick: Option<u32>,
+    /// Viewers who get a status after this tick.
+    status_due: BTreeSet<PlayerId>,
+    /// Recorded messages passed this tick, for the viewers.
+    passed: Vec<Event>,
+    shown: Option<Arc<WorldSnapshot>>,
+    /// Seeks that failed (a chunk that does not decode): counted, playback stays put.
+    errors: u64,
+}
+
+enum Source {
+    File(Box<Playhead>),
+    Live(Live),
+}
+
+struct Live {
+    feed: Receiver<Frame>,
+    buffer: VecDeque<Frame>,
+    /// Server ticks behind the watched world.
+    delay: u32,
+    first: Option<u32>,
+}
+
+impl std::fmt::Debug for SpectatorWorld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpectatorWorld").field("viewers", &self.viewers.len()).finish_non_exhaustive()
+    }
+}
+
+/// Why a recording cannot be played.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayOpenError {
+    /// The file cannot be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// It is not a recording this game can play.
+    #[error("{0}")]
+    Recording(#[from] RecordingError),
+    /// It is larger than the limit given.
+    #[error("the recording is {0} bytes, more than the {1} allowed")]
+    TooLarge(u64, u64),
+}
+
+impl SpectatorWorld {
+    /// Plays the recording at `path` (made with this game's `schema`), from its first tick,
+    /// at real speed, showing everything; `relevancy` (the game's) is used for viewers who
+    /// follow a recorded player. Files over `max_bytes` are refused (the recording is read
+    /// into memory).
+    ///
+    /// # Errors
+    /// The file cannot be read, is too large, or is not a recording of this game (see
+    /// [`RecordingError`]).
+    pub fn open(
+        path: &std::path::Path,
+        schema: Schema,
+        relevancy: Arc<dyn Relevancy>,
+        max_bytes: u64,
+    ) -> Result<Self, ReplayOpenError> {
+        let len = std::fs::metadata(path)?.len();
+        if len > max_bytes {
+            return Err(ReplayOpenError::TooLarge(len, max_bytes));
+        }
+        let data = bytes::Bytes::from(std::fs::read(path)?);
+        let recording = Recording::parse(data, Some(&schema))?;
+        Ok(Self::replay(recording, schema, relevancy)?)
+    }
+
+    /// Plays `recording` (see [`SpectatorWorld::open`]).
+    ///
+    /// # Errors
+    /// When it holds no frame, or its first chunk does not decode.
+    pub fn replay(recording: Recording, schema: Schema, relevancy: Arc<dyn Relevancy>) -> Result<Self, RecordingError> {
+        let head = Playhead::new(recording, Arc::new(schema.clone()))?;
+        let at = u64::from(head.frame().tick) * 4;
+        let shown = Some(head.frame().snapshot.clone());
+        Ok(Self::with_source(schema, Source::File(Box::new(head)), relevancy, at, shown))
+    }
+
+    /// Shows the frames `feed` brings, `delay` server ticks late.
+    pub(crate) fn live(schema: Schema, feed: Receiver<Frame>, delay: u32, relevancy: Arc<dyn Relevancy>) -> Self {
+        let live = Live { feed, buffer: VecDeque::new(), delay, first: None };
+        Self::with_source(schema, Source::Live(live), relevancy, 0, None)
+    }
+
+    fn with_source(
+        schema: Schema,
+        source: Source,
+        relevancy: Arc<dyn Relevancy>,
+        at_quarters: u64,
+        shown: Option<Arc<WorldSnapshot>>,
+    ) -> Self {
+        Self {
+            schema,
+            source,
+            relevancy,
+            following: Arc::default(),
+            viewers: BTreeSet::new(),
+            at_quarters,
+            quarters: 4,
+            paused: false,
+            last_tick: None,
+            status_due: BTreeSet::new(),
+            passed: Vec::new(),
+            shown,
+            errors: 0,
+        }
+    }
+
+    /// The recorded tick shown now.
+    pub fn shown_tick(&self) -> u32 {
+        (self.at_quarters / 4) as u32
+    }
+
+    /// Seeks or reads that failed on a corrupt chunk so far.
+    pub fn errors(&self) -> u64 {
+        self.errors
+    }
+
+    fn status(&self, viewer: PlayerId, since: u32) -> SpectatorStatus {
+        let (first, last, live) = match &self.source {
+            Source::File(h) => {
+                let (a, b) = h.recording().ticks().unwrap_or((0, 0));
+                (a, b, false)
+            }
+            Source::Live(l) => {
+                let newest = l.buffer.back().map(|f| f.tick).or(self.shown.as_ref().map(|s| s.tick()));
+                (l.first.unwrap_or(0), newest.unwrap_or(0), true)
+            }
+        };
+        SpectatorStatus {
+            since,
+            at_quarters: self.at_quarters,
+            quarters: if self.paused { 0 } else { self.quarters },
+            first,
+            last,
+            following: self.following.read().ok().and_then(|f| f.get(&viewer).copied()),
+            live,
+        }
+    }
+
+    fn everyone_due(&mut self) {
+        self.status_due.extend(self.viewers.iter().copied());
+    }
+}
+
+impl World for SpectatorWorld {
+    fn schema(&self) -> Schema {
+        self.schema.clone()
+    }
+
+    fn join(&mut self, player: PlayerId) {
+        self.viewers.insert(player);
+        self.status_due.insert(player);
+    }
+
+    fn leave(&mut self, player: PlayerId) {
+        self.viewers.remove(&player);
+        self.status_due.remove(&player);
+        if let Ok(mut f) = self.following.write() {
+            f.remove(&player);
+        }
+    }
+
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+
+    fn message(&mut self, player: PlayerId, message: &[u8], _reliable: bool) {
+        let Ok(control) = postcard::from_bytes::<SpectatorControl>(message) else { return };
+        let live = matches!(self.source, Source::Live(_));
+        match control {
+            SpectatorControl::Follow(p) => {
+                if let Ok(mut f) = self.following.write() {
+                    match p {
+                        Some(p) => f.insert(player, p),
+                        None => f.remove(&player),
+                    };
+                }
+                self.status_due.insert(player);
+                return;
+            }
+            _ if live => return,
+            SpectatorControl::Seek(t) => {
+                if let Source::File(h) = &mut self.source {
+                    let (first, last) = h.recording().ticks().unwrap_or((0, 0));
+                    let t = t.clamp(first, last);
+                    match h.seek(t) {
+                        Ok(()) => {
+                            self.at_quarters = u64::from(t) * 4;
+                            self.shown = Some(h.frame().snapshot.clone());
+                        }
+                        Err(e) => {
+                            self.errors += 1;
+                            tracing::warn!(error = %e, "a replay could not seek");
+                        }
+                    }
+                }
+            }
+            SpectatorControl::Pause => self.paused = true,
+            SpectatorControl::Play => self.paused = false,
+            SpectatorControl::Speed(q) => self.quarters = q.clamp(1, 16),
+        }
+        // Everyone shares the playback: everyone hears of the change.
+        self.everyone_due();
+    }
+
+    fn tick(&mut self, tick: u32, _dt: Duration) {
+        let elapsed = self.last_tick.map_or(0, |t| tick.wrapping_sub(t));
+        self.last_tick = Some(tick);
+        match &mut self.source {
+            Source::File(h) => {
+                if self.paused {
+                    return;
+                }
+                let last = h.recording().ticks().map_or(0, |t| t.1);
+                self.at_quarters = (self.at_quarters + u64::from(elapsed) * u64::from(self.quarters)).min(u64::from(last) * 4);
+                let target = (self.at_quarters / 4) as u32;
+                let passed = &mut self.passed;
+                match h.advance_to(target, |f| passed.extend(f.events.iter().cloned())) {
+                    Ok(end) => {
+                        self.shown = Some(h.frame().snapshot.clone());
+                        if end && target >= last {
+                            // The end: it waits there (a seek plays again).
+                            self.paused = true;
+                            self.status_due.extend(self.viewers.iter().copied());
+                        }
+                    }
+                    Err(e) => {
+                        self.errors += 1;
+                        self.paused = true;
+                        tracing::warn!(error = %e, "a replay stopped at a chunk that does not decode");
+                        self.status_due.extend(self.viewers.iter().copied());
+                    }
+                }
+            }
+            Source::Live(l) => {
+                while let Ok(f) = l.feed.try_recv() {
+                    l.first.get_or_insert(f.tick);
+                    l.buffer.push_back(f);
+                }
+                // A stalled world's backlog: only the delay's worth is kept.
+                let keep = l.delay as usize + FEED_QUEUE;
+                while l.buffer.len() > keep {
+                    l.buffer.pop_front();
+                }
+                let target = tick.saturating_sub(l.delay);
+                let mut changed = false;
+                while l.buffer.front().is_some_and(|f| f.tick <= target) {
+                    if let Some(f) = l.buffer.pop_front() {
+                        self.passed.extend(f.events.iter().cloned());
+                        if self.shown.is_none() {
+                            changed = true;
+                        }
+                        self.shown = Some(f.snapshot);
+                    }
+                }
+                self.at_quarters = u64::from(target) * 4;
+                if changed {
+                    self.everyone_due();
+                }
+            }
+        }
+    }
+
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        if let Some(s) = &self.shown {
+            // The recording's kinds are this world's (checked when it was opened).
+            let _ = out.copy_from(s);
+        }
+    }
+
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        Arc::new(Follow { following: self.following.clone(), inner: self.relevancy.clone() })
+    }
+
+    fn messages(&mut self, out: &mut Outbox) {
+        let following: BTreeMap<PlayerId, PlayerId> = self.following.read().map(|f| f.clone()).unwrap_or_default();
+        for e in self.passed.drain(..) {
+            let Event::Message { to, reliable, data } = e else { continue };
+            match to {
+                Recipient::All | Recipient::Watchers | Recipient::Team(_) => {
+                    let to = Audience::All;
+                    if reliable { out.reliable(to, data) } else { out.event(to, data) }
+                }
+                Recipient::Player(p) => {
+                    for (v, _) in following.iter().filter(|(_, f)| **f == p) {
+                        let to = Audience::Player(*v);
+                        if reliable { out.reliable(to, data.clone()) } else { out.event(to, data.clone()) }
+                    }
+                }
+            }
+        }
+        let since = self.last_tick.unwrap_or(0);
+        for v in std::mem::take(&mut self.status_due) {
+            if self.viewers.contains(&v) {
+                out.system(Audience::Player(v), self.status(v, since).encode());
+            }
+        }
+    }
+}
+
+/// Everything, or what the followed recorded player saw (the game's relevancy as that
+/// player).
+struct Follow {
+    following: Arc<RwLock<BTreeMap<PlayerId, PlayerId>>>,
+    inner: Arc<dyn Relevancy>,
+}
+
+impl Relevancy for Follow {
+    fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
+        let followed = self.following.read().ok().and_then(|f| f.get(&player).copied());
+        match followed {
+            Some(p) => self.inner.interest(world, p, out),
+            None => Interest::everything(world, out),
+        }
+    }
+}
+
+/// The tap on a watched world that feeds its spectators' world.
+pub(crate) struct Feed(pub SyncSender<Frame>);
+
+impl Tap for Feed {
+    fn frame(&mut self, tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, events: &[Event]) -> bool {
+        let Some(snapshot) = snapshot else { return true };
+        let frame = Frame { tick, snapshot: snapshot.clone(), events: events.to_vec() };
+        match self.0.try_send(frame) {
+            Ok(()) | Err(TrySendError::Full(_)) => true,
+            Err(TrySendError::Disconnected(_)) => false,
+        }
+    }
+}
