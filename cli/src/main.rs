@@ -37,6 +37,9 @@ enum Command {
     Server(ServerArgs),
     /// A bot swarm against a running server.
     Bots(BotsArgs),
+    /// Serve a recording (made with --record) as an arena server: clients connect with
+    /// ordinary connect tokens and watch it; they steer it with SpectatorControl messages.
+    Replay(ReplayArgs),
     /// Print a new random 32-byte private key (hex), to share between backend and servers.
     Keygen,
     /// Mint a netcode.io 1.02 connect token, as a matchmaker or backend would.
@@ -216,6 +219,23 @@ impl LinkArgs {
             burst: (self.burst_enter > 0.0).then_some((self.burst_enter, self.burst_leave)),
         }))
     }
+}
+
+#[derive(Debug, clap::Args)]
+struct ReplayArgs {
+    /// The recording (a .vrec file).
+    file: std::path::PathBuf,
+    /// Print what the recording holds and exit.
+    #[arg(long)]
+    info: bool,
+    /// Bots to run as viewers (as `volley run` does).
+    #[arg(long, default_value_t = 0)]
+    bots: usize,
+    /// Refuse recordings larger than this many bytes (a recording is read into memory).
+    #[arg(long, default_value_t = 1 << 30)]
+    max_bytes: u64,
+    #[command(flatten)]
+    server: ServerArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -547,16 +567,59 @@ async fn resolve(what: &str, addr: &str) -> Result<SocketAddr, String> {
     all.iter().find(|a| a.is_ipv4()).or(all.first()).copied().ok_or_else(|| format!("{what} {addr:?}: no address"))
 }
 
+/// Opens a recording of the arena for `volley replay`.
+fn open_replay(a: &ReplayArgs) -> Result<volley::server::spectate::SpectatorWorld, String> {
+    use volley::server::World;
+    let arena = Arena::new();
+    volley::server::spectate::SpectatorWorld::open(&a.file, arena.schema(), arena.relevancy(), a.max_bytes)
+        .map_err(|e| format!("{}: {e}", a.file.display()))
+}
+
+/// `volley replay --info`: what a recording holds.
+fn replay_info(a: &ReplayArgs) -> Result<(), String> {
+    use volley::protocol::recording::Recording;
+    use volley::server::World;
+    let size = std::fs::metadata(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?.len();
+    if size > a.max_bytes {
+        return Err(format!("{}: {size} bytes, more than --max-bytes {}", a.file.display(), a.max_bytes));
+    }
+    let data = std::fs::read(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let rec = Recording::parse(data.into(), Some(&Arena::new().schema())).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let h = rec.header();
+    let (first, last) = rec.ticks().unwrap_or((0, 0));
+    let seconds = f64::from(last.saturating_sub(first) + 1) / f64::from(h.tick_rate_hz.max(1));
+    println!("kind: {}", h.kind);
+    println!("protocol: {}, schema: {:016x}", h.protocol, h.schema);
+    println!("tick rate: {} Hz (world every {} ticks), keyframe every {} ticks", h.tick_rate_hz, h.stride, h.keyframe_every);
+    println!("started: {} ms after the Unix epoch", h.started_unix_ms);
+    println!("ticks: {first}..={last} ({seconds:.1} s) in {} chunks", rec.chunks().len());
+    println!("size: {size} bytes ({:.1} KiB per minute)", size as f64 / 1024.0 / (seconds / 60.0).max(1e-9));
+    if rec.cut_off() > 0 {
+        println!("cut off: the last {} bytes were not a complete chunk (a crash?); it plays to tick {last}", rec.cut_off());
+    }
+    Ok(())
+}
+
 async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Result<(), String> {
+    serve_world(args, bots, link, None).await
+}
+
+async fn serve_world(
+    args: ServerArgs,
+    bots: usize,
+    link: Option<LinkProfile>,
+    replay: Option<volley::server::spectate::SpectatorWorld>,
+) -> Result<(), String> {
     let key = key_or_random(args.private_key.as_deref())?;
     let mut config = server_config(&args, key)?;
     if let Some(p) = &args.public_addr {
         config.public_addr = Some(resolve("--public-addr", p).await?);
     }
     let figures = Arc::new(RoomFigures::default());
-    let mut server = match rooms(&args) {
-        Some(r) => volley::server::start(config, Lobby::new(r, figures.clone())).await,
-        None => volley::server::start(config, Arena::new()).await,
+    let mut server = match (replay, rooms(&args)) {
+        (Some(w), _) => volley::server::start(config, w).await,
+        (None, Some(r)) => volley::server::start(config, Lobby::new(r, figures.clone())).await,
+        (None, None) => volley::server::start(config, Arena::new()).await,
     }
     .map_err(|e| e.to_string())?;
     let addr = server.addr();
@@ -956,6 +1019,21 @@ fn main() -> ExitCode {
             .and_then(|()| runtime())
             .and_then(|rt| rt.block_on(serve(a, 0, None))),
         Command::Bots(a) => runtime().and_then(|rt| rt.block_on(bots(a))),
+        Command::Replay(a) if a.info => replay_info(&a),
+        Command::Replay(mut a) => sub
+            .as_ref()
+            .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))
+            .and_then(|()| open_replay(&a))
+            .and_then(|w| runtime().map(|rt| (rt, w)))
+            .and_then(|(rt, w)| {
+                // It ticks at the recording's rate; one world, however the game was served.
+                let hz = w.recording_tick_rate().unwrap_or(a.server.tick_rate);
+                a.server.tick_rate = hz;
+                a.server.snapshot_rate = hz;
+                a.server.match_size = 0;
+                a.server.record = None;
+                rt.block_on(serve_world(a.server, a.bots, None, Some(w)))
+            }),
         Command::Health(a) => match runtime().and_then(|rt| rt.block_on(health(a))) {
             Ok(true) => Ok(()),
             Ok(false) => return ExitCode::from(1),

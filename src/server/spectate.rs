@@ -150,6 +150,14 @@ impl SpectatorWorld {
         }
     }
 
+    /// The server tick rate the recording was made at (`None` for a live world).
+    pub fn recording_tick_rate(&self) -> Option<u16> {
+        match &self.source {
+            Source::File(h) => Some(h.recording().header().tick_rate_hz),
+            Source::Live(_) => None,
+        }
+    }
+
     /// The recorded tick shown now.
     pub fn shown_tick(&self) -> u32 {
         (self.at_quarters / 4) as u32
