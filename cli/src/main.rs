@@ -167,6 +167,9 @@ struct ServerArgs {
     /// Beacons in the global world.
     #[arg(long, env = "VOLLEY_BEACONS", default_value_t = 100)]
     beacons: u32,
+    /// Seconds a match's spectators' world runs behind the match.
+    #[arg(long, env = "VOLLEY_SPECTATOR_DELAY", default_value_t = 2.0)]
+    spectator_delay: f64,
     /// Record every world into a new file in this folder while it runs (`volley replay FILE`
     /// plays one back).
     #[arg(long, env = "VOLLEY_RECORD")]
@@ -245,6 +248,10 @@ struct RunArgs {
     /// Bots to run.
     #[arg(long, default_value_t = 16)]
     bots: usize,
+    /// Of the bots, this many are spectators: each watches a match (with --match-size > 0)
+    /// from its spectators' world, sending no inputs.
+    #[arg(long, default_value_t = 0)]
+    spectators: usize,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -269,6 +276,10 @@ struct BotsArgs {
     /// Client id of the first bot.
     #[arg(long, default_value_t = 1)]
     first_client_id: u64,
+    /// Of the bots, this many (the last) are spectators: they watch a match from its
+    /// spectators' world, sending no inputs.
+    #[arg(long, default_value_t = 0)]
+    spectators: usize,
     /// The server's admin address (host:port). With it the swarm scrapes the server's
     /// /metrics once every bot is connected and again at the end, and prints the server's own
     /// figures over that span: tick p99, inputs applied at the next tick, CPU and memory per player,
@@ -324,6 +335,7 @@ struct FileConfig {
     match_seconds: Option<f64>,
     beacons: Option<u32>,
     record: Option<std::path::PathBuf>,
+    spectator_delay: Option<f64>,
 }
 
 /// Fills every setting that neither a flag nor the environment gave from the config file.
@@ -397,6 +409,9 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     if let Some(v) = f.beacons.filter(|_| unset("beacons")) {
         a.beacons = v;
     }
+    if let Some(v) = f.spectator_delay.filter(|_| unset("spectator_delay")) {
+        a.spectator_delay = v;
+    }
     if let Some(v) = f.record.filter(|_| unset("record")) {
         a.record = Some(v);
     }
@@ -452,6 +467,9 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     }
     c.admin_show_addresses = a.admin_show_addresses;
     c.record = a.record.clone();
+    if !(a.spectator_delay.is_finite() && (0.0..=60.0).contains(&a.spectator_delay)) {
+        return Err("--spectator-delay must be between 0 and 60 seconds".into());
+    }
     if !(a.match_seconds.is_finite() && a.match_seconds > 0.0) {
         return Err("--match-seconds must be a positive number of seconds".into());
     }
@@ -471,6 +489,7 @@ fn rooms(a: &ServerArgs) -> Option<Rooms> {
         match_length: Duration::from_secs_f64(a.match_seconds),
         beacons: a.beacons,
         faulty_match: a.faulty_match,
+        spectator_delay: Duration::from_secs_f64(a.spectator_delay.clamp(0.0, 60.0)),
         ..Rooms::default()
     })
 }
@@ -600,13 +619,13 @@ fn replay_info(a: &ReplayArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn serve(args: ServerArgs, bots: usize, link: Option<LinkProfile>) -> Result<(), String> {
+async fn serve(args: ServerArgs, bots: (usize, usize), link: Option<LinkProfile>) -> Result<(), String> {
     serve_world(args, bots, link, None).await
 }
 
 async fn serve_world(
     args: ServerArgs,
-    bots: usize,
+    (bots, spectators): (usize, usize),
     link: Option<LinkProfile>,
     replay: Option<volley::server::spectate::SpectatorWorld>,
 ) -> Result<(), String> {
@@ -629,7 +648,7 @@ async fn serve_world(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
     let swarm = (bots > 0).then(|| {
-        let cfg = SwarmConfig { protocol_id: args.protocol_id, link, ..SwarmConfig::new(addr, bots, key) };
+        let cfg = SwarmConfig { protocol_id: args.protocol_id, link, spectators, ..SwarmConfig::new(addr, bots, key) };
         tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx))
     });
     let metrics = server.metrics().clone();
@@ -745,6 +764,7 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
         first_client_id: args.first_client_id,
         link,
         churn,
+        spectators: args.spectators,
         ..SwarmConfig::new(resolve("--server", &args.server).await?, args.bots, key)
     };
     let admin = match &args.admin {
@@ -1012,12 +1032,12 @@ fn main() -> ExitCode {
             .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))
             .and_then(|()| a.link.profile())
             .and_then(|link| runtime().map(|rt| (rt, link)))
-            .and_then(|(rt, link)| rt.block_on(serve(a.server, a.bots, link))),
+            .and_then(|(rt, link)| rt.block_on(serve(a.server, (a.bots, a.spectators), link))),
         Command::Server(mut a) => sub
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a, m))
             .and_then(|()| runtime())
-            .and_then(|rt| rt.block_on(serve(a, 0, None))),
+            .and_then(|rt| rt.block_on(serve(a, (0, 0), None))),
         Command::Bots(a) => runtime().and_then(|rt| rt.block_on(bots(a))),
         Command::Replay(a) if a.info => replay_info(&a),
         Command::Replay(mut a) => sub
@@ -1032,7 +1052,7 @@ fn main() -> ExitCode {
                 a.server.snapshot_rate = hz;
                 a.server.match_size = 0;
                 a.server.record = None;
-                rt.block_on(serve_world(a.server, a.bots, None, Some(w)))
+                rt.block_on(serve_world(a.server, (a.bots, 0), None, Some(w)))
             }),
         Command::Health(a) => match runtime().and_then(|rt| rt.block_on(health(a))) {
             Ok(true) => Ok(()),

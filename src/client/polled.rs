@@ -93,6 +93,16 @@ impl PolledClient {
     /// client's timers, and sends `input` (when connected). Returns how many new snapshots
     /// arrived.
     pub fn poll(&mut self, input: &[u8]) -> usize {
+        self.poll_sending(Some(input))
+    }
+
+    /// [`PolledClient::poll`] for a client that sends no input (a spectator): it still
+    /// acknowledges what it receives.
+    pub fn poll_watching(&mut self) -> usize {
+        self.poll_sending(None)
+    }
+
+    fn poll_sending(&mut self, input: Option<&[u8]>) -> usize {
         let Self { client, socket, clock, link, buf, peer } = self;
         let mut snapshots = 0;
         link.release(
@@ -109,7 +119,10 @@ impl PolledClient {
         let now = clock();
         let mut tx = Tx { socket, peer, link };
         client.update(now, &mut tx);
-        client.send_input(now, input, &mut tx);
+        match input {
+            Some(input) => client.send_input(now, input, &mut tx),
+            None => client.send_without_input(now, &mut tx),
+        }
         snapshots
     }
 

@@ -195,6 +195,8 @@ pub(crate) enum BroadcastMsg {
         /// Reliable (else an unreliable event).
         reliable: bool,
     },
+    /// Hand a world's frames to a tap (a spectators' world's feed), once its actor runs.
+    Tap(WorldId, super::record::TapBox),
     /// A message on the framework's channel from a world (playback status).
     System {
         /// The world that sends it.
@@ -508,6 +510,12 @@ impl Actor for Broadcaster {
                     }
                 };
                 state.dir.audience(world, to).for_each(|(_, p)| send(p));
+            }
+            BroadcastMsg::Tap(world, tap) => {
+                // A world gone: the tap is dropped, and its spectators' world ends.
+                if let Some(l) = state.worlds.get_mut(&world) {
+                    l.tell(WorldMsg::Tap(tap));
+                }
             }
             BroadcastMsg::System { world, to, data } => {
                 state.dir.audience(world, to).for_each(|(_, p)| {

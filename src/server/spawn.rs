@@ -42,9 +42,6 @@ pub enum SpawnError {
     /// The server is shutting down.
     #[error("the server is not running")]
     NotRunning,
-    /// No world of that number is running (to spectate).
-    #[error("world {0} is not running")]
-    NoSuchWorld(WorldId),
 }
 
 /// A world that takes the game's own messages of type `M` (from its matchmaker, its
@@ -425,7 +422,8 @@ impl Worlds {
     /// ```
     ///
     /// # Errors
-    /// As [`Worlds::spawn`]; [`SpawnError::NoSuchWorld`] when `source` is not running.
+    /// As [`Worlds::spawn`]. When `source` is not running, the spectators' world starts and
+    /// ends at once (its players, if any, go to its fallback).
     pub fn spectate(
         &self,
         source: WorldId,
@@ -440,9 +438,9 @@ impl Worlds {
         match &self.inner.backend {
             Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Tap(source, tap))).unwrap_or(()),
             Backend::Actors(b) => {
-                let actor = b.actors.lock().ok().and_then(|a| a.get(&source).cloned());
-                let actor = actor.ok_or(SpawnError::NoSuchWorld(source))?;
-                actor.cast(WorldMsg::Tap(super::record::TapBox(tap))).map_err(|_| SpawnError::NoSuchWorld(source))?;
+                // Through the broadcaster, which holds it for a world whose actor is starting.
+                let tap = BroadcastMsg::Tap(source, super::record::TapBox(tap));
+                b.broadcaster.cast(tap).map_err(|_| SpawnError::NotRunning)?;
             }
         }
         let world = super::spectate::SpectatorWorld::live((*self.inner.schema).clone(), rx, ticks, follow);

@@ -50,6 +50,8 @@ pub struct SpectatorWorld {
     shown: Option<Arc<WorldSnapshot>>,
     /// Seeks that failed (a chunk that does not decode): counted, playback stays put.
     errors: u64,
+    /// The watched world ended and everything it sent was shown: this world stops.
+    ended: bool,
 }
 
 enum Source {
@@ -147,6 +149,7 @@ impl SpectatorWorld {
             passed: Vec::new(),
             shown,
             errors: 0,
+            ended: false,
         }
     }
 
@@ -284,10 +287,16 @@ impl World for SpectatorWorld {
                 }
             }
             Source::Live(l) => {
-                while let Ok(f) = l.feed.try_recv() {
-                    l.first.get_or_insert(f.tick);
-                    l.buffer.push_back(f);
-                }
+                let gone = loop {
+                    match l.feed.try_recv() {
+                        Ok(f) => {
+                            l.first.get_or_insert(f.tick);
+                            l.buffer.push_back(f);
+                        }
+                        Err(std::sync::mpsc::TryRecvError::Empty) => break false,
+                        Err(std::sync::mpsc::TryRecvError::Disconnected) => break true,
+                    }
+                };
                 // A stalled world's backlog: only the delay's worth is kept.
                 let keep = l.delay as usize + FEED_QUEUE;
                 while l.buffer.len() > keep {
@@ -306,8 +315,10 @@ impl World for SpectatorWorld {
                 }
                 self.at_quarters = u64::from(target) * 4;
                 if changed {
-                    self.everyone_due();
+                    self.status_due.extend(self.viewers.iter().copied());
                 }
+                // Its world ended: once the delay has shown its last frame, so does this one.
+                self.ended = gone && l.buffer.is_empty();
             }
         }
     }
@@ -345,6 +356,9 @@ impl World for SpectatorWorld {
             if self.viewers.contains(&v) {
                 out.system(Audience::Player(v), self.status(v, since).encode());
             }
+        }
+        if self.ended {
+            out.stop_world();
         }
     }
 }

@@ -45,6 +45,9 @@ pub struct SwarmConfig {
     pub idle_after: Option<Duration>,
     /// Bots leaving and new ones joining while the swarm runs (a soak run), if any.
     pub churn: Option<Churn>,
+    /// Of the bots, this many (the last) are spectators: their tokens' user data says
+    /// "spectator" (the rooms send them to watch a match), and they send no inputs.
+    pub spectators: usize,
 }
 
 /// Churn: every `every`, `fraction` of the live bots say goodbye and as many new bots (new
@@ -78,6 +81,7 @@ impl SwarmConfig {
             link: None,
             idle_after: None,
             churn: None,
+            spectators: 0,
         }
     }
 }
@@ -267,7 +271,12 @@ struct Bot {
     tick: u64,
     input: Vec<u8>,
     was_ready: bool,
+    /// It watches (no inputs).
+    spectator: bool,
 }
+
+/// The user data that makes a bot (or any client) a spectator in the rooms.
+pub const SPECTATOR: &[u8] = b"spectator";
 
 impl Bot {
     /// Mints its token and binds its socket; `None` if it cannot (it reports as never
@@ -282,6 +291,11 @@ impl Bot {
             server_addresses: vec![cfg.server],
             user_data: [0; volley::protocol::netcode::USER_DATA_BYTES],
         };
+        let spectator = index >= cfg.bots.saturating_sub(cfg.spectators);
+        let mut params = params;
+        if spectator {
+            params.user_data[..SPECTATOR.len()].copy_from_slice(SPECTATOR);
+        }
         let token = ConnectToken::generate(&params, &cfg.private_key).ok()?;
         let mut client = GameClient::new(token, schema.clone(), unix_now());
         // The bots aim at what the newest snapshot shows: their rail is judged there.
@@ -297,6 +311,7 @@ impl Bot {
             tick: 0,
             input: ArenaInput::default().to_bytes(),
             was_ready: false,
+            spectator,
         })
     }
 
@@ -305,7 +320,7 @@ impl Bot {
     fn frame(&mut self, cfg: &SwarmConfig, progress: &SwarmProgress, schema: &Schema) -> bool {
         let bot = &mut self.client;
         let report = &mut self.report;
-        let got = bot.poll(&self.input);
+        let got = if self.spectator { bot.poll_watching() } else { bot.poll(&self.input) };
         self.tick += 1;
         let ready = bot.client.is_ready();
         if ready != self.was_ready {
@@ -317,7 +332,7 @@ impl Bot {
             }
             self.was_ready = ready;
         }
-        if ready {
+        if ready && !self.spectator {
             progress.inputs.fetch_add(1, Ordering::Relaxed);
         }
         while let Some(msg) = bot.client.channel().recv_message::<ArenaEvent>() {
@@ -329,7 +344,12 @@ impl Bot {
         if idle {
             self.input = ArenaInput::default().to_bytes();
         }
-        if got > 0 && !idle {
+        if got > 0 && self.spectator {
+            progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
+            progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
+            let seen = bot.client.latest().map_or(0, |w| w.len());
+            report.max_others_seen = report.max_others_seen.max(seen);
+        } else if got > 0 && !idle {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
             progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
             if let (Some(world), Some(me)) = (bot.client.latest(), bot.client.client_index()) {

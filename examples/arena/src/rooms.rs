@@ -15,7 +15,7 @@ use volley::protocol::input::ViewTime;
 use crate::{Arena, Beacon, HALF_SIZE};
 
 /// The world kinds the rooms run (the server declares them: they label its figures).
-pub const KINDS: [&str; 3] = ["lobby", "match", "global"];
+pub const KINDS: [&str; 4] = ["lobby", "match", "global", "spectators"];
 
 /// How the rooms play.
 #[derive(Debug, Clone)]
@@ -32,11 +32,22 @@ pub struct Rooms {
     /// the first) panics in every tick from its tenth second, as a game bug would. It runs
     /// as kind "faulty" (declare it), so that the other matches' figures stay apart.
     pub faulty_match: Option<u64>,
+    /// How far behind its match a spectators' world shows it. Each match has one; players
+    /// whose connect token's user data starts with [`SPECTATOR`](crate::bots::SPECTATOR)
+    /// go there instead of queueing.
+    pub spectator_delay: Duration,
 }
 
 impl Default for Rooms {
     fn default() -> Self {
-        Self { match_size: 20, match_length: Duration::from_secs(60), beacons: 100, global_hz: 20, faulty_match: None }
+        Self {
+            match_size: 20,
+            match_length: Duration::from_secs(60),
+            beacons: 100,
+            global_hz: 20,
+            faulty_match: None,
+            spectator_delay: Duration::from_secs(2),
+        }
     }
 }
 
@@ -55,12 +66,16 @@ pub struct Lobby {
     figures: Arc<RoomFigures>,
     worlds: Option<Worlds>,
     queue: Vec<PlayerId>,
+    /// Spectators waiting for a match to watch.
+    watchers: Vec<PlayerId>,
+    /// The spectators' world of the newest match.
+    stands: Option<WorldId>,
 }
 
 impl Lobby {
     /// A lobby for `rooms`, counting in `figures`.
     pub fn new(rooms: Rooms, figures: Arc<RoomFigures>) -> Self {
-        Self { rooms, figures, worlds: None, queue: Vec::new() }
+        Self { rooms, figures, worlds: None, queue: Vec::new(), watchers: Vec::new(), stands: None }
     }
 }
 
@@ -76,11 +91,16 @@ impl World for Lobby {
         }
         self.worlds = Some(worlds.clone());
     }
-    fn join(&mut self, player: PlayerId) {
-        self.queue.push(player);
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        if who.user_data.starts_with(crate::bots::SPECTATOR) {
+            self.watchers.push(player);
+        } else {
+            self.queue.push(player);
+        }
     }
     fn leave(&mut self, player: PlayerId) {
         self.queue.retain(|p| *p != player);
+        self.watchers.retain(|p| *p != player);
     }
     fn input(&mut self, _: PlayerId, _: &[u8]) {}
     fn tick(&mut self, _: u32, _: Duration) {}
@@ -97,11 +117,23 @@ impl World for Lobby {
                     for p in self.queue.drain(..self.rooms.match_size.max(1)) {
                         out.move_to(p, id);
                     }
+                    // Its stands: the match as it was a moment ago, for spectators.
+                    let stands = WorldOptions::new("spectators").fallback(WorldId::ENTRY);
+                    match worlds.spectate(id, self.rooms.spectator_delay, stands, Arena::new().relevancy()) {
+                        Ok(s) => self.stands = Some(s),
+                        Err(e) => tracing::warn!(error = %e, "a match has no spectators' world"),
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "no match started");
                     return;
                 }
+            }
+        }
+        // Spectators watch the newest match (back here when it ends, then the next).
+        if let Some(stands) = self.stands.filter(|s| worlds.running().contains(s)) {
+            for p in self.watchers.drain(..) {
+                out.move_to(p, stands);
             }
         }
     }
