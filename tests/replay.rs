@@ -97,7 +97,8 @@ async fn finished_recording(dir: &Path) -> PathBuf {
     for _ in 0..100 {
         if let Some(Ok(e)) = std::fs::read_dir(dir).unwrap().next() {
             let bytes = std::fs::read(e.path()).unwrap();
-            if Recording::parse(bytes.into(), Some(&schema())).is_ok_and(|r| r.cut_off() == 0 && !r.chunks().is_empty()) {
+            if Recording::parse(bytes.into(), Some(&schema())).is_ok_and(|r| r.cut_off() == 0 && !r.chunks().is_empty())
+            {
                 // The last chunk may still be on its way: wait for the size to settle.
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 let again = std::fs::metadata(e.path()).unwrap().len();

@@ -603,18 +603,25 @@ fn replay_info(a: &ReplayArgs) -> Result<(), String> {
         return Err(format!("{}: {size} bytes, more than --max-bytes {}", a.file.display(), a.max_bytes));
     }
     let data = std::fs::read(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
-    let rec = Recording::parse(data.into(), Some(&Arena::new().schema())).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let rec = Recording::parse(data.into(), Some(&Arena::new().schema()))
+        .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let h = rec.header();
     let (first, last) = rec.ticks().unwrap_or((0, 0));
     let seconds = f64::from(last.saturating_sub(first) + 1) / f64::from(h.tick_rate_hz.max(1));
     println!("kind: {}", h.kind);
     println!("protocol: {}, schema: {:016x}", h.protocol, h.schema);
-    println!("tick rate: {} Hz (world every {} ticks), keyframe every {} ticks", h.tick_rate_hz, h.stride, h.keyframe_every);
+    println!(
+        "tick rate: {} Hz (world every {} ticks), keyframe every {} ticks",
+        h.tick_rate_hz, h.stride, h.keyframe_every
+    );
     println!("started: {} ms after the Unix epoch", h.started_unix_ms);
     println!("ticks: {first}..={last} ({seconds:.1} s) in {} chunks", rec.chunks().len());
     println!("size: {size} bytes ({:.1} KiB per minute)", size as f64 / 1024.0 / (seconds / 60.0).max(1e-9));
     if rec.cut_off() > 0 {
-        println!("cut off: the last {} bytes were not a complete chunk (a crash?); it plays to tick {last}", rec.cut_off());
+        println!(
+            "cut off: the last {} bytes were not a complete chunk (a crash?); it plays to tick {last}",
+            rec.cut_off()
+        );
     }
     Ok(())
 }

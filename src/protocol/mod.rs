@@ -13,11 +13,11 @@ pub mod input;
 pub mod netcode;
 pub mod quant;
 pub mod range;
+pub mod recording;
 pub mod reliability;
 pub mod scoreboard;
 pub mod session;
 pub mod snapshot;
-pub mod recording;
 pub mod system;
 
 /// `text` cut to at most `max` bytes, at a character boundary (kick texts, scoreboard names).

@@ -268,7 +268,11 @@ impl Header {
     /// Not a recording, another format, a checksum that fails, or a file that ends first.
     pub fn decode(data: &[u8]) -> Result<(Header, usize), RecordingError> {
         if data.len() < MAGIC.len() {
-            return Err(if MAGIC.starts_with(data) { RecordingError::Truncated } else { RecordingError::NotARecording });
+            return Err(if MAGIC.starts_with(data) {
+                RecordingError::Truncated
+            } else {
+                RecordingError::NotARecording
+            });
         }
         if &data[..MAGIC.len()] != MAGIC {
             return Err(RecordingError::NotARecording);
@@ -898,7 +902,9 @@ mod tests {
         let (mut w, mut file) = RecordWriter::new(schema(), &header());
         let a = world(10, 4);
         let b = world(14, 6);
-        file.extend(w.push(FrameIn { tick: 10, snapshot: Some(&a), events: &[], after_gap: false }).unwrap_or_default());
+        file.extend(
+            w.push(FrameIn { tick: 10, snapshot: Some(&a), events: &[], after_gap: false }).unwrap_or_default(),
+        );
         file.extend(w.push(FrameIn { tick: 14, snapshot: Some(&b), events: &[], after_gap: true }).unwrap());
         file.extend(w.finish().unwrap());
         assert_eq!(w.counts(), (2, 2));

@@ -97,11 +97,14 @@ pub struct SpectatorStatus {
 
 impl SpectatorStatus {
     /// The recorded tick shown in the snapshot of server tick `tick` (at or after `since`):
-    /// the newest recorded frame at or before it is what the snapshot holds.
+    /// the newest recorded frame at or before it is what the snapshot holds (for a live
+    /// world, once the delay has passed since it began).
     pub fn shown_at(&self, tick: u32) -> u32 {
         let k = u64::from(tick.wrapping_sub(self.since));
         let q = self.at_quarters + k * u64::from(self.quarters);
-        u32::try_from(q / 4).unwrap_or(u32::MAX).min(self.last.max(self.first))
+        let shown = u32::try_from(q / 4).unwrap_or(u32::MAX);
+        // A recording ends at its last tick; a live world goes on.
+        if self.live { shown } else { shown.min(self.last.max(self.first)) }
     }
 
     /// The status as the system channel carries it.

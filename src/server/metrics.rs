@@ -691,7 +691,11 @@ impl ServerMetrics {
             "World ticks a recording left out because its disk fell behind (it keeps keyframes only until it catches up).",
         );
         d("volley_recorded_bytes_total", Some(Unit::Bytes), "Bytes written to recordings.");
-        d("volley_recording_failures_total", None, "Recordings that stopped because their file could not be opened or written.");
+        d(
+            "volley_recording_failures_total",
+            None,
+            "Recordings that stopped because their file could not be opened or written.",
+        );
         d(
             "volley_client_messages_dropped_total",
             None,

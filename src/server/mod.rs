@@ -174,8 +174,8 @@ pub(crate) mod session;
 pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
-pub mod spectate;
 pub mod spawn;
+pub mod spectate;
 pub mod world;
 pub(crate) mod worlds;
 

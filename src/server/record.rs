@@ -94,7 +94,8 @@ impl Recorder {
     ) -> std::io::Result<(Self, PathBuf)> {
         std::fs::create_dir_all(dir)?;
         let ms = unix_ms();
-        let kind: String = of.kind.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        let kind: String =
+            of.kind.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
         let path = dir.join(format!("{kind}-{world}-{ms}.vrec"));
         let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
         Ok((Self::start(file, of, metrics)?, path))
@@ -189,8 +190,12 @@ impl Tap for Recorder {
                 return true;
             }
         }
-        let job =
-            Job { tick, snapshot: snapshot.cloned(), events: events.to_vec(), after_gap: std::mem::take(&mut self.gap) };
+        let job = Job {
+            tick,
+            snapshot: snapshot.cloned(),
+            events: events.to_vec(),
+            after_gap: std::mem::take(&mut self.gap),
+        };
         let keyframe = job.after_gap || self.last_key.is_none_or(|k| tick.wrapping_sub(k) >= self.keyframe_every);
         self.queued.fetch_add(1, Ordering::Relaxed);
         match self.tx.try_send(job) {

@@ -266,7 +266,8 @@ impl World for SpectatorWorld {
                     return;
                 }
                 let last = h.recording().ticks().map_or(0, |t| t.1);
-                self.at_quarters = (self.at_quarters + u64::from(elapsed) * u64::from(self.quarters)).min(u64::from(last) * 4);
+                self.at_quarters =
+                    (self.at_quarters + u64::from(elapsed) * u64::from(self.quarters)).min(u64::from(last) * 4);
                 let target = (self.at_quarters / 4) as u32;
                 let passed = &mut self.passed;
                 match h.advance_to(target, |f| passed.extend(f.events.iter().cloned())) {
