@@ -68,14 +68,16 @@ pub struct Lobby {
     queue: Vec<PlayerId>,
     /// Spectators waiting for a match to watch.
     watchers: Vec<PlayerId>,
-    /// The spectators' world of the newest match.
-    stands: Option<WorldId>,
+    /// The newest match.
+    newest: Option<WorldId>,
+    /// A match's spectators' world, once a spectator came.
+    stands: Option<(WorldId, WorldId)>,
 }
 
 impl Lobby {
     /// A lobby for `rooms`, counting in `figures`.
     pub fn new(rooms: Rooms, figures: Arc<RoomFigures>) -> Self {
-        Self { rooms, figures, worlds: None, queue: Vec::new(), watchers: Vec::new(), stands: None }
+        Self { rooms, figures, worlds: None, queue: Vec::new(), watchers: Vec::new(), newest: None, stands: None }
     }
 }
 
@@ -117,12 +119,7 @@ impl World for Lobby {
                     for p in self.queue.drain(..self.rooms.match_size.max(1)) {
                         out.move_to(p, id);
                     }
-                    // Its stands: the match as it was a moment ago, for spectators.
-                    let stands = WorldOptions::new("spectators").fallback(WorldId::ENTRY);
-                    match worlds.spectate(id, self.rooms.spectator_delay, stands, Arena::new().relevancy()) {
-                        Ok(s) => self.stands = Some(s),
-                        Err(e) => tracing::warn!(error = %e, "a match has no spectators' world"),
-                    }
+                    self.newest = Some(id);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "no match started");
@@ -130,8 +127,23 @@ impl World for Lobby {
                 }
             }
         }
-        // Spectators watch the newest match (back here when it ends, then the next).
-        if let Some(stands) = self.stands.filter(|s| worlds.running().contains(s)) {
+        if self.watchers.is_empty() {
+            return;
+        }
+        // Spectators watch the newest match from its stands (the match as it was a moment
+        // ago), started when the first spectator comes; back here when it ends, then the next.
+        let running = worlds.running();
+        if self.stands.is_none_or(|(m, _)| !running.contains(&m)) {
+            self.stands = None;
+            if let Some(m) = self.newest.filter(|m| running.contains(m)) {
+                let stands = WorldOptions::new("spectators").fallback(WorldId::ENTRY);
+                match worlds.spectate(m, self.rooms.spectator_delay, stands, Arena::new().relevancy()) {
+                    Ok(s) => self.stands = Some((m, s)),
+                    Err(e) => tracing::warn!(error = %e, "no spectators' world started"),
+                }
+            }
+        }
+        if let Some((_, stands)) = self.stands {
             for p in self.watchers.drain(..) {
                 out.move_to(p, stands);
             }
