@@ -617,6 +617,21 @@ fn replay_info(a: &ReplayArgs) -> Result<(), String> {
     println!("started: {} ms after the Unix epoch", h.started_unix_ms);
     println!("ticks: {first}..={last} ({seconds:.1} s) in {} chunks", rec.chunks().len());
     println!("size: {size} bytes ({:.1} KiB per minute)", size as f64 / 1024.0 / (seconds / 60.0).max(1e-9));
+    let sizes = rec.sizes().map_err(|e| format!("{}: {e}", a.file.display()))?;
+    if sizes.keyframes > 0 {
+        // Full snapshots every tick: each frame as big as the mean keyframe.
+        let full = sizes.keyframe_bytes as f64 / sizes.keyframes as f64 * sizes.frames as f64;
+        println!(
+            "frames: {} ({} keyframes, mean {:.0} bytes; changes mean {:.0} bytes), {} events; full snapshots every tick would take {:.1} KiB per minute: this file is 1/{:.1} of that",
+            sizes.frames,
+            sizes.keyframes,
+            sizes.keyframe_bytes as f64 / sizes.keyframes as f64,
+            sizes.delta_bytes as f64 / (sizes.frames - sizes.keyframes).max(1) as f64,
+            sizes.events,
+            full / 1024.0 / (seconds / 60.0).max(1e-9),
+            full / size.max(1) as f64,
+        );
+    }
     if rec.cut_off() > 0 {
         println!(
             "cut off: the last {} bytes were not a complete chunk (a crash?); it plays to tick {last}",

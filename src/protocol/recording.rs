@@ -39,6 +39,9 @@ pub const MAX_HEADER_BYTES: usize = 1024;
 /// The largest chunk (raw or compressed) read or written; a writer closes a chunk before
 /// its frames pass a quarter of this.
 pub const MAX_CHUNK_BYTES: usize = 64 << 20;
+/// How a recording codes its snapshots: each against the frame before, predicted from the
+/// two before that (moving things cost their residual, not their motion), range-coded.
+const RECORD_SENDER: SenderConfig = SenderConfig { history: 32, predict: true, max_baseline_age: 63 };
 /// Bytes of a chunk's header.
 const CHUNK_HEADER: usize = 2 + 4 + 4 + 1 + 4 + 4 + 4;
 /// The longest event text (a note) kept.
@@ -337,7 +340,7 @@ impl RecordWriter {
     /// A writer, and the file's first bytes (its header).
     pub fn new(schema: Arc<Schema>, header: &Header) -> (Self, Vec<u8>) {
         let w = Self {
-            sender: SnapshotSender::new(schema.clone(), SenderConfig::default()),
+            sender: SnapshotSender::new(schema.clone(), RECORD_SENDER),
             schema,
             keyframe_every: header.keyframe_every.max(1),
             last_key: None,
@@ -373,7 +376,7 @@ impl RecordWriter {
             && (frame.after_gap || self.keyframe_due(frame.tick) || self.chunk.len() > MAX_CHUNK_BYTES / 4);
         if key {
             done = self.finish();
-            self.sender = SnapshotSender::new(self.schema.clone(), SenderConfig::default());
+            self.sender = SnapshotSender::new(self.schema.clone(), RECORD_SENDER);
             self.last_key = Some(frame.tick);
             self.keyframes += 1;
         }
@@ -503,6 +506,23 @@ fn decode_event(c: &mut Cursor<'_>, payload: &Bytes) -> Result<Event, RecordingE
     })
 }
 
+/// What a recording's frames are made of ([`Recording::sizes`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sizes {
+    /// Frames (recorded ticks).
+    pub frames: u64,
+    /// Of them, keyframes (the whole world).
+    pub keyframes: u64,
+    /// Snapshot bytes of the keyframes, and of the other frames (changes), before lz4.
+    pub keyframe_bytes: u64,
+    /// See `keyframe_bytes`.
+    pub delta_bytes: u64,
+    /// Events recorded.
+    pub events: u64,
+    /// Chunk payloads before lz4.
+    pub raw_bytes: u64,
+}
+
 /// Where a chunk is and which ticks it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkInfo {
@@ -600,11 +620,42 @@ impl Recording {
         Some((self.chunks.first()?.first, self.chunks.last()?.last))
     }
 
-    /// Chunk `i`'s frames, decoded with `schema`.
+    /// What the recording's frames are made of, read without decoding any snapshot.
     ///
     /// # Errors
-    /// When its bytes are not what the writer makes.
-    pub fn frames(&self, i: usize, schema: &Arc<Schema>) -> Result<Vec<Frame>, RecordingError> {
+    /// When a chunk's bytes are not what the writer makes.
+    pub fn sizes(&self) -> Result<Sizes, RecordingError> {
+        let mut out = Sizes::default();
+        for i in 0..self.chunks.len() {
+            let (payload, base) = self.payload(i)?;
+            let mut c = Cursor { data: &payload, at: 0, base };
+            while !c.done() {
+                c.u32("frame tick")?;
+                let kind = c.u8("snapshot kind")?;
+                let n = c.len("snapshot length")?;
+                c.take(n, "snapshot")?;
+                out.frames += 1;
+                match kind {
+                    1 => {
+                        out.keyframes += 1;
+                        out.keyframe_bytes += n as u64;
+                    }
+                    2 => out.delta_bytes += n as u64,
+                    _ => {}
+                }
+                let count = c.len("event count")?;
+                for _ in 0..count {
+                    decode_event(&mut c, &payload)?;
+                }
+                out.events += count as u64;
+            }
+            out.raw_bytes += payload.len() as u64;
+        }
+        Ok(out)
+    }
+
+    /// Chunk `i`'s raw payload (decompressed), and where it starts in the file.
+    fn payload(&self, i: usize) -> Result<(Bytes, usize), RecordingError> {
         let info = *self.chunks.get(i).ok_or(RecordingError::NoSuchTick(0))?;
         let at = info.offset;
         let head = &self.data[at..at + CHUNK_HEADER];
@@ -623,8 +674,18 @@ impl Recording {
         if payload.len() != raw_len {
             return Err(RecordingError::Corrupt { offset: at, what: "chunk length" });
         }
+        Ok((payload, at + CHUNK_HEADER))
+    }
+
+    /// Chunk `i`'s frames, decoded with `schema`.
+    ///
+    /// # Errors
+    /// When its bytes are not what the writer makes.
+    pub fn frames(&self, i: usize, schema: &Arc<Schema>) -> Result<Vec<Frame>, RecordingError> {
+        let info = *self.chunks.get(i).ok_or(RecordingError::NoSuchTick(0))?;
+        let (payload, base) = self.payload(i)?;
         let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
-        let mut c = Cursor { data: &payload, at: 0, base: at + CHUNK_HEADER };
+        let mut c = Cursor { data: &payload, at: 0, base };
         let mut frames: Vec<Frame> = Vec::new();
         let mut current: Option<Arc<WorldSnapshot>> = None;
         while !c.done() {

@@ -12,6 +12,7 @@
 //! | [`ServerConfig`], [`start`], [`ServerHandle`] | running it: `start(config, world).await`, then `shutdown().await` |
 //! | [`Worlds`], [`WorldOptions`], [`WorldId`] | more worlds while it runs (lobbies, matches, a global world): start and stop them, move players between them without reconnecting ([`Outbox::move_to`]), let players watch other worlds ([`Outbox::watch`]) |
 //! | [`Handles`], [`WorldRef`] | a world that takes the game's own typed messages (from a matchmaker, a stats actor) |
+//! | [`spectate::SpectatorWorld`], [`Worlds::spectate`], [`WorldOptions::recorded`], [`ServerConfig::record`] | recordings of worlds, replays of them, and live spectators a delay behind (see the README's "Replays and spectators") |
 //! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
 //! | [`lagcomp`] | a history to judge inputs against what the client saw |
 //! | [`metrics`], [`admin`], [`scrape`] | for operators: Prometheus figures, the admin listener, reading `/metrics` |
@@ -139,7 +140,8 @@
 //! | [`Connection`](crate::protocol::netcode::server::Connection) | one client's keys, replay window, packet budget (charged only for what authenticates), timeouts | the player's session |
 //! | `session::PlayerSession` | one player's connection, reliability, snapshot history, input de-duplication | player actor, socket actor and fan-out (through `shared::PlayerShared`), stepper |
 //! | `shared::PlayerShared` | what the player actor, the socket actor and the fan-out share of one player (session lock, inbox, queued datagrams, poisoned and cut-off flags, figures), and the rules for each, as `try_take_datagram` / `try_send_snapshot` calls that return `Direct::{Done, Busy, Tell}` | socket actor, fan-out, player actor |
-//! | `simulation::Simulation` | one tick: inputs in order, `World::tick`, messages, the snapshot against the previous | world actors, stepper |
+//! | `simulation::Simulation` | one tick: inputs in order, `World::tick`, messages, the snapshot against the previous; hands each tick's frame to its taps (a recorder, a spectators' feed) | world actors, stepper |
+//! | [`RecordWriter`](crate::protocol::recording::RecordWriter), [`Playhead`](crate::protocol::recording::Playhead) | the recording file: frames to chunks, chunks to the state at any tick | the recorder thread, replay worlds, the `recording` fuzz target, tests |
 //! | `worlds::Directory` | who is in which world and watches which, each world's newest snapshot, the merged view of each group of players, and the effects of a move, a join, a world's end (`join`/`leave` calls, the client's notice, its input queue) | broadcaster, stepper |
 //!
 //! # Supervision tree
@@ -152,6 +154,8 @@
 //! | socket actor | [`start`] | the root watcher | the server fails |
 //! | receive loop (a task) | socket actor | the socket actor (a watcher task) | the socket actor fails, so the server fails |
 //! | player actors | socket actor (linked) | socket actor | that player is disconnected and cleaned up alone (`volley_actor_failures_total`) |
+//! | recorder threads (one per recorded world) | the world's actor, when it starts | none: fed through a bounded queue and never waited for | a write error ends that recording alone (logged, `volley_recording_failures_total`); the world never notices. It closes its file when the world stops |
+//! | spectators' world actors ([`Worlds::spectate`]) | [`Worlds`] (a task), like other worlds | that task | as other worlds; fed by a tap on the watched world (a bounded queue: frames are left out, never waited for), it ends after the watched world does |
 //! | admin thread (`/metrics`, `/healthz`) | [`start`] | none: its own thread and runtime | the probes cannot connect, which is itself the failure signal |
 //!
 //! The broadcaster owns the directory of worlds and players: every change of who is where
