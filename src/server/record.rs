@@ -1,14 +1,13 @@
 //! Recording a world while it runs. The world's shell hands each tick's frame (its snapshot,
 //! already shared with the players, and what happened) to its [`Tap`]s; a [`Recorder`] is
-//! one, which passes the frame to a thread of its own that codes and writes it
-//! ([`RecordWriter`]), so a tick never waits for the disk. The queue between them is bounded:
+//! one, which queues the frame for the process's recording thread, which codes and writes it
+//! ([`RecordWriter`]), so a tick never waits for the disk. Each recording's queue is bounded:
 //! when it fills, the recorder keeps one frame per keyframe interval (each coded whole)
 //! until the writer catches up, counts what it left out and says so in the file and the log.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::metrics::ServerMetrics;
@@ -44,11 +43,14 @@ pub(crate) fn message_event((to, data, reliable): &Outgoing) -> Event {
     Event::Message { to, reliable: *reliable, data: data.clone() }
 }
 
-/// Frames waiting for the writer, at most (a few seconds of a world at 60 Hz).
+/// Frames waiting for the writer, at most, per recording (four seconds of a world at 60 Hz).
 pub const RECORDER_QUEUE: usize = 256;
 
 /// Seconds between keyframes in a recording.
 pub const KEYFRAME_SECONDS: u32 = 2;
+
+/// How often the writer thread takes what the recordings queued.
+const WRITER_PERIOD: std::time::Duration = std::time::Duration::from_millis(10);
 
 struct Job {
     tick: u32,
@@ -57,18 +59,103 @@ struct Job {
     after_gap: bool,
 }
 
-/// Records one world into a file (or any writer) from a thread of its own.
+/// What a recorder and the writer thread share of one recording: the frames waiting (a
+/// plain locked queue: queuing a frame costs the tick no system call, the writer takes them
+/// every [`WRITER_PERIOD`]), whether the recorder is gone, whether the writer gave up.
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<std::collections::VecDeque<Job>>,
+    closed: std::sync::atomic::AtomicBool,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+/// One recording as the writer thread holds it.
+struct Open {
+    shared: Arc<Shared>,
+    writer: RecordWriter,
+    out: Box<dyn Write + Send>,
+    metrics: Option<Arc<ServerMetrics>>,
+}
+
+/// The process's recording writer: one thread for every recording, so fifty recorded worlds
+/// cost one thread waking a hundred times a second, not fifty threads woken at every tick.
+fn writer_thread() -> Option<&'static Mutex<Vec<Open>>> {
+    static NEW: std::sync::OnceLock<Option<&'static Mutex<Vec<Open>>>> = std::sync::OnceLock::new();
+    *NEW.get_or_init(|| {
+        let new: &'static Mutex<Vec<Open>> = Box::leak(Box::default());
+        let started = std::thread::Builder::new().name("volley-recorder".into()).spawn(move || {
+            let mut open: Vec<Open> = Vec::new();
+            loop {
+                std::thread::sleep(WRITER_PERIOD);
+                if let Ok(mut n) = new.lock() {
+                    open.append(&mut n);
+                }
+                open.retain_mut(write_queued);
+            }
+        });
+        match started {
+            Ok(_) => Some(new),
+            Err(e) => {
+                tracing::error!(error = %e, "the recording thread did not start: nothing is recorded");
+                None
+            }
+        }
+    })
+}
+
+/// Writes what one recording queued; false once it is finished (closed and written) or failed.
+fn write_queued(r: &mut Open) -> bool {
+    let add = |m: &Option<Arc<ServerMetrics>>, i: usize, n: u64| {
+        if let Some(m) = m {
+            m.recording[i].fetch_add(n, Ordering::Relaxed);
+        }
+    };
+    // Closed before taking the queue: whatever it holds then is all there will be.
+    let closed = r.shared.closed.load(Ordering::Acquire);
+    let jobs: Vec<Job> = r.shared.queue.lock().map(|mut q| q.drain(..).collect()).unwrap_or_default();
+    let mut chunks = Vec::new();
+    for job in &jobs {
+        let frame =
+            FrameIn { tick: job.tick, snapshot: job.snapshot.as_ref(), events: &job.events, after_gap: job.after_gap };
+        chunks.extend(r.writer.push(frame));
+    }
+    add(&r.metrics, 0, jobs.len() as u64);
+    drop(jobs);
+    if closed {
+        chunks.extend(r.writer.finish());
+    }
+    for c in chunks {
+        if let Err(e) = r.out.write_all(&c) {
+            tracing::error!(error = %e, "a recording could not be written; it stops here");
+            add(&r.metrics, 3, 1);
+            r.shared.failed.store(true, Ordering::Relaxed);
+            return false;
+        }
+        add(&r.metrics, 2, c.len() as u64);
+    }
+    if closed {
+        let _ = r.out.flush();
+    }
+    !closed
+}
+
+/// Records one world into a file (or any writer), written by the recording thread.
 pub(crate) struct Recorder {
-    tx: SyncSender<Job>,
-    queued: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     /// The writer fell behind: only keyframes go until it catches up.
     behind: bool,
     /// Frames were left out since the last one queued.
     gap: bool,
     keyframe_every: u32,
-    last_queued: Option<u32>,
     last_key: Option<u32>,
     metrics: Option<Arc<ServerMetrics>>,
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // The writer finishes the file with what is queued.
+        self.shared.closed.store(true, Ordering::Release);
+    }
 }
 
 /// What a recording is of.
@@ -117,60 +204,16 @@ impl Recorder {
             keyframe_every,
             kind: of.kind.to_owned(),
         };
-        let (mut writer, head) = RecordWriter::new(of.schema, &header);
+        let (writer, head) = RecordWriter::new(of.schema, &header);
         out.write_all(&head)?;
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(RECORDER_QUEUE);
-        let queued = Arc::new(AtomicUsize::new(0));
-        let q = queued.clone();
-        let m = metrics.clone();
-        std::thread::Builder::new().name("volley-recorder".into()).spawn(move || {
-            let add = |i: usize, n: u64| {
-                if let Some(m) = &m {
-                    m.recording[i].fetch_add(n, Ordering::Relaxed);
-                }
-            };
-            add(2, head.len() as u64);
-            let mut write = |chunk: Option<Vec<u8>>| -> bool {
-                let Some(c) = chunk else { return true };
-                match out.write_all(&c) {
-                    Ok(()) => {
-                        add(2, c.len() as u64);
-                        true
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "a recording could not be written; it stops here");
-                        add(3, 1);
-                        false
-                    }
-                }
-            };
-            for job in rx.iter() {
-                q.fetch_sub(1, Ordering::Relaxed);
-                let chunk = writer.push(FrameIn {
-                    tick: job.tick,
-                    snapshot: job.snapshot.as_ref(),
-                    events: &job.events,
-                    after_gap: job.after_gap,
-                });
-                add(0, 1);
-                if !write(chunk) {
-                    return;
-                }
-            }
-            if write(writer.finish()) {
-                let _ = out.flush();
-            }
-        })?;
-        Ok(Self {
-            tx,
-            queued,
-            behind: false,
-            gap: false,
-            keyframe_every: keyframe_every.max(1),
-            last_queued: None,
-            last_key: None,
-            metrics,
-        })
+        if let Some(m) = &metrics {
+            m.recording[2].fetch_add(head.len() as u64, Ordering::Relaxed);
+        }
+        let new = writer_thread().ok_or_else(|| std::io::Error::other("the recording thread did not start"))?;
+        let shared = Arc::new(Shared::default());
+        let open = Open { shared: shared.clone(), writer, out: Box::new(out), metrics: metrics.clone() };
+        new.lock().map_err(|_| std::io::Error::other("the recording thread failed"))?.push(open);
+        Ok(Self { shared, behind: false, gap: false, keyframe_every: keyframe_every.max(1), last_key: None, metrics })
     }
 
     fn dropped(&mut self) {
@@ -183,44 +226,36 @@ impl Recorder {
 
 impl Tap for Recorder {
     fn frame(&mut self, tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, events: &[Event]) -> bool {
-        if self.behind {
-            let due = self.last_key.is_none_or(|k| tick.wrapping_sub(k) >= self.keyframe_every);
-            if !due || snapshot.is_none() {
-                self.dropped();
-                return true;
-            }
+        if self.shared.failed.load(Ordering::Relaxed) {
+            return false;
         }
-        let job = Job {
-            tick,
-            snapshot: snapshot.cloned(),
-            events: events.to_vec(),
-            after_gap: std::mem::take(&mut self.gap),
-        };
-        let keyframe = job.after_gap || self.last_key.is_none_or(|k| tick.wrapping_sub(k) >= self.keyframe_every);
-        self.queued.fetch_add(1, Ordering::Relaxed);
-        match self.tx.try_send(job) {
-            Ok(()) => {
-                if keyframe && snapshot.is_some() {
-                    self.last_key = Some(tick);
-                }
-                self.last_queued = Some(tick);
-                if self.behind && self.queued.load(Ordering::Relaxed) < RECORDER_QUEUE / 4 {
-                    self.behind = false;
-                    tracing::info!(tick, "a recording caught up: every tick is recorded again");
-                }
-                true
-            }
-            Err(TrySendError::Full(_)) => {
-                self.queued.fetch_sub(1, Ordering::Relaxed);
-                if !self.behind {
-                    tracing::warn!(tick, "a recording's disk fell behind: keeping keyframes only until it catches up");
-                }
-                self.behind = true;
-                self.dropped();
-                true
-            }
-            Err(TrySendError::Disconnected(_)) => false,
+        let due = self.last_key.is_none_or(|k| tick.wrapping_sub(k) >= self.keyframe_every);
+        if self.behind && (!due || snapshot.is_none()) {
+            self.dropped();
+            return true;
         }
+        let Ok(mut queue) = self.shared.queue.lock() else { return false };
+        let waiting = queue.len();
+        if waiting >= RECORDER_QUEUE {
+            drop(queue);
+            if !self.behind {
+                tracing::warn!(tick, "a recording's disk fell behind: keeping keyframes only until it catches up");
+            }
+            self.behind = true;
+            self.dropped();
+            return true;
+        }
+        let after_gap = std::mem::take(&mut self.gap);
+        if (after_gap || due) && snapshot.is_some() {
+            self.last_key = Some(tick);
+        }
+        queue.push_back(Job { tick, snapshot: snapshot.cloned(), events: events.to_vec(), after_gap });
+        drop(queue);
+        if self.behind && waiting < RECORDER_QUEUE / 4 {
+            self.behind = false;
+            tracing::info!(tick, "a recording caught up: every tick is recorded again");
+        }
+        true
     }
 }
 
@@ -240,5 +275,101 @@ impl Write for SharedBuffer {
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::protocol::recording::{Playhead, Recording};
+    use crate::protocol::snapshot::SnapshotBuilder;
+
+    crate::replicated! {
+        /// A counter.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Count {
+            /// Its value.
+            pub n: u32 = crate::protocol::quant::Bits(20),
+        }
+    }
+
+    /// A disk that stalls while `stalled` is set.
+    struct SlowDisk {
+        out: SharedBuffer,
+        stalled: Arc<AtomicBool>,
+    }
+
+    impl Write for SlowDisk {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            while self.stalled.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            self.out.write(buf)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_stalled_disk_costs_frames_not_ticks_keyframes_go_on_and_the_file_says_so() {
+        let mut schema = Schema::new();
+        schema.register::<Count>().unwrap();
+        let schema = Arc::new(schema);
+        let stalled = Arc::new(AtomicBool::new(false));
+        let out = SharedBuffer::default();
+        let disk = SlowDisk { out: out.clone(), stalled: stalled.clone() };
+        let of = RecordingOf { schema: schema.clone(), kind: "test", tick_rate_hz: 60, stride: 1 };
+        let mut rec = Recorder::start(disk, of, None).unwrap();
+        stalled.store(true, Ordering::Relaxed);
+        let frame = |t: u32| {
+            let mut b = SnapshotBuilder::new(&schema, t);
+            for i in 0..10u32 {
+                b.insert(i, &Count { n: t + i }).unwrap();
+            }
+            Arc::new(b.finish().unwrap())
+        };
+        // The disk stalls for 1200 ticks (the header is written before): every tick's frame is
+        // taken at once, and the recorder falls behind to keyframes only.
+        let started = std::time::Instant::now();
+        for t in 1..=1200 {
+            assert!(rec.frame(t, Some(&frame(t)), &[]));
+        }
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "no tick waited for the disk");
+        assert!(rec.behind, "it noticed");
+        stalled.store(false, Ordering::Relaxed);
+        // Then the disk keeps up: the recorder catches up and records every tick again.
+        for t in 1201..=1800 {
+            assert!(rec.frame(t, Some(&frame(t)), &[]));
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        assert!(!rec.behind, "it caught up");
+        drop(rec);
+        let mut file = Vec::new();
+        for _ in 0..200 {
+            file = out.0.lock().unwrap().clone();
+            if Recording::parse(file.clone().into(), None).is_ok_and(|r| r.ticks().is_some_and(|t| t.1 == 1800)) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let recording = Recording::parse(file.into(), Some(&schema)).unwrap();
+        let sizes = recording.sizes().unwrap();
+        assert!(sizes.frames < 1800 && sizes.frames > 700, "frames left out while behind: {sizes:?}");
+        let mut head = Playhead::new(recording, schema.clone()).unwrap();
+        let (mut notes, mut seen, mut last) = (0, 0, 0);
+        head.advance_to(1800, |f| {
+            seen += 1;
+            last = f.tick;
+            notes += f.events.iter().filter(|e| matches!(e, Event::Note(_))).count();
+            assert_eq!(*f.snapshot, *frame(f.tick).as_ref(), "tick {} as it was", f.tick);
+        })
+        .unwrap();
+        assert!(notes > 0, "the file says frames were left out");
+        assert_eq!(last, 1800, "every tick after catching up is there");
+        assert!(seen > 600);
     }
 }
