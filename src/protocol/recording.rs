@@ -40,8 +40,9 @@ pub const MAX_HEADER_BYTES: usize = 1024;
 /// its frames pass a quarter of this.
 pub const MAX_CHUNK_BYTES: usize = 64 << 20;
 /// How a recording codes its snapshots: each against the frame before, predicted from the
-/// two before that (moving things cost their residual, not their motion), range-coded.
-const RECORD_SENDER: SenderConfig = SenderConfig { history: 32, predict: true, max_baseline_age: 63 };
+/// two before that (moving things cost their residual, not their motion), range-coded; a
+/// history of four views is all that needs (the next, the baseline, the reference, one spare).
+const RECORD_SENDER: SenderConfig = SenderConfig { history: 4, predict: true, max_baseline_age: 63 };
 /// Bytes of a chunk's header.
 const CHUNK_HEADER: usize = 2 + 4 + 4 + 1 + 4 + 4 + 4;
 /// The longest event text (a note) kept.
