@@ -82,6 +82,9 @@ pub struct EncodeStats {
     pub destroyed: u32,
     /// Entities that changed but wait for a later packet (over budget).
     pub deferred: u32,
+    /// The bytes were another player's encode of the same snapshot from the same baseline,
+    /// copied (players who see all of a world: spectators).
+    pub shared: bool,
 }
 
 /// One entity as this client knows it after a given snapshot: 16 bytes, since a player's
@@ -127,6 +130,44 @@ struct SentView {
     /// Entities that changed but were not sent, with the priority they accumulated, by id
     /// (usually none).
     waiting: Vec<(EntityId, f32)>,
+    /// The view is the whole of its world snapshot (everything was of interest and sent):
+    /// that snapshot's serial. Such views are the same for every player who has them, so
+    /// encodes against them can be shared ([`PacketCache`]).
+    whole: Option<u64>,
+}
+
+/// Encoded snapshots of one world snapshot, shared between the players who see all of it
+/// and hold the same baseline (a whole view of one snapshot, or none): the first of them
+/// encodes, the others copy the bytes and the view (spectators of one world, who see
+/// everything). At most [`SHARED_PACKETS`] baselines at once.
+#[derive(Debug, Default)]
+pub(crate) struct PacketCache(std::sync::Mutex<Vec<Arc<SharedPacket>>>);
+
+/// Baselines whose encodes one world snapshot keeps.
+const SHARED_PACKETS: usize = 4;
+
+#[derive(Debug)]
+pub(crate) struct SharedPacket {
+    /// The baseline's serial (`None`: a full snapshot).
+    base: Option<u64>,
+    bytes: Vec<u8>,
+    entries: Vec<Entry>,
+    stats: EncodeStats,
+}
+
+impl PacketCache {
+    fn get(&self, base: Option<u64>) -> Option<Arc<SharedPacket>> {
+        self.0.lock().ok()?.iter().find(|p| p.base == base).cloned()
+    }
+
+    fn put(&self, packet: SharedPacket) {
+        if let Ok(mut v) = self.0.lock()
+            && v.len() < SHARED_PACKETS
+            && v.iter().all(|p| p.base != packet.base)
+        {
+            v.push(Arc::new(packet));
+        }
+    }
 }
 
 impl SentView {
@@ -342,9 +383,31 @@ impl SnapshotSender {
         view.tick = None;
         view.acked = false;
         view.waiting.clear();
+        view.whole = None;
         view.sources.clear();
         view.sources.push(world.clone());
         let base = base_slot.map(|s| &self.ring[s]);
+        // Everything of interest, no prediction, and a whole baseline (or none): the same
+        // bytes as any other player's with that baseline, encoded once.
+        let shareable = !self.predict && interest.len() == world.len();
+        let share_key = match base {
+            _ if !shareable => None,
+            None => Some(None),
+            Some(b) => b.whole.map(Some),
+        };
+        if let Some(key) = share_key
+            && let Some(hit) = world.packets().get(key)
+            && hit.bytes.len() <= out.len()
+        {
+            out[..hit.bytes.len()].copy_from_slice(&hit.bytes);
+            view.entries.extend_from_slice(&hit.entries);
+            view.whole = Some(world.serial());
+            view.tick = Some(tick);
+            self.ring[self.cursor] = view;
+            self.cursor = (self.cursor + 1) % self.ring.len();
+            self.last_tick = Some(tick);
+            return Ok(EncodeStats { shared: true, ..hit.stats });
+        }
         let reference = if self.predict { base_slot.and_then(|b| self.reference_slot(b, tick)) } else { None };
         let reference = reference.map(|(s, num, den)| Reference { view: &self.ring[s], num, den });
         // The game's prediction, from the client's snapshots as the client holds them.
@@ -404,6 +467,15 @@ impl SnapshotSender {
             w.1 = order;
         });
         let Some(stats) = stats else { return Err(SnapshotError::OverBudget) };
+        view.whole = None;
+        if let Some(key) = share_key
+            && stats.deferred == 0
+            && stats.bytes <= out.len()
+        {
+            view.whole = Some(world.serial());
+            let bytes = out[..stats.bytes].to_vec();
+            world.packets().put(SharedPacket { base: key, bytes, entries: view.entries.clone(), stats });
+        }
 
         view.tick = Some(tick);
         self.ring[self.cursor] = view;
@@ -896,4 +968,58 @@ fn write(
         RC.with_borrow_mut(|x| *x = (models, stream));
     }
     result.ok_or(SnapshotError::OverBudget)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::protocol::snapshot::SnapshotReceiver;
+
+    crate::replicated! {
+        /// A dot.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Dot {
+            /// Where.
+            pub x: u32 = crate::protocol::quant::Bits(16),
+        }
+    }
+
+    #[test]
+    fn viewers_who_see_everything_from_the_same_baseline_share_one_encode_and_decode_it_alike() {
+        let mut schema = Schema::new();
+        schema.register::<Dot>().unwrap();
+        let schema = Arc::new(schema);
+        let mut senders: Vec<SnapshotSender> =
+            (0..3).map(|_| SnapshotSender::new(schema.clone(), SenderConfig::default())).collect();
+        let mut receivers: Vec<SnapshotReceiver> = (0..3).map(|_| SnapshotReceiver::new(schema.clone(), 64)).collect();
+        let (mut shared, mut own) = (0, 0);
+        let mut interest = Vec::new();
+        for t in 1..40u32 {
+            let mut w = WorldSnapshot::new(t);
+            for id in 0..(10 + t % 4) {
+                w.push_raw(id * 2, 0, &[(t * 3 + id) & 0xffff]);
+            }
+            let w = Arc::new(w);
+            Interest::everything(&w, &mut interest);
+            for (i, (s, r)) in senders.iter_mut().zip(&mut receivers).enumerate() {
+                // The third viewer acknowledges one tick in two: its baselines differ.
+                let mut out = [0u8; 1200];
+                let stats = s.encode(&w, &interest, &mut out).unwrap();
+                if stats.shared {
+                    shared += 1
+                } else {
+                    own += 1
+                }
+                assert_eq!(r.decode(&out[..stats.bytes]).unwrap(), t);
+                assert_eq!(r.latest().unwrap(), &*w, "viewer {i} at tick {t}");
+                if i < 2 || t % 2 == 0 {
+                    s.ack(t);
+                }
+            }
+        }
+        // The second viewer copies the first's encode each tick; the third shares some.
+        assert!(shared >= 39, "{shared} shared, {own} encoded");
+        assert!(own < 39 * 2, "{shared} shared, {own} encoded");
+    }
 }

@@ -24,6 +24,9 @@ pub struct WorldSnapshot {
     serial: AtomicU64,
     /// Delta bits of this snapshot's entities against baselines, shared by the players.
     cache: DeltaCache,
+    /// Whole encoded snapshots of it, shared by the players who see all of it from the same
+    /// baseline (spectators).
+    packets: super::sender::PacketCache,
 }
 
 impl Clone for WorldSnapshot {
@@ -38,6 +41,7 @@ impl Clone for WorldSnapshot {
             tracked: self.tracked,
             serial: AtomicU64::new(0),
             cache: self.fresh_cache(),
+            packets: super::sender::PacketCache::default(),
         }
     }
 }
@@ -93,6 +97,7 @@ impl WorldSnapshot {
     /// Content changed: a new cache key, and no cached deltas.
     fn touch(&mut self) {
         *self.serial.get_mut() = 0;
+        self.packets = super::sender::PacketCache::default();
         if self.cache.is_used() {
             self.cache = self.fresh_cache();
         }
@@ -115,6 +120,12 @@ impl WorldSnapshot {
             Ok(_) => fresh,
             Err(other) => other,
         }
+    }
+
+    /// Encoded snapshots of it shared between players.
+    #[inline]
+    pub(crate) fn packets(&self) -> &super::sender::PacketCache {
+        &self.packets
     }
 
     /// The cached delta bits of entity `index` against the baseline snapshot `serial`.
