@@ -7,8 +7,8 @@
 //! ([`SpectatorStatus`], [`GameClient::spectator`](crate::client::GameClient::spectator)).
 //!
 //! Both kinds run the same world: frames in (from a [`Playhead`], or from the watched world's
-//! tap), the frame due at each tick copied into its snapshot. Every viewer's encode of it
-//! shares the snapshot's cached entity deltas, like the players of any world.
+//! tap), the frame due at each tick copied into its snapshot. Viewers who see all of it from
+//! the same baseline share one encode of it (the sender's shared packets).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
