@@ -54,6 +54,9 @@ fn every_dashboard_query_returns_data_from_a_real_prometheus() {
             "run",
             "--bots",
             "12",
+            // Two of them watch a match: every world kind runs (the spectators' too).
+            "--spectators",
+            "2",
             "--match-size",
             "4",
             "--match-seconds",
