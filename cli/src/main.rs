@@ -632,7 +632,9 @@ fn replay_info(a: &ReplayArgs) -> Result<(), String> {
             full / size.max(1) as f64,
         );
     }
-    if rec.cut_off() > 0 {
+    if rec.chunks().is_empty() {
+        println!("cut off: not one complete chunk ({} bytes after the header): nothing to play", rec.cut_off());
+    } else if rec.cut_off() > 0 {
         println!(
             "cut off: the last {} bytes were not a complete chunk (a crash?); it plays to tick {last}",
             rec.cut_off()

@@ -148,6 +148,9 @@ pub enum RecordingError {
     /// No frame at or after the tick asked for.
     #[error("tick {0} is not in the recording")]
     NoSuchTick(u32),
+    /// Not one complete chunk (a file cut off within its first two seconds).
+    #[error("the recording holds no complete chunk: nothing to play")]
+    Empty,
 }
 
 /// One recorded tick, as [`RecordWriter::push`] takes it.
@@ -747,7 +750,7 @@ impl Playhead {
     /// # Errors
     /// When the recording has no frame with a snapshot, or a chunk does not decode.
     pub fn new(recording: Recording, schema: Arc<Schema>) -> Result<Self, RecordingError> {
-        let first = recording.ticks().map_or(0, |t| t.0);
+        let first = recording.ticks().ok_or(RecordingError::Empty)?.0;
         for i in 0..recording.chunks().len() {
             let mut ahead: std::collections::VecDeque<Frame> = recording.frames(i, &schema)?.into();
             if let Some(current) = ahead.pop_front() {
@@ -957,6 +960,8 @@ mod tests {
         let n = f.len();
         f[n - 3] ^= 0x40;
         assert!(matches!(parse(&f), Err(RecordingError::Corrupt { what: "chunk checksum", .. })));
+        let only_header = Recording::parse(Bytes::from(header().encode()), Some(&schema())).unwrap();
+        assert_eq!(Playhead::new(only_header, schema()).unwrap_err(), RecordingError::Empty);
     }
 
     #[test]
