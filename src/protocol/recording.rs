@@ -632,27 +632,19 @@ impl Recording {
         let mut out = Sizes::default();
         for i in 0..self.chunks.len() {
             let (payload, base) = self.payload(i)?;
-            let mut c = Cursor { data: &payload, at: 0, base };
-            while !c.done() {
-                c.u32("frame tick")?;
-                let kind = c.u8("snapshot kind")?;
-                let n = c.len("snapshot length")?;
-                c.take(n, "snapshot")?;
+            raw_frames(&payload, base, |f| {
                 out.frames += 1;
-                match kind {
+                match f.kind {
                     1 => {
                         out.keyframes += 1;
-                        out.keyframe_bytes += n as u64;
+                        out.keyframe_bytes += f.snapshot.len() as u64;
                     }
-                    2 => out.delta_bytes += n as u64,
+                    2 => out.delta_bytes += f.snapshot.len() as u64,
                     _ => {}
                 }
-                let count = c.len("event count")?;
-                for _ in 0..count {
-                    decode_event(&mut c, &payload)?;
-                }
-                out.events += count as u64;
-            }
+                out.events += f.events.len() as u64;
+                Ok(())
+            })?;
             out.raw_bytes += payload.len() as u64;
         }
         Ok(out)
@@ -689,46 +681,73 @@ impl Recording {
         let info = *self.chunks.get(i).ok_or(RecordingError::NoSuchTick(0))?;
         let (payload, base) = self.payload(i)?;
         let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
-        let mut c = Cursor { data: &payload, at: 0, base };
         let mut frames: Vec<Frame> = Vec::new();
         let mut current: Option<Arc<WorldSnapshot>> = None;
-        while !c.done() {
-            let tick = c.u32("frame tick")?;
-            if tick < info.first || tick > info.last || frames.last().is_some_and(|f| tick <= f.tick) {
-                return Err(c.corrupt("frame tick"));
+        raw_frames(&payload, base, |f| {
+            let corrupt = |what| RecordingError::Corrupt { offset: f.offset, what };
+            if f.tick < info.first || f.tick > info.last || frames.last().is_some_and(|p| f.tick <= p.tick) {
+                return Err(corrupt("frame tick"));
             }
-            let kind = c.u8("snapshot kind")?;
-            let n = c.len("snapshot length")?;
-            let bytes = c.take(n, "snapshot")?;
-            match kind {
+            match f.kind {
                 0 => {}
                 1 | 2 => {
-                    if kind == 2 && current.is_none() {
-                        return Err(c.corrupt("a delta before any keyframe"));
+                    if f.kind == 2 && current.is_none() {
+                        return Err(corrupt("a delta before any keyframe"));
                     }
-                    if kind == 1 {
+                    if f.kind == 1 {
                         receiver = SnapshotReceiver::new(schema.clone(), 64);
                     }
-                    let t = receiver.decode(bytes).map_err(|_| c.corrupt("snapshot does not decode"))?;
-                    if t != tick {
-                        return Err(c.corrupt("snapshot tick"));
+                    let t = receiver.decode(f.snapshot).map_err(|_| corrupt("snapshot does not decode"))?;
+                    if t != f.tick {
+                        return Err(corrupt("snapshot tick"));
                     }
                     current = receiver.latest().map(|s| Arc::new(s.clone()));
                 }
-                _ => return Err(c.corrupt("snapshot kind")),
-            }
-            let count = c.len("event count")?;
-            let mut events = Vec::with_capacity(count.min(64));
-            for _ in 0..count {
-                events.push(decode_event(&mut c, &payload)?);
+                _ => return Err(corrupt("snapshot kind")),
             }
             // Frames before the chunk's first snapshot have no state to show.
             if let Some(s) = &current {
-                frames.push(Frame { tick, snapshot: s.clone(), events });
+                frames.push(Frame { tick: f.tick, snapshot: s.clone(), events: f.events });
             }
-        }
+            Ok(())
+        })?;
         Ok(frames)
     }
+}
+
+/// One frame of a chunk's payload as written, its snapshot still coded.
+struct RawFrame<'a> {
+    tick: u32,
+    /// 0: no snapshot, 1: keyframe, 2: changes since the frame before.
+    kind: u8,
+    snapshot: &'a [u8],
+    events: Vec<Event>,
+    /// Where the frame starts in the file (for errors).
+    offset: usize,
+}
+
+/// Hands each frame of a chunk's raw `payload` (starting at byte `base` of the file) to
+/// `each`, in order.
+fn raw_frames(
+    payload: &Bytes,
+    base: usize,
+    mut each: impl FnMut(RawFrame<'_>) -> Result<(), RecordingError>,
+) -> Result<(), RecordingError> {
+    let mut c = Cursor { data: payload, at: 0, base };
+    while !c.done() {
+        let offset = c.base + c.at;
+        let tick = c.u32("frame tick")?;
+        let kind = c.u8("snapshot kind")?;
+        let n = c.len("snapshot length")?;
+        let snapshot = c.take(n, "snapshot")?;
+        let count = c.len("event count")?;
+        let mut events = Vec::with_capacity(count.min(64));
+        for _ in 0..count {
+            events.push(decode_event(&mut c, payload)?);
+        }
+        each(RawFrame { tick, kind, snapshot, events, offset })?;
+    }
+    Ok(())
 }
 
 /// Plays a [`Recording`]: seeks to any tick (its chunk's keyframe, then the changes up to

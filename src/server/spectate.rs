@@ -260,6 +260,8 @@ impl World for SpectatorWorld {
     fn tick(&mut self, tick: u32, _dt: Duration) {
         let elapsed = self.last_tick.map_or(0, |t| tick.wrapping_sub(t));
         self.last_tick = Some(tick);
+        // Whether playback changed, and every viewer must hear of it.
+        let mut tell = false;
         match &mut self.source {
             Source::File(h) => {
                 if self.paused {
@@ -276,14 +278,14 @@ impl World for SpectatorWorld {
                         if end && target >= last {
                             // The end: it waits there (a seek plays again).
                             self.paused = true;
-                            self.status_due.extend(self.viewers.iter().copied());
+                            tell = true;
                         }
                     }
                     Err(e) => {
                         self.errors += 1;
                         self.paused = true;
                         tracing::warn!(error = %e, "a replay stopped at a chunk that does not decode");
-                        self.status_due.extend(self.viewers.iter().copied());
+                        tell = true;
                     }
                 }
             }
@@ -316,11 +318,14 @@ impl World for SpectatorWorld {
                 }
                 self.at_quarters = u64::from(target) * 4;
                 if changed {
-                    self.status_due.extend(self.viewers.iter().copied());
+                    tell = true;
                 }
                 // Its world ended: once the delay has shown its last frame, so does this one.
                 self.ended = gone && l.buffer.is_empty();
             }
+        }
+        if tell {
+            self.everyone_due();
         }
     }
 
