@@ -198,7 +198,7 @@ async fn a_recorded_world_replays_to_a_viewer_exactly_as_a_live_client_saw_it() 
     // From the start, then a seek back to a tick in the middle of a chunk, then double speed.
     let mid = first + 45;
     let controls = [(120, SpectatorControl::Seek(mid)), (240, SpectatorControl::Speed(8))];
-    let (shown, went_back) = watch(&file, 330, &controls).await;
+    let (shown, went_back) = watch(&file, 420, &controls).await;
     let compared = check(&shown, "played");
     assert!(compared > 200, "{compared} recorded ticks compared");
     assert!(went_back >= 1, "the seek went back");
@@ -212,7 +212,7 @@ async fn a_recorded_world_replays_to_a_viewer_exactly_as_a_live_client_saw_it() 
     let truncated = Recording::parse(bytes[..bytes.len() - 50].to_vec().into(), Some(&schema())).unwrap();
     let (_, end) = truncated.ticks().unwrap();
     assert!(truncated.cut_off() > 0 && end < last, "the last chunk is gone: {end} < {last}");
-    let (shown, _) = watch(&cut, 90, &[(1, SpectatorControl::Seek(end - 30))]).await;
+    let (shown, _) = watch(&cut, 240, &[(1, SpectatorControl::Seek(end - 30))]).await;
     check(&shown, "cut off");
     assert_eq!(shown.keys().next_back(), Some(&end), "it played to tick {end} and stopped there");
     let _ = std::fs::remove_dir_all(&dir);
