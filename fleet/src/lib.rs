@@ -9,5 +9,6 @@
 //! The README's "Running a fleet" shows how they fit together, and `deploy/` holds the
 //! Kubernetes manifests.
 
+pub mod agones;
 pub mod backend;
 pub mod client;
