@@ -21,6 +21,8 @@ use volley_arena::Arena;
 use volley_arena::bots::{Churn, SwarmConfig, SwarmProgress, run_swarm};
 use volley_arena::rooms::{Lobby, RoomFigures, Rooms};
 
+mod fleet;
+
 /// volley: an authoritative real-time multiplayer game server framework.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -40,6 +42,11 @@ enum Command {
     /// Serve a recording (made with --record) as an arena server: clients connect with
     /// ordinary connect tokens and watch it; they steer it with SpectatorControl messages.
     Replay(ReplayArgs),
+    /// The connect-token backend: authenticates players (signed player ids or API keys),
+    /// picks a server with room and answers with a connect token for it (HTTP, JSON).
+    Backend(fleet::BackendArgs),
+    /// Load a backend with token requests and print tokens a second and response times.
+    BackendBench(fleet::BenchArgs),
     /// Print a new random 32-byte private key (hex), to share between backend and servers.
     Keygen,
     /// Mint a netcode.io 1.02 connect token, as a matchmaker or backend would.
@@ -174,6 +181,14 @@ struct ServerArgs {
     /// plays one back).
     #[arg(long, env = "VOLLEY_RECORD")]
     record: Option<std::path::PathBuf>,
+    /// Run the Agones lifecycle (Ready, Health, the players counter, Shutdown) against the
+    /// SDK server at localhost:AGONES_SDK_GRPC_PORT; on by itself when that variable is set,
+    /// as it is in a GameServer pod.
+    #[arg(long, env = "VOLLEY_AGONES")]
+    agones: bool,
+    /// The Agones SDK server's gRPC port (default: AGONES_SDK_GRPC_PORT, else 9357).
+    #[arg(long)]
+    agones_port: Option<u16>,
     /// Fault injection for supervision runs: the Nth match (0: the first) panics in every
     /// tick from its tenth second; its figures carry kind="faulty".
     #[arg(long, hide = true)]
@@ -261,9 +276,21 @@ struct BotsArgs {
     /// The server's address (host:port; a name is resolved).
     #[arg(long, env = "VOLLEY_SERVER", default_value = "127.0.0.1:40000")]
     server: String,
-    /// The server's private key (the swarm mints its own tokens), 64 hex digits.
+    /// The server's private key (the swarm mints its own tokens), 64 hex digits; not needed
+    /// with --backend.
     #[arg(long, env = "VOLLEY_PRIVATE_KEY", hide_env_values = true)]
-    private_key: String,
+    private_key: Option<String>,
+    /// Get the bots' tokens from this connect-token backend (http://HOST:PORT) instead of
+    /// minting them: bot N asks as player "bot-N".
+    #[arg(long, env = "VOLLEY_BACKEND")]
+    backend: Option<String>,
+    /// The backend's HMAC secret (the bots sign their own requests, as a game's account
+    /// service would).
+    #[arg(long, env = "VOLLEY_BACKEND_SECRET", hide_env_values = true)]
+    backend_secret: Option<String>,
+    /// An API key the backend accepts, instead of --backend-secret.
+    #[arg(long, env = "VOLLEY_BACKEND_API_KEY", hide_env_values = true)]
+    backend_api_key: Option<String>,
     /// The game's protocol id.
     #[arg(long, env = "VOLLEY_PROTOCOL_ID", default_value_t = volley::DEFAULT_PROTOCOL_ID)]
     protocol_id: u64,
@@ -669,6 +696,22 @@ async fn serve_world(
     if let Some(a) = server.admin_addr() {
         println!("admin: http://{a}/metrics /healthz /readyz /players");
     }
+    let mut agones = match volley_fleet::agones::AgonesConfig::from_env().or_else(|| args.agones.then(Default::default))
+    {
+        Some(mut cfg) => {
+            cfg.port = args.agones_port.or(cfg.port);
+            let allocated = |a: volley_fleet::agones::Allocation| {
+                // The arena hosts whoever comes; a game would start the match the labels name.
+                tracing::info!(labels = ?a.labels, annotations = ?a.annotations, "allocated");
+            };
+            let lifecycle = volley_fleet::agones::Lifecycle::start(cfg, server.metrics().clone(), allocated)
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("agones: connected to the SDK server; Ready after the first tick");
+            Some(lifecycle)
+        }
+        None => None,
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
     let swarm = (bots > 0).then(|| {
@@ -707,8 +750,15 @@ async fn serve_world(
             }
         }
     });
+    let game_ended = async {
+        match agones.as_mut() {
+            Some(l) => l.requested().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = until_stopped(args.duration) => {}
+        _ = game_ended => {}
         _ = server.wait() => {
             live.abort();
             return Err(format!("the server failed: {}", server.failure().unwrap_or_else(|| "it stopped".into())));
@@ -727,6 +777,13 @@ async fn serve_world(
     let usage = volley::server::metrics::process_usage();
     let peak_players = peak.load(std::sync::atomic::Ordering::Relaxed);
     let left = server.shutdown().await;
+    if let Some(l) = agones {
+        // After the drain: every client has been told.
+        match l.shutdown().await {
+            Ok(()) => println!("agones: Shutdown sent"),
+            Err(e) => eprintln!("agones: {e}"),
+        }
+    }
     println!(
         "server: {} ticks, tick p99 {:.3} ms, start lateness p99 {:.3} ms, {} overruns, input delay p99 {:.3} ms, input to effect (without the tick wait) p50 {:.3} ms p99 {:.3} ms, {} full snapshots of {}, {} still connected at exit",
         m.totals().ticks,
@@ -764,7 +821,20 @@ async fn serve_world(
 }
 
 async fn bots(args: BotsArgs) -> Result<(), String> {
-    let key = hex::decode_array::<32>(&args.private_key).map_err(|e| format!("--private-key: {e}"))?;
+    let key = match (&args.private_key, &args.backend) {
+        (Some(k), _) => hex::decode_array::<32>(k).map_err(|e| format!("--private-key: {e}"))?,
+        (None, Some(_)) => [0; 32],
+        (None, None) => return Err("give --private-key (the swarm mints tokens) or --backend".into()),
+    };
+    let backend = match &args.backend {
+        Some(url) => Some(fleet::BackendTokens::new(
+            url,
+            args.backend_secret.clone(),
+            args.backend_api_key.clone(),
+            args.first_client_id,
+        )?),
+        None => None,
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
     let link = args.link.profile()?;
@@ -789,6 +859,7 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
         link,
         churn,
         spectators: args.spectators,
+        tokens: backend.clone().map(|b| Arc::new(fleet::SharedTokens(b)) as Arc<dyn volley_arena::bots::TokenSource>),
         ..SwarmConfig::new(resolve("--server", &args.server).await?, args.bots, key)
     };
     let admin = match &args.admin {
@@ -882,6 +953,14 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
         progress.disconnected_by_server.load(std::sync::atomic::Ordering::Relaxed)
     );
     println!("{}", report.summary());
+    if let Some(b) = &backend {
+        println!(
+            "backend: {} bots got a token, {} refusals asked again, {} bots got none",
+            report.bots.iter().filter(|r| r.connected).count(),
+            b.refusals.load(std::sync::atomic::Ordering::Relaxed),
+            b.failed.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
     match (first_scrape, last_scrape) {
         (Some(Ok(first)), Some(Ok(last))) => println!("{}", ServerFigures::between(&first, &last).line()),
         (Some(Err(e)), _) | (_, Some(Err(e))) => println!("server figures: scraping --admin failed: {e}"),
@@ -1063,6 +1142,8 @@ fn main() -> ExitCode {
             .and_then(|()| runtime())
             .and_then(|rt| rt.block_on(serve(a, (0, 0), None))),
         Command::Bots(a) => runtime().and_then(|rt| rt.block_on(bots(a))),
+        Command::Backend(a) => runtime().and_then(|rt| rt.block_on(fleet::run_backend(a))),
+        Command::BackendBench(a) => runtime().and_then(|rt| rt.block_on(fleet::run_bench(a))),
         Command::Replay(a) if a.info => replay_info(&a),
         Command::Replay(mut a) => sub
             .as_ref()

@@ -48,6 +48,28 @@ pub struct SwarmConfig {
     /// Of the bots, this many (the last) are spectators: their tokens' user data says
     /// "spectator" (the rooms send them to watch a match), and they send no inputs.
     pub spectators: usize,
+    /// Where the bots' tokens come from instead of minting them with `private_key` (a
+    /// connect-token backend), if anywhere.
+    pub tokens: Option<Arc<dyn TokenSource>>,
+}
+
+/// Where bots get their connect tokens when the swarm does not mint its own: a backend
+/// asked over HTTP, say. Asked once a frame for a bot that is due to connect, until it
+/// answers.
+pub trait TokenSource: Send + Sync + std::fmt::Debug {
+    /// The token for bot `index` (its client id is the source's to choose).
+    fn token(&self, index: usize) -> TokenPoll;
+}
+
+/// A [`TokenSource`]'s answer.
+#[derive(Debug)]
+pub enum TokenPoll {
+    /// Here it is.
+    Ready(Box<ConnectToken>),
+    /// Not yet: ask again next frame.
+    Pending,
+    /// None will come (the bot reports as never connected).
+    Failed,
 }
 
 /// Churn: every `every`, `fraction` of the live bots say goodbye and as many new bots (new
@@ -82,6 +104,7 @@ impl SwarmConfig {
             idle_after: None,
             churn: None,
             spectators: 0,
+            tokens: None,
         }
     }
 }
@@ -279,9 +302,11 @@ struct Bot {
 pub const SPECTATOR: &[u8] = b"spectator";
 
 impl Bot {
-    /// Mints its token and binds its socket; `None` if it cannot (it reports as never
-    /// connected).
-    fn start(cfg: &SwarmConfig, index: usize, schema: &Arc<Schema>) -> Option<Self> {
+    /// Its token: from the swarm's [`TokenSource`], or minted with the private key.
+    fn token(cfg: &SwarmConfig, index: usize) -> TokenPoll {
+        if let Some(source) = &cfg.tokens {
+            return source.token(index);
+        }
         let params = TokenParams {
             protocol_id: cfg.protocol_id,
             client_id: cfg.first_client_id + index as u64,
@@ -296,7 +321,15 @@ impl Bot {
         if spectator {
             params.user_data[..SPECTATOR.len()].copy_from_slice(SPECTATOR);
         }
-        let token = ConnectToken::generate(&params, &cfg.private_key).ok()?;
+        match ConnectToken::generate(&params, &cfg.private_key) {
+            Ok(t) => TokenPoll::Ready(Box::new(t)),
+            Err(_) => TokenPoll::Failed,
+        }
+    }
+
+    /// Binds its socket; `None` if it cannot (it reports as never connected).
+    fn start(cfg: &SwarmConfig, index: usize, token: ConnectToken, schema: &Arc<Schema>) -> Option<Self> {
+        let spectator = index >= cfg.bots.saturating_sub(cfg.spectators);
         let mut client = GameClient::new(token, schema.clone(), unix_now());
         // The bots aim at what the newest snapshot shows: their rail is judged there.
         client.set_view_mode(ViewMode::Newest);
@@ -406,10 +439,12 @@ async fn drive(
     next_index: Arc<AtomicUsize>,
 ) -> Vec<(usize, BotReport)> {
     let schema = Arc::new(arena::schema());
-    let mine: Vec<usize> = (lane..cfg.bots).step_by(lanes.max(1)).collect();
-    let mut waiting = mine.iter().copied().peekable();
-    let mut live: Vec<(usize, Bot)> = Vec::with_capacity(mine.len());
-    let mut reports = Vec::with_capacity(mine.len());
+    // Bots due to connect, in order: this lane's share of the configured bots (each due at
+    // its spacing), then those churn starts (due at once).
+    let mut waiting: std::collections::VecDeque<usize> = (lane..cfg.bots).step_by(lanes.max(1)).collect();
+    let mine = waiting.len();
+    let mut live: Vec<(usize, Bot)> = Vec::with_capacity(mine);
+    let mut reports = Vec::with_capacity(mine);
     let frame = Duration::from_secs_f64(1.0 / f64::from(cfg.input_rate_hz.max(1)));
     let slice_period = frame / SLICES as u32;
     let mut next = Instant::now();
@@ -437,20 +472,21 @@ async fn drive(
                 progress.churned_out.fetch_add(1, Ordering::Relaxed);
             }
             for _ in 0..leaving {
-                let i = next_index.fetch_add(1, Ordering::Relaxed);
-                match Bot::start(&cfg, i, &schema) {
-                    Some(bot) => live.push((i, bot)),
-                    None => reports.push((i, BotReport::default())),
-                }
+                waiting.push_back(next_index.fetch_add(1, Ordering::Relaxed));
                 progress.churned_in.fetch_add(1, Ordering::Relaxed);
             }
         }
-        while let Some(&i) = waiting.peek() {
-            if began + cfg.connect_spacing * i as u32 > now {
+        while let Some(&i) = waiting.front() {
+            if i < cfg.bots && began + cfg.connect_spacing * i as u32 > now {
                 break;
             }
-            waiting.next();
-            match Bot::start(&cfg, i, &schema) {
+            let token = match Bot::token(&cfg, i) {
+                TokenPoll::Pending => break,
+                TokenPoll::Ready(t) => Some(*t),
+                TokenPoll::Failed => None,
+            };
+            waiting.pop_front();
+            match token.and_then(|t| Bot::start(&cfg, i, t, &schema)) {
                 Some(bot) => live.push((i, bot)),
                 None => reports.push((i, BotReport::default())),
             }
@@ -465,7 +501,7 @@ async fn drive(
                 reports.push((i, bot.finish(&progress)));
             }
         }
-        if live.is_empty() && waiting.peek().is_none() {
+        if live.is_empty() && waiting.is_empty() {
             break;
         }
         slice = (slice + 1) % SLICES;
