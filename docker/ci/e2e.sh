@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The Docker proof, on the machine's real engine: build the image from docker/Dockerfile, run
-# docker/compose.yaml's server, bots and Prometheus, and check that the server turns healthy,
-# the bots play across the compose network, Prometheus scrapes the server, and
-# `docker compose stop` drains the server (the bots hear the disconnect) with exit code 0.
+# docker/compose.yaml's two servers, token backend, bots and Prometheus, and check that the
+# servers and the backend turn healthy, the bots get their tokens from the backend and play
+# across the compose network (the first server's 10 seats full, the rest on the second),
+# Prometheus scrapes all three, and `docker compose stop` drains the servers (the bots hear
+# the disconnect) with exit code 0.
 #
 # No image can be pulled here, so the base images the files name are built locally first
 # under those same names: rust:1.95-slim-bookworm (a debootstrap Debian root with this
@@ -31,10 +33,16 @@ cleanup() {
 trap cleanup EXIT
 
 # --- Stand-in base images -------------------------------------------------------------------
+# The stand-in base carries protoc (the agones crate needs it); one built before it did is
+# built again.
+if docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1 \
+  && ! docker run --rm volley-ci/debian:bookworm sh -c 'command -v protoc' >/dev/null 2>&1; then
+  docker rmi -f rust:1.95-slim-bookworm volley-ci/debian:bookworm >/dev/null 2>&1 || true
+fi
 if ! docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1; then
   command -v debootstrap >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
   echo "building volley-ci/debian:bookworm (debootstrap)"
-  debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates bookworm "$work/root" \
+  debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates,protobuf-compiler bookworm "$work/root" \
     http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 || { tail -n 20 "$work/debootstrap.log"; exit 1; }
   tar -C "$work/root" -c . | docker import - volley-ci/debian:bookworm >/dev/null
 fi
@@ -72,7 +80,7 @@ echo "image volley:latest: user $user, $((size / 1024)) KiB"
 case "$user" in ""|0|root|0:*|root:*) echo "FAIL: the image runs as root"; exit 1 ;; esac
 
 # --- The stack -----------------------------------------------------------------------------
-compose --profile bots up -d --no-build server prometheus
+compose --profile bots up -d --no-build server server2 backend prometheus
 # Waits up to 60 s for a service's container to turn healthy; shows its logs if it does not.
 wait_healthy() {
   local health=none
@@ -85,6 +93,8 @@ wait_healthy() {
   [ "$health" = healthy ] || { compose logs "$1" | tail -n 30; exit 1; }
 }
 wait_healthy server
+wait_healthy server2
+wait_healthy backend
 wait_healthy prometheus
 
 compose --profile bots up -d --no-build bots
@@ -101,32 +111,38 @@ import json, sys, time, urllib.parse, urllib.request
 def q(expr):
     url = "http://127.0.0.1:9090/api/v1/query?query=" + urllib.parse.quote(expr)
     return json.load(urllib.request.urlopen(url, timeout=5))["data"]["result"]
+def val(r):
+    return float(r[0]["value"][1]) if r else None
 deadline = time.time() + 60
 while True:
     try:
-        up = q('up{job="volley"}')
-        players = q('sum(volley_players{job=~"volley",instance=~".*"})')
-        if up and up[0]["value"][1] == "1" and players and float(players[0]["value"][1]) == 16:
+        up = val(q('count(up == 1)'))
+        players = q('volley_players{job="volley"}')
+        split = sorted(float(p["value"][1]) for p in players)
+        minted = val(q('volley_backend_requests_total{job="volley-backend",outcome="minted"}'))
+        if up == 3 and split == [6.0, 10.0] and minted is not None and minted >= 16:
             break
     except Exception as e:  # Prometheus still starting
-        up, players = str(e), None
+        up, split, minted = str(e), None, None
     if time.time() > deadline:
-        sys.exit(f"FAIL: Prometheus: up={up} players={players}")
+        sys.exit(f"FAIL: Prometheus: targets up={up} players per server={split} tokens minted={minted}")
     time.sleep(1)
 targets = json.load(urllib.request.urlopen("http://127.0.0.1:9090/api/v1/targets", timeout=5))
-health = [t["health"] for t in targets["data"]["activeTargets"]]
-print("prometheus: target health", health, "- volley_players =", players[0]["value"][1])
-if health != ["up"]:
-    sys.exit("FAIL: target not up")
+health = sorted((t["labels"]["job"], t["health"]) for t in targets["data"]["activeTargets"])
+print("prometheus: targets", health, "- players per server", split, "- tokens minted", minted)
+if [h for _, h in health] != ["up"] * 3:
+    sys.exit("FAIL: a target is not up")
 PY
 
 # --- Drain on stop --------------------------------------------------------------------------
 start=$(date +%s%N)
-compose stop server
+compose stop server server2
 took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
-code=$(docker inspect -f '{{.State.ExitCode}}' volleyci_server_1)
-echo "server stopped in ${took_ms} ms with exit code $code"
-[ "$code" = 0 ] || { compose logs server | tail -n 30; exit 1; }
+for s in server server2; do
+  code=$(docker inspect -f '{{.State.ExitCode}}' "volleyci_${s}_1")
+  echo "$s stopped with exit code $code (both in ${took_ms} ms)"
+  [ "$code" = 0 ] || { compose logs "$s" | tail -n 30; exit 1; }
+done
 [ "$took_ms" -lt 10000 ] || { echo "FAIL: not within the 10 s stop_grace_period"; exit 1; }
 for i in $(seq 1 20); do
   compose logs --no-color bots | grep -q 'were disconnected by the server' && break
