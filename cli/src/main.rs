@@ -685,6 +685,21 @@ async fn serve_world(
     if let Some(p) = &args.public_addr {
         config.public_addr = Some(resolve("--public-addr", p).await?);
     }
+    let agones_config =
+        volley_fleet::agones::AgonesConfig::from_env().or_else(|| args.agones.then(Default::default)).map(|mut c| {
+            c.port = args.agones_port.or(c.port);
+            c
+        });
+    if let (Some(cfg), None) = (&agones_config, &args.public_addr) {
+        // Tokens must name the address and port Agones gave this GameServer.
+        match volley_fleet::agones::public_addr(cfg).await.map_err(|e| e.to_string())? {
+            Some(a) => {
+                println!("agones: public address {a}");
+                config.public_addr = Some(a);
+            }
+            None => tracing::warn!("Agones: the GameServer has no address yet; tokens must name the bound address"),
+        }
+    }
     let figures = Arc::new(RoomFigures::default());
     let mut server = match (replay, rooms(&args)) {
         (Some(w), _) => volley::server::start(config, w).await,

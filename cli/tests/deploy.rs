@@ -53,7 +53,8 @@ fn the_manifests_agree_with_each_other_and_with_the_server() {
     assert_eq!(port["protocol"].as_str(), Some("UDP"));
     let bind: SocketAddr = env(container, "VOLLEY_BIND").parse().unwrap();
     assert_eq!(port["containerPort"].as_i64(), Some(i64::from(bind.port())));
-    let dockerfile = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docker/Dockerfile")).unwrap();
+    let dockerfile =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docker/Dockerfile")).unwrap();
     assert!(dockerfile.contains(&format!("EXPOSE {}/udp", bind.port())), "the image exposes the game port");
 
     // Health: Agones' period leaves room for two of the server's pings, and it waits for the first.

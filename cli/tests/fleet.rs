@@ -53,14 +53,17 @@ fn output(child: Child) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_tells_the_players_then_sends_shutdown() {
-    let sdk = StandIn::start("volley-xyz", &[("players", 0)]);
     let port = free_port();
     let bind = format!("127.0.0.1:{port}");
+    // Agones gave the GameServer this address; the server binds all addresses and must
+    // take the one in the record as the address tokens name.
+    let sdk = StandIn::start_at("volley-xyz", &[("players", 0)], Some(bind.parse().unwrap()));
     let sdk_port = sdk.port().to_string();
+    let any = format!("0.0.0.0:{port}");
     let mut server = volley(&[
         "server",
         "--bind",
-        &bind,
+        &any,
         "--admin",
         "off",
         "--private-key",

@@ -11,6 +11,9 @@
 //! | the GameServer turns `Allocated` | the game's callback gets its labels and annotations ([`Allocation`]) |
 //! | the game asks ([`ShutdownRequest::request`], e.g. its match ended), or SIGTERM | the caller drains the server, then [`Lifecycle::shutdown`]: `Shutdown` |
 //!
+//! Before the server starts, [`public_addr`] reads the address and port Agones gave the
+//! GameServer (what connect tokens must name).
+//!
 //! Off unless enabled: `volley server --agones`, or on its own when
 //! `AGONES_SDK_GRPC_PORT` is set ([`AgonesConfig::from_env`]), as it is in a pod. The tests
 //! run it against `agones-sdk-standin`, the SDK's services generated from the crate's protos.
@@ -69,6 +72,29 @@ pub enum AgonesError {
     /// The lifecycle's thread has ended.
     #[error("the Agones lifecycle has stopped")]
     Stopped,
+}
+
+/// The address clients reach this GameServer at: its `status.address` and the host port of
+/// its port named `game` (else its first), as Agones allocated them before the process
+/// started. `None` while the record has no address yet. Tokens must name this address, so
+/// the program sets it as the server's public address (`volley server --agones`, unless
+/// `--public-addr` is given).
+///
+/// # Errors
+/// When no SDK server answers within [`AgonesConfig::connect_timeout`].
+pub async fn public_addr(config: &AgonesConfig) -> Result<Option<std::net::SocketAddr>, AgonesError> {
+    let connect = agones::Sdk::new(config.port, Some(Duration::from_secs(30)));
+    let mut sdk = match tokio::time::timeout(config.connect_timeout, connect).await {
+        Ok(r) => r?,
+        Err(_) => return Err(AgonesError::Unreachable(config.connect_timeout)),
+    };
+    let status = sdk.get_gameserver().await?.status.unwrap_or_default();
+    let port = status.ports.iter().find(|p| p.name == "game").or(status.ports.first()).map(|p| p.port);
+    let ip = status.address.parse::<std::net::IpAddr>().ok();
+    Ok(match (ip, port.and_then(|p| u16::try_from(p).ok())) {
+        (Some(ip), Some(port)) => Some(std::net::SocketAddr::new(ip, port)),
+        _ => None,
+    })
 }
 
 /// What an allocation said: the GameServer's labels and annotations once it turned

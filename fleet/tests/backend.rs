@@ -92,7 +92,8 @@ async fn a_signed_request_gets_a_token_for_the_server_and_an_api_key_does_too() 
     let token = ConnectToken::from_bytes(&volley::util::hex::decode(&grant.token).unwrap()).unwrap();
     let mut sealed = token.private_data;
     let private =
-        PrivateConnectToken::open(&mut sealed, DEFAULT_PROTOCOL_ID, token.expire_timestamp, &token.nonce, &KEY).unwrap();
+        PrivateConnectToken::open(&mut sealed, DEFAULT_PROTOCOL_ID, token.expire_timestamp, &token.nonce, &KEY)
+            .unwrap();
     assert_eq!(private.client_id, auth::client_id("alice"));
     assert_eq!(&private.user_data[..6], b"alice\0");
 
@@ -133,7 +134,8 @@ async fn bad_input_gets_clear_errors_and_is_counted() {
     check(raw(a, &post(r#"{"player":"a b c","expires":1,"signature":"00"}"#)).await, 400, "bad player id");
     let forged = format!(r#"{{"player":"a","expires":{},"signature":"{}"}}"#, now + 60, "ab".repeat(32));
     check(raw(a, &post(&forged)).await, 401, "bad signature");
-    let old = format!(r#"{{"player":"a","expires":{},"signature":"{}"}}"#, now - 100, auth::sign(SECRET, "a", now - 100));
+    let old =
+        format!(r#"{{"player":"a","expires":{},"signature":"{}"}}"#, now - 100, auth::sign(SECRET, "a", now - 100));
     check(raw(a, &post(&old)).await, 401, "expired");
     let far = now + 86_400;
     let ahead = format!(r#"{{"player":"a","expires":{far},"signature":"{}"}}"#, auth::sign(SECRET, "a", far));

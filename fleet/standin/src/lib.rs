@@ -99,11 +99,24 @@ impl StandIn {
     /// # Panics
     /// When no loopback port can be bound.
     pub fn start(name: &str, counters: &[(&str, i64)]) -> Self {
+        Self::start_at(name, counters, None)
+    }
+
+    /// [`StandIn::start`], with the address and host port Agones gave the GameServer (its
+    /// `status.address` and the port named `game`), as a scheduled GameServer has them.
+    ///
+    /// # Panics
+    /// When no loopback port can be bound.
+    pub fn start_at(name: &str, counters: &[(&str, i64)], address: Option<SocketAddr>) -> Self {
         let record = GameServer {
             object_meta: Some(ObjectMeta { name: name.into(), namespace: "default".into(), ..Default::default() }),
             spec: None,
             status: Some(GsStatus {
                 state: "Scheduled".into(),
+                address: address.map(|a| a.ip().to_string()).unwrap_or_default(),
+                ports: address
+                    .map(|a| vec![proto::game_server::status::Port { name: "game".into(), port: i32::from(a.port()) }])
+                    .unwrap_or_default(),
                 counters: counters
                     .iter()
                     .map(|&(n, capacity)| (n.to_string(), CounterStatus { count: 0, capacity }))
