@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it: lints, bounded fuzzing, then every test.
 # Installs what it needs on a fresh machine: cargo-fuzz from crates.io, Prometheus and promtool
 # from Debian's `prometheus` package (the observability tests run a real Prometheus), and protoc
-# from `protobuf-compiler` (the agones crate compiles the Agones SDK's protos).
+# and the well-known types from `protobuf-compiler` and `libprotobuf-dev` (the agones crate
+# compiles the Agones SDK's protos).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,11 +11,11 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 step() { printf '\n== %s ==\n' "$*"; }
 
 step "tools"
-if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v protoc >/dev/null; then
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/descriptor.proto ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus protobuf-compiler >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus protobuf-compiler libprotobuf-dev >/dev/null
 fi
 prometheus --version 2>&1 | head -n 1
 protoc --version

@@ -33,16 +33,17 @@ cleanup() {
 trap cleanup EXIT
 
 # --- Stand-in base images -------------------------------------------------------------------
-# The stand-in base carries protoc (the agones crate needs it); one built before it did is
+# The stand-in base carries protoc and the well-known types (the agones crate needs them); one
+# built before it did is
 # built again.
 if docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1 \
-  && ! docker run --rm volley-ci/debian:bookworm sh -c 'command -v protoc' >/dev/null 2>&1; then
+  && ! docker run --rm volley-ci/debian:bookworm test -f /usr/include/google/protobuf/descriptor.proto; then
   docker rmi -f rust:1.95-slim-bookworm volley-ci/debian:bookworm >/dev/null 2>&1 || true
 fi
 if ! docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1; then
   command -v debootstrap >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
   echo "building volley-ci/debian:bookworm (debootstrap)"
-  debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates,protobuf-compiler bookworm "$work/root" \
+  debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates,protobuf-compiler,libprotobuf-dev bookworm "$work/root" \
     http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 || { tail -n 20 "$work/debootstrap.log"; exit 1; }
   tar -C "$work/root" -c . | docker import - volley-ci/debian:bookworm >/dev/null
 fi
