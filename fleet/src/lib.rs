@@ -9,6 +9,7 @@
 //! The README's "Running a fleet" shows how they fit together, and `deploy/` holds the
 //! Kubernetes manifests.
 
+#[cfg(feature = "agones")]
 pub mod agones;
 pub mod backend;
 pub mod client;
