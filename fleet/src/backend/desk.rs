@@ -1,6 +1,6 @@
 //! The token desk: the backend's logic without its HTTP shell. A request's bytes, who sent
 //! it and the time go in; a connect token or a refusal (with its HTTP status and the label
-//! it is counted under) comes out. The HTTP server ([`super::serve`]), the tests and the
+//! it is counted under) comes out. The HTTP server ([`super::start`]), the tests, the fuzz target and the
 //! load tool all drive this same code.
 
 use std::net::{IpAddr, SocketAddr};
