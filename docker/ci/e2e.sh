@@ -33,9 +33,8 @@ cleanup() {
 trap cleanup EXIT
 
 # --- Stand-in base images -------------------------------------------------------------------
-# The stand-in base carries protoc and the well-known types (the agones crate needs them); one
-# built before it did is
-# built again.
+# The stand-in base carries protoc and the well-known types (the agones crate needs them); a
+# base built before it did is built again.
 if docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1 \
   && ! docker run --rm volley-ci/debian:bookworm test -f /usr/include/google/protobuf/descriptor.proto; then
   docker rmi -f rust:1.95-slim-bookworm volley-ci/debian:bookworm >/dev/null 2>&1 || true
