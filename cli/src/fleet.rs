@@ -109,6 +109,10 @@ pub struct BenchArgs {
     /// Seconds to run.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
+    /// A new TCP connection for every request (as a game client asking once would), instead
+    /// of keeping each connection alive.
+    #[arg(long)]
+    new_connections: bool,
 }
 
 /// `volley backend-bench`: a closed-loop load against a backend, each request for a new
@@ -120,7 +124,7 @@ pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
     let mut tasks = Vec::new();
     for c in 0..a.connections.max(1) {
         let mut client = TokenClient::new(&a.backend, None, Duration::from_secs(5)).map_err(|e| e.to_string())?;
-        let (secret, next) = (secret.clone(), next.clone());
+        let (secret, next, fresh, url) = (secret.clone(), next.clone(), a.new_connections, a.backend.clone());
         tasks.push(tokio::spawn(async move {
             let mut times = Vec::new();
             let mut refused: HashMap<String, u64> = HashMap::new();
@@ -128,6 +132,9 @@ pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
                 let player = format!("bench-{c}-{}", next.fetch_add(1, Ordering::Relaxed));
                 let req = signed_request(&secret, &player, volley::server::unix_now(), Duration::from_secs(60));
                 let t = Instant::now();
+                if fresh {
+                    client = TokenClient::new(&url, None, Duration::from_secs(5)).unwrap_or(client);
+                }
                 let r = client.fetch(&req).await;
                 times.push(t.elapsed());
                 if let Err(e) = r {
@@ -155,10 +162,11 @@ pub async fn run_bench(a: BenchArgs) -> Result<(), String> {
     let failed: u64 = refused.values().sum();
     let ok = times.len() as u64 - failed;
     println!(
-        "backend-bench: {} requests in {:.1} s over {} connections: {:.0} tokens/s, {} refused; response p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
+        "backend-bench: {} requests in {:.1} s over {} {}connections: {:.0} tokens/s, {} refused; response p50 {:.2} ms p99 {:.2} ms max {:.2} ms",
         times.len(),
         elapsed,
         a.connections,
+        if a.new_connections { "new " } else { "kept-alive " },
         ok as f64 / elapsed,
         failed,
         q(0.5).as_secs_f64() * 1e3,
