@@ -7,6 +7,7 @@
 //! - [`quant`] and [`bits`]: quantized fields and the bit writer/reader under them.
 //! - [`range`]: the adaptive range coder of predicted snapshots.
 //! - [`input`]: the client's newest-wins state: the snapshot it has, its latest inputs.
+//! - [`zone`]: one map split among several servers: which zone owns a position, which see it.
 
 pub mod bits;
 pub mod input;
@@ -19,6 +20,7 @@ pub mod scoreboard;
 pub mod session;
 pub mod snapshot;
 pub mod system;
+pub mod zone;
 
 /// `text` cut to at most `max` bytes, at a character boundary (kick texts, scoreboard names).
 pub(crate) fn cut(text: &str, max: usize) -> &str {
