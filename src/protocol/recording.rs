@@ -43,6 +43,14 @@ pub const MAX_CHUNK_BYTES: usize = 64 << 20;
 /// two before that (moving things cost their residual, not their motion), range-coded; a
 /// history of four views is all that needs (the next, the baseline, the reference, one spare).
 const RECORD_SENDER: SenderConfig = SenderConfig { history: 4, predict: true, max_baseline_age: 63 };
+
+/// Bytes enough to encode a snapshot of `entities` entities in full (each with its id and
+/// kind) and `deleted` deletions: a recording's frames and a zone's border frames.
+pub(crate) fn whole_snapshot_room(schema: &Schema, entities: usize, deleted: usize) -> usize {
+    let widest =
+        (0..schema.len() as u16).filter_map(|k| schema.kind(k)).map(|k| k.max_full_bits() as usize).max().unwrap_or(0);
+    64 + (entities + deleted + 8) * (widest + 96).div_ceil(8)
+}
 /// Bytes of a chunk's header.
 const CHUNK_HEADER: usize = 2 + 4 + 4 + 1 + 4 + 4 + 4;
 /// The longest event text (a note) kept.
@@ -390,15 +398,8 @@ impl RecordWriter {
         self.buf.clear();
         if let Some(snapshot) = frame.snapshot {
             Interest::everything(snapshot, &mut self.interest);
-            // Room for every entity in full, with its id and kind, and every deletion.
-            let widest = (0..self.schema.len() as u16)
-                .filter_map(|k| self.schema.kind(k))
-                .map(|k| k.max_full_bits() as usize)
-                .max()
-                .unwrap_or(0);
             let before = self.sender.acked().map_or(0, |_| self.interest.len());
-            let room = 64 + (snapshot.len() + before + 8) * (widest + 96).div_ceil(8);
-            self.buf.resize(room, 0);
+            self.buf.resize(whole_snapshot_room(&self.schema, snapshot.len(), before), 0);
             match self.sender.encode(snapshot, &self.interest, &mut self.buf) {
                 Ok(stats) if stats.deferred == 0 => {
                     self.buf.truncate(stats.bytes);

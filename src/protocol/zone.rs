@@ -3,8 +3,10 @@
 //!
 //! [`ZoneLayout`] is the geometry every zone server and the tools share: which zone owns a
 //! position, which zones border which, and which neighbours must see an entity because it
-//! stands within the border margin of their region. Sans-IO, like the rest of `protocol`:
-//! plain numbers in, answers out.
+//! stands within the border margin of their region. [`BorderFrame`] is what a zone sends a
+//! neighbour each tick: the entities near their border, quantized and coded whole with the
+//! snapshot codec (a recording's keyframe, with a header naming the zone, the tick and the
+//! schema). Sans-IO, like the rest of `protocol`: bytes and numbers in, answers out.
 //!
 //! ```
 //! use glam::Vec2;
@@ -17,7 +19,11 @@
 //! assert_eq!(zones.near(0, p).collect::<Vec<_>>(), vec![1]);
 //! ```
 
+use std::sync::Arc;
+
 use glam::Vec2;
+
+use super::snapshot::{Interest, Schema, SenderConfig, SnapshotReceiver, SnapshotSender, WorldSnapshot};
 
 /// A zone's number: its index in the layout.
 pub type ZoneId = u16;
@@ -177,6 +183,95 @@ impl ZoneLayout {
     }
 }
 
+/// The first bytes of a border frame.
+pub const BORDER_MAGIC: [u8; 4] = *b"VZB1";
+
+/// Bytes of a border frame's header: magic, zone, tick, schema fingerprint.
+pub const BORDER_HEADER: usize = 4 + 2 + 4 + 8;
+
+/// Why bytes are not a border frame this zone can use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BorderError {
+    /// Shorter than a header, or not starting with [`BORDER_MAGIC`].
+    #[error("not a border frame")]
+    NotAFrame,
+    /// Made with another schema (a zone of another game, or another version of it).
+    #[error("the border frame's schema is not this server's")]
+    Schema,
+    /// The snapshot does not decode, or names another tick than its header.
+    #[error("the border frame's snapshot does not decode")]
+    Snapshot,
+    /// The snapshot could not be encoded (a snapshot the codec refuses).
+    #[error("the border frame could not be encoded")]
+    Encode,
+}
+
+/// What one zone sends a neighbour for one tick: the entities within the margin of the
+/// neighbour's region, as the owning zone sees them (read-only for the neighbour).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BorderFrame {
+    /// The zone that owns the entities.
+    pub zone: ZoneId,
+    /// Its tick.
+    pub tick: u32,
+    /// The entities (ids as the owning zone numbers them).
+    pub snapshot: WorldSnapshot,
+}
+
+/// The snapshot codec's settings for border frames: no history (each frame stands alone:
+/// pub/sub may lose any of them), no prediction.
+const BORDER_SENDER: SenderConfig = SenderConfig { history: 1, predict: false, max_baseline_age: 63 };
+
+impl BorderFrame {
+    /// Encodes zone `zone`'s border entities (`snapshot`, its tick the frame's) for the bus.
+    ///
+    /// # Errors
+    /// [`BorderError::Encode`] when the codec cannot take the snapshot whole.
+    pub fn encode(zone: ZoneId, snapshot: &Arc<WorldSnapshot>, schema: &Arc<Schema>) -> Result<Vec<u8>, BorderError> {
+        let mut out = Vec::with_capacity(BORDER_HEADER + 64);
+        out.extend_from_slice(&BORDER_MAGIC);
+        out.extend_from_slice(&zone.to_le_bytes());
+        out.extend_from_slice(&snapshot.tick().to_le_bytes());
+        out.extend_from_slice(&schema.fingerprint().to_le_bytes());
+        let mut interest = Vec::new();
+        Interest::everything(snapshot, &mut interest);
+        out.resize(BORDER_HEADER + super::recording::whole_snapshot_room(schema, snapshot.len(), 0), 0);
+        let mut sender = SnapshotSender::new(schema.clone(), BORDER_SENDER);
+        match sender.encode(snapshot, &interest, &mut out[BORDER_HEADER..]) {
+            Ok(stats) if stats.deferred == 0 => {
+                out.truncate(BORDER_HEADER + stats.bytes);
+                Ok(out)
+            }
+            _ => Err(BorderError::Encode),
+        }
+    }
+
+    /// Decodes a frame from the bus with this server's `schema`.
+    ///
+    /// # Errors
+    /// Why the bytes are not a usable frame.
+    pub fn decode(bytes: &[u8], schema: &Arc<Schema>) -> Result<Self, BorderError> {
+        let header = bytes.get(..BORDER_HEADER).ok_or(BorderError::NotAFrame)?;
+        if header[..4] != BORDER_MAGIC {
+            return Err(BorderError::NotAFrame);
+        }
+        let zone = u16::from_le_bytes([header[4], header[5]]);
+        let tick = u32::from_le_bytes([header[6], header[7], header[8], header[9]]);
+        let mut fp = [0u8; 8];
+        fp.copy_from_slice(&header[10..18]);
+        if u64::from_le_bytes(fp) != schema.fingerprint() {
+            return Err(BorderError::Schema);
+        }
+        let mut receiver = SnapshotReceiver::new(schema.clone(), 1);
+        match receiver.decode(&bytes[BORDER_HEADER..]) {
+            Ok(t) if t == tick => {}
+            _ => return Err(BorderError::Snapshot),
+        }
+        let snapshot = receiver.latest().cloned().ok_or(BorderError::Snapshot)?;
+        Ok(Self { zone, tick, snapshot })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -244,5 +339,72 @@ mod tests {
         assert_eq!(ZoneLayout::new(vec![r(0.0, 2.0), r(1.0, 3.0)], 1.0), Err(ZoneError::Overlap(0, 1)));
         assert!(ZoneLayout::grid(Vec2::ZERO, Vec2::ZERO, 2, 2, 1.0).is_err());
         assert!(ZoneLayout::new(vec![r(0.0, 1.0), r(1.0, 2.0)], 0.0).is_ok(), "touching is not overlapping");
+    }
+
+    mod border {
+        use super::super::*;
+        use crate::protocol::quant::Bits;
+        use crate::protocol::snapshot::SnapshotBuilder;
+
+        crate::replicated! {
+            /// A dot.
+            #[derive(Debug, Clone, PartialEq)]
+            pub struct Dot {
+                /// Where.
+                pub x: u32 = Bits(20),
+                /// What.
+                pub y: u8 = Bits(8),
+            }
+        }
+
+        fn schema() -> Arc<Schema> {
+            let mut s = Schema::new();
+            s.register::<Dot>().unwrap();
+            Arc::new(s)
+        }
+
+        fn snapshot(schema: &Schema, tick: u32, dots: &[(u32, u32)]) -> Arc<WorldSnapshot> {
+            let mut b = SnapshotBuilder::new(schema, tick);
+            for &(id, x) in dots {
+                b.insert(id, &Dot { x, y: 3 }).unwrap();
+            }
+            Arc::new(b.finish().unwrap())
+        }
+
+        #[test]
+        fn a_frame_round_trips_with_its_zone_tick_and_quantized_entities() {
+            let schema = schema();
+            let s = snapshot(&schema, 77, &[(5, 95), (9, 1 << 19), (1 << 20, 0)]);
+            let bytes = BorderFrame::encode(3, &s, &schema).unwrap();
+            let f = BorderFrame::decode(&bytes, &schema).unwrap();
+            assert_eq!((f.zone, f.tick), (3, 77));
+            assert_eq!(f.snapshot.ids(), s.ids());
+            for id in s.ids() {
+                assert_eq!(f.snapshot.read::<Dot>(&schema, *id), s.read::<Dot>(&schema, *id));
+            }
+            let empty = BorderFrame::encode(1, &snapshot(&schema, 78, &[]), &schema).unwrap();
+            assert!(BorderFrame::decode(&empty, &schema).unwrap().snapshot.is_empty());
+        }
+
+        #[test]
+        fn foreign_or_broken_bytes_are_refused() {
+            let schema = schema();
+            let bytes = BorderFrame::encode(0, &snapshot(&schema, 5, &[(1, 1), (2, 2)]), &schema).unwrap();
+            assert_eq!(BorderFrame::decode(&bytes[..10], &schema), Err(BorderError::NotAFrame));
+            assert_eq!(BorderFrame::decode(b"VOLLEYRPxxxxxxxxxxxxxx", &schema), Err(BorderError::NotAFrame));
+            let other = Arc::new(Schema::new());
+            assert_eq!(BorderFrame::decode(&bytes, &other), Err(BorderError::Schema));
+            let mut wrong_tick = bytes.clone();
+            wrong_tick[6] ^= 1;
+            assert_eq!(BorderFrame::decode(&wrong_tick, &schema), Err(BorderError::Snapshot));
+            assert_eq!(BorderFrame::decode(&bytes[..BORDER_HEADER + 1], &schema), Err(BorderError::Snapshot));
+            // Every flipped byte and every cut: an error or a frame, never a panic.
+            for i in 0..bytes.len() {
+                let mut b = bytes.clone();
+                b[i] ^= 0x5a;
+                let _ = BorderFrame::decode(&b, &schema);
+                let _ = BorderFrame::decode(&bytes[..i], &schema);
+            }
+        }
     }
 }
