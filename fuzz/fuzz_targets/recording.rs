@@ -50,7 +50,9 @@ fn recording(seed: &[u8]) -> Vec<u8> {
         let snap = Arc::new(b.finish().expect("distinct ids"));
         let events = [Event::Message { to: Recipient::All, reliable: t % 2 == 0, data: vec![t as u8; 3].into() }];
         let gap = seed.first().is_some_and(|s| u32::from(*s) == t);
-        file.extend(w.push(FrameIn { tick: t, snapshot: Some(&snap), events: &events, after_gap: gap }).unwrap_or_default());
+        file.extend(
+            w.push(FrameIn { tick: t, snapshot: Some(&snap), events: &events, after_gap: gap }).unwrap_or_default(),
+        );
     }
     file.extend(w.finish().unwrap_or_default());
     file
