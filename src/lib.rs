@@ -11,7 +11,7 @@
 //! - [`testing`] — the deterministic stepper: server and clients one tick at a time in
 //!   memory, on a virtual clock, through link conditioners.
 //! - [`transport`] — real UDP sockets as a `Transmit` sink.
-//! - [`util`] — small helpers (hex for keys and tokens).
+//! - [`util`] — small helpers (hex for keys and tokens, comparing secrets).
 //! - [`prelude`] — what a game's server and client code usually needs, in one import.
 //!
 //! Games and programs built on it live in crates of their own in the workspace: the

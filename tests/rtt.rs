@@ -10,18 +10,6 @@ use std::time::Duration;
 use tokio::net::UdpSocket;
 use volley::prelude::*;
 
-struct Quiet;
-
-impl World for Quiet {
-    fn schema(&self) -> Schema {
-        Schema::new()
-    }
-    fn leave(&mut self, _: PlayerId) {}
-    fn input(&mut self, _: PlayerId, _: &[u8]) {}
-    fn tick(&mut self, _: u32, _: Duration) {}
-    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
-}
-
 /// The median of `n` echoes between two plain UDP sockets on loopback, in milliseconds.
 async fn socket_ping(n: usize) -> f64 {
     let a = UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -57,7 +45,8 @@ fn server_rtt_ms(server: &ServerHandle) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_and_server_rtt_on_loopback_agree_with_a_socket_ping() {
     let key = [3u8; 32];
-    let server = start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), Quiet).await.unwrap();
+    let server =
+        start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), volley::testing::EmptyWorld).await.unwrap();
     let p = TokenParams::new(DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
     let c = GameClient::new(ConnectToken::generate(&p, &key).unwrap(), Arc::new(Schema::new()), unix_now());
     let mut client = UdpClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap();

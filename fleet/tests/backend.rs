@@ -19,22 +19,11 @@ use volley_fleet::client::{FetchError, TokenClient, signed_request};
 const KEY: [u8; 32] = [8; 32];
 const SECRET: &[u8] = b"account-service-secret";
 
-struct Quiet;
-impl World for Quiet {
-    fn schema(&self) -> Schema {
-        Schema::new()
-    }
-    fn leave(&mut self, _: PlayerId) {}
-    fn input(&mut self, _: PlayerId, _: &[u8]) {}
-    fn tick(&mut self, _: u32, _: Duration) {}
-    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
-}
-
 async fn setup(tune: impl FnOnce(&mut BackendConfig)) -> (ServerHandle, BackendHandle) {
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY);
     config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
     config.max_players = 1000;
-    let server = volley::server::start(config, Quiet).await.unwrap();
+    let server = volley::server::start(config, volley::testing::EmptyWorld).await.unwrap();
     let spec = ServerSpec { public: server.addr(), admin: server.admin_addr().unwrap() };
     let auth = Auth { secret: Some(SECRET.to_vec()), api_keys: vec!["trusted-key".into()] };
     let mut config = BackendConfig {
@@ -151,29 +140,17 @@ async fn bad_input_gets_clear_errors_and_is_counted() {
     }
 
     let (_, text) = raw(a, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
-    let promtool = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join("promtool"))
-        .find(|p| p.is_file());
-    match promtool {
-        Some(p) => {
-            let mut child = std::process::Command::new(p)
-                .args(["check", "metrics"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
-            let out = child.wait_with_output().unwrap();
-            assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "promtool: {out:?}");
-        }
-        None => assert_eq!(
-            std::env::var("VOLLEY_SKIP_PROMETHEUS").as_deref(),
-            Ok("1"),
-            "promtool is not installed (apt-get install prometheus), or set VOLLEY_SKIP_PROMETHEUS=1"
-        ),
+    if let Some(promtool) = volley::testing::require_tool("promtool", "prometheus", "VOLLEY_SKIP_PROMETHEUS") {
+        let mut child = std::process::Command::new(promtool)
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "promtool: {out:?}");
     }
 }
 

@@ -6,26 +6,12 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use volley::protocol::quant::Bits;
-use volley::protocol::snapshot::{Schema, SnapshotBuilder};
+use volley::protocol::snapshot::SnapshotBuilder;
 use volley::protocol::zone::BorderFrame;
 
-volley::replicated! {
-    /// A thing.
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct Thing {
-        /// Where.
-        pub x: u32 = Bits(12),
-        /// What.
-        pub y: u8 = Bits(5),
-    }
-}
-
-fn schema() -> Arc<Schema> {
-    let mut s = Schema::new();
-    s.register::<Thing>().expect("one kind");
-    Arc::new(s)
-}
+#[path = "../common/thing.rs"]
+mod thing;
+use thing::{Thing, schema};
 
 fuzz_target!(|data: &[u8]| {
     let schema = schema();

@@ -6,27 +6,13 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use volley::protocol::quant::Bits;
 use volley::protocol::recording::{Event, FrameIn, Header, Playhead, Recipient, RecordWriter, Recording};
 use volley::protocol::session::PROTOCOL_VERSION;
-use volley::protocol::snapshot::{Schema, SnapshotBuilder};
+use volley::protocol::snapshot::SnapshotBuilder;
 
-volley::replicated! {
-    /// A thing.
-    #[derive(Debug, Clone, PartialEq)]
-    pub struct Thing {
-        /// Where.
-        pub x: u32 = Bits(12),
-        /// What.
-        pub y: u8 = Bits(5),
-    }
-}
-
-fn schema() -> Arc<Schema> {
-    let mut s = Schema::new();
-    s.register::<Thing>().expect("one kind");
-    Arc::new(s)
-}
+#[path = "../common/thing.rs"]
+mod thing;
+use thing::{Thing, schema};
 
 /// A valid recording of a few dozen ticks whose content comes from `seed`.
 fn recording(seed: &[u8]) -> Vec<u8> {

@@ -44,11 +44,6 @@ pub struct Admin {
     pub show_addresses: bool,
 }
 
-/// Compares in time that does not depend on where the two differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
 /// A response: status, content type, body.
 type Response = (u16, &'static str, String);
 
@@ -59,7 +54,7 @@ impl Admin {
         let guarded = matches!(path, "/metrics" | "/players");
         if let (true, Some(token)) = (guarded, &self.token) {
             let given = authorization.and_then(|a| a.strip_prefix("Bearer ")).map(str::trim);
-            if !given.is_some_and(|g| same_secret(g.as_bytes(), token.as_bytes())) {
+            if !given.is_some_and(|g| crate::util::secret::same(g.as_bytes(), token.as_bytes())) {
                 return (401, "text/plain", "a bearer token is required\n".into());
             }
         }

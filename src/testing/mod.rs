@@ -456,7 +456,7 @@ impl<W: World> Stepper<W> {
                         self.boards.insert(id, BoardSender::new(columns));
                     }
                     self.dir.add_world(id, options, world.relevancy());
-                    let mut h = Hosted { world: Box::new(NoWorld), sim, stride, pending: Vec::new() };
+                    let mut h = Hosted { world: Box::new(EmptyWorld), sim, stride, pending: Vec::new() };
                     h.sim.guard(WorldFault::PanicInJoin, || world.started(id, &self.worlds));
                     h.world = world;
                     self.hosted.insert(id, h);
@@ -806,10 +806,20 @@ impl<W: World> Stepper<W> {
     }
 }
 
-/// A placeholder while a hosted world is told it started.
-struct NoWorld;
+/// A world with nothing in it: no schema, no entities, inputs ignored. For tests about
+/// connections, the admin listener or a fleet, where the game does not matter.
+///
+/// ```
+/// # async fn run() -> Result<(), volley::server::StartError> {
+/// use volley::prelude::*;
+/// let config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), [7; 32]);
+/// let server = volley::server::start(config, volley::testing::EmptyWorld).await?;
+/// # let _ = server; Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EmptyWorld;
 
-impl World for NoWorld {
+impl World for EmptyWorld {
     fn schema(&self) -> Schema {
         Schema::default()
     }
@@ -817,6 +827,31 @@ impl World for NoWorld {
     fn input(&mut self, _: PlayerId, _: &[u8]) {}
     fn tick(&mut self, _: u32, _: Duration) {}
     fn snapshot(&self, _: &mut crate::protocol::snapshot::SnapshotBuilder<'_>) {}
+}
+
+/// The path of an external program a test needs (`promtool`, `prometheus`, `nats-server`),
+/// looked up on `PATH`. CI installs them (`tests/run.sh`), so a missing one fails the test
+/// with how to install it (`package`), unless the environment variable `skip_var` is `1`:
+/// then it says so on stderr and returns `None`, and the test returns early.
+///
+/// # Panics
+/// When the program is missing and `skip_var` is not `1`.
+pub fn require_tool(name: &str, package: &str, skip_var: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => Some(p),
+        None if std::env::var(skip_var).as_deref() == Ok("1") => {
+            eprintln!("SKIPPED: {name} is not installed and {skip_var}=1");
+            None
+        }
+        None => panic!(
+            "{name} is not installed: `apt-get install {package}` (tests/run.sh does), or set {skip_var}=1 to skip"
+        ),
+    }
 }
 
 #[cfg(test)]

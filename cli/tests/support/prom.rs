@@ -13,21 +13,7 @@ use std::time::Duration;
 /// missing tool fails the test, unless `VOLLEY_SKIP_PROMETHEUS=1` says to skip (then it says
 /// so on stderr and returns `None`).
 pub fn require_tool(name: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(name))
-        .find(|p| p.is_file());
-    match found {
-        Some(p) => Some(p),
-        None if std::env::var("VOLLEY_SKIP_PROMETHEUS").as_deref() == Ok("1") => {
-            eprintln!("SKIPPED: {name} is not installed and VOLLEY_SKIP_PROMETHEUS=1");
-            None
-        }
-        None => panic!(
-            "{name} is not installed: `apt-get install prometheus` (tests/run.sh does), or set VOLLEY_SKIP_PROMETHEUS=1 to skip"
-        ),
-    }
+    volley::testing::require_tool(name, "prometheus", "VOLLEY_SKIP_PROMETHEUS")
 }
 
 /// Runs `tool args` with `input` on stdin.

@@ -55,11 +55,6 @@ impl std::fmt::Debug for Auth {
     }
 }
 
-/// Compares in time that does not depend on where the two differ.
-fn same(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
 fn mac(secret: &[u8], player: &str, expires_unix: u64) -> [u8; 32] {
     // HMAC accepts keys of any length; new_from_slice cannot fail for it.
     let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).unwrap_or_else(|_| unreachable!("HMAC takes any key"));
@@ -93,7 +88,7 @@ impl Auth {
         now: Duration,
     ) -> Result<(), AuthError> {
         if let Some(given) = bearer {
-            return if self.api_keys.iter().any(|k| same(k.as_bytes(), given.as_bytes())) {
+            return if self.api_keys.iter().any(|k| volley::util::secret::same(k.as_bytes(), given.as_bytes())) {
                 Ok(())
             } else {
                 Err(AuthError::BadKey)
@@ -103,7 +98,7 @@ impl Auth {
             return Err(AuthError::Missing);
         };
         let given = volley::util::hex::decode_array::<32>(signature).map_err(|_| AuthError::BadSignature)?;
-        if !same(&given, &mac(secret, player, expires)) {
+        if !volley::util::secret::same(&given, &mac(secret, player, expires)) {
             return Err(AuthError::BadSignature);
         }
         let now = now.as_secs();

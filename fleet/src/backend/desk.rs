@@ -66,6 +66,9 @@ pub enum Refusal {
     /// No server has room.
     #[error("no server has room")]
     NoRoom,
+    /// The backend failed (a token could not be minted, or a lock was poisoned by a panic).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Refusal {
@@ -77,6 +80,7 @@ impl Refusal {
             Self::Auth(AuthError::TooFarAhead) => 400,
             Self::PlayerRate | Self::AddressRate => 429,
             Self::NoRoom => 503,
+            Self::Internal(_) => 500,
         }
     }
 
@@ -90,13 +94,23 @@ impl Refusal {
             Self::BadPlayer => "bad_player",
             Self::PlayerRate | Self::AddressRate => "rate_limited",
             Self::NoRoom => "no_room",
+            Self::Internal(_) => "internal",
         }
     }
 }
 
 /// Every outcome label, for describing the metric up front.
-pub const OUTCOMES: [&str; 8] =
-    ["minted", "bad_request", "expired", "unauthenticated", "bad_signature", "bad_player", "rate_limited", "no_room"];
+pub const OUTCOMES: [&str; 9] = [
+    "minted",
+    "bad_request",
+    "expired",
+    "unauthenticated",
+    "bad_signature",
+    "bad_player",
+    "rate_limited",
+    "no_room",
+    "internal",
+];
 
 /// The desk's settings.
 #[derive(Debug, Clone)]
@@ -167,6 +181,15 @@ impl Desk {
     /// Entries in the two rate limiters' tables.
     pub fn limiter_entries(&self) -> usize {
         self.players.len() + self.addresses.len()
+    }
+
+    /// Handles a request whose body could not be read (over [`MAX_BODY`], or the connection
+    /// broke): the address is charged like any request's, so such requests are limited too.
+    pub fn handle_unreadable(&mut self, peer: IpAddr, now: Duration) -> Refusal {
+        match self.addresses.take(&peer, now) {
+            Err(_) => Refusal::AddressRate,
+            Ok(()) => Refusal::BadRequest(format!("the body is over {MAX_BODY} bytes or broken")),
+        }
     }
 
     /// Handles one request: `body` as received, the `Authorization: Bearer` value if any,
@@ -294,5 +317,18 @@ mod tests {
         let e = d.handle(&signed("alice", 1030), None, PEER, now, Duration::ZERO).unwrap_err();
         assert_eq!((e.status(), e.label()), (429, "rate_limited"));
         assert!(d.handle(&signed("bob", 1030), None, PEER, now, Duration::ZERO).is_ok());
+    }
+
+    #[test]
+    fn unreadable_bodies_count_against_the_address() {
+        let mut d = desk();
+        let t = Duration::ZERO;
+        for _ in 0..100 {
+            assert_eq!(d.handle_unreadable(PEER, t).label(), "bad_request");
+        }
+        // The burst is spent by unreadable bodies alone: the next request of any kind waits.
+        assert_eq!(d.handle_unreadable(PEER, t).label(), "rate_limited");
+        let e = d.handle(br#"{"player":"a"}"#, Some("api"), PEER, Duration::from_secs(1000), t).unwrap_err();
+        assert_eq!(e.label(), "rate_limited");
     }
 }

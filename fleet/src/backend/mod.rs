@@ -185,26 +185,24 @@ async fn token(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let decided = match body {
-        Err(_) => Err(Refusal::BadRequest(format!("the body is over {} bytes or broken", desk::MAX_BODY))),
-        Ok(body) => {
-            let now_unix = volley::server::unix_now();
-            let now = shared.now();
-            match shared.desk.lock() {
-                Ok(mut d) => d.handle(&body, bearer, peer.ip(), now_unix, now),
-                Err(_) => Err(Refusal::NoRoom),
-            }
-        }
+    let now = shared.now();
+    let decided = match shared.desk.lock() {
+        Err(_) => Err(Refusal::Internal("the desk's lock is poisoned".into())),
+        Ok(mut d) => match body {
+            Err(_) => Err(d.handle_unreadable(peer.ip(), now)),
+            Ok(body) => d.handle(&body, bearer, peer.ip(), volley::server::unix_now(), now),
+        },
     };
-    let response = match decided.map(|params| desk::mint(&params, &shared.key)) {
-        Ok(Ok(grant)) => {
+    let minted = decided.and_then(|params| {
+        desk::mint(&params, &shared.key).map_err(|e| {
+            tracing::warn!(error = %e, "a token could not be minted");
+            Refusal::Internal(e)
+        })
+    });
+    let response = match minted {
+        Ok(grant) => {
             shared.figures.count("minted");
             (StatusCode::OK, axum::Json(grant)).into_response()
-        }
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "a token could not be minted");
-            shared.figures.count("no_room");
-            json_error(500, &e)
         }
         Err(refusal) => {
             shared.figures.count(refusal.label());
