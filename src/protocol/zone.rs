@@ -23,7 +23,9 @@ use std::sync::Arc;
 
 use glam::Vec2;
 
-use super::snapshot::{Interest, Schema, SenderConfig, SnapshotReceiver, SnapshotSender, WorldSnapshot};
+use super::snapshot::{
+    EntityRef, Interest, Schema, SenderConfig, SnapshotBuilder, SnapshotReceiver, SnapshotSender, WorldSnapshot,
+};
 
 /// A zone's number: its index in the layout.
 pub type ZoneId = u16;
@@ -180,6 +182,36 @@ impl ZoneLayout {
     /// within the margin of `p`, in order.
     pub fn near(&self, zone: ZoneId, p: Vec2) -> impl Iterator<Item = ZoneId> + '_ {
         self.neighbours(zone).iter().copied().filter(move |&n| self.regions[usize::from(n)].distance(p) <= self.margin)
+    }
+}
+
+impl ZoneLayout {
+    /// Zone `me`'s border entities for each neighbour, picked from its tick's `snapshot`: the
+    /// entities within the margin of the neighbour's region, wherever `position` (the game's
+    /// reading of an entity's replicated state) puts them; entities without a position are
+    /// not shared. One snapshot per neighbour that sees any (with the tick of `snapshot`),
+    /// in neighbour order; a neighbour that sees nothing gets an empty one, so it knows the
+    /// zone is alive.
+    pub fn border(
+        &self,
+        me: ZoneId,
+        snapshot: &WorldSnapshot,
+        schema: &Schema,
+        position: impl Fn(EntityRef<'_>) -> Option<Vec2>,
+    ) -> Vec<(ZoneId, WorldSnapshot)> {
+        let neighbours = self.neighbours(me);
+        let mut builders: Vec<SnapshotBuilder<'_>> =
+            neighbours.iter().map(|_| SnapshotBuilder::new(schema, snapshot.tick())).collect();
+        for e in snapshot.iter() {
+            let Some(p) = position(e) else { continue };
+            for (i, &n) in neighbours.iter().enumerate() {
+                if self.regions[usize::from(n)].distance(p) <= self.margin {
+                    // Its kind is the snapshot's, so the schema's: this cannot fail.
+                    let _ = builders[i].copy_entity(e);
+                }
+            }
+        }
+        neighbours.iter().zip(builders).map(|(&n, b)| (n, b.finish_keeping_first(None).0)).collect()
     }
 }
 
@@ -384,6 +416,25 @@ mod tests {
             }
             let empty = BorderFrame::encode(1, &snapshot(&schema, 78, &[]), &schema).unwrap();
             assert!(BorderFrame::decode(&empty, &schema).unwrap().snapshot.is_empty());
+        }
+
+        #[test]
+        fn each_neighbour_gets_the_entities_within_the_margin_of_its_region() {
+            let schema = schema();
+            // A 2×2 grid of 100-unit zones, margin 10; a dot's x is its position on the
+            // diagonal line y = x, and id 7 has no position.
+            let z = ZoneLayout::grid(Vec2::ZERO, Vec2::splat(200.0), 2, 2, 10.0).unwrap();
+            let s = snapshot(&schema, 9, &[(1, 50), (2, 91), (3, 95), (4, 89), (7, 95)]);
+            let position = |e: EntityRef<'_>| (e.id != 7).then(|| Vec2::splat(e.words[0] as f32));
+            let border = z.border(0, &s, &schema, position);
+            let ids: Vec<(ZoneId, Vec<u32>)> = border.iter().map(|(n, b)| (*n, b.ids().to_vec())).collect();
+            // (95, 95) is 7.1 from zone 3's corner; (91, 91) is 12.7 from it but 9 from 1 and 2.
+            assert_eq!(ids, vec![(1, vec![2, 3]), (2, vec![2, 3]), (3, vec![3])]);
+            assert!(border.iter().all(|(_, b)| b.tick() == 9));
+            assert_eq!(border[0].1.read::<Dot>(&schema, 3), s.read::<Dot>(&schema, 3));
+            let none = z.border(0, &snapshot(&schema, 10, &[(1, 50)]), &schema, position);
+            assert_eq!(none.len(), 3, "every neighbour hears from the zone, even with nothing to show");
+            assert!(none.iter().all(|(_, b)| b.is_empty()));
         }
 
         #[test]

@@ -182,6 +182,7 @@ pub mod spawn;
 pub mod spectate;
 pub mod world;
 pub(crate) mod worlds;
+pub mod zone;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -42,6 +42,9 @@ pub enum SpawnError {
     /// The server is shutting down.
     #[error("the server is not running")]
     NotRunning,
+    /// A zone's options do not fit its layout.
+    #[error("{0}")]
+    Zone(String),
 }
 
 /// A world that takes the game's own messages of type `M` (from its matchmaker, its
@@ -434,7 +437,54 @@ impl Worlds {
         let delay = delay.min(super::spectate::MAX_DELAY);
         let ticks = (delay.as_secs_f64() * f64::from(self.inner.server_hz)).round() as u32;
         let (tx, rx) = std::sync::mpsc::sync_channel(super::spectate::FEED_QUEUE);
-        let tap = Box::new(super::spectate::Feed(tx));
+        self.tap(source, Box::new(super::spectate::Feed(tx)))?;
+        let world = super::spectate::SpectatorWorld::live((*self.inner.schema).clone(), rx, ticks, follow);
+        self.spawn(options, world)
+    }
+
+    /// Makes world `source` zone `zone.me` of a map split among several servers (see
+    /// [`zone`](super::zone)): its snapshots are tapped for the neighbours, and a border world
+    /// of kind `border.kind` (declared in the server's world kinds, like any world's) starts,
+    /// watched by every player, showing what the neighbours share. The returned
+    /// [`ZoneLink`](super::zone::ZoneLink) is the bus's side: hand it to a bus shell (the
+    /// `volley-zones` crate's, on NATS).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use volley::prelude::*;
+    /// # use volley::protocol::zone::ZoneLayout;
+    /// # use volley::server::zone::{ZoneGame, ZoneOptions};
+    /// # use volley::server::{WorldId, WorldOptions, Worlds};
+    /// # fn f(worlds: &Worlds, game: Arc<dyn ZoneGame>) -> Result<(), Box<dyn std::error::Error>> {
+    /// let layout = ZoneLayout::grid(glam::Vec2::ZERO, glam::Vec2::splat(1000.0), 2, 2, 60.0)?;
+    /// let link = worlds.zone(WorldId::ENTRY, ZoneOptions::new(layout, 0, game), WorldOptions::new("border"))?;
+    /// # let _ = link; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Worlds::spawn`] for the border world; [`SpawnError::Zone`] when `zone.me` is not
+    /// in the layout.
+    pub fn zone(
+        &self,
+        source: WorldId,
+        zone: super::zone::ZoneOptions,
+        border: WorldOptions,
+    ) -> Result<super::zone::ZoneLink, SpawnError> {
+        if usize::from(zone.me) >= zone.layout.len() {
+            return Err(SpawnError::Zone(format!("zone {} is not in a layout of {}", zone.me, zone.layout.len())));
+        }
+        let border = border.watched_by_everyone();
+        let stride = self.check(&border, &self.inner.schema)?;
+        let hz = f64::from(self.inner.server_hz) / f64::from(stride);
+        let fade_ticks = (zone.fade_after.as_secs_f64() * hz).ceil() as u64;
+        let (tap, world, link) = super::zone::parts(self.inner.schema.clone(), &zone, fade_ticks);
+        let border = self.spawn_handling(border, world)?;
+        self.tap(source, Box::new(tap))?;
+        Ok(link(border))
+    }
+
+    /// Hands world `source`'s frames to `tap` from its next tick.
+    fn tap(&self, source: WorldId, tap: Box<dyn super::record::Tap>) -> Result<(), SpawnError> {
         match &self.inner.backend {
             Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Tap(source, tap))).unwrap_or(()),
             Backend::Actors(b) => {
@@ -443,8 +493,7 @@ impl Worlds {
                 b.broadcaster.cast(tap).map_err(|_| SpawnError::NotRunning)?;
             }
         }
-        let world = super::spectate::SpectatorWorld::live((*self.inner.schema).clone(), rx, ticks, follow);
-        self.spawn(options, world)
+        Ok(())
     }
 
     /// The worlds running (on the actor server; in the stepper, see its own accessors).

@@ -285,15 +285,22 @@ impl<'s> SnapshotBuilder<'s> {
     /// When one of its kinds is not in this builder's schema, or has another word count (the
     /// entities before it were added).
     pub fn copy_from(&mut self, snapshot: &WorldSnapshot) -> Result<(), WorldError> {
-        for e in snapshot.iter() {
-            let fits = self.schema.kind(e.kind).is_some_and(|k| k.words() == e.words.len());
-            if !fits {
-                return Err(WorldError::UnknownKind("a copied entity's kind"));
-            }
-            let start = self.words.len();
-            self.words.extend_from_slice(e.words);
-            self.entries.push((e.id, e.kind, start as u32));
+        snapshot.iter().try_for_each(|e| self.copy_entity(e))
+    }
+
+    /// Adds one entity of another snapshot as it is (a zone's border entities, picked from
+    /// its snapshot).
+    ///
+    /// # Errors
+    /// When its kind is not in this builder's schema, or has another word count.
+    pub fn copy_entity(&mut self, e: EntityRef<'_>) -> Result<(), WorldError> {
+        let fits = self.schema.kind(e.kind).is_some_and(|k| k.words() == e.words.len());
+        if !fits {
+            return Err(WorldError::UnknownKind("a copied entity's kind"));
         }
+        let start = self.words.len();
+        self.words.extend_from_slice(e.words);
+        self.entries.push((e.id, e.kind, start as u32));
         Ok(())
     }
 

@@ -1,0 +1,414 @@
+//! Zones: one map split among several server processes (see `docs/zones.md`). A zone server
+//! runs the part of the map its [`ZoneLayout`] gives it in an ordinary world, and shares
+//! what stands near its borders with the neighbouring zones over a message bus; what its
+//! neighbours share with it is shown to its players, read-only, beside its own entities.
+//!
+//! [`Worlds::zone`](super::Worlds::zone) makes a running world a zone. It taps the world's
+//! snapshots and starts a second world, the *border world*, which every player of the
+//! server watches: it holds the newest border entities each neighbour sent, and the
+//! ordinary merge puts them into each player's snapshot, with one budget and one priority
+//! order across both. What comes back is a [`ZoneLink`], the bus's side of it: a bus shell
+//! (the `volley-zones` crate runs one on NATS) takes the frames to publish from
+//! [`ZoneLink::next_frames`] and hands what it receives to [`ZoneLink::handle_frame`]. The
+//! link does the work (picking the border entities, encoding, decoding); the shell only
+//! moves bytes, so the same code runs over NATS, in memory and in the stepper.
+//!
+//! A neighbour that goes quiet (its process gone, or the bus down) has its entities removed
+//! after [`ZoneOptions::fade_after`], counted; they return with its next frame.
+//!
+//! The game gives the zone what only it knows ([`ZoneGame`]): where an entity stands, where
+//! a player stands, and how far players see.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use glam::Vec2;
+
+use super::record::Tap;
+use super::spawn::{Handles, WorldRef};
+use super::world::{PlayerId, Relevancy, World};
+use crate::protocol::recording::Event;
+use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::zone::{BorderError, BorderFrame, ZoneId, ZoneLayout};
+
+/// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
+/// second at 60 Hz): a shell further behind loses the oldest, counted.
+pub const ZONE_QUEUE: usize = 4;
+
+/// What a zone needs to know of the game.
+///
+/// ```
+/// use glam::Vec2;
+/// use volley::protocol::snapshot::{EntityRef, WorldSnapshot};
+/// use volley::server::PlayerId;
+/// use volley::server::zone::ZoneGame;
+///
+/// /// Every entity's first two words are its position in whole units.
+/// struct Dots;
+/// impl ZoneGame for Dots {
+///     fn position(&self, e: EntityRef<'_>) -> Option<Vec2> {
+///         Some(Vec2::new(*e.words.first()? as f32, *e.words.get(1)? as f32))
+///     }
+///     fn view_radius(&self) -> f32 {
+///         30.0
+///     }
+/// }
+/// ```
+pub trait ZoneGame: Send + Sync + 'static {
+    /// Where an entity stands, read from its replicated state (`None`: it has no place, and
+    /// is never shared with a neighbour).
+    fn position(&self, entity: EntityRef<'_>) -> Option<Vec2>;
+
+    /// How far a player sees: a border entity farther than this from the player is not
+    /// shown to it. The layout's margin should be at least this, or players near a border
+    /// miss what their neighbours did not send.
+    fn view_radius(&self) -> f32;
+
+    /// Where `player` stands, in its zone's newest snapshot `home`. By default the
+    /// position of the entity whose id is the player's id (as the reference game numbers
+    /// avatars); `None` shows the player no border entities.
+    fn viewer(&self, home: &WorldSnapshot, player: PlayerId) -> Option<Vec2> {
+        home.get(home.find(player)?).and_then(|e| self.position(e))
+    }
+
+    /// The border entities `player` sees, into `out` by ascending index of `border` (a
+    /// [`Relevancy`] for the border world, which knows where the player stands from `home`).
+    /// By default those within [`ZoneGame::view_radius`] of [`ZoneGame::viewer`], nearer
+    /// ones first in priority (2 at the player, 1 at the radius).
+    fn border_interest(&self, home: &WorldSnapshot, border: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
+        out.clear();
+        let Some(me) = self.viewer(home, player) else { return };
+        let r2 = self.view_radius() * self.view_radius();
+        for (index, e) in border.iter().enumerate() {
+            let Some(p) = self.position(e) else { continue };
+            let d2 = p.distance_squared(me);
+            if d2 <= r2 {
+                out.push(Interest { index: index as u32, priority: 2.0 - d2 / r2.max(f32::MIN_POSITIVE) });
+            }
+        }
+    }
+}
+
+/// How a world runs as a zone.
+#[derive(Clone)]
+pub struct ZoneOptions {
+    /// The map's zones (the same on every zone server).
+    pub layout: ZoneLayout,
+    /// This server's zone.
+    pub me: ZoneId,
+    /// What the game knows.
+    pub game: Arc<dyn ZoneGame>,
+    /// A neighbour silent this long has its entities removed until it speaks again.
+    pub fade_after: Duration,
+}
+
+impl std::fmt::Debug for ZoneOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZoneOptions")
+            .field("layout", &self.layout)
+            .field("me", &self.me)
+            .field("fade_after", &self.fade_after)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ZoneOptions {
+    /// Zone `me` of `layout`; neighbours fade after half a second of silence.
+    pub fn new(layout: ZoneLayout, me: ZoneId, game: Arc<dyn ZoneGame>) -> Self {
+        Self { layout, me, game, fade_after: Duration::from_millis(500) }
+    }
+}
+
+/// A zone's figures: plain counters, read by the server's metrics and by tests.
+#[derive(Debug, Default)]
+pub struct ZoneCounters {
+    /// Frames published to neighbours.
+    pub frames_out: AtomicU64,
+    /// Border entities published (summed over frames).
+    pub entities_out: AtomicU64,
+    /// Frames from neighbours handed to the border world.
+    pub frames_in: AtomicU64,
+    /// Frames from neighbours refused (not a frame, another schema, broken, not a neighbour).
+    pub frames_refused: AtomicU64,
+    /// Ticks whose border entities were not published: the bus shell was behind, or the
+    /// border world's queue was full.
+    pub frames_dropped: AtomicU64,
+    /// Times a neighbour's entities faded because it went quiet.
+    pub fades: AtomicU64,
+    /// Border entities shown now (all neighbours).
+    pub entities_in: AtomicU64,
+}
+
+/// One frame to publish: to which neighbour, and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutFrame {
+    /// The neighbour.
+    pub to: ZoneId,
+    /// The tick it is of.
+    pub tick: u32,
+    /// The encoded [`BorderFrame`].
+    pub bytes: bytes::Bytes,
+}
+
+/// Why a received frame was not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameRefused {
+    /// The bytes are not a usable frame.
+    #[error(transparent)]
+    Border(#[from] BorderError),
+    /// It comes from a zone that is not this zone's neighbour (or from this zone).
+    #[error("border frame from zone {0}, which is not a neighbour")]
+    NotNeighbour(ZoneId),
+    /// The border world is behind (its queue is full) or stopped.
+    #[error("the border world did not take the frame")]
+    Behind,
+}
+
+/// The bus's side of a zone (see the module docs): frames to publish out, frames received in.
+#[derive(Debug)]
+pub struct ZoneLink {
+    me: ZoneId,
+    layout: ZoneLayout,
+    game: Arc<dyn ZoneGame>,
+    schema: Arc<Schema>,
+    snapshots: tokio::sync::mpsc::Receiver<Arc<WorldSnapshot>>,
+    border: WorldRef<BorderFrame>,
+    counters: Arc<ZoneCounters>,
+}
+
+impl std::fmt::Debug for dyn ZoneGame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ZoneGame")
+    }
+}
+
+impl ZoneLink {
+    /// This zone.
+    pub fn me(&self) -> ZoneId {
+        self.me
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &ZoneLayout {
+        &self.layout
+    }
+
+    /// The border world (every player watches it).
+    pub fn border_world(&self) -> super::WorldId {
+        self.border.id()
+    }
+
+    /// The zone's figures.
+    pub fn counters(&self) -> &Arc<ZoneCounters> {
+        &self.counters
+    }
+
+    /// The next tick's frames to publish, one per neighbour (an empty one too: it tells the
+    /// neighbour this zone is alive), picked and encoded here, off the tick's path. `None`
+    /// once the zone's world has stopped.
+    pub async fn next_frames(&mut self) -> Option<Vec<OutFrame>> {
+        let snapshot = self.snapshots.recv().await?;
+        Some(self.frames_of(&snapshot))
+    }
+
+    /// [`ZoneLink::next_frames`] without waiting: the frames of the oldest tick not yet
+    /// taken, if there is one (for in-memory buses and the stepper).
+    pub fn try_next_frames(&mut self) -> Option<Vec<OutFrame>> {
+        let snapshot = self.snapshots.try_recv().ok()?;
+        Some(self.frames_of(&snapshot))
+    }
+
+    /// The frames of one snapshot of the zone's world.
+    pub fn frames_of(&self, snapshot: &WorldSnapshot) -> Vec<OutFrame> {
+        let game = &self.game;
+        let border = self.layout.border(self.me, snapshot, &self.schema, |e| game.position(e));
+        let mut out = Vec::with_capacity(border.len());
+        for (to, part) in border {
+            let n = part.len() as u64;
+            match BorderFrame::encode(self.me, &Arc::new(part), &self.schema) {
+                Ok(bytes) => {
+                    self.counters.frames_out.fetch_add(1, Ordering::Relaxed);
+                    self.counters.entities_out.fetch_add(n, Ordering::Relaxed);
+                    out.push(OutFrame { to, tick: snapshot.tick(), bytes: bytes.into() });
+                }
+                Err(e) => {
+                    self.counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(zone = self.me, to, error = %e, "a border frame could not be encoded");
+                }
+            }
+        }
+        out
+    }
+
+    /// A frame received from the bus: decoded and handed to the border world for its next
+    /// tick.
+    ///
+    /// # Errors
+    /// Why it was not used (counted in [`ZoneCounters::frames_refused`] or
+    /// [`ZoneCounters::frames_dropped`]).
+    pub fn handle_frame(&self, bytes: &[u8]) -> Result<(), FrameRefused> {
+        let refused = |e: FrameRefused| {
+            self.counters.frames_refused.fetch_add(1, Ordering::Relaxed);
+            e
+        };
+        let frame = BorderFrame::decode(bytes, &self.schema).map_err(|e| refused(e.into()))?;
+        if !self.layout.neighbours(self.me).contains(&frame.zone) {
+            return Err(refused(FrameRefused::NotNeighbour(frame.zone)));
+        }
+        self.border.send(frame).map_err(|_| {
+            self.counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
+            FrameRefused::Behind
+        })?;
+        self.counters.frames_in.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The tap on a zone's world: its newest snapshot for the border relevancy, and every
+/// snapshot for the bus shell (bounded: a shell behind loses ticks, counted).
+pub(crate) struct ZoneTap {
+    pub newest: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
+    pub tx: tokio::sync::mpsc::Sender<Arc<WorldSnapshot>>,
+    pub counters: Arc<ZoneCounters>,
+}
+
+impl Tap for ZoneTap {
+    fn frame(&mut self, _tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, _events: &[Event]) -> bool {
+        let Some(snapshot) = snapshot else { return true };
+        if let Ok(mut n) = self.newest.write() {
+            *n = Some(snapshot.clone());
+        }
+        match self.tx.try_send(snapshot.clone()) {
+            Ok(()) => true,
+            Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
+                self.counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            // The link is gone: stop sharing, keep the relevancy's view fresh.
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => true,
+        }
+    }
+}
+
+/// A neighbour's newest frame, and when (in border-world ticks) it came.
+struct Heard {
+    frame: BorderFrame,
+    at: u64,
+}
+
+/// The border world: the newest border entities of each neighbour, read-only (see the
+/// module docs).
+pub(crate) struct BorderWorld {
+    pub schema: Schema,
+    pub me: ZoneId,
+    pub game: Arc<dyn ZoneGame>,
+    pub home: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
+    pub fade_ticks: u64,
+    pub counters: Arc<ZoneCounters>,
+    heard: BTreeMap<ZoneId, Heard>,
+    ticks: u64,
+}
+
+impl BorderWorld {
+    pub fn new(
+        schema: Schema,
+        options: &ZoneOptions,
+        home: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
+        fade_ticks: u64,
+        counters: Arc<ZoneCounters>,
+    ) -> Self {
+        Self {
+            schema,
+            me: options.me,
+            game: options.game.clone(),
+            home,
+            fade_ticks: fade_ticks.max(1),
+            counters,
+            heard: BTreeMap::new(),
+            ticks: 0,
+        }
+    }
+}
+
+impl Handles<BorderFrame> for BorderWorld {
+    fn handle(&mut self, frame: BorderFrame) {
+        let zone = frame.zone;
+        // A frame older than the one shown (reordered on the bus) is left out.
+        if self.heard.get(&zone).is_some_and(|h| h.frame.tick >= frame.tick && self.ticks - h.at < self.fade_ticks) {
+            return;
+        }
+        if !self.heard.contains_key(&zone) {
+            tracing::info!(zone = self.me, neighbour = zone, "border entities from a neighbour");
+        }
+        self.heard.insert(zone, Heard { frame, at: self.ticks });
+    }
+}
+
+impl World for BorderWorld {
+    fn schema(&self) -> Schema {
+        self.schema.clone()
+    }
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {
+        self.ticks += 1;
+        let (now, fade) = (self.ticks, self.fade_ticks);
+        let (me, counters) = (self.me, &self.counters);
+        self.heard.retain(|zone, h| {
+            let alive = now - h.at <= fade;
+            if !alive {
+                counters.fades.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(zone = me, neighbour = zone, "a neighbour went quiet: its border entities fade");
+            }
+            alive
+        });
+        let n: usize = self.heard.values().map(|h| h.frame.snapshot.len()).sum();
+        counters.entities_in.store(n as u64, Ordering::Relaxed);
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        for h in self.heard.values() {
+            for e in h.frame.snapshot.iter() {
+                // The frame decoded with this schema: its kinds fit.
+                let _ = out.copy_entity(e);
+            }
+        }
+    }
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        Arc::new(BorderRelevancy { game: self.game.clone(), home: self.home.clone() })
+    }
+}
+
+/// Who sees which border entity: the game's [`ZoneGame::border_interest`], with the zone's
+/// newest snapshot to find the player in.
+struct BorderRelevancy {
+    game: Arc<dyn ZoneGame>,
+    home: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
+}
+
+impl Relevancy for BorderRelevancy {
+    fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
+        out.clear();
+        let home = self.home.read().ok().and_then(|h| h.clone());
+        if let Some(home) = home {
+            self.game.border_interest(&home, world, player, out);
+        }
+    }
+}
+
+/// Builds a zone's link and border world; [`Worlds::zone`](super::Worlds::zone) starts them.
+pub(crate) fn parts(
+    schema: Arc<Schema>,
+    options: &ZoneOptions,
+    fade_ticks: u64,
+) -> (ZoneTap, BorderWorld, impl FnOnce(WorldRef<BorderFrame>) -> ZoneLink) {
+    let newest = Arc::new(RwLock::new(None));
+    let counters = Arc::new(ZoneCounters::default());
+    let (tx, rx) = tokio::sync::mpsc::channel(ZONE_QUEUE);
+    let tap = ZoneTap { newest: newest.clone(), tx, counters: counters.clone() };
+    let world = BorderWorld::new((*schema).clone(), options, newest, fade_ticks, counters.clone());
+    let (me, layout, game) = (options.me, options.layout.clone(), options.game.clone());
+    let link = move |border| ZoneLink { me, layout, game, schema, snapshots: rx, border, counters };
+    (tap, world, link)
+}
