@@ -3,22 +3,25 @@
 # Installs what it needs on a fresh machine: cargo-fuzz from crates.io, Prometheus and promtool
 # from Debian's `prometheus` package (the observability tests run a real Prometheus), and protoc
 # and the well-known types from `protobuf-compiler` and `libprotobuf-dev` (the agones crate
-# compiles the Agones SDK's protos).
+# compiles the Agones SDK's protos), and Debian's `nats-server` (the zone tests run a real NATS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Debian installs nats-server in /usr/sbin, which a user's PATH may lack.
+export PATH="$PATH:/usr/sbin:/sbin"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 step() { printf '\n== %s ==\n' "$*"; }
 
 step "tools"
-if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/descriptor.proto ]; then
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/descriptor.proto ] || ! command -v nats-server >/dev/null; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus protobuf-compiler libprotobuf-dev >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus protobuf-compiler libprotobuf-dev nats-server >/dev/null
 fi
 prometheus --version 2>&1 | head -n 1
 protoc --version
+nats-server --version
 
 step "format"
 cargo fmt --all -- --check

@@ -174,7 +174,7 @@ pub struct ZoneLink {
     game: Arc<dyn ZoneGame>,
     schema: Arc<Schema>,
     snapshots: tokio::sync::mpsc::Receiver<Arc<WorldSnapshot>>,
-    border: WorldRef<BorderFrame>,
+    inbox: ZoneInbox,
     counters: Arc<ZoneCounters>,
 }
 
@@ -197,7 +197,7 @@ impl ZoneLink {
 
     /// The border world (every player watches it).
     pub fn border_world(&self) -> super::WorldId {
-        self.border.id()
+        self.inbox.border.id()
     }
 
     /// The zone's figures.
@@ -242,6 +242,31 @@ impl ZoneLink {
         out
     }
 
+    /// A frame received from the bus ([`ZoneInbox::handle_frame`]).
+    ///
+    /// # Errors
+    /// Why it was not used.
+    pub fn handle_frame(&self, bytes: &[u8]) -> Result<(), FrameRefused> {
+        self.inbox.handle_frame(bytes)
+    }
+
+    /// The receiving side, to hand to the bus shell's subscriber task.
+    pub fn inbox(&self) -> ZoneInbox {
+        self.inbox.clone()
+    }
+}
+
+/// The receiving side of a zone's link: cheap to clone, used from any task.
+#[derive(Debug, Clone)]
+pub struct ZoneInbox {
+    me: ZoneId,
+    neighbours: Arc<[ZoneId]>,
+    schema: Arc<Schema>,
+    border: WorldRef<BorderFrame>,
+    counters: Arc<ZoneCounters>,
+}
+
+impl ZoneInbox {
     /// A frame received from the bus: decoded and handed to the border world for its next
     /// tick.
     ///
@@ -254,7 +279,7 @@ impl ZoneLink {
             e
         };
         let frame = BorderFrame::decode(bytes, &self.schema).map_err(|e| refused(e.into()))?;
-        if !self.layout.neighbours(self.me).contains(&frame.zone) {
+        if !self.neighbours.contains(&frame.zone) {
             return Err(refused(FrameRefused::NotNeighbour(frame.zone)));
         }
         self.border.send(frame).map_err(|_| {
@@ -263,6 +288,11 @@ impl ZoneLink {
         })?;
         self.counters.frames_in.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// This zone.
+    pub fn me(&self) -> ZoneId {
+        self.me
     }
 }
 
@@ -409,6 +439,10 @@ pub(crate) fn parts(
     let tap = ZoneTap { newest: newest.clone(), tx, counters: counters.clone() };
     let world = BorderWorld::new((*schema).clone(), options, newest, fade_ticks, counters.clone());
     let (me, layout, game) = (options.me, options.layout.clone(), options.game.clone());
-    let link = move |border| ZoneLink { me, layout, game, schema, snapshots: rx, border, counters };
+    let link = move |border| {
+        let neighbours = layout.neighbours(me).into();
+        let inbox = ZoneInbox { me, neighbours, schema: schema.clone(), border, counters: counters.clone() };
+        ZoneLink { me, layout, game, schema, snapshots: rx, inbox, counters }
+    };
     (tap, world, link)
 }

@@ -1,0 +1,184 @@
+//! One volley world over several server processes: the bus shell that carries zones' border
+//! frames over [NATS](https://nats.io).
+//!
+//! The framework does the zone's work ([`volley::server::zone`]: which entities stand near
+//! which border, encoding and decoding them, the border world every player watches). This
+//! crate only moves the bytes: each zone subscribes to its own subject,
+//! `{prefix}.{zone}.border`, and publishes each tick's frame for a neighbour on the
+//! neighbour's subject. NATS' core pub/sub delivers at most once, which is what per-tick
+//! state wants: a lost frame is replaced by the next.
+//!
+//! While the bus is down, the zone runs alone: its frames are left out (counted in
+//! [`ZoneCounters::frames_dropped`](volley::server::zone::ZoneCounters)), its neighbours'
+//! entities fade, and the client reconnects every [`BusConfig::reconnect_every`] until the
+//! bus returns, when both flow again.
+//!
+//! ```no_run
+//! # async fn f(link: volley::server::zone::ZoneLink) -> Result<(), volley_zones::BusError> {
+//! let bus = volley_zones::ZoneBus::start(link, volley_zones::BusConfig::new("nats://127.0.0.1:4222")).await?;
+//! // ... the server runs ...
+//! bus.stop();
+//! # Ok(()) }
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use volley::protocol::zone::ZoneId;
+use volley::server::zone::{ZoneCounters, ZoneLink};
+
+/// Where the bus is and how to use it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BusConfig {
+    /// The NATS server (`nats://host:port`; several, comma-separated, for a cluster).
+    pub url: String,
+    /// The subjects' prefix: zone `k` listens on `{prefix}.{k}.border`. Several maps can share
+    /// one NATS with different prefixes.
+    pub prefix: String,
+    /// How long to wait between attempts to reach the bus when it is down.
+    pub reconnect_every: Duration,
+}
+
+impl BusConfig {
+    /// The bus at `url`, prefix `volley.zone`, reconnecting every 250 ms.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self { url: url.into(), prefix: "volley.zone".into(), reconnect_every: Duration::from_millis(250) }
+    }
+
+    /// The subject zone `zone` receives its neighbours' border frames on.
+    pub fn border_subject(&self, zone: ZoneId) -> String {
+        format!("{}.{zone}.border", self.prefix)
+    }
+}
+
+/// Why the bus shell did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    /// The URL or options were refused.
+    #[error("cannot use the bus at {url}: {error}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Why.
+        error: String,
+    },
+    /// The subscription was refused.
+    #[error("cannot subscribe to {subject}: {error}")]
+    Subscribe {
+        /// The subject.
+        subject: String,
+        /// Why.
+        error: String,
+    },
+}
+
+/// A zone's bus shell, running (see the crate docs).
+#[derive(Debug)]
+pub struct ZoneBus {
+    client: async_nats::Client,
+    connected: Arc<AtomicBool>,
+    counters: Arc<ZoneCounters>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl ZoneBus {
+    /// Connects to the bus (or keeps trying: a zone starts whether or not the bus is up),
+    /// subscribes to the zone's subject and starts moving frames both ways.
+    ///
+    /// # Errors
+    /// When the URL is not one NATS' client can use.
+    pub async fn start(mut link: ZoneLink, config: BusConfig) -> Result<Self, BusError> {
+        let me = link.me();
+        let connected = Arc::new(AtomicBool::new(false));
+        let events = connected.clone();
+        let every = config.reconnect_every;
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("volley-zone-{me}"))
+            .retry_on_initial_connect()
+            .max_reconnects(None)
+            .reconnect_delay_callback(move |attempts| if attempts <= 1 { Duration::ZERO } else { every })
+            .connection_timeout(Duration::from_secs(1))
+            .event_callback(move |event| {
+                let connected = events.clone();
+                async move {
+                    match event {
+                        async_nats::Event::Connected => {
+                            connected.store(true, Ordering::Relaxed);
+                            tracing::info!(zone = me, "the zone bus is connected");
+                        }
+                        async_nats::Event::Disconnected => {
+                            connected.store(false, Ordering::Relaxed);
+                            tracing::warn!(zone = me, "the zone bus is down: this zone runs alone until it returns");
+                        }
+                        other => tracing::debug!(zone = me, event = %other, "zone bus event"),
+                    }
+                }
+            })
+            .connect(config.url.as_str())
+            .await
+            .map_err(|e| BusError::Connect { url: config.url.clone(), error: e.to_string() })?;
+        let subject = config.border_subject(me);
+        let mut subscriber = client
+            .subscribe(subject.clone())
+            .await
+            .map_err(|e| BusError::Subscribe { subject: subject.clone(), error: e.to_string() })?;
+        let inbox = link.inbox();
+        let receive = tokio::spawn(async move {
+            while let Some(message) = subscriber.next().await {
+                if let Err(e) = inbox.handle_frame(&message.payload) {
+                    tracing::debug!(zone = me, error = %e, "a border frame was not used");
+                }
+            }
+        });
+        let counters = link.counters().clone();
+        let (publisher, up, dropped) = (client.clone(), connected.clone(), counters.clone());
+        let subjects: Vec<String> = (0..link.layout().len()).map(|z| config.border_subject(z as ZoneId)).collect();
+        let publish = tokio::spawn(async move {
+            while let Some(frames) = link.next_frames().await {
+                // While the bus is down nothing is queued for it: a stale frame is worth
+                // nothing once it returns.
+                if !up.load(Ordering::Relaxed) {
+                    dropped.frames_dropped.fetch_add(frames.len() as u64, Ordering::Relaxed);
+                    continue;
+                }
+                for f in frames {
+                    let Some(subject) = subjects.get(usize::from(f.to)) else { continue };
+                    if publisher.publish(subject.clone(), f.bytes).await.is_err() {
+                        dropped.frames_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        });
+        Ok(Self { client, connected, counters, tasks: vec![receive, publish] })
+    }
+
+    /// Whether the bus is reachable now.
+    pub fn is_connected(&self) -> bool {
+        self.connected.load(Ordering::Relaxed)
+    }
+
+    /// The zone's figures.
+    pub fn counters(&self) -> &Arc<ZoneCounters> {
+        &self.counters
+    }
+
+    /// The NATS client (for the game's own subjects).
+    pub fn client(&self) -> &async_nats::Client {
+        &self.client
+    }
+
+    /// Stops moving frames (the zone's neighbours see it go quiet).
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for ZoneBus {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}

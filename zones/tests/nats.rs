@@ -1,0 +1,178 @@
+//! Two zone servers over a real `nats-server` on loopback, with real UDP clients: a player
+//! walking towards the border sees zone 1's dots within its view radius, each once and with
+//! zone 1's words; NATS killed for 5 s: both zones keep ticking and the border fades; NATS
+//! back on the same port: the border returns within 2 s.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use volley::prelude::*;
+use volley_zones::{BusConfig, ZoneBus};
+
+#[path = "support/dots.rs"]
+mod dots;
+use dots::{RADIUS, Zone, read_view, within};
+
+const KEY: [u8; 32] = [7; 32];
+
+struct Nats {
+    path: std::path::PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Nats {
+    fn start(path: std::path::PathBuf) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut n = Self { path, port, child: None };
+        n.restart();
+        n
+    }
+
+    fn restart(&mut self) {
+        let child = Command::new(&self.path)
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let began = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(began.elapsed() < Duration::from_secs(10), "nats-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Nats {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+async fn zone_server(me: u16, url: &str) -> (ServerHandle, ZoneBus) {
+    let (world, link) = Zone::new(me);
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY);
+    config.world_kinds = vec!["zone".into(), "border".into()];
+    let server = volley::server::start(config, world).await.unwrap();
+    let began = Instant::now();
+    let link = loop {
+        if let Some(l) = link.lock().unwrap().take() {
+            break l;
+        }
+        assert!(began.elapsed() < Duration::from_secs(5), "the zone did not start");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let bus = ZoneBus::start(link, BusConfig::new(url)).await.unwrap();
+    (server, bus)
+}
+
+async fn client(server: &ServerHandle, id: u64) -> UdpClient {
+    let p = TokenParams::new(DEFAULT_PROTOCOL_ID, id, server.addr(), unix_now().as_secs());
+    let token = ConnectToken::generate(&p, &KEY).unwrap();
+    let c = GameClient::new(token, Arc::new(dots::schema()), unix_now());
+    UdpClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap()
+}
+
+/// What the clients should see from across the border.
+#[derive(Clone, Copy, PartialEq)]
+enum Expect {
+    /// What the oracle says.
+    Oracle,
+    /// Nothing (the border faded).
+    Nothing,
+    /// Anything (a change under way).
+    Any,
+}
+
+/// Steps the clients for `d`, checking every new snapshot against what is expected; returns
+/// how many showed dots from across the border.
+async fn play(clients: &mut [UdpClient], next: &mut tokio::time::Instant, d: Duration, expect: Expect) -> usize {
+    let frames = d.as_millis() / 16;
+    let mut across_seen = 0;
+    for _ in 0..frames {
+        *next += Duration::from_millis(16);
+        for c in clients.iter_mut() {
+            c.step(&[1], *next).await;
+            let (Some(got), Some(me)) = (c.client.latest(), c.client.client_index()) else { continue };
+            let (mine, across) = read_view(got, me);
+            across_seen += usize::from(!across.is_empty());
+            match expect {
+                Expect::Any => continue,
+                Expect::Nothing => {
+                    assert!(across.is_empty(), "the bus is down: nothing from across the border");
+                    continue;
+                }
+                Expect::Oracle => {}
+            }
+            // The view radius, give or take one tick of the avatar's walk (the border world's
+            // relevancy reads the zone's newest snapshot, which may be a tick ahead).
+            let sure = within(mine, RADIUS - 1.0);
+            let maybe = within(mine, RADIUS + 1.0);
+            for (id, words) in &sure {
+                assert_eq!(across.get(id), Some(words), "dot {id} of zone 1 near {mine}: {across:?}");
+            }
+            for (id, words) in &across {
+                assert_eq!(maybe.get(id), Some(words), "dot {id} of zone 1 shown to a player at {mine}");
+            }
+        }
+    }
+    across_seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zones_share_their_borders_over_nats_and_ride_out_its_loss() {
+    let Some(path) = volley::testing::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
+    let mut nats = Nats::start(path);
+    let (a, bus_a) = zone_server(0, &nats.url()).await;
+    let (b, bus_b) = zone_server(1, &nats.url()).await;
+    let mut clients = Vec::new();
+    for i in 0..3 {
+        clients.push(client(&a, 1 + i).await);
+    }
+    let mut next = tokio::time::Instant::now();
+    // Connect and let the frames start flowing.
+    play(&mut clients, &mut next, Duration::from_millis(1500), Expect::Any).await;
+    assert!(bus_a.is_connected() && bus_b.is_connected());
+    let across = play(&mut clients, &mut next, Duration::from_secs(4), Expect::Oracle).await;
+    assert!(across > 3 * 60, "{across} snapshots showed zone 1's dots");
+
+    // NATS gone for 5 s.
+    let ticks = (a.metrics().totals().ticks, b.metrics().totals().ticks);
+    nats.kill();
+    play(&mut clients, &mut next, Duration::from_millis(1000), Expect::Any).await;
+    assert_eq!(bus_a.counters().entities_in.load(Ordering::Relaxed), 0, "zone 1's dots faded");
+    play(&mut clients, &mut next, Duration::from_secs(4), Expect::Nothing).await;
+    let after = (a.metrics().totals().ticks, b.metrics().totals().ticks);
+    assert!(after.0 >= ticks.0 + 250 && after.1 >= ticks.1 + 250, "both zones kept ticking: {ticks:?} → {after:?}");
+    assert!(!bus_a.is_connected());
+
+    // Back: the border returns within 2 s.
+    nats.restart();
+    let back = Instant::now();
+    while bus_a.counters().entities_in.load(Ordering::Relaxed) == 0 {
+        assert!(back.elapsed() < Duration::from_secs(2), "the border did not return within 2 s of NATS");
+        play(&mut clients, &mut next, Duration::from_millis(32), Expect::Any).await;
+    }
+    let took = back.elapsed();
+    let across = play(&mut clients, &mut next, Duration::from_secs(3), Expect::Oracle).await;
+    assert!(across > 3 * 30, "{across} snapshots showed zone 1's dots after the return");
+    eprintln!("border back {took:?} after NATS; zone 0: {:?}", bus_a.counters());
+    assert_eq!(bus_a.counters().frames_refused.load(Ordering::Relaxed), 0);
+    assert!(bus_a.counters().fades.load(Ordering::Relaxed) >= 1);
+}
