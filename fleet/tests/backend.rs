@@ -140,18 +140,7 @@ async fn bad_input_gets_clear_errors_and_is_counted() {
     }
 
     let (_, text) = raw(a, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
-    if let Some(promtool) = volley::testing::require_tool("promtool", "prometheus", "VOLLEY_SKIP_PROMETHEUS") {
-        let mut child = std::process::Command::new(promtool)
-            .args(["check", "metrics"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        std::io::Write::write_all(&mut child.stdin.take().unwrap(), text.as_bytes()).unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "promtool: {out:?}");
-    }
+    volley::testing::assert_promtool_clean(&text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

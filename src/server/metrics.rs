@@ -10,8 +10,8 @@
 //! (the admin endpoint `/players`).
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedString, Unit};
@@ -21,6 +21,7 @@ use serde::Serialize;
 use crate::protocol::netcode::{DisconnectReason, DropReason};
 use crate::protocol::session::SessionEnd;
 use crate::server::world::WorldFault;
+use crate::server::zone::ZoneCounters;
 
 const RING: usize = 1024;
 
@@ -441,6 +442,8 @@ pub struct ServerMetrics {
     per_player: Mutex<BTreeMap<u32, PlayerStats>>,
     /// Figures by world kind, once the server has declared its kinds.
     kinds: std::sync::OnceLock<Vec<KindFigures>>,
+    /// The figures of the zones this server runs ([`ServerMetrics::add_zone`]).
+    zones: Mutex<Vec<Arc<ZoneCounters>>>,
     hist: Histograms,
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
@@ -583,6 +586,7 @@ impl ServerMetrics {
             input_effect_us: Mutex::default(),
             per_player: Mutex::default(),
             kinds: std::sync::OnceLock::new(),
+            zones: Mutex::new(Vec::new()),
             hist,
             recorder,
             handle,
@@ -685,6 +689,34 @@ impl ServerMetrics {
         d("volley_players", None, "Players connected.");
         d("volley_client_messages_total", None, "Messages from clients handed to the world.");
         d("volley_recorded_frames_total", None, "World ticks written to recordings.");
+        d(
+            "volley_zone_border_frames_total",
+            None,
+            "Border frames this zone published to its neighbours (out) and took from them (in).",
+        );
+        d(
+            "volley_zone_border_frames_dropped_total",
+            None,
+            "Border frames left out: the bus down or behind, or the border world's queue full.",
+        );
+        d(
+            "volley_zone_border_frames_refused_total",
+            None,
+            "Border frames received that were not used: not a frame, another schema, broken, or not from a neighbour.",
+        );
+        d(
+            "volley_zone_border_entities_sent_total",
+            None,
+            "Border entities published to neighbours (summed over frames).",
+        );
+        d("volley_zone_border_entities", None, "Border entities of the neighbours shown now.");
+        d("volley_zone_fades_total", None, "Times a neighbour went quiet and its border entities faded.");
+        d(
+            "volley_zone_bus_up",
+            None,
+            "1 while the zone's message bus is connected; 0 when it is down or the server runs no zone.",
+        );
+        d("volley_zone_bus_rtt_seconds", Some(Unit::Seconds), "The newest round trip to the message bus.");
         d(
             "volley_recording_dropped_frames_total",
             None,
@@ -1184,6 +1216,13 @@ impl ServerMetrics {
         g.set(value);
     }
 
+    /// Reports a zone's figures (`volley_zone_*`) from now on.
+    pub fn add_zone(&self, counters: Arc<ZoneCounters>) {
+        if let Ok(mut z) = self.zones.lock() {
+            z.push(counters);
+        }
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -1227,6 +1266,21 @@ impl ServerMetrics {
         self.tables[5].store(rows as u64, Ordering::Relaxed);
         self.counter("volley_client_messages_total", &[], get(&self.client_messages));
         self.counter("volley_recorded_frames_total", &[], get(&self.recording[0]));
+        // Every server exports the zone series (zeros when it runs no zone), so dashboards
+        // and alerts see one set of names everywhere.
+        if let Ok(zones) = self.zones.lock() {
+            let sum = |f: fn(&ZoneCounters) -> &AtomicU64| zones.iter().map(|z| get(f(z))).sum::<u64>();
+            self.counter("volley_zone_border_frames_total", &[("direction", "out")], sum(|z| &z.frames_out));
+            self.counter("volley_zone_border_frames_total", &[("direction", "in")], sum(|z| &z.frames_in));
+            self.counter("volley_zone_border_frames_dropped_total", &[], sum(|z| &z.frames_dropped));
+            self.counter("volley_zone_border_frames_refused_total", &[], sum(|z| &z.frames_refused));
+            self.counter("volley_zone_border_entities_sent_total", &[], sum(|z| &z.entities_out));
+            self.gauge("volley_zone_border_entities", &[], sum(|z| &z.entities_in) as f64);
+            self.counter("volley_zone_fades_total", &[], sum(|z| &z.fades));
+            self.gauge("volley_zone_bus_up", &[], zones.iter().map(|z| get(&z.bus_up)).min().unwrap_or(0) as f64);
+            let rtt = zones.iter().map(|z| get(&z.bus_rtt_us)).max().unwrap_or(0);
+            self.gauge("volley_zone_bus_rtt_seconds", &[], rtt as f64 / 1e6);
+        }
         self.counter("volley_recording_dropped_frames_total", &[], get(&self.recording[1]));
         self.counter("volley_recorded_bytes_total", &[], get(&self.recording[2]));
         self.counter("volley_recording_failures_total", &[], get(&self.recording[3]));

@@ -480,7 +480,11 @@ impl Worlds {
         let (tap, world, link) = super::zone::parts(self.inner.schema.clone(), &zone, fade_ticks);
         let border = self.spawn_handling(border, world)?;
         self.tap(source, Box::new(tap))?;
-        Ok(link(border))
+        let link = link(border);
+        if let Backend::Actors(b) = &self.inner.backend {
+            b.metrics.add_zone(link.counters().clone());
+        }
+        Ok(link)
     }
 
     /// Hands world `source`'s frames to `tap` from its next tick.

@@ -139,6 +139,10 @@ pub struct ZoneCounters {
     pub fades: AtomicU64,
     /// Border entities shown now (all neighbours).
     pub entities_in: AtomicU64,
+    /// 1 while the bus shell is connected to the bus.
+    pub bus_up: AtomicU64,
+    /// The bus shell's newest round trip to the bus, microseconds.
+    pub bus_rtt_us: AtomicU64,
 }
 
 /// One frame to publish: to which neighbour, and its bytes.

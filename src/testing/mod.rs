@@ -829,6 +829,30 @@ impl World for EmptyWorld {
     fn snapshot(&self, _: &mut crate::protocol::snapshot::SnapshotBuilder<'_>) {}
 }
 
+/// Asserts that a Prometheus text exposition passes `promtool check metrics` with nothing to
+/// say (names, units, help, types). Needs `promtool` ([`require_tool`], skipped with
+/// `VOLLEY_SKIP_PROMETHEUS=1`).
+///
+/// # Panics
+/// When promtool finds anything, or cannot be run.
+pub fn assert_promtool_clean(exposition: &str) {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let Some(promtool) = require_tool("promtool", "prometheus", "VOLLEY_SKIP_PROMETHEUS") else { return };
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("promtool does not start: {e}"));
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(exposition.as_bytes()).unwrap_or_else(|e| panic!("promtool's stdin: {e}"));
+    }
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("promtool: {e}"));
+    assert!(out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(), "promtool: {out:?}");
+}
+
 /// The path of an external program a test needs (`promtool`, `prometheus`, `nats-server`),
 /// looked up on `PATH`. CI installs them (`tests/run.sh`), so a missing one fails the test
 /// with how to install it (`package`), unless the environment variable `skip_var` is `1`:

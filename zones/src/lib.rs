@@ -47,6 +47,11 @@ impl BusConfig {
         Self { url: url.into(), prefix: "volley.zone".into(), reconnect_every: Duration::from_millis(250) }
     }
 
+    /// The subject zone `zone` times its round trips to the bus on.
+    pub fn rtt_subject(&self, zone: ZoneId) -> String {
+        format!("{}.{zone}.rtt", self.prefix)
+    }
+
     /// The subject zone `zone` receives its neighbours' border frames on.
     pub fn border_subject(&self, zone: ZoneId) -> String {
         format!("{}.{zone}.border", self.prefix)
@@ -93,6 +98,8 @@ impl ZoneBus {
         let me = link.me();
         let connected = Arc::new(AtomicBool::new(false));
         let events = connected.clone();
+        let counters = link.counters().clone();
+        let bus_up = counters.clone();
         let every = config.reconnect_every;
         let client = async_nats::ConnectOptions::new()
             .name(format!("volley-zone-{me}"))
@@ -102,14 +109,17 @@ impl ZoneBus {
             .connection_timeout(Duration::from_secs(1))
             .event_callback(move |event| {
                 let connected = events.clone();
+                let bus_up = bus_up.clone();
                 async move {
                     match event {
                         async_nats::Event::Connected => {
                             connected.store(true, Ordering::Relaxed);
+                            bus_up.bus_up.store(1, Ordering::Relaxed);
                             tracing::info!(zone = me, "the zone bus is connected");
                         }
                         async_nats::Event::Disconnected => {
                             connected.store(false, Ordering::Relaxed);
+                            bus_up.bus_up.store(0, Ordering::Relaxed);
                             tracing::warn!(zone = me, "the zone bus is down: this zone runs alone until it returns");
                         }
                         other => tracing::debug!(zone = me, event = %other, "zone bus event"),
@@ -132,7 +142,6 @@ impl ZoneBus {
                 }
             }
         });
-        let counters = link.counters().clone();
         let (publisher, up, dropped) = (client.clone(), connected.clone(), counters.clone());
         let subjects: Vec<String> = (0..link.layout().len()).map(|z| config.border_subject(z as ZoneId)).collect();
         let publish = tokio::spawn(async move {
@@ -151,7 +160,8 @@ impl ZoneBus {
                 }
             }
         });
-        Ok(Self { client, connected, counters, tasks: vec![receive, publish] })
+        let rtt = tokio::spawn(measure_rtt(client.clone(), config.rtt_subject(me), counters.clone()));
+        Ok(Self { client, connected, counters, tasks: vec![receive, publish, rtt] })
     }
 
     /// Whether the bus is reachable now.
@@ -172,6 +182,29 @@ impl ZoneBus {
     /// Stops moving frames (the zone's neighbours see it go quiet).
     pub fn stop(self) {
         drop(self);
+    }
+}
+
+/// Once a second, a message to the zone's own subject and back through the bus: its round
+/// trip is `volley_zone_bus_rtt_seconds`.
+async fn measure_rtt(client: async_nats::Client, subject: String, counters: Arc<ZoneCounters>) {
+    let Ok(mut echoes) = client.subscribe(subject.clone()).await else { return };
+    let base = std::time::Instant::now();
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                let sent = base.elapsed().as_micros() as u64;
+                let _ = client.publish(subject.clone(), bytes::Bytes::copy_from_slice(&sent.to_le_bytes())).await;
+            }
+            echo = echoes.next() => {
+                let Some(echo) = echo else { return };
+                if let Ok(sent) = <[u8; 8]>::try_from(&echo.payload[..]) {
+                    let rtt = (base.elapsed().as_micros() as u64).saturating_sub(u64::from_le_bytes(sent));
+                    counters.bus_rtt_us.store(rtt, Ordering::Relaxed);
+                }
+            }
+        }
     }
 }
 

@@ -175,4 +175,19 @@ async fn zones_share_their_borders_over_nats_and_ride_out_its_loss() {
     eprintln!("border back {took:?} after NATS; zone 0: {:?}", bus_a.counters());
     assert_eq!(bus_a.counters().frames_refused.load(Ordering::Relaxed), 0);
     assert!(bus_a.counters().fades.load(Ordering::Relaxed) >= 1);
+
+    // The figures on /metrics, clean for promtool.
+    let text = a.metrics().render();
+    let value = |series: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(series)).unwrap_or_else(|| panic!("{series} in {text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(value("volley_zone_bus_up "), 1.0);
+    assert_eq!(value("volley_zone_fades_total "), 1.0);
+    assert!(value("volley_zone_border_frames_total{direction=\"in\"}") > 300.0);
+    assert!(value("volley_zone_border_entities_sent_total ") > 0.0, "zone 0 shares its dots at x = 95");
+    assert!(value("volley_zone_border_entities ") > 0.0);
+    let rtt = value("volley_zone_bus_rtt_seconds ");
+    assert!(rtt > 0.0 && rtt < 0.5, "bus round trip {rtt} s");
+    volley::testing::assert_promtool_clean(&text);
 }
