@@ -19,6 +19,8 @@
 //! assert_eq!(zones.near(0, p).collect::<Vec<_>>(), vec![1]);
 //! ```
 
+pub mod handoff;
+
 use std::sync::Arc;
 
 use glam::Vec2;
