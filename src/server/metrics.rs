@@ -712,6 +712,17 @@ impl ServerMetrics {
         d("volley_zone_border_entities", None, "Border entities of the neighbours shown now.");
         d("volley_zone_fades_total", None, "Times a neighbour went quiet and its border entities faded.");
         d(
+            "volley_zone_handoffs_total",
+            None,
+            "Players this zone handed to a neighbour, by outcome (refused and timed out: the player stayed).",
+        );
+        d("volley_zone_handoffs_received_total", None, "Handoffs offered to this zone by its neighbours, by outcome.");
+        d(
+            "volley_zone_handoff_wait_seconds_total",
+            Some(Unit::Seconds),
+            "Time accepted handoffs waited for the new zone's answer, summed (divide by the accepted ones for the mean).",
+        );
+        d(
             "volley_zone_bus_up",
             None,
             "1 while the zone's message bus is connected; 0 when it is down or the server runs no zone.",
@@ -1277,6 +1288,17 @@ impl ServerMetrics {
             self.counter("volley_zone_border_entities_sent_total", &[], sum(|z| &z.entities_out));
             self.gauge("volley_zone_border_entities", &[], sum(|z| &z.entities_in) as f64);
             self.counter("volley_zone_fades_total", &[], sum(|z| &z.fades));
+            for (i, outcome) in ["accepted", "refused", "timed_out"].iter().enumerate() {
+                let n = zones.iter().map(|z| get(&z.handoffs_out[i])).sum::<u64>();
+                self.counter("volley_zone_handoffs_total", &[("outcome", outcome)], n);
+            }
+            for (i, outcome) in ["accepted", "refused"].iter().enumerate() {
+                let n = zones.iter().map(|z| get(&z.handoffs_in[i])).sum::<u64>();
+                self.counter("volley_zone_handoffs_received_total", &[("outcome", outcome)], n);
+            }
+            // Kept in microseconds, printed in seconds (fix_seconds).
+            let waited = self.recorder.register_counter(&key("volley_zone_handoff_wait_seconds_total", &[]), &META);
+            waited.absolute(sum(|z| &z.handoff_us));
             self.gauge("volley_zone_bus_up", &[], zones.iter().map(|z| get(&z.bus_up)).min().unwrap_or(0) as f64);
             let rtt = zones.iter().map(|z| get(&z.bus_rtt_us)).max().unwrap_or(0);
             self.gauge("volley_zone_bus_rtt_seconds", &[], rtt as f64 / 1e6);
@@ -1324,20 +1346,26 @@ impl ServerMetrics {
             c.absolute(cpu.as_millis() as u64);
         }
         let text = self.handle.render();
-        fix_cpu_seconds(text)
+        fix_seconds(text)
     }
 }
 
-/// `metrics` counters are integers; the CPU counter is kept in milliseconds and printed here
-/// in seconds.
-fn fix_cpu_seconds(text: String) -> String {
+/// Counters in seconds kept in smaller integer units (`metrics` counters are integers), and
+/// the unit each is kept in, per second.
+const SECONDS_IN_UNITS: [(&str, f64); 2] =
+    [("process_cpu_seconds_total", 1e3), ("volley_zone_handoff_wait_seconds_total", 1e6)];
+
+/// Prints the counters of [`SECONDS_IN_UNITS`] in seconds.
+fn fix_seconds(text: String) -> String {
     let mut out = String::with_capacity(text.len());
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("process_cpu_seconds_total ")
-            && let Ok(ms) = v.trim().parse::<u64>()
-        {
-            out.push_str(&format!("process_cpu_seconds_total {:.2}\n", ms as f64 / 1000.0));
-            continue;
+    'lines: for line in text.lines() {
+        for (name, per_second) in SECONDS_IN_UNITS {
+            if let Some(v) = line.strip_prefix(name).and_then(|r| r.strip_prefix(' '))
+                && let Ok(n) = v.trim().parse::<u64>()
+            {
+                out.push_str(&format!("{name} {:.6}\n", n as f64 / per_second));
+                continue 'lines;
+            }
         }
         out.push_str(line);
         out.push('\n');

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use glam::Vec2;
@@ -31,6 +31,7 @@ use super::spawn::{Handles, WorldRef};
 use super::world::{PlayerId, Relevancy, World};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departures, Offer, Outcome};
 use crate::protocol::zone::{BorderError, BorderFrame, ZoneId, ZoneLayout};
 
 /// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
@@ -102,6 +103,15 @@ pub struct ZoneOptions {
     pub game: Arc<dyn ZoneGame>,
     /// A neighbour silent this long has its entities removed until it speaks again.
     pub fade_after: Duration,
+    /// Where this zone's players connect (its public game address): a zone without one
+    /// refuses every handoff to it.
+    pub public_addr: Option<std::net::SocketAddr>,
+    /// How long a handoff waits for the new zone's answer before the player stays.
+    pub handoff_timeout: Duration,
+    /// How long an accepted handoff waits for its player to connect (a connect token's life).
+    pub arrival_wait: Duration,
+    /// Accepted handoffs waiting for their players, at most.
+    pub max_arrivals: usize,
 }
 
 impl std::fmt::Debug for ZoneOptions {
@@ -115,9 +125,19 @@ impl std::fmt::Debug for ZoneOptions {
 }
 
 impl ZoneOptions {
-    /// Zone `me` of `layout`; neighbours fade after half a second of silence.
+    /// Zone `me` of `layout`; neighbours fade after half a second of silence; handoffs wait
+    /// 100 ms for an answer; no handoffs in until [`ZoneOptions::public_addr`] is set.
     pub fn new(layout: ZoneLayout, me: ZoneId, game: Arc<dyn ZoneGame>) -> Self {
-        Self { layout, me, game, fade_after: Duration::from_millis(500) }
+        Self {
+            layout,
+            me,
+            game,
+            fade_after: Duration::from_millis(500),
+            public_addr: None,
+            handoff_timeout: Duration::from_millis(100),
+            arrival_wait: Duration::from_secs(10),
+            max_arrivals: 4096,
+        }
     }
 }
 
@@ -139,6 +159,12 @@ pub struct ZoneCounters {
     pub fades: AtomicU64,
     /// Border entities shown now (all neighbours).
     pub entities_in: AtomicU64,
+    /// Handoffs out, by outcome ([`Outcome::label`]: accepted, refused, timed out).
+    pub handoffs_out: [AtomicU64; 3],
+    /// Handoffs out that were accepted: their total time from offer to answer, microseconds.
+    pub handoff_us: AtomicU64,
+    /// Offers from neighbours accepted, and refused.
+    pub handoffs_in: [AtomicU64; 2],
     /// 1 while the bus shell is connected to the bus.
     pub bus_up: AtomicU64,
     /// The bus shell's newest round trip to the bus, microseconds.
@@ -180,6 +206,7 @@ pub struct ZoneLink {
     snapshots: tokio::sync::mpsc::Receiver<Arc<WorldSnapshot>>,
     inbox: ZoneInbox,
     counters: Arc<ZoneCounters>,
+    handoff_timeout: Duration,
 }
 
 impl std::fmt::Debug for dyn ZoneGame {
@@ -207,6 +234,11 @@ impl ZoneLink {
     /// The zone's figures.
     pub fn counters(&self) -> &Arc<ZoneCounters> {
         &self.counters
+    }
+
+    /// How long a handoff waits for the new zone's answer.
+    pub fn handoff_timeout(&self) -> Duration {
+        self.handoff_timeout
     }
 
     /// The next tick's frames to publish, one per neighbour (an empty one too: it tells the
@@ -268,9 +300,100 @@ pub struct ZoneInbox {
     schema: Arc<Schema>,
     border: WorldRef<BorderFrame>,
     counters: Arc<ZoneCounters>,
+    public_addr: Arc<RwLock<Option<std::net::SocketAddr>>>,
+    arrivals: Arc<Mutex<Arrivals>>,
+    departures: Arc<Mutex<Departures>>,
 }
 
 impl ZoneInbox {
+    /// An offer from a neighbour (the bytes of an [`Offer`]) at `now`: the bytes of the
+    /// [`Answer`] to send back. Accepted when it is well formed, comes from a neighbour, this
+    /// zone has a public address and room for one more arrival.
+    pub fn handle_offer(&self, bytes: &[u8], now: Duration) -> Vec<u8> {
+        let public_addr = self.public_addr.read().ok().and_then(|a| *a);
+        let answer = match (Offer::decode(bytes), public_addr) {
+            (Err(e), _) => Answer::Refused { reason: e.to_string() },
+            (Ok(o), _) if !self.neighbours.contains(&o.from) => {
+                Answer::Refused { reason: format!("zone {} is not a neighbour of zone {}", o.from, self.me) }
+            }
+            (Ok(_), None) => Answer::Refused { reason: format!("zone {} takes no handoffs", self.me) },
+            (Ok(o), Some(addr)) => match self.arrivals.lock() {
+                Ok(mut a) => a.handle_offer(o, addr, now),
+                Err(_) => Answer::Refused { reason: "internal error".into() },
+            },
+        };
+        let i = usize::from(!matches!(answer, Answer::Accepted { .. }));
+        self.counters.handoffs_in[i].fetch_add(1, Ordering::Relaxed);
+        if let Answer::Refused { reason } = &answer {
+            tracing::info!(zone = self.me, %reason, "a handoff to this zone was refused");
+        }
+        answer.encode()
+    }
+
+    /// Sets where this zone's players connect (when it was not known as the zone started:
+    /// a server bound to port 0), so that it takes handoffs.
+    pub fn set_public_addr(&self, addr: std::net::SocketAddr) {
+        if let Ok(mut a) = self.public_addr.write() {
+            *a = Some(addr);
+        }
+    }
+
+    /// The accepted handoff of the player whose token carries `client_id`, if one waits
+    /// (taken: it is given to the game with the player's join).
+    pub fn take_arrival(&self, client_id: u64, now: Duration) -> Option<Offer> {
+        self.arrivals.lock().ok()?.take(client_id, now)
+    }
+
+    /// Starts handing `player` to zone `to` at `now` (one handoff per player at a time).
+    ///
+    /// # Errors
+    /// When it is already being handed off.
+    pub fn begin_handoff(&self, player: PlayerId, to: ZoneId, now: Duration) -> Result<(), AlreadyLeaving> {
+        match self.departures.lock() {
+            Ok(mut d) => d.start(player, to, now),
+            Err(_) => Err(AlreadyLeaving(player)),
+        }
+    }
+
+    /// Whether `player` is being handed off.
+    pub fn is_leaving(&self, player: PlayerId) -> bool {
+        self.departures.lock().is_ok_and(|d| d.is_leaving(player))
+    }
+
+    /// How `player`'s handoff ended at `now`: the new zone's answer (its bytes), or why there
+    /// was none (no zone listens, the bus is down: the player stays, as on a timeout).
+    /// `None` when no handoff of it was in flight. Counted by outcome.
+    pub fn end_handoff(&self, player: PlayerId, answer: Result<&[u8], String>, now: Duration) -> Option<Outcome> {
+        let mut d = self.departures.lock().ok()?;
+        let outcome = match answer.map(Answer::decode) {
+            Ok(Ok(a)) => d.handle_answer(player, &a, now)?,
+            Ok(Err(e)) => d.handle_answer(player, &Answer::Refused { reason: e.to_string() }, now)?,
+            Err(_) => {
+                let to = d.leaving_to(player)?;
+                d.forget(player);
+                Outcome::TimedOut { player, to }
+            }
+        };
+        drop(d);
+        let i = match &outcome {
+            Outcome::Accepted { took, .. } => {
+                self.counters.handoff_us.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+                0
+            }
+            Outcome::Refused { .. } => 1,
+            Outcome::TimedOut { .. } => 2,
+        };
+        self.counters.handoffs_out[i].fetch_add(1, Ordering::Relaxed);
+        Some(outcome)
+    }
+
+    /// The handoffs that waited past the timeout at `now`, ended (the players stay).
+    pub fn poll_handoff_timeouts(&self, now: Duration) -> Vec<Outcome> {
+        let out = self.departures.lock().map(|mut d| d.poll_timeouts(now)).unwrap_or_default();
+        self.counters.handoffs_out[2].fetch_add(out.len() as u64, Ordering::Relaxed);
+        out
+    }
+
     /// A frame received from the bus: decoded and handed to the border world for its next
     /// tick.
     ///
@@ -443,10 +566,21 @@ pub(crate) fn parts(
     let tap = ZoneTap { newest: newest.clone(), tx, counters: counters.clone() };
     let world = BorderWorld::new((*schema).clone(), options, newest, fade_ticks, counters.clone());
     let (me, layout, game) = (options.me, options.layout.clone(), options.game.clone());
+    let (public_addr, handoff_timeout) = (options.public_addr, options.handoff_timeout);
+    let (arrival_wait, max_arrivals) = (options.arrival_wait, options.max_arrivals);
     let link = move |border| {
         let neighbours = layout.neighbours(me).into();
-        let inbox = ZoneInbox { me, neighbours, schema: schema.clone(), border, counters: counters.clone() };
-        ZoneLink { me, layout, game, schema, snapshots: rx, inbox, counters }
+        let inbox = ZoneInbox {
+            me,
+            neighbours,
+            schema: schema.clone(),
+            border,
+            counters: counters.clone(),
+            public_addr: Arc::new(RwLock::new(public_addr)),
+            arrivals: Arc::new(Mutex::new(Arrivals::new(arrival_wait, max_arrivals))),
+            departures: Arc::new(Mutex::new(Departures::new(handoff_timeout))),
+        };
+        ZoneLink { me, layout, game, schema, snapshots: rx, inbox, counters, handoff_timeout }
     };
     (tap, world, link)
 }

@@ -27,7 +27,8 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use volley::protocol::zone::ZoneId;
-use volley::server::zone::{ZoneCounters, ZoneLink};
+use volley::protocol::zone::handoff::{Offer, Outcome, PlayerId};
+use volley::server::zone::{ZoneCounters, ZoneInbox, ZoneLink};
 
 /// Where the bus is and how to use it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +46,11 @@ impl BusConfig {
     /// The bus at `url`, prefix `volley.zone`, reconnecting every 250 ms.
     pub fn new(url: impl Into<String>) -> Self {
         Self { url: url.into(), prefix: "volley.zone".into(), reconnect_every: Duration::from_millis(250) }
+    }
+
+    /// The subject zone `zone` takes handoff offers on (request-reply).
+    pub fn handoff_subject(&self, zone: ZoneId) -> String {
+        format!("{}.{zone}.handoff", self.prefix)
     }
 
     /// The subject zone `zone` times its round trips to the bus on.
@@ -85,6 +91,11 @@ pub struct ZoneBus {
     client: async_nats::Client,
     connected: Arc<AtomicBool>,
     counters: Arc<ZoneCounters>,
+    inbox: ZoneInbox,
+    /// The handoffs' clock.
+    clock: std::time::Instant,
+    timeout: Duration,
+    handoff_subjects: Vec<String>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -100,6 +111,7 @@ impl ZoneBus {
         let events = connected.clone();
         let counters = link.counters().clone();
         let bus_up = counters.clone();
+        let (handoffs, timeout, link_zones) = (link.inbox(), link.handoff_timeout(), link.layout().len());
         let every = config.reconnect_every;
         let client = async_nats::ConnectOptions::new()
             .name(format!("volley-zone-{me}"))
@@ -134,6 +146,20 @@ impl ZoneBus {
             .subscribe(subject.clone())
             .await
             .map_err(|e| BusError::Subscribe { subject: subject.clone(), error: e.to_string() })?;
+        let offers_subject = config.handoff_subject(me);
+        let mut offers = client
+            .subscribe(offers_subject.clone())
+            .await
+            .map_err(|e| BusError::Subscribe { subject: offers_subject, error: e.to_string() })?;
+        let clock = std::time::Instant::now();
+        let (answering, answerer) = (client.clone(), link.inbox());
+        let answer = tokio::spawn(async move {
+            while let Some(offer) = offers.next().await {
+                let Some(reply) = offer.reply else { continue };
+                let answer = answerer.handle_offer(&offer.payload, clock.elapsed());
+                let _ = answering.publish(reply, answer.into()).await;
+            }
+        });
         let inbox = link.inbox();
         let receive = tokio::spawn(async move {
             while let Some(message) = subscriber.next().await {
@@ -161,7 +187,53 @@ impl ZoneBus {
             }
         });
         let rtt = tokio::spawn(measure_rtt(client.clone(), config.rtt_subject(me), counters.clone()));
-        Ok(Self { client, connected, counters, tasks: vec![receive, publish, rtt] })
+        let handoff_subjects = (0..link_zones).map(|z| config.handoff_subject(z as ZoneId)).collect();
+        Ok(Self {
+            client,
+            connected,
+            counters,
+            inbox: handoffs,
+            clock,
+            timeout,
+            handoff_subjects,
+            tasks: vec![answer, receive, publish, rtt],
+        })
+    }
+
+    /// Offers `player` to zone `to` ([`Offer`]: who it is and the game's state for it) and
+    /// waits for the answer, at most the zone's handoff timeout: accepted (the new zone's
+    /// address), refused, or timed out (no answer, no zone listening, or the bus down). Only
+    /// an acceptance lets the player go; otherwise it stays where it is. `None` when a
+    /// handoff of the player is already under way.
+    pub async fn hand_off(&self, player: PlayerId, to: ZoneId, offer: &Offer) -> Option<Outcome> {
+        self.inbox.begin_handoff(player, to, self.clock.elapsed()).ok()?;
+        let answer = match self.handoff_subjects.get(usize::from(to)) {
+            None => Err(format!("zone {to} is not on the map")),
+            Some(subject) => {
+                let request = self.client.request(subject.clone(), offer.encode().into());
+                match tokio::time::timeout(self.timeout, request).await {
+                    Ok(Ok(message)) => Ok(message.payload),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err("no answer in time".to_string()),
+                }
+            }
+        };
+        let outcome = self.inbox.end_handoff(player, answer.as_deref().map_err(Clone::clone), self.clock.elapsed());
+        if let Some(o) = &outcome {
+            tracing::debug!(zone = self.inbox.me(), player, to, outcome = o.label(), "handoff");
+        }
+        outcome
+    }
+
+    /// The handoffs' clock now (time since the shell started): what
+    /// [`ZoneInbox::take_arrival`] is given.
+    pub fn now(&self) -> Duration {
+        self.clock.elapsed()
+    }
+
+    /// The receiving side of the zone's link (accepted handoffs waiting for their players).
+    pub fn inbox(&self) -> &ZoneInbox {
+        &self.inbox
     }
 
     /// Whether the bus is reachable now.

@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use volley::prelude::*;
+use volley::protocol::zone::handoff::{Offer, Outcome};
 use volley_zones::{BusConfig, ZoneBus};
 
 #[path = "support/dots.rs"]
@@ -66,7 +67,12 @@ impl Drop for Nats {
 }
 
 async fn zone_server(me: u16, url: &str) -> (ServerHandle, ZoneBus) {
-    let (world, link) = Zone::new(me);
+    zone_of(me, 2, url).await
+}
+
+/// Zone `me` of `zones` side by side, its bus on `url`, taking handoffs at its address.
+async fn zone_of(me: u16, zones: u16, url: &str) -> (ServerHandle, ZoneBus) {
+    let (world, link) = Zone::of(me, zones);
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY);
     config.world_kinds = vec!["zone".into(), "border".into()];
     let server = volley::server::start(config, world).await.unwrap();
@@ -78,6 +84,7 @@ async fn zone_server(me: u16, url: &str) -> (ServerHandle, ZoneBus) {
         assert!(began.elapsed() < Duration::from_secs(5), "the zone did not start");
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
+    link.inbox().set_public_addr(server.addr());
     let bus = ZoneBus::start(link, BusConfig::new(url)).await.unwrap();
     (server, bus)
 }
@@ -190,4 +197,61 @@ async fn zones_share_their_borders_over_nats_and_ride_out_its_loss() {
     let rtt = value("volley_zone_bus_rtt_seconds ");
     assert!(rtt > 0.0 && rtt < 0.5, "bus round trip {rtt} s");
     volley::testing::assert_promtool_clean(&text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_the_player_go() {
+    let Some(path) = volley::testing::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
+    let mut nats = Nats::start(path);
+    // Three zones side by side; zone 2 never starts.
+    let (_a, bus_a) = zone_of(0, 3, &nats.url()).await;
+    let (b, bus_b) = zone_of(1, 3, &nats.url()).await;
+    let wait_connected = Instant::now();
+    while !(bus_a.is_connected() && bus_b.is_connected()) {
+        assert!(wait_connected.elapsed() < Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // Accepted: zone 1 answers with its address and keeps the state for the player's arrival.
+    let offer = Offer::new(0, 42, [1; 256], b"health=80".to_vec());
+    let began = Instant::now();
+    let outcome = bus_a.hand_off(7, 1, &offer).await.unwrap();
+    let took = began.elapsed();
+    let Outcome::Accepted { player: 7, to: 1, server, .. } = outcome else { panic!("{outcome:?}") };
+    assert_eq!(server, b.addr());
+    let now = bus_b.now();
+    let arrived = bus_b.inbox().take_arrival(42, now).unwrap();
+    assert_eq!((arrived.from, arrived.state.as_slice(), arrived.user_data()), (0, &b"health=80"[..], [1; 256]));
+    assert!(bus_b.inbox().take_arrival(42, now).is_none(), "a player arrives once");
+    // An arrival whose player never comes expires (the connect token's life, 10 s).
+    bus_a.hand_off(7, 1, &offer).await.unwrap();
+    assert!(bus_b.inbox().take_arrival(42, bus_b.now() + Duration::from_secs(11)).is_none());
+
+    // Nobody listens for zone 2: the player stays, at once (NATS says there are no responders).
+    let began = Instant::now();
+    let outcome = bus_a.hand_off(8, 2, &offer).await.unwrap();
+    assert_eq!(outcome, Outcome::TimedOut { player: 8, to: 2 });
+    assert!(began.elapsed() < Duration::from_millis(500));
+    assert!(!bus_a.inbox().is_leaving(8), "the player stays where it is");
+
+    // Refused: zone 0 takes players only from its neighbour, zone 1, not from zone 2.
+    let mut foreign = offer.clone();
+    foreign.from = 2;
+    let outcome = bus_b.hand_off(10, 0, &foreign).await.unwrap();
+    assert!(matches!(&outcome, Outcome::Refused { reason, .. } if reason.contains("not a neighbour")), "{outcome:?}");
+
+    // The bus down: no answer, the player stays.
+    nats.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let outcome = bus_a.hand_off(11, 1, &offer).await.unwrap();
+    assert_eq!(outcome, Outcome::TimedOut { player: 11, to: 1 });
+
+    let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    let a = bus_a.counters();
+    assert_eq!((n(&a.handoffs_out[0]), n(&a.handoffs_out[1]), n(&a.handoffs_out[2])), (2, 0, 2));
+    assert_eq!(n(&bus_b.counters().handoffs_in[0]), 2);
+    assert_eq!(n(&a.handoffs_in[1]), 1, "zone 0 refused one");
+    assert_eq!(n(&bus_b.counters().handoffs_out[1]), 1);
+    eprintln!("an accepted handoff's answer took {took:?}");
+    assert!(took < Duration::from_millis(100), "{took:?}");
 }

@@ -294,6 +294,11 @@ impl Departures {
         })
     }
 
+    /// The zone `player` is being handed to, if it is.
+    pub fn leaving_to(&self, player: PlayerId) -> Option<ZoneId> {
+        self.leaving.get(&player).map(|l| l.to)
+    }
+
     /// The player left another way (disconnected) while being handed off: forget it.
     pub fn forget(&mut self, player: PlayerId) {
         self.leaving.remove(&player);

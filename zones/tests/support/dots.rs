@@ -63,6 +63,8 @@ pub fn static_dots(zone: u16) -> Vec<(u32, Vec2)> {
 
 pub struct Zone {
     pub me: u16,
+    /// Zones on the map, side by side (2 unless [`Zone::of`] says otherwise).
+    pub zones: u16,
     pub tick: u32,
     pub players: Vec<PlayerId>,
     pub link: Arc<Mutex<Option<ZoneLink>>>,
@@ -83,7 +85,7 @@ impl World for Zone {
         schema()
     }
     fn started(&mut self, me: WorldId, worlds: &Worlds) {
-        let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(200.0, 100.0), 2, 1, RADIUS).unwrap();
+        let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(200.0, 100.0), self.zones, 1, RADIUS).unwrap();
         let options = ZoneOptions::new(layout, self.me, Arc::new(Dots { me: self.me }));
         *self.link.lock().unwrap() = Some(worlds.zone(me, options, WorldOptions::new("border")).unwrap());
     }
@@ -110,8 +112,13 @@ impl World for Zone {
 impl Zone {
     /// Zone `me`, and where its link will be once it starts.
     pub fn new(me: u16) -> (Self, Arc<Mutex<Option<ZoneLink>>>) {
+        Self::of(me, 2)
+    }
+
+    /// Zone `me` of `zones` side by side.
+    pub fn of(me: u16, zones: u16) -> (Self, Arc<Mutex<Option<ZoneLink>>>) {
         let link = Arc::new(Mutex::new(None));
-        (Self { me, tick: 0, players: Vec::new(), link: link.clone() }, link)
+        (Self { me, zones, tick: 0, players: Vec::new(), link: link.clone() }, link)
     }
 }
 
