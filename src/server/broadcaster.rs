@@ -797,7 +797,7 @@ mod tests {
     }
 
     fn who(p: PlayerId) -> Box<JoinInfo> {
-        Box::new(JoinInfo { client_id: u64::from(p), user_data: [0; crate::protocol::netcode::USER_DATA_BYTES] })
+        Box::new(JoinInfo::new(u64::from(p), [0; crate::protocol::netcode::USER_DATA_BYTES]))
     }
 
     /// Waits until `done`, ten seconds at most.

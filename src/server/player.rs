@@ -152,7 +152,7 @@ impl Actor for PlayerActor {
         let PlayerArgs { shared, shell } = args;
         let user_data = *shared.session()?.connection().user_data();
         myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
-        let join = JoinInfo { client_id: shared.client_id(), user_data };
+        let join = JoinInfo::new(shared.client_id(), user_data);
         let player = PlayerRef { actor: myself.clone(), shared: shared.clone() };
         // The broadcaster puts it in the entry world (whose `join_with` it calls).
         shell.broadcaster.cast(BroadcastMsg::Add(shared.id(), Arc::new(player), Box::new(join)))?;

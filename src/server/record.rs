@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::metrics::ServerMetrics;
-use super::world::{Audience, Outgoing};
+use super::world::{Audience, JoinInfo, Outgoing, PlayerId};
 use crate::protocol::recording::{Event, FrameIn, Header, Recipient, RecordWriter};
 use crate::protocol::session::PROTOCOL_VERSION;
 use crate::protocol::snapshot::{Schema, WorldSnapshot};
@@ -21,6 +21,13 @@ use crate::protocol::snapshot::{Schema, WorldSnapshot};
 pub(crate) trait Tap: Send {
     /// The frame of `tick`; false once the tap is done with (its writer or reader is gone).
     fn frame(&mut self, tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, events: &[Event]) -> bool;
+
+    /// A player is joining the world: a tap may add to who it is before the world hears
+    /// (a zone gives a player handed over from a neighbour its carried state). Nothing by
+    /// default.
+    fn joining(&mut self, player: PlayerId, who: &mut JoinInfo) {
+        let _ = (player, who);
+    }
 }
 
 /// A tap on its way to a world.

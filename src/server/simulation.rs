@@ -147,10 +147,16 @@ impl Simulation {
         if let Some(b) = &mut self.board {
             b.insert(player, (name_from_token(player, who), Vec::new()));
         }
-        if !self.taps.0.is_empty() {
-            self.events.push(Event::Joined { player, client_id: who.client_id });
+        if self.taps.0.is_empty() {
+            self.guard(WorldFault::PanicInJoin, || world.join_with(player, who));
+            return;
         }
-        self.guard(WorldFault::PanicInJoin, || world.join_with(player, who));
+        self.events.push(Event::Joined { player, client_id: who.client_id });
+        let mut who = who.clone();
+        for t in &mut self.taps.0 {
+            t.joining(player, &mut who);
+        }
+        self.guard(WorldFault::PanicInJoin, || world.join_with(player, &who));
     }
 
     /// A player left (once for each join; a second leave, or one after the shutdown, is

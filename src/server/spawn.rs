@@ -477,10 +477,10 @@ impl Worlds {
         let stride = self.check(&border, &self.inner.schema)?;
         let hz = f64::from(self.inner.server_hz) / f64::from(stride);
         let fade_ticks = (zone.fade_after.as_secs_f64() * hz).ceil() as u64;
-        let (tap, world, link) = super::zone::parts(self.inner.schema.clone(), &zone, fade_ticks);
+        let (world, build) = super::zone::parts(self.inner.schema.clone(), &zone, fade_ticks);
         let border = self.spawn_handling(border, world)?;
+        let (link, tap) = build(border);
         self.tap(source, Box::new(tap))?;
-        let link = link(border);
         if let Backend::Actors(b) = &self.inner.backend {
             b.metrics.add_zone(link.counters().clone());
         }

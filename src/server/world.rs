@@ -111,6 +111,17 @@ pub struct JoinInfo {
     pub client_id: u64,
     /// The token's user data, whatever the backend put there (a name, a team, a ticket).
     pub user_data: [u8; USER_DATA_BYTES],
+    /// When the player was handed over from a neighbouring zone (see
+    /// [`zone`](crate::server::zone)): the old zone's offer, with the game's state for the
+    /// player. `None` for an ordinary join.
+    pub handoff: Option<Arc<crate::protocol::zone::handoff::Offer>>,
+}
+
+impl JoinInfo {
+    /// Who a player with this token's `client_id` and `user_data` is (not handed over).
+    pub fn new(client_id: u64, user_data: [u8; USER_DATA_BYTES]) -> Self {
+        Self { client_id, user_data, handoff: None }
+    }
 }
 
 /// Who a message from a world goes to.

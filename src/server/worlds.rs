@@ -575,7 +575,7 @@ mod tests {
     use crate::server::Everything;
 
     fn who(n: u64) -> JoinInfo {
-        JoinInfo { client_id: n, user_data: [0; crate::protocol::netcode::USER_DATA_BYTES] }
+        JoinInfo::new(n, [0; crate::protocol::netcode::USER_DATA_BYTES])
     }
 
     fn snap(tick: u32, ids: &[u32]) -> Arc<WorldSnapshot> {

@@ -28,7 +28,7 @@ use glam::Vec2;
 
 use super::record::Tap;
 use super::spawn::{Handles, WorldRef};
-use super::world::{PlayerId, Relevancy, World};
+use super::world::{JoinInfo, PlayerId, Relevancy, World};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departures, Offer, Outcome};
@@ -303,9 +303,16 @@ pub struct ZoneInbox {
     public_addr: Arc<RwLock<Option<std::net::SocketAddr>>>,
     arrivals: Arc<Mutex<Arrivals>>,
     departures: Arc<Mutex<Departures>>,
+    /// The handoffs' clock: offers, arrivals and answers are timed on it.
+    clock: std::time::Instant,
 }
 
 impl ZoneInbox {
+    /// The handoffs' clock now (time since the zone started): the `now` its methods take.
+    pub fn now(&self) -> Duration {
+        self.clock.elapsed()
+    }
+
     /// An offer from a neighbour (the bytes of an [`Offer`]) at `now`: the bytes of the
     /// [`Answer`] to send back. Accepted when it is well formed, comes from a neighbour, this
     /// zone has a public address and room for one more arrival.
@@ -426,12 +433,21 @@ impl ZoneInbox {
 /// The tap on a zone's world: its newest snapshot for the border relevancy, and every
 /// snapshot for the bus shell (bounded: a shell behind loses ticks, counted).
 pub(crate) struct ZoneTap {
+    pub inbox: ZoneInbox,
     pub newest: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
     pub tx: tokio::sync::mpsc::Sender<Arc<WorldSnapshot>>,
     pub counters: Arc<ZoneCounters>,
 }
 
 impl Tap for ZoneTap {
+    fn joining(&mut self, player: PlayerId, who: &mut JoinInfo) {
+        let inbox = &self.inbox;
+        if let Some(offer) = inbox.take_arrival(who.client_id, inbox.now()) {
+            tracing::debug!(zone = inbox.me, player, from = offer.from, "a player handed over arrived");
+            who.handoff = Some(Arc::new(offer));
+        }
+    }
+
     fn frame(&mut self, _tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, _events: &[Event]) -> bool {
         let Some(snapshot) = snapshot else { return true };
         if let Ok(mut n) = self.newest.write() {
@@ -554,21 +570,21 @@ impl Relevancy for BorderRelevancy {
     }
 }
 
-/// Builds a zone's link and border world; [`Worlds::zone`](super::Worlds::zone) starts them.
+/// Builds a zone's border world, and then (given the border world's reference) its link and
+/// the tap on its world; [`Worlds::zone`](super::Worlds::zone) starts them.
 pub(crate) fn parts(
     schema: Arc<Schema>,
     options: &ZoneOptions,
     fade_ticks: u64,
-) -> (ZoneTap, BorderWorld, impl FnOnce(WorldRef<BorderFrame>) -> ZoneLink) {
+) -> (BorderWorld, impl FnOnce(WorldRef<BorderFrame>) -> (ZoneLink, ZoneTap)) {
     let newest = Arc::new(RwLock::new(None));
     let counters = Arc::new(ZoneCounters::default());
-    let (tx, rx) = tokio::sync::mpsc::channel(ZONE_QUEUE);
-    let tap = ZoneTap { newest: newest.clone(), tx, counters: counters.clone() };
-    let world = BorderWorld::new((*schema).clone(), options, newest, fade_ticks, counters.clone());
+    let world = BorderWorld::new((*schema).clone(), options, newest.clone(), fade_ticks, counters.clone());
     let (me, layout, game) = (options.me, options.layout.clone(), options.game.clone());
     let (public_addr, handoff_timeout) = (options.public_addr, options.handoff_timeout);
     let (arrival_wait, max_arrivals) = (options.arrival_wait, options.max_arrivals);
-    let link = move |border| {
+    let build = move |border| {
+        let (tx, rx) = tokio::sync::mpsc::channel(ZONE_QUEUE);
         let neighbours = layout.neighbours(me).into();
         let inbox = ZoneInbox {
             me,
@@ -579,8 +595,10 @@ pub(crate) fn parts(
             public_addr: Arc::new(RwLock::new(public_addr)),
             arrivals: Arc::new(Mutex::new(Arrivals::new(arrival_wait, max_arrivals))),
             departures: Arc::new(Mutex::new(Departures::new(handoff_timeout))),
+            clock: std::time::Instant::now(),
         };
-        ZoneLink { me, layout, game, schema, snapshots: rx, inbox, counters, handoff_timeout }
+        let tap = ZoneTap { inbox: inbox.clone(), newest, tx, counters: counters.clone() };
+        (ZoneLink { me, layout, game, schema, snapshots: rx, inbox, counters, handoff_timeout }, tap)
     };
-    (tap, world, link)
+    (world, build)
 }

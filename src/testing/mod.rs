@@ -377,7 +377,7 @@ impl<W: World> Stepper<W> {
             }
             Handled::Connected(new) => {
                 let NewConnection { connection, reservation } = *new;
-                let who = JoinInfo { client_id: connection.client_id(), user_data: *connection.user_data() };
+                let who = JoinInfo::new(connection.client_id(), *connection.user_data());
                 let slot = connection.client_index();
                 let session = self.settings.open(connection);
                 self.sessions.attach(reservation, session);

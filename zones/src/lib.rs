@@ -92,8 +92,6 @@ pub struct ZoneBus {
     connected: Arc<AtomicBool>,
     counters: Arc<ZoneCounters>,
     inbox: ZoneInbox,
-    /// The handoffs' clock.
-    clock: std::time::Instant,
     timeout: Duration,
     handoff_subjects: Vec<String>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -151,12 +149,11 @@ impl ZoneBus {
             .subscribe(offers_subject.clone())
             .await
             .map_err(|e| BusError::Subscribe { subject: offers_subject, error: e.to_string() })?;
-        let clock = std::time::Instant::now();
         let (answering, answerer) = (client.clone(), link.inbox());
         let answer = tokio::spawn(async move {
             while let Some(offer) = offers.next().await {
                 let Some(reply) = offer.reply else { continue };
-                let answer = answerer.handle_offer(&offer.payload, clock.elapsed());
+                let answer = answerer.handle_offer(&offer.payload, answerer.now());
                 let _ = answering.publish(reply, answer.into()).await;
             }
         });
@@ -193,7 +190,6 @@ impl ZoneBus {
             connected,
             counters,
             inbox: handoffs,
-            clock,
             timeout,
             handoff_subjects,
             tasks: vec![answer, receive, publish, rtt],
@@ -206,7 +202,7 @@ impl ZoneBus {
     /// an acceptance lets the player go; otherwise it stays where it is. `None` when a
     /// handoff of the player is already under way.
     pub async fn hand_off(&self, player: PlayerId, to: ZoneId, offer: &Offer) -> Option<Outcome> {
-        self.inbox.begin_handoff(player, to, self.clock.elapsed()).ok()?;
+        self.inbox.begin_handoff(player, to, self.inbox.now()).ok()?;
         let answer = match self.handoff_subjects.get(usize::from(to)) {
             None => Err(format!("zone {to} is not on the map")),
             Some(subject) => {
@@ -218,17 +214,16 @@ impl ZoneBus {
                 }
             }
         };
-        let outcome = self.inbox.end_handoff(player, answer.as_deref().map_err(Clone::clone), self.clock.elapsed());
+        let outcome = self.inbox.end_handoff(player, answer.as_deref().map_err(Clone::clone), self.inbox.now());
         if let Some(o) = &outcome {
             tracing::debug!(zone = self.inbox.me(), player, to, outcome = o.label(), "handoff");
         }
         outcome
     }
 
-    /// The handoffs' clock now (time since the shell started): what
-    /// [`ZoneInbox::take_arrival`] is given.
+    /// The handoffs' clock now ([`ZoneInbox::now`]).
     pub fn now(&self) -> Duration {
-        self.clock.elapsed()
+        self.inbox.now()
     }
 
     /// The receiving side of the zone's link (accepted handoffs waiting for their players).

@@ -5,8 +5,8 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use volley::prelude::*;
@@ -72,7 +72,14 @@ async fn zone_server(me: u16, url: &str) -> (ServerHandle, ZoneBus) {
 
 /// Zone `me` of `zones` side by side, its bus on `url`, taking handoffs at its address.
 async fn zone_of(me: u16, zones: u16, url: &str) -> (ServerHandle, ZoneBus) {
+    let (s, b, _) = zone_with_joins(me, zones, url).await;
+    (s, b)
+}
+
+/// [`zone_of`], and who joined its world.
+async fn zone_with_joins(me: u16, zones: u16, url: &str) -> (ServerHandle, ZoneBus, Arc<Mutex<Vec<JoinInfo>>>) {
     let (world, link) = Zone::of(me, zones);
+    let joins = world.joins.clone();
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY);
     config.world_kinds = vec!["zone".into(), "border".into()];
     let server = volley::server::start(config, world).await.unwrap();
@@ -86,7 +93,7 @@ async fn zone_of(me: u16, zones: u16, url: &str) -> (ServerHandle, ZoneBus) {
     };
     link.inbox().set_public_addr(server.addr());
     let bus = ZoneBus::start(link, BusConfig::new(url)).await.unwrap();
-    (server, bus)
+    (server, bus, joins)
 }
 
 async fn client(server: &ServerHandle, id: u64) -> UdpClient {
@@ -205,7 +212,7 @@ async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_th
     let mut nats = Nats::start(path);
     // Three zones side by side; zone 2 never starts.
     let (_a, bus_a) = zone_of(0, 3, &nats.url()).await;
-    let (b, bus_b) = zone_of(1, 3, &nats.url()).await;
+    let (b, bus_b, joins_b) = zone_with_joins(1, 3, &nats.url()).await;
     let wait_connected = Instant::now();
     while !(bus_a.is_connected() && bus_b.is_connected()) {
         assert!(wait_connected.elapsed() < Duration::from_secs(5));
@@ -219,13 +226,32 @@ async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_th
     let took = began.elapsed();
     let Outcome::Accepted { player: 7, to: 1, server, .. } = outcome else { panic!("{outcome:?}") };
     assert_eq!(server, b.addr());
+    // The player connects to zone 1 with a token for client 42: the world's join_with has
+    // the state zone 0 sent.
+    let mut p = TokenParams::new(DEFAULT_PROTOCOL_ID, 42, server, unix_now().as_secs());
+    p.user_data = [1; 256];
+    let c = GameClient::new(ConnectToken::generate(&p, &KEY).unwrap(), Arc::new(dots::schema()), unix_now());
+    let mut c = UdpClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap();
+    let mut next = tokio::time::Instant::now();
+    while c.client.latest().is_none() {
+        assert!(began.elapsed() < Duration::from_secs(5), "the player did not connect to zone 1");
+        next += Duration::from_millis(16);
+        c.step(&[1], next).await;
+    }
+    let joined = joins_b.lock().unwrap().clone();
+    assert_eq!(joined.len(), 1);
+    let handoff = joined[0].handoff.as_ref().expect("the join carries the handoff");
+    assert_eq!((handoff.from, handoff.state.as_slice(), joined[0].client_id), (0, &b"health=80"[..], 42));
+
+    // Taken once; and one whose player never comes expires (the token's life, 10 s).
+    let mut other = offer.clone();
+    other.client_id = 43;
+    bus_a.hand_off(12, 1, &other).await.unwrap();
     let now = bus_b.now();
-    let arrived = bus_b.inbox().take_arrival(42, now).unwrap();
-    assert_eq!((arrived.from, arrived.state.as_slice(), arrived.user_data()), (0, &b"health=80"[..], [1; 256]));
-    assert!(bus_b.inbox().take_arrival(42, now).is_none(), "a player arrives once");
-    // An arrival whose player never comes expires (the connect token's life, 10 s).
-    bus_a.hand_off(7, 1, &offer).await.unwrap();
-    assert!(bus_b.inbox().take_arrival(42, bus_b.now() + Duration::from_secs(11)).is_none());
+    assert_eq!(bus_b.inbox().take_arrival(43, now).unwrap().state, b"health=80");
+    assert!(bus_b.inbox().take_arrival(43, now).is_none(), "a player arrives once");
+    bus_a.hand_off(12, 1, &other).await.unwrap();
+    assert!(bus_b.inbox().take_arrival(43, bus_b.now() + Duration::from_secs(11)).is_none());
 
     // Nobody listens for zone 2: the player stays, at once (NATS says there are no responders).
     let began = Instant::now();
@@ -248,8 +274,8 @@ async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_th
 
     let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let a = bus_a.counters();
-    assert_eq!((n(&a.handoffs_out[0]), n(&a.handoffs_out[1]), n(&a.handoffs_out[2])), (2, 0, 2));
-    assert_eq!(n(&bus_b.counters().handoffs_in[0]), 2);
+    assert_eq!((n(&a.handoffs_out[0]), n(&a.handoffs_out[1]), n(&a.handoffs_out[2])), (3, 0, 2));
+    assert_eq!(n(&bus_b.counters().handoffs_in[0]), 3);
     assert_eq!(n(&a.handoffs_in[1]), 1, "zone 0 refused one");
     assert_eq!(n(&bus_b.counters().handoffs_out[1]), 1);
     eprintln!("an accepted handoff's answer took {took:?}");

@@ -716,7 +716,7 @@ mod relevancy_tests {
     #[test]
     fn a_returning_player_keeps_its_score() {
         let dt = Duration::from_secs_f64(1.0 / 60.0);
-        let who = |client_id| JoinInfo { client_id, user_data: [0; volley::protocol::netcode::USER_DATA_BYTES] };
+        let who = |client_id| JoinInfo::new(client_id, [0; volley::protocol::netcode::USER_DATA_BYTES]);
         let mut arena = Arena::new();
         arena.join_with(1, &who(77));
         arena.players.get_mut(&1).unwrap().avatar.score = 5;

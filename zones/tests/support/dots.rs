@@ -68,6 +68,8 @@ pub struct Zone {
     pub tick: u32,
     pub players: Vec<PlayerId>,
     pub link: Arc<Mutex<Option<ZoneLink>>>,
+    /// Who joined, as the world heard it.
+    pub joins: Arc<Mutex<Vec<JoinInfo>>>,
 }
 
 impl Zone {
@@ -89,8 +91,9 @@ impl World for Zone {
         let options = ZoneOptions::new(layout, self.me, Arc::new(Dots { me: self.me }));
         *self.link.lock().unwrap() = Some(worlds.zone(me, options, WorldOptions::new("border")).unwrap());
     }
-    fn join(&mut self, p: PlayerId) {
+    fn join_with(&mut self, p: PlayerId, who: &JoinInfo) {
         self.players.push(p);
+        self.joins.lock().unwrap().push(who.clone());
     }
     fn leave(&mut self, p: PlayerId) {
         self.players.retain(|q| *q != p);
@@ -118,7 +121,7 @@ impl Zone {
     /// Zone `me` of `zones` side by side.
     pub fn of(me: u16, zones: u16) -> (Self, Arc<Mutex<Option<ZoneLink>>>) {
         let link = Arc::new(Mutex::new(None));
-        (Self { me, zones, tick: 0, players: Vec::new(), link: link.clone() }, link)
+        (Self { me, zones, tick: 0, players: Vec::new(), link: link.clone(), joins: Arc::default() }, link)
     }
 }
 
