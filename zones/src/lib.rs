@@ -22,7 +22,7 @@
 //! ```
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -89,7 +89,6 @@ pub enum BusError {
 #[derive(Debug)]
 pub struct ZoneBus {
     client: async_nats::Client,
-    connected: Arc<AtomicBool>,
     counters: Arc<ZoneCounters>,
     inbox: ZoneInbox,
     timeout: Duration,
@@ -105,8 +104,6 @@ impl ZoneBus {
     /// When the URL is not one NATS' client can use.
     pub async fn start(mut link: ZoneLink, config: BusConfig) -> Result<Self, BusError> {
         let me = link.me();
-        let connected = Arc::new(AtomicBool::new(false));
-        let events = connected.clone();
         let counters = link.counters().clone();
         let bus_up = counters.clone();
         let (handoffs, timeout, link_zones) = (link.inbox(), link.handoff_timeout(), link.layout().len());
@@ -118,17 +115,14 @@ impl ZoneBus {
             .reconnect_delay_callback(move |attempts| if attempts <= 1 { Duration::ZERO } else { every })
             .connection_timeout(Duration::from_secs(1))
             .event_callback(move |event| {
-                let connected = events.clone();
                 let bus_up = bus_up.clone();
                 async move {
                     match event {
                         async_nats::Event::Connected => {
-                            connected.store(true, Ordering::Relaxed);
                             bus_up.bus_up.store(1, Ordering::Relaxed);
                             tracing::info!(zone = me, "the zone bus is connected");
                         }
                         async_nats::Event::Disconnected => {
-                            connected.store(false, Ordering::Relaxed);
                             bus_up.bus_up.store(0, Ordering::Relaxed);
                             tracing::warn!(zone = me, "the zone bus is down: this zone runs alone until it returns");
                         }
@@ -165,13 +159,13 @@ impl ZoneBus {
                 }
             }
         });
-        let (publisher, up, dropped) = (client.clone(), connected.clone(), counters.clone());
+        let (publisher, dropped) = (client.clone(), counters.clone());
         let subjects: Vec<String> = (0..link.layout().len()).map(|z| config.border_subject(z as ZoneId)).collect();
         let publish = tokio::spawn(async move {
             while let Some(frames) = link.next_frames().await {
                 // While the bus is down nothing is queued for it: a stale frame is worth
                 // nothing once it returns.
-                if !up.load(Ordering::Relaxed) {
+                if dropped.bus_up.load(Ordering::Relaxed) == 0 {
                     dropped.frames_dropped.fetch_add(frames.len() as u64, Ordering::Relaxed);
                     continue;
                 }
@@ -187,7 +181,6 @@ impl ZoneBus {
         let handoff_subjects = (0..link_zones).map(|z| config.handoff_subject(z as ZoneId)).collect();
         Ok(Self {
             client,
-            connected,
             counters,
             inbox: handoffs,
             timeout,
@@ -233,7 +226,7 @@ impl ZoneBus {
 
     /// Whether the bus is reachable now.
     pub fn is_connected(&self) -> bool {
-        self.connected.load(Ordering::Relaxed)
+        self.counters.bus_up.load(Ordering::Relaxed) == 1
     }
 
     /// The zone's figures.
