@@ -24,7 +24,7 @@ use crate::protocol::reliability::{Channel, ChannelConfig};
 use crate::protocol::scoreboard::Scoreboard;
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{EntityId, Replicate, Schema, SnapshotReceiver, WorldSnapshot};
-use crate::protocol::system::{SpectatorStatus, WorldNotice};
+use crate::protocol::system::{Redirect, SpectatorStatus, WorldNotice};
 pub use playback::{Playback, PlaybackClock};
 
 /// What a game shows about its connection (the data for a lagometer).
@@ -103,7 +103,21 @@ pub struct GameClient {
     spectator: Option<SpectatorStatus>,
     /// The protocol version its hello claims (tests make an old client with it).
     protocol_version: u16,
+    /// A redirect to another zone's server, received and not yet followed.
+    redirect: Option<Redirect>,
+    /// The inputs sent lately, oldest first, with their sequence numbers (at most
+    /// [`REPLAY_INPUTS`]): those the old zone had not applied go again to the new one.
+    sent: VecDeque<(u32, Vec<u8>)>,
+    /// Moving to another zone's server: inputs wait here (oldest first) until it is
+    /// connected, then go first.
+    replay: Option<VecDeque<(u32, Vec<u8>)>>,
+    /// Redirects followed.
+    moves: u32,
 }
+
+/// Inputs a client keeps to send again after a redirect (two seconds at 60 Hz): a move that
+/// takes longer than that loses the oldest.
+pub const REPLAY_INPUTS: usize = 120;
 
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
 /// but cannot happen for sizes we control).
@@ -144,7 +158,86 @@ impl GameClient {
             world: None,
             spectator: None,
             protocol_version: crate::protocol::session::PROTOCOL_VERSION,
+            redirect: None,
+            sent: VecDeque::new(),
+            replay: None,
+            moves: 0,
         }
+    }
+
+    /// How many times this client moved to another zone's server (a
+    /// [`Redirect`]: the player was handed over, see
+    /// [`Outbox::hand_off`](crate::server::Outbox::hand_off)). The library follows a redirect
+    /// by itself: it connects to the new server with the token it was sent and sends again,
+    /// first, every input the old server had not applied, and the inputs the game makes
+    /// while it connects. Snapshots start again from the new server's first (entity ids are
+    /// the new server's; a game that keys its drawing by a game id of its own draws across).
+    pub fn moves(&self) -> u32 {
+        self.moves
+    }
+
+    /// Follows a redirect: leaves the old server, connects to the new one with the token.
+    fn follow(&mut self, now: Duration, r: Redirect, tx: &mut impl Transmit) {
+        let token = match ConnectToken::from_bytes(&r.token) {
+            Ok(t) => t,
+            Err(_) => {
+                self.ended = Some(SessionEnd::InvalidToken);
+                self.leaving = true;
+                return;
+            }
+        };
+        self.netcode.disconnect(now, tx);
+        self.netcode = NetcodeClient::new(token, now);
+        self.netcode.connect(now);
+        self.session = ClientSession::default();
+        self.channel = Channel::new(ChannelConfig::default());
+        self.snapshots.forget();
+        let limit = self.clock.max_extrapolation();
+        self.clock = PlaybackClock::new(60, 60);
+        self.clock.set_max_extrapolation(limit);
+        self.applied = [None; 64];
+        self.ended = None;
+        self.leaving = false;
+        self.system = None;
+        self.system_ack_due = false;
+        self.scoreboard = Scoreboard::default();
+        self.world = None;
+        self.spectator = None;
+        self.inputs.clear();
+        // Every input the old zone did not apply goes to the new one, in order.
+        let after = r.last_applied;
+        let unapplied =
+            self.sent.drain(..).filter(|(seq, _)| after.is_none_or(|a| seq.wrapping_sub(a).wrapping_sub(1) < 1 << 31));
+        self.replay = Some(unapplied.collect());
+        self.moves += 1;
+    }
+
+    /// Sends the inputs waiting since a redirect, oldest first, [`REDUNDANT_INPUTS`] a packet.
+    fn send_replay(&mut self, now: Duration, tx: &mut impl Transmit) {
+        let Some(replay) = self.replay.take() else { return };
+        let items: Vec<(u32, Vec<u8>)> = replay.into_iter().collect();
+        for chunk in items.chunks(REDUNDANT_INPUTS) {
+            let Some((newest, _)) = chunk.last() else { continue };
+            let refs: Vec<(&[u8], Option<ViewTime>)> = chunk.iter().rev().map(|(_, b)| (&b[..], None)).collect();
+            let mut state = std::mem::take(&mut self.scratch);
+            write_input_packet(&mut state, self.snapshots.newest_tick(), *newest, &refs);
+            let mut out = [0u8; MAX_PAYLOAD_BYTES];
+            let n = self.channel.build_packet(now, Some(&state), &mut out);
+            self.scratch = state;
+            Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+        }
+        for (seq, bytes) in items {
+            self.remember(seq, &bytes);
+        }
+    }
+
+    /// Keeps an input sent, for a redirect.
+    fn remember(&mut self, seq: u32, input: &[u8]) {
+        let mut kept = if self.sent.len() >= REPLAY_INPUTS { self.sent.pop_front().map(|(_, b)| b) } else { None }
+            .unwrap_or_default();
+        kept.clear();
+        kept.extend_from_slice(input);
+        self.sent.push_back((seq, kept));
     }
 
     /// Claims another protocol version in its hello, as a client of another release would
@@ -393,6 +486,9 @@ impl GameClient {
     /// Advances timers: netcode handshake and keep-alives, and the session hello.
     /// Once the server said goodbye, this answers with the netcode disconnect.
     pub fn update(&mut self, now: Duration, tx: &mut impl Transmit) {
+        if let Some(r) = self.redirect.take() {
+            self.follow(now, r, tx);
+        }
         if std::mem::take(&mut self.leaving) {
             self.netcode.disconnect(now, tx);
             return;
@@ -437,6 +533,11 @@ impl GameClient {
                         self.spectator = Some(status);
                         continue;
                     }
+                    if let Some(r) = Redirect::decode(&message) {
+                        // Followed at the next update (the old server's goodbye follows).
+                        self.redirect = Some(r);
+                        continue;
+                    }
                     // A bad update leaves the board as it was (a hostile server's garbage).
                     let _ = self.scoreboard.apply(&message);
                 }
@@ -446,6 +547,11 @@ impl GameClient {
         if payload.first() == Some(&CONTROL_FRAME) {
             if let Ok(c) = Control::decode(payload) {
                 if let Control::Goodbye(end) = &c {
+                    if *end == SessionEnd::Moved {
+                        // Moved: the redirect it sent before comes again with each repeat
+                        // until this client has it; then it goes on there.
+                        return None;
+                    }
                     // The first reason stands (repeats carry the same).
                     self.ended.get_or_insert_with(|| end.clone());
                     self.leaving = true;
@@ -528,6 +634,19 @@ impl GameClient {
         view: Option<ViewTime>,
         tx: &mut impl Transmit,
     ) {
+        let ready = self.is_ready();
+        if let Some(replay) = &mut self.replay {
+            if !ready {
+                // Moving: kept for the new server, in order.
+                if replay.len() >= REPLAY_INPUTS {
+                    replay.pop_front();
+                }
+                self.input_seq = self.input_seq.wrapping_add(1);
+                replay.push_back((self.input_seq, input.to_vec()));
+                return;
+            }
+            self.send_replay(now, tx);
+        }
         if !self.is_ready() {
             return;
         }
@@ -546,6 +665,7 @@ impl GameClient {
         let refs = &refs[..self.inputs.len().min(REDUNDANT_INPUTS)];
         let mut state = std::mem::take(&mut self.scratch);
         write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, refs);
+        self.remember(self.input_seq, input);
         let mut out = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.channel.build_packet(now, Some(&state), &mut out);
         self.scratch = state;
@@ -561,6 +681,7 @@ impl GameClient {
         if !self.is_ready() {
             return;
         }
+        self.send_replay(now, tx);
         let mut state = std::mem::take(&mut self.scratch);
         write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, &[]);
         let mut out = [0u8; MAX_PAYLOAD_BYTES];

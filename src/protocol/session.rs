@@ -76,6 +76,11 @@ pub enum SessionEnd {
     /// be queued.
     #[error("too far behind on reliable messages")]
     TooFarBehind,
+    /// The player was handed to the zone next door (see
+    /// [`Outbox::hand_off`](crate::server::Outbox::hand_off)): the client library goes on
+    /// there with the token the server sent it ([`Redirect`](crate::protocol::system::Redirect)).
+    #[error("moved to another server")]
+    Moved,
     /// Every slot on the server was taken.
     #[error("the server is full")]
     ServerFull,
@@ -116,6 +121,7 @@ impl SessionEnd {
             Self::WorldStopped => 3,
             Self::Flooding => 4,
             Self::TooFarBehind => 5,
+            Self::Moved => 6,
             _ => 0,
         }
     }
@@ -128,6 +134,7 @@ impl SessionEnd {
             Self::WorldStopped => "world_stopped",
             Self::Flooding => "flooding",
             Self::TooFarBehind => "too_far_behind",
+            Self::Moved => "moved",
             Self::ServerFull => "server_full",
             Self::VersionMismatch { .. } => "version_mismatch",
             Self::TimedOut => "timed_out",
@@ -155,7 +162,7 @@ pub enum Control {
     /// Server → client: the session is over, and why (repeated until the client answers
     /// with its netcode disconnect, or a second has passed). Only the reasons a server
     /// gives travel ([`SessionEnd::Kicked`], `ShuttingDown`, `WorldStopped`, `Flooding`,
-    /// `TooFarBehind`); any other is sent as `ShuttingDown`.
+    /// `TooFarBehind`, `Moved`); any other is sent as `ShuttingDown`.
     Goodbye(SessionEnd),
 }
 
@@ -235,6 +242,7 @@ impl Control {
                     (3, "") => SessionEnd::WorldStopped,
                     (4, "") => SessionEnd::Flooding,
                     (5, "") => SessionEnd::TooFarBehind,
+                    (6, "") => SessionEnd::Moved,
                     _ => return Err(Malformed),
                 }))
             }
@@ -335,6 +343,7 @@ mod tests {
             Control::Goodbye(SessionEnd::WorldStopped),
             Control::Goodbye(SessionEnd::Flooding),
             Control::Goodbye(SessionEnd::TooFarBehind),
+            Control::Goodbye(SessionEnd::Moved),
         ] {
             let n = c.encode(&mut buf);
             assert_eq!(Control::decode(&buf[..n]), Ok(c.clone()));

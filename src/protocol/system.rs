@@ -15,6 +15,8 @@ pub const BOARD: u8 = 0;
 pub const WORLD: u8 = 1;
 /// First byte of a [`SpectatorStatus`].
 pub const SPECTATOR: u8 = 2;
+/// First byte of a [`Redirect`].
+pub const REDIRECT: u8 = 3;
 
 /// The longest world kind or reason text a notice carries, in bytes.
 pub const MAX_NOTICE_TEXT_BYTES: usize = 64;
@@ -123,6 +125,41 @@ impl SpectatorStatus {
     }
 }
 
+/// "Go on at the zone next door": the player was handed to another zone server
+/// ([`Outbox::hand_off`](crate::server::Outbox::hand_off)). The client library connects there
+/// with `token` and sends again, first, every input after `last_applied` (the old zone
+/// applied none of them), so none is lost; the old server then ends the session
+/// ([`SessionEnd::Moved`](crate::protocol::session::SessionEnd::Moved)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Redirect {
+    /// The connect token for the new zone's server (its
+    /// [`CONNECT_TOKEN_BYTES`](crate::protocol::netcode::CONNECT_TOKEN_BYTES) bytes).
+    pub token: Vec<u8>,
+    /// The newest of the client's inputs the old zone applied (`None`: none).
+    pub last_applied: Option<u32>,
+}
+
+impl Redirect {
+    /// The redirect as the system channel carries it.
+    pub fn encode(&self) -> bytes::Bytes {
+        let mut out = vec![REDIRECT];
+        out.extend(postcard::to_allocvec(self).unwrap_or_default());
+        out.into()
+    }
+
+    /// A redirect from the system channel; `None` when the bytes are not one, or its token
+    /// is not a connect token's size.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        match bytes.split_first() {
+            Some((&REDIRECT, rest)) => {
+                let r: Self = postcard::from_bytes(rest).ok()?;
+                (r.token.len() == crate::protocol::netcode::CONNECT_TOKEN_BYTES).then_some(r)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What a viewer asks of a replay or spectators' world: sent as an ordinary message
 /// (`client.channel().send_message(&SpectatorControl::Pause)`), each viewer's `Follow` its own,
 /// the rest shared by every viewer of the world.
@@ -151,6 +188,11 @@ mod tests {
         assert_eq!(WorldNotice::decode(&[WORLD, 0xff, 0xff, 0xff]), None);
         assert_eq!(WorldNotice::decode(&[BOARD, 0]), None);
         assert_eq!(WorldNotice::decode(&[]), None);
+        let r = Redirect { token: vec![7; crate::protocol::netcode::CONNECT_TOKEN_BYTES], last_applied: Some(41) };
+        assert_eq!(Redirect::decode(&r.encode()), Some(r));
+        let short = Redirect { token: vec![7; 10], last_applied: None };
+        assert_eq!(Redirect::decode(&short.encode()), None, "not a token's size");
+        assert_eq!(WorldNotice::decode(&short.encode()), None);
         let long = WorldNotice { world: 1, kind: "é".repeat(100), reason: EnterReason::Moved };
         assert!(WorldNotice::decode(&long.encode()).is_some_and(|n| n.kind.len() <= MAX_NOTICE_TEXT_BYTES));
     }

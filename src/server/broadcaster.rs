@@ -206,8 +206,9 @@ pub(crate) enum BroadcastMsg {
         /// The bytes.
         data: Bytes,
     },
-    /// A world kicks one of its players, with its words.
-    Kick(WorldId, PlayerId, String),
+    /// A world ends one of its players' sessions, saying why (kicked, with the world's
+    /// words; moved to another zone).
+    Kick(WorldId, PlayerId, SessionEnd),
     /// A world's scoreboard rows, for its next update (the broadcaster adds each player's
     /// ping).
     Board(WorldId, Vec<ScoreRow>),
@@ -483,13 +484,13 @@ impl Actor for Broadcaster {
                     p.tell(PlayerMsg::Board(updates.clone()));
                 }
             }
-            BroadcastMsg::Kick(world, p, text) => {
+            BroadcastMsg::Kick(world, p, end) => {
                 // After every message the world sent it before (those to it alone are in its
                 // mailbox ahead of this; those to everyone were flushed above).
                 if state.dir.home(p) == Some(world)
                     && let Some(p) = state.dir.handle(p)
                 {
-                    p.tell(PlayerMsg::Close(SessionEnd::Kicked(text)));
+                    p.tell(PlayerMsg::Close(end));
                 }
             }
             BroadcastMsg::Message { world, to: Audience::All, data, reliable } => {

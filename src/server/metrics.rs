@@ -124,6 +124,8 @@ pub enum EndReason {
     Flooding = 7,
     /// It fell too far behind on reliable messages.
     TooFarBehind = 8,
+    /// It was handed to another zone.
+    Moved = 9,
 }
 
 impl EndReason {
@@ -136,6 +138,7 @@ impl EndReason {
             Some(SessionEnd::WorldStopped) => Self::WorldStopped,
             Some(SessionEnd::Flooding) => Self::Flooding,
             Some(SessionEnd::TooFarBehind) => Self::TooFarBehind,
+            Some(SessionEnd::Moved) => Self::Moved,
             _ => netcode.into(),
         }
     }
@@ -156,7 +159,7 @@ impl From<DisconnectReason> for EndReason {
     }
 }
 
-const END_REASONS: [&str; 9] = [
+const END_REASONS: [&str; 10] = [
     "timed_out",
     "by_peer",
     "local",
@@ -166,6 +169,7 @@ const END_REASONS: [&str; 9] = [
     "world_stopped",
     "flooding",
     "too_far_behind",
+    "moved",
 ];
 
 /// Why a datagram was dropped by the server.

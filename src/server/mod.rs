@@ -535,6 +535,7 @@ pub async fn start_with<W: World>(
         config.world_kinds.clone(),
         config.tick_rate_hz,
         schema.clone(),
+        spawn::TokenKeys { protocol_id: config.protocol_id, private_key: config.private_key },
         spawn::ActorBackend {
             broadcaster: broadcaster.clone(),
             metrics: metrics.clone(),

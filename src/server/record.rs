@@ -28,6 +28,39 @@ pub(crate) trait Tap: Send {
     fn joining(&mut self, player: PlayerId, who: &mut JoinInfo) {
         let _ = (player, who);
     }
+
+    /// The world hands a player to another zone ([`Outbox::hand_off`]): a zone's tap takes
+    /// it (true) and asks the new zone; any other leaves it (false).
+    ///
+    /// [`Outbox::hand_off`]: crate::server::Outbox::hand_off
+    fn handing_off(&mut self, departure: &Departure) -> bool {
+        let _ = departure;
+        false
+    }
+
+    /// Handoffs that ended since the last step, into `out`. Nothing by default.
+    fn poll_handoffs(&mut self, out: &mut Vec<HandoffEnd>) {
+        let _ = out;
+    }
+}
+
+/// A player the world hands to another zone, as its tap sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct Departure {
+    pub player: PlayerId,
+    pub to: crate::protocol::zone::ZoneId,
+    /// The game's state for it.
+    pub state: Vec<u8>,
+    /// The newest of its inputs the world applied.
+    pub last_applied: Option<u32>,
+}
+
+/// How a handoff ended: the connect token for the new zone (accepted), or why the player
+/// stays.
+#[derive(Debug, Clone)]
+pub(crate) struct HandoffEnd {
+    pub player: PlayerId,
+    pub token: Result<Vec<u8>, String>,
 }
 
 /// A tap on its way to a world.

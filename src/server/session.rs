@@ -256,16 +256,17 @@ impl PlayerSession {
             Ok(_) => return Incoming::Nothing,
             Err(reason) => return Incoming::Dropped(PacketDrop::Netcode(reason)),
         };
-        if self.closing.is_some() {
-            // Said goodbye: waiting for the client's disconnect, taking nothing more.
-            return Incoming::Nothing;
-        }
         if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {
-            // Acknowledgements on the framework's channel.
+            // Acknowledgements on the framework's channel (taken while closing too: a
+            // redirect acknowledged is not sent again).
             return match self.system.as_mut().map(|s| s.channel.receive(now, payload)) {
                 Some(Err(_)) => Incoming::Dropped(PacketDrop::Malformed),
                 _ => Incoming::Nothing,
             };
+        }
+        if self.closing.is_some() {
+            // Said goodbye: waiting for the client's disconnect, taking nothing more.
+            return Incoming::Nothing;
         }
         if payload.first() == Some(&CONTROL_FRAME) {
             match Control::decode(payload) {
@@ -503,14 +504,24 @@ impl PlayerSession {
     }
 
     /// Sends the goodbye, after whatever reliable messages and events are due (what the
-    /// world sent the player before closing goes out, though no snapshot does).
+    /// world sent the player before closing goes out, though no snapshot does), and what the
+    /// framework's channel has not had acknowledged (a [`Redirect`] to the next zone: it
+    /// goes again with every repeat of the goodbye).
+    ///
+    /// [`Redirect`]: crate::protocol::system::Redirect
     fn send_goodbye(&mut self, now: Duration, tx: &mut impl Transmit) {
-        let Some(c) = &self.closing else { return };
+        if self.closing.is_none() {
+            return;
+        }
         if self.channel.unacked_messages() > 0 || self.channel.has_events() {
             let mut packet = [0u8; MAX_PAYLOAD_BYTES];
             let n = self.channel.build_packet(now, None, &mut packet);
             let _ = self.connection.send_payload(now, &packet[..n], tx);
         }
+        if self.system.as_ref().is_some_and(|s| s.channel.unacked_messages() > 0) {
+            self.send_system(now, tx);
+        }
+        let Some(c) = &self.closing else { return };
         let mut b = [0u8; MAX_CONTROL_BYTES];
         let n = Control::Goodbye(c.end.clone()).encode(&mut b);
         let _ = self.connection.send_payload(now, &b[..n], tx);

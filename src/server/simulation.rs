@@ -7,13 +7,36 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::record::{Tap, message_event};
-use super::world::{BoardChange, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
+use super::record::{Departure, HandoffEnd, Tap, message_event};
+use super::world::{Audience, BoardChange, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
 use crate::protocol::cut;
 use crate::protocol::input::ViewTime;
 use crate::protocol::recording::Event;
 use crate::protocol::scoreboard::ScoreRow;
 use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::system::Redirect;
+use crate::protocol::zone::ZoneId;
+
+/// Inputs held for a player being handed off, at most (four seconds at 60 Hz; the answer
+/// comes within the handoff timeout, 100 ms by default): later ones are dropped.
+pub(crate) const MAX_HELD_INPUTS: usize = 240;
+
+/// A player being handed to another zone: where, since which step, and its inputs held
+/// until the answer.
+#[derive(Debug)]
+struct Leaving {
+    to: ZoneId,
+    since: u64,
+    held: Vec<HeldInput>,
+}
+
+/// An input held while its player is being handed off.
+#[derive(Debug)]
+struct HeldInput {
+    seq: u32,
+    bytes: Vec<u8>,
+    view: Option<ViewTime>,
+}
 
 /// One input on its way into a tick, however its shell holds it.
 pub(crate) trait TickInput {
@@ -79,6 +102,10 @@ pub(crate) struct Simulation {
     /// leaves since the last frame (kept only while there is a tap).
     taps: Taps,
     events: Vec<Event>,
+    /// Players being handed to another zone ([`Outbox::hand_off`]).
+    leaving: BTreeMap<PlayerId, Leaving>,
+    /// Players whose handoff failed, and the step until which another is ignored.
+    cooldown: BTreeMap<PlayerId, u64>,
 }
 
 /// The taps of a simulation.
@@ -125,6 +152,79 @@ impl Simulation {
             panicking: 0,
             taps: Taps::default(),
             events: Vec::new(),
+            leaving: BTreeMap::new(),
+            cooldown: BTreeMap::new(),
+        }
+    }
+
+    /// Steps in `secs` seconds of ticks.
+    fn steps_in(&self, secs: f64) -> u64 {
+        (secs / self.dt.as_secs_f64().max(1e-6)).ceil() as u64
+    }
+
+    /// Ends the handoffs whose answer came (or that waited too long: the zone's tap is gone)
+    /// before this step's inputs: an accepted one makes the player leave, its redirect into
+    /// `redirects`; a failed one applies its held inputs, in order, and tells the world.
+    fn end_handoffs<W: World + ?Sized>(
+        &mut self,
+        world: &mut W,
+        latest: u32,
+        redirects: &mut Vec<(PlayerId, bytes::Bytes)>,
+    ) {
+        if self.leaving.is_empty() {
+            return;
+        }
+        let mut ended: Vec<HandoffEnd> = Vec::new();
+        for t in &mut self.taps.0 {
+            t.poll_handoffs(&mut ended);
+        }
+        let give_up = self.steps_in(2.0);
+        for (p, l) in &self.leaving {
+            if self.steps - l.since > give_up {
+                ended.push(HandoffEnd { player: *p, token: Err("no answer from the zone's bus".into()) });
+            }
+        }
+        for end in ended {
+            let Some(l) = self.leaving.remove(&end.player) else { continue };
+            let player = end.player;
+            match end.token {
+                Ok(token) => {
+                    let last_applied = self.applied.get(&player).copied();
+                    redirects.push((player, Redirect { token, last_applied }.encode()));
+                    self.leave(world, player);
+                }
+                Err(why) => {
+                    for h in l.held {
+                        let view = h.view.map(|v| v.not_after(latest));
+                        self.guard(WorldFault::PanicInInput, || world.input_viewed(player, &h.bytes, view));
+                        self.applied.insert(player, h.seq);
+                    }
+                    let until = self.steps + self.steps_in(1.0);
+                    self.cooldown.insert(player, until);
+                    self.guard(WorldFault::PanicInHandoff, || world.handoff_refused(player, l.to, &why));
+                }
+            }
+        }
+    }
+
+    /// Starts the handoffs the world asked for this step (see [`Outbox::hand_off`]).
+    fn start_handoffs<W: World + ?Sized>(&mut self, world: &mut W, asked: Vec<(PlayerId, ZoneId, Vec<u8>)>) {
+        for (player, to, state) in asked {
+            let cooling = self.cooldown.get(&player).is_some_and(|until| self.steps < *until);
+            if !self.joined.contains(&player) || self.leaving.contains_key(&player) || cooling {
+                continue;
+            }
+            self.cooldown.remove(&player);
+            let d = Departure { player, to, state, last_applied: self.applied.get(&player).copied() };
+            if self.taps.0.iter_mut().any(|t| t.handing_off(&d)) {
+                self.leaving.insert(player, Leaving { to, since: self.steps, held: Vec::new() });
+            } else {
+                let until = self.steps + self.steps_in(1.0);
+                self.cooldown.insert(player, until);
+                self.guard(WorldFault::PanicInHandoff, || {
+                    world.handoff_refused(player, to, "this world is not a zone")
+                });
+            }
         }
     }
 
@@ -166,6 +266,8 @@ impl Simulation {
             return;
         }
         self.applied.remove(&player);
+        self.leaving.remove(&player);
+        self.cooldown.remove(&player);
         if let Some(b) = &mut self.board {
             b.remove(&player);
         }
@@ -268,6 +370,8 @@ impl Simulation {
         self.tick = self.next.take().unwrap_or(self.tick + 1);
         self.steps += 1;
         let panics_before = self.panics();
+        let mut redirects = Vec::new();
+        self.end_handoffs(world, latest, &mut redirects);
         for input in inputs {
             if !self.joined.contains(&input.player()) {
                 // Not (or no longer) in this world: it moved, or its join is on its way.
@@ -276,6 +380,14 @@ impl Simulation {
             if let Some((message, reliable)) = input.message() {
                 let player = input.player();
                 self.guard(WorldFault::PanicInMessage, || world.message(player, message, reliable));
+                continue;
+            }
+            if let Some(l) = self.leaving.get_mut(&input.player()) {
+                // Held until the new zone answers: applied here if it refuses, sent again
+                // by the client to the new zone if it accepts.
+                if l.held.len() < MAX_HELD_INPUTS {
+                    l.held.push(HeldInput { seq: input.seq(), bytes: input.bytes().to_vec(), view: input.view() });
+                }
                 continue;
             }
             let view = input.view().map(|v| v.not_after(latest));
@@ -290,6 +402,12 @@ impl Simulation {
         if self.guard(WorldFault::PanicInMessages, || world.messages(&mut outbox)).is_none() {
             // What it had sent before the panic may be half of something: none of it goes.
             outbox = Outbox::default();
+        }
+        let asked = outbox.take_handoffs();
+        self.start_handoffs(world, asked);
+        for (player, notice) in redirects {
+            outbox.system(Audience::Player(player), notice);
+            outbox.moved(player);
         }
         let schema = self.schema.clone();
         let mut b = SnapshotBuilder::new(&schema, tick);

@@ -250,7 +250,17 @@ struct Inner {
     kinds: Vec<String>,
     server_hz: u16,
     schema: Arc<Schema>,
+    /// What mints a connect token for another server of the same game (a zone's handoffs).
+    keys: TokenKeys,
     backend: Backend,
+}
+
+/// The server's protocol id and private key: a zone mints the connect token for the zone a
+/// player is handed to with them (every zone of a map shares the key).
+#[derive(Clone, Copy)]
+pub(crate) struct TokenKeys {
+    pub protocol_id: u64,
+    pub private_key: crate::protocol::netcode::Key,
 }
 
 enum Backend {
@@ -292,9 +302,11 @@ impl Worlds {
         kinds: Vec<String>,
         server_hz: u16,
         schema: Arc<Schema>,
+        keys: TokenKeys,
         backend: ActorBackend,
     ) -> Self {
-        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, backend: Backend::Actors(backend) }) }
+        let backend = Backend::Actors(backend);
+        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, keys, backend }) }
     }
 
     /// The stepper's handle.
@@ -303,9 +315,10 @@ impl Worlds {
         kinds: Vec<String>,
         server_hz: u16,
         schema: Arc<Schema>,
+        keys: TokenKeys,
     ) -> Self {
         let backend = Backend::Stepper(Mutex::new(Vec::new()));
-        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, backend }) }
+        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, keys, backend }) }
     }
 
     /// What the stepper was asked since it last looked.
@@ -477,7 +490,7 @@ impl Worlds {
         let stride = self.check(&border, &self.inner.schema)?;
         let hz = f64::from(self.inner.server_hz) / f64::from(stride);
         let fade_ticks = (zone.fade_after.as_secs_f64() * hz).ceil() as u64;
-        let (world, build) = super::zone::parts(self.inner.schema.clone(), &zone, fade_ticks);
+        let (world, build) = super::zone::parts(self.inner.schema.clone(), &zone, fade_ticks, self.inner.keys);
         let border = self.spawn_handling(border, world)?;
         let (link, tap) = build(border);
         self.tap(source, Box::new(tap))?;

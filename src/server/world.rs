@@ -14,7 +14,9 @@ use super::simulation::{Simulation, Stepped, TickInput};
 use super::worlds::WorldId;
 use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
 use crate::protocol::netcode::USER_DATA_BYTES;
+use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::zone::ZoneId;
 
 /// A connected player's id: its netcode slot, stable while it is connected.
 pub type PlayerId = u32;
@@ -45,6 +47,8 @@ pub enum WorldFault {
     PanicInShutdown,
     /// [`World::snapshot`] panicked.
     PanicInSnapshot,
+    /// [`World::handoff_refused`] panicked.
+    PanicInHandoff,
     /// [`World::snapshot`] inserted two entities with the same id.
     DuplicateEntity,
     /// [`Relevancy::interest`] returned indices out of order, repeated or past the end.
@@ -53,7 +57,7 @@ pub enum WorldFault {
 
 impl WorldFault {
     /// Every kind, in label order.
-    pub const ALL: [WorldFault; 10] = [
+    pub const ALL: [WorldFault; 11] = [
         Self::PanicInJoin,
         Self::PanicInLeave,
         Self::PanicInInput,
@@ -62,6 +66,7 @@ impl WorldFault {
         Self::PanicInMessages,
         Self::PanicInShutdown,
         Self::PanicInSnapshot,
+        Self::PanicInHandoff,
         Self::DuplicateEntity,
         Self::RelevancyOrder,
     ];
@@ -77,6 +82,7 @@ impl WorldFault {
             Self::PanicInMessages => "panic_in_messages",
             Self::PanicInShutdown => "panic_in_shutdown",
             Self::PanicInSnapshot => "panic_in_snapshot",
+            Self::PanicInHandoff => "panic_in_handoff",
             Self::DuplicateEntity => "duplicate_entity",
             Self::RelevancyOrder => "relevancy_order",
         }
@@ -165,8 +171,10 @@ pub(crate) type Outgoing = (Audience, bytes::Bytes, bool);
 pub struct Outbox {
     /// Queued messages.
     items: Vec<Outgoing>,
-    /// Players to disconnect, with the words their clients read.
-    kicks: Vec<(PlayerId, String)>,
+    /// Players to disconnect, with why (the words their clients read).
+    kicks: Vec<(PlayerId, SessionEnd)>,
+    /// Players to hand to a neighbouring zone, with the game's state for each.
+    handoffs: Vec<(PlayerId, ZoneId, Vec<u8>)>,
     /// Scoreboard changes: a player's fields, or its name.
     board: Vec<(PlayerId, BoardChange)>,
     /// Moves, watches, teams and a stop, in the order asked.
@@ -201,7 +209,7 @@ pub(crate) enum BoardChange {
 impl Outbox {
     /// Disconnects `player`, telling its client why: its
     /// [`GameClient::ended`](crate::client::GameClient::ended) reads
-    /// [`SessionEnd::Kicked`](crate::protocol::session::SessionEnd::Kicked) with `reason` (at
+    /// [`SessionEnd::Kicked`] with `reason` (at
     /// most [`MAX_KICK_TEXT_BYTES`](crate::protocol::session::MAX_KICK_TEXT_BYTES), cut at a
     /// character boundary). The messages queued for it before the kick go first; it gets no
     /// snapshot after this tick, nothing it sends reaches the world any more, and
@@ -219,7 +227,42 @@ impl Outbox {
     /// # }
     /// ```
     pub fn kick(&mut self, player: PlayerId, reason: impl Into<String>) {
-        self.kicks.push((player, reason.into()));
+        self.kicks.push((player, SessionEnd::Kicked(reason.into())));
+    }
+
+    /// Hands `player` (one of this zone's) to the neighbouring zone `to`, with `state`: what
+    /// the game there needs to go on with it (its avatar's place, health, inventory: at most
+    /// [`MAX_STATE_BYTES`](crate::protocol::zone::handoff::MAX_STATE_BYTES)). For a world
+    /// that runs as a zone ([`Worlds::zone`](crate::server::Worlds::zone)); call it when the
+    /// player's avatar crosses into `to`'s region.
+    ///
+    /// From this tick on the player's inputs are held, not applied, while the new zone is
+    /// asked (at most the zone's handoff timeout, 100 ms by default). If it accepts, the
+    /// player leaves this world ([`World::leave`]), its client is given a connect token for
+    /// the new zone's server and goes on there by itself, re-sending the inputs held here,
+    /// and the new zone's [`World::join_with`] gets `state` in
+    /// [`JoinInfo::handoff`]. If it refuses or does not answer, the player stays: the held
+    /// inputs are applied, in order, and [`World::handoff_refused`] says why. A second
+    /// handoff of the same player while one is under way, or within a second of a refusal,
+    /// is ignored.
+    ///
+    /// ```
+    /// # use volley::prelude::*;
+    /// # use volley::protocol::zone::ZoneLayout;
+    /// # struct Game { layout: ZoneLayout, me: u16, avatars: Vec<(PlayerId, glam::Vec2)> }
+    /// # impl Game {
+    /// fn messages(&mut self, out: &mut Outbox) {
+    ///     for (player, at) in &self.avatars {
+    ///         match self.layout.owner(*at) {
+    ///             Some(zone) if zone != self.me => out.hand_off(*player, zone, at.x.to_le_bytes().to_vec()),
+    ///             _ => {}
+    ///         }
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn hand_off(&mut self, player: PlayerId, to: ZoneId, state: impl Into<Vec<u8>>) {
+        self.handoffs.push((player, to, state.into()));
     }
 
     /// Sets `player`'s score fields on the scoreboard, one per column the world named in
@@ -301,12 +344,21 @@ impl Outbox {
         std::mem::take(&mut self.system)
     }
 
+    pub(crate) fn take_handoffs(&mut self) -> Vec<(PlayerId, ZoneId, Vec<u8>)> {
+        std::mem::take(&mut self.handoffs)
+    }
+
+    /// Ends `player`'s session as moved to another zone.
+    pub(crate) fn moved(&mut self, player: PlayerId) {
+        self.kicks.push((player, SessionEnd::Moved));
+    }
+
     pub(crate) fn take_changes(&mut self) -> Vec<WorldChange> {
         std::mem::take(&mut self.changes)
     }
 
     /// The queued messages (audience, bytes, reliable) and kicks, in the order queued.
-    pub(crate) fn into_parts(self) -> (Vec<Outgoing>, Vec<(PlayerId, String)>) {
+    pub(crate) fn into_parts(self) -> (Vec<Outgoing>, Vec<(PlayerId, SessionEnd)>) {
         (self.items, self.kicks)
     }
 
@@ -380,6 +432,13 @@ pub trait World: Send + 'static {
     /// is dropped and counted (`volley_client_messages_dropped_total`).
     fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
         let _ = (player, message, reliable);
+    }
+    /// The handoff of `player` to zone `to` ([`Outbox::hand_off`]) did not happen: the new
+    /// zone refused it or did not answer in time (`why` says which), or this world is not a
+    /// zone. The player stays here, its held inputs applied; the game may try again (after a
+    /// second). Nothing by default.
+    fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
+        let _ = (player, to, why);
     }
     /// Advances the simulation by `dt`.
     fn tick(&mut self, tick: u32, dt: Duration);
@@ -869,8 +928,8 @@ fn step<W: World>(
     for (to, data, reliable) in messages {
         s.broadcaster.cast(BroadcastMsg::Message { world: id, to, data, reliable })?;
     }
-    for (player, text) in kicks {
-        s.broadcaster.cast(BroadcastMsg::Kick(id, player, text))?;
+    for (player, end) in kicks {
+        s.broadcaster.cast(BroadcastMsg::Kick(id, player, end))?;
     }
     if let Some(rows) = board {
         s.broadcaster.cast(BroadcastMsg::Board(id, rows))?;

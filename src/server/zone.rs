@@ -26,8 +26,8 @@ use std::time::Duration;
 
 use glam::Vec2;
 
-use super::record::Tap;
-use super::spawn::{Handles, WorldRef};
+use super::record::{Departure, HandoffEnd, Tap};
+use super::spawn::{Handles, TokenKeys, WorldRef};
 use super::world::{JoinInfo, PlayerId, Relevancy, World};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
@@ -141,6 +141,22 @@ impl ZoneOptions {
     }
 }
 
+/// Players being handed off that wait for the bus shell to offer them (a shell further
+/// behind refuses the handoff at once: the player stays).
+pub const DEPARTURE_QUEUE: usize = 256;
+
+/// A player to offer to a neighbour: the bus shell sends `offer` to zone `to` and gives the
+/// answer to [`ZoneInbox::end_handoff`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Departing {
+    /// The player.
+    pub player: PlayerId,
+    /// The zone it is offered to.
+    pub to: ZoneId,
+    /// The encoded [`Offer`].
+    pub offer: bytes::Bytes,
+}
+
 /// A zone's figures: plain counters, read by the server's metrics and by tests.
 #[derive(Debug, Default)]
 pub struct ZoneCounters {
@@ -204,6 +220,7 @@ pub struct ZoneLink {
     game: Arc<dyn ZoneGame>,
     schema: Arc<Schema>,
     snapshots: tokio::sync::mpsc::Receiver<Arc<WorldSnapshot>>,
+    departures: Option<tokio::sync::mpsc::Receiver<Departing>>,
     inbox: ZoneInbox,
     counters: Arc<ZoneCounters>,
     handoff_timeout: Duration,
@@ -286,6 +303,13 @@ impl ZoneLink {
         self.inbox.handle_frame(bytes)
     }
 
+    /// The players the zone's world hands off ([`Outbox::hand_off`](crate::server::Outbox::hand_off)),
+    /// for the bus shell to offer (taken once: `None` the second time). Each offer's answer,
+    /// or why there is none, goes to [`ZoneInbox::end_handoff`].
+    pub fn take_departures(&mut self) -> Option<tokio::sync::mpsc::Receiver<Departing>> {
+        self.departures.take()
+    }
+
     /// The receiving side, to hand to the bus shell's subscriber task.
     pub fn inbox(&self) -> ZoneInbox {
         self.inbox.clone()
@@ -303,6 +327,8 @@ pub struct ZoneInbox {
     public_addr: Arc<RwLock<Option<std::net::SocketAddr>>>,
     arrivals: Arc<Mutex<Arrivals>>,
     departures: Arc<Mutex<Departures>>,
+    /// Handoffs ended by an answer, for the zone's world at its next tick.
+    ended: Arc<Mutex<Vec<Outcome>>>,
     /// The handoffs' clock: offers, arrivals and answers are timed on it.
     clock: std::time::Instant,
 }
@@ -391,6 +417,11 @@ impl ZoneInbox {
             Outcome::TimedOut { .. } => 2,
         };
         self.counters.handoffs_out[i].fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut e) = self.ended.lock()
+            && e.len() < DEPARTURE_QUEUE * 4
+        {
+            e.push(outcome.clone());
+        }
         Some(outcome)
     }
 
@@ -436,19 +467,115 @@ pub(crate) struct ZoneTap {
     pub inbox: ZoneInbox,
     pub newest: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
     pub tx: tokio::sync::mpsc::Sender<Arc<WorldSnapshot>>,
+    pub departing: tokio::sync::mpsc::Sender<Departing>,
     pub counters: Arc<ZoneCounters>,
+    pub keys: TokenKeys,
+    /// How long the token for the new zone may be used to start connecting.
+    pub token_life: Duration,
+    /// Who each player of the zone's world is (its token's client id and user data): what
+    /// an offer for it carries, and what its token for the new zone says.
+    pub who: BTreeMap<PlayerId, (u64, [u8; crate::protocol::netcode::USER_DATA_BYTES])>,
+    /// Handoffs that ended before they reached the bus.
+    pub refused: Vec<HandoffEnd>,
+}
+
+impl ZoneTap {
+    /// The connect token, for the player whose token said `who`, to the zone at `server`.
+    fn mint(
+        &self,
+        who: (u64, [u8; crate::protocol::netcode::USER_DATA_BYTES]),
+        server: std::net::SocketAddr,
+    ) -> Result<Vec<u8>, String> {
+        use crate::protocol::netcode::token::{ConnectToken, TokenParams};
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_err(|e| e.to_string())?;
+        let mut params = TokenParams::new(self.keys.protocol_id, who.0, server, now.as_secs());
+        params.user_data = who.1;
+        params.expire_seconds = self.token_life.as_secs().max(1);
+        let token = ConnectToken::generate(&params, &self.keys.private_key).map_err(|e| e.to_string())?;
+        Ok(token.to_bytes().to_vec())
+    }
+
+    /// How a handoff's outcome reaches the world: the token for the new zone, or why not.
+    fn end_of(&self, outcome: Outcome) -> HandoffEnd {
+        match outcome {
+            Outcome::Accepted { player, server, .. } => {
+                let token = match self.who.get(&player) {
+                    Some(who) => self.mint(*who, server),
+                    None => Err("the player is not known to the zone".into()),
+                };
+                if let Err(e) = &token {
+                    tracing::error!(zone = self.inbox.me, player, error = %e, "no token for an accepted handoff; the player stays");
+                }
+                HandoffEnd { player, token }
+            }
+            Outcome::Refused { player, to, reason } => {
+                HandoffEnd { player, token: Err(format!("zone {to} refused: {reason}")) }
+            }
+            Outcome::TimedOut { player, to } => {
+                HandoffEnd { player, token: Err(format!("zone {to} did not answer in time")) }
+            }
+        }
+    }
 }
 
 impl Tap for ZoneTap {
     fn joining(&mut self, player: PlayerId, who: &mut JoinInfo) {
         let inbox = &self.inbox;
+        self.who.insert(player, (who.client_id, who.user_data));
         if let Some(offer) = inbox.take_arrival(who.client_id, inbox.now()) {
             tracing::debug!(zone = inbox.me, player, from = offer.from, "a player handed over arrived");
             who.handoff = Some(Arc::new(offer));
         }
     }
 
-    fn frame(&mut self, _tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, _events: &[Event]) -> bool {
+    fn handing_off(&mut self, d: &Departure) -> bool {
+        let refuse = |tap: &mut Self, why: String| {
+            tap.counters.handoffs_out[1].fetch_add(1, Ordering::Relaxed);
+            tap.refused.push(HandoffEnd { player: d.player, token: Err(why) });
+            true
+        };
+        let Some(&(client_id, user_data)) = self.who.get(&d.player) else {
+            return refuse(self, "the player is not known to the zone".into());
+        };
+        let offer = Offer {
+            from: self.inbox.me,
+            client_id,
+            user_data: user_data.to_vec(),
+            state: d.state.clone(),
+            last_applied: d.last_applied.unwrap_or(0),
+            inputs: Vec::new(),
+        };
+        if let Err(e) = offer.check() {
+            return refuse(self, e.to_string());
+        }
+        if self.inbox.begin_handoff(d.player, d.to, self.inbox.now()).is_err() {
+            return refuse(self, "a handoff of the player is under way".into());
+        }
+        let departing = Departing { player: d.player, to: d.to, offer: offer.encode().into() };
+        if self.departing.try_send(departing).is_err() {
+            if let Ok(mut dep) = self.inbox.departures.lock() {
+                dep.forget(d.player);
+            }
+            return refuse(self, "the zone's bus is behind".into());
+        }
+        true
+    }
+
+    fn poll_handoffs(&mut self, out: &mut Vec<HandoffEnd>) {
+        out.append(&mut self.refused);
+        let mut ended = self.inbox.ended.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
+        ended.extend(self.inbox.poll_handoff_timeouts(self.inbox.now()));
+        for o in ended {
+            out.push(self.end_of(o));
+        }
+    }
+
+    fn frame(&mut self, _tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, events: &[Event]) -> bool {
+        for e in events {
+            if let Event::Left { player } = e {
+                self.who.remove(player);
+            }
+        }
         let Some(snapshot) = snapshot else { return true };
         if let Ok(mut n) = self.newest.write() {
             *n = Some(snapshot.clone());
@@ -576,6 +703,7 @@ pub(crate) fn parts(
     schema: Arc<Schema>,
     options: &ZoneOptions,
     fade_ticks: u64,
+    keys: TokenKeys,
 ) -> (BorderWorld, impl FnOnce(WorldRef<BorderFrame>) -> (ZoneLink, ZoneTap)) {
     let newest = Arc::new(RwLock::new(None));
     let counters = Arc::new(ZoneCounters::default());
@@ -585,6 +713,7 @@ pub(crate) fn parts(
     let (arrival_wait, max_arrivals) = (options.arrival_wait, options.max_arrivals);
     let build = move |border| {
         let (tx, rx) = tokio::sync::mpsc::channel(ZONE_QUEUE);
+        let (departing, departures) = tokio::sync::mpsc::channel(DEPARTURE_QUEUE);
         let neighbours = layout.neighbours(me).into();
         let inbox = ZoneInbox {
             me,
@@ -595,10 +724,22 @@ pub(crate) fn parts(
             public_addr: Arc::new(RwLock::new(public_addr)),
             arrivals: Arc::new(Mutex::new(Arrivals::new(arrival_wait, max_arrivals))),
             departures: Arc::new(Mutex::new(Departures::new(handoff_timeout))),
+            ended: Arc::default(),
             clock: std::time::Instant::now(),
         };
-        let tap = ZoneTap { inbox: inbox.clone(), newest, tx, counters: counters.clone() };
-        (ZoneLink { me, layout, game, schema, snapshots: rx, inbox, counters, handoff_timeout }, tap)
+        let tap = ZoneTap {
+            inbox: inbox.clone(),
+            newest,
+            tx,
+            departing,
+            counters: counters.clone(),
+            keys,
+            token_life: arrival_wait,
+            who: BTreeMap::new(),
+            refused: Vec::new(),
+        };
+        let departures = Some(departures);
+        (ZoneLink { me, layout, game, schema, snapshots: rx, departures, inbox, counters, handoff_timeout }, tap)
     };
     (world, build)
 }

@@ -26,6 +26,9 @@ use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
+/// What the stepper's zones mint handoff tokens with.
+const STEPPER_KEYS: crate::server::spawn::TokenKeys =
+    crate::server::spawn::TokenKeys { protocol_id: crate::DEFAULT_PROTOCOL_ID, private_key: KEY };
 const SERVER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 40_000);
 
 /// A client in the stepper.
@@ -158,7 +161,7 @@ impl<W: World> Stepper<W> {
             pending_inputs: Vec::new(),
             hosted: BTreeMap::new(),
             dir,
-            worlds: Worlds::stepper(numbers.clone(), vec!["main".into()], hz, schema.clone()),
+            worlds: Worlds::stepper(numbers.clone(), vec!["main".into()], hz, schema.clone(), STEPPER_KEYS),
             numbers,
             server_tick: 0,
             started: false,
@@ -197,7 +200,7 @@ impl<W: World> Stepper<W> {
             self.dir.add_world(WorldId::ENTRY, WorldOptions::new(first.clone()), relevancy);
         }
         let hz = self.settings.params.tick_rate_hz;
-        self.worlds = Worlds::stepper(self.numbers.clone(), kinds, hz, self.settings.schema.clone());
+        self.worlds = Worlds::stepper(self.numbers.clone(), kinds, hz, self.settings.schema.clone(), STEPPER_KEYS);
         self
     }
 
@@ -697,11 +700,11 @@ impl<W: World> Stepper<W> {
                 }
             }
         }
-        for (player, text) in kicks {
+        for (player, end) in kicks {
             if self.dir.home(player) == Some(id)
                 && let Some(s) = self.session(player)
             {
-                s.close(now, SessionEnd::Kicked(text), &mut wire);
+                s.close(now, end, &mut wire);
             }
         }
         self.send_from_server(wire);

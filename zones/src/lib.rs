@@ -92,7 +92,7 @@ pub struct ZoneBus {
     counters: Arc<ZoneCounters>,
     inbox: ZoneInbox,
     timeout: Duration,
-    handoff_subjects: Vec<String>,
+    handoff_subjects: Arc<[String]>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -159,6 +159,29 @@ impl ZoneBus {
                 }
             }
         });
+        let handoff_subjects: Arc<[String]> = (0..link_zones).map(|z| config.handoff_subject(z as ZoneId)).collect();
+        let departures = link.take_departures();
+        let (offering, subjects, offers_inbox) = (client.clone(), handoff_subjects.clone(), link.inbox());
+        let depart = tokio::spawn(async move {
+            let Some(mut departures) = departures else { return };
+            while let Some(d) = departures.recv().await {
+                // Each offer on its own task: one slow answer holds up no other handoff.
+                let (client, subjects, inbox) = (offering.clone(), subjects.clone(), offers_inbox.clone());
+                tokio::spawn(async move {
+                    let answer = request(&client, &subjects, timeout, d.to, d.offer).await;
+                    let outcome = inbox.end_handoff(d.player, answer.as_deref().map_err(Clone::clone), inbox.now());
+                    if let Some(o) = outcome {
+                        tracing::debug!(
+                            zone = inbox.me(),
+                            player = d.player,
+                            to = d.to,
+                            outcome = o.label(),
+                            "handoff"
+                        );
+                    }
+                });
+            }
+        });
         let (publisher, dropped) = (client.clone(), counters.clone());
         let subjects: Vec<String> = (0..link.layout().len()).map(|z| config.border_subject(z as ZoneId)).collect();
         let publish = tokio::spawn(async move {
@@ -178,14 +201,13 @@ impl ZoneBus {
             }
         });
         let rtt = tokio::spawn(measure_rtt(client.clone(), config.rtt_subject(me), counters.clone()));
-        let handoff_subjects = (0..link_zones).map(|z| config.handoff_subject(z as ZoneId)).collect();
         Ok(Self {
             client,
             counters,
             inbox: handoffs,
             timeout,
             handoff_subjects,
-            tasks: vec![answer, receive, publish, rtt],
+            tasks: vec![answer, receive, publish, rtt, depart],
         })
     }
 
@@ -196,17 +218,7 @@ impl ZoneBus {
     /// handoff of the player is already under way.
     pub async fn hand_off(&self, player: PlayerId, to: ZoneId, offer: &Offer) -> Option<Outcome> {
         self.inbox.begin_handoff(player, to, self.inbox.now()).ok()?;
-        let answer = match self.handoff_subjects.get(usize::from(to)) {
-            None => Err(format!("zone {to} is not on the map")),
-            Some(subject) => {
-                let request = self.client.request(subject.clone(), offer.encode().into());
-                match tokio::time::timeout(self.timeout, request).await {
-                    Ok(Ok(message)) => Ok(message.payload),
-                    Ok(Err(e)) => Err(e.to_string()),
-                    Err(_) => Err("no answer in time".to_string()),
-                }
-            }
-        };
+        let answer = request(&self.client, &self.handoff_subjects, self.timeout, to, offer.encode().into()).await;
         let outcome = self.inbox.end_handoff(player, answer.as_deref().map_err(Clone::clone), self.inbox.now());
         if let Some(o) = &outcome {
             tracing::debug!(zone = self.inbox.me(), player, to, outcome = o.label(), "handoff");
@@ -242,6 +254,22 @@ impl ZoneBus {
     /// Stops moving frames (the zone's neighbours see it go quiet).
     pub fn stop(self) {
         drop(self);
+    }
+}
+
+/// Sends an offer to zone `to` and waits at most `timeout` for its answer.
+async fn request(
+    client: &async_nats::Client,
+    subjects: &[String],
+    timeout: Duration,
+    to: ZoneId,
+    offer: bytes::Bytes,
+) -> Result<bytes::Bytes, String> {
+    let Some(subject) = subjects.get(usize::from(to)) else { return Err(format!("zone {to} is not on the map")) };
+    match tokio::time::timeout(timeout, client.request(subject.clone(), offer)).await {
+        Ok(Ok(message)) => Ok(message.payload),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("no answer in time".to_string()),
     }
 }
 

@@ -4,7 +4,6 @@
 //! back on the same port: the border returns within 2 s.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,56 +14,12 @@ use volley_zones::{BusConfig, ZoneBus};
 
 #[path = "support/dots.rs"]
 mod dots;
+#[path = "support/nats.rs"]
+mod nats;
 use dots::{RADIUS, Zone, read_view, within};
+use nats::Nats;
 
 const KEY: [u8; 32] = [7; 32];
-
-struct Nats {
-    path: std::path::PathBuf,
-    port: u16,
-    child: Option<Child>,
-}
-
-impl Nats {
-    fn start(path: std::path::PathBuf) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut n = Self { path, port, child: None };
-        n.restart();
-        n
-    }
-
-    fn restart(&mut self) {
-        let child = Command::new(&self.path)
-            .args(["-a", "127.0.0.1", "-p", &self.port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let began = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(began.elapsed() < Duration::from_secs(10), "nats-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("nats://127.0.0.1:{}", self.port)
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 async fn zone_server(me: u16, url: &str) -> (ServerHandle, ZoneBus) {
     zone_of(me, 2, url).await

@@ -37,6 +37,14 @@ impl SnapshotReceiver {
         }
     }
 
+    /// Forgets every snapshot it has (the client moved to another server, whose ticks and
+    /// baselines are its own), keeping the schema and the predictor.
+    pub fn forget(&mut self) {
+        self.ring.iter_mut().for_each(|s| *s = None);
+        self.newest = None;
+        self.models = codec::Models::default();
+    }
+
     /// The replicated kinds it decodes.
     pub fn schema(&self) -> &Arc<Schema> {
         &self.schema
