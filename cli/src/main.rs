@@ -22,6 +22,7 @@ use volley_arena::bots::{Churn, SwarmConfig, SwarmProgress, run_swarm};
 use volley_arena::rooms::{Lobby, RoomFigures, Rooms};
 
 mod fleet;
+mod zones;
 
 /// volley: an authoritative real-time multiplayer game server framework.
 #[derive(Debug, Parser)]
@@ -189,6 +190,19 @@ struct ServerArgs {
     /// The Agones SDK server's gRPC port (default: AGONES_SDK_GRPC_PORT, else 9357).
     #[arg(long)]
     agones_port: Option<u16>,
+    /// Run zone K (0-based) of the arena's map split among --zones servers: it shares what
+    /// stands near its borders with its neighbours and hands players who walk over to them,
+    /// through NATS at --nats (one arena world, no rooms; "border" is a world kind).
+    #[arg(long, env = "VOLLEY_ZONE")]
+    zone: Option<u16>,
+    /// Zones the map is split into: a grid (4: 2 × 2, 6: 3 × 2, 9: 3 × 3; otherwise N side by
+    /// side). With `volley run`, more than 1 starts NATS (if `nats-server` is installed) and
+    /// this many zone servers, and the bots play across them.
+    #[arg(long, env = "VOLLEY_ZONES", default_value_t = 1)]
+    zones: u16,
+    /// The NATS server the zones talk through.
+    #[arg(long, env = "VOLLEY_NATS", default_value = "nats://127.0.0.1:4222")]
+    nats: String,
     /// Fault injection for supervision runs: the Nth match (0: the first) panics in every
     /// tick from its tenth second; its figures carry kind="faulty".
     #[arg(long, hide = true)]
@@ -363,6 +377,9 @@ struct FileConfig {
     beacons: Option<u32>,
     record: Option<std::path::PathBuf>,
     spectator_delay: Option<f64>,
+    zone: Option<u16>,
+    zones: Option<u16>,
+    nats: Option<String>,
 }
 
 /// Fills every setting that neither a flag nor the environment gave from the config file.
@@ -442,6 +459,15 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     if let Some(v) = f.record.filter(|_| unset("record")) {
         a.record = Some(v);
     }
+    if let Some(v) = f.zone.filter(|_| unset("zone")) {
+        a.zone = Some(v);
+    }
+    if let Some(v) = f.zones.filter(|_| unset("zones")) {
+        a.zones = v;
+    }
+    if let Some(v) = f.nats.filter(|_| unset("nats")) {
+        a.nats = v;
+    }
     Ok(())
 }
 
@@ -500,7 +526,9 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     if !(a.match_seconds.is_finite() && a.match_seconds > 0.0) {
         return Err("--match-seconds must be a positive number of seconds".into());
     }
-    if a.match_size > 0 {
+    if a.zone.is_some() {
+        c.world_kinds = vec!["arena".into(), "border".into()];
+    } else if a.match_size > 0 {
         c.world_kinds = volley_arena::rooms::KINDS.iter().map(|k| (*k).to_owned()).collect();
         if a.faulty_match.is_some() {
             c.world_kinds.push("faulty".into());
@@ -509,9 +537,10 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     Ok(c)
 }
 
-/// The rooms `volley run`/`server` serves, unless it serves one arena world (`--match-size 0`).
+/// The rooms `volley run`/`server` serves, unless it serves one arena world (`--match-size 0`,
+/// or a zone).
 fn rooms(a: &ServerArgs) -> Option<Rooms> {
-    (a.match_size > 0).then(|| Rooms {
+    (a.match_size > 0 && a.zone.is_none()).then(|| Rooms {
         match_size: a.match_size,
         match_length: Duration::from_secs_f64(a.match_seconds),
         beacons: a.beacons,
@@ -701,13 +730,23 @@ async fn serve_world(
         }
     }
     let figures = Arc::new(RoomFigures::default());
-    let mut server = match (replay, rooms(&args)) {
-        (Some(w), _) => volley::server::start(config, w).await,
-        (None, Some(r)) => volley::server::start(config, Lobby::new(r, figures.clone())).await,
-        (None, None) => volley::server::start(config, Arena::new()).await,
+    let (zone_world, zone_link) = match zones::arena_zone(&args)? {
+        Some((arena, link)) => (Some(arena), Some(link)),
+        None => (None, None),
+    };
+    let public = config.public_addr;
+    let mut server = match (replay, rooms(&args), zone_world) {
+        (Some(w), ..) => volley::server::start(config, w).await,
+        (None, _, Some(arena)) => volley::server::start(config, arena).await,
+        (None, Some(r), None) => volley::server::start(config, Lobby::new(r, figures.clone())).await,
+        (None, None, None) => volley::server::start(config, Arena::new()).await,
     }
     .map_err(|e| e.to_string())?;
     let addr = server.addr();
+    let _bus = match zone_link {
+        Some(link) => Some(zones::start_bus(&args, public.unwrap_or(addr), link).await?),
+        None => None,
+    };
     if let Some(a) = server.admin_addr() {
         println!("admin: http://{a}/metrics /healthz /readyz /players");
     }
@@ -1145,6 +1184,11 @@ fn main() -> ExitCode {
             netcode::generate_key().map_err(|e| format!("no randomness: {e}")).map(|k| println!("{}", hex::encode(&k)))
         }
         Command::Token(args) => mint(&args),
+        Command::Run(mut a) if a.server.zones > 1 && a.server.zone.is_none() => sub
+            .as_ref()
+            .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))
+            .and_then(|()| runtime())
+            .and_then(|rt| rt.block_on(zones::run(a.server, a.bots))),
         Command::Run(mut a) => sub
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))

@@ -722,6 +722,16 @@ impl ServerMetrics {
         );
         d("volley_zone_handoffs_received_total", None, "Handoffs offered to this zone by its neighbours, by outcome.");
         d(
+            "volley_zone_handoff_inputs_lost_total",
+            None,
+            "Inputs of players handed to this zone that neither zone applied (0 when handoffs lose nothing).",
+        );
+        d(
+            "volley_zone_handoff_inputs_repeated_total",
+            None,
+            "Inputs of players handed to this zone that both zones applied (0 when handoffs lose nothing).",
+        );
+        d(
             "volley_zone_handoff_wait_seconds_total",
             Some(Unit::Seconds),
             "Time accepted handoffs waited for the new zone's answer, summed (divide by the accepted ones for the mean).",
@@ -1292,6 +1302,8 @@ impl ServerMetrics {
             self.counter("volley_zone_border_entities_sent_total", &[], sum(|z| &z.entities_out));
             self.gauge("volley_zone_border_entities", &[], sum(|z| &z.entities_in) as f64);
             self.counter("volley_zone_fades_total", &[], sum(|z| &z.fades));
+            self.counter("volley_zone_handoff_inputs_lost_total", &[], sum(|z| &z.inputs_lost));
+            self.counter("volley_zone_handoff_inputs_repeated_total", &[], sum(|z| &z.inputs_repeated));
             for (i, outcome) in ["accepted", "refused", "timed_out"].iter().enumerate() {
                 let n = zones.iter().map(|z| get(&z.handoffs_out[i])).sum::<u64>();
                 self.counter("volley_zone_handoffs_total", &[("outcome", outcome)], n);

@@ -42,6 +42,13 @@ pub(crate) trait Tap: Send {
     fn poll_handoffs(&mut self, out: &mut Vec<HandoffEnd>) {
         let _ = out;
     }
+
+    /// A player handed over from another zone had its first input applied here: `lost`
+    /// inputs between the old zone's newest applied one and it never came, `repeated` were
+    /// applied by both zones (both 0 when the handoff lost nothing). Nothing by default.
+    fn arrival_inputs(&mut self, player: PlayerId, lost: u32, repeated: u32) {
+        let _ = (player, lost, repeated);
+    }
 }
 
 /// A player the world hands to another zone, as its tap sees it.

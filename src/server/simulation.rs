@@ -106,6 +106,9 @@ pub(crate) struct Simulation {
     leaving: BTreeMap<PlayerId, Leaving>,
     /// Players whose handoff failed, and the step until which another is ignored.
     cooldown: BTreeMap<PlayerId, u64>,
+    /// Players handed over from another zone whose first input has not come yet, with the
+    /// newest input the old zone applied.
+    arrived: BTreeMap<PlayerId, u32>,
 }
 
 /// The taps of a simulation.
@@ -154,6 +157,7 @@ impl Simulation {
             events: Vec::new(),
             leaving: BTreeMap::new(),
             cooldown: BTreeMap::new(),
+            arrived: BTreeMap::new(),
         }
     }
 
@@ -207,6 +211,20 @@ impl Simulation {
         }
     }
 
+    /// A handed-over player's input `seq` was applied: if it is its first here, tells the
+    /// taps what came between it and the old zone's newest.
+    fn first_after_handoff(&mut self, player: PlayerId, seq: u32) {
+        let Some(last) = self.arrived.remove(&player) else { return };
+        let d = seq.wrapping_sub(last);
+        let (lost, repeated) = if d == 0 || d >= 1 << 31 { (0, last.wrapping_sub(seq) + 1) } else { (d - 1, 0) };
+        if lost + repeated > 0 {
+            tracing::warn!(player, lost, repeated, "a handed-over player's inputs did not follow on");
+        }
+        for t in &mut self.taps.0 {
+            t.arrival_inputs(player, lost, repeated);
+        }
+    }
+
     /// Starts the handoffs the world asked for this step (see [`Outbox::hand_off`]).
     fn start_handoffs<W: World + ?Sized>(&mut self, world: &mut W, asked: Vec<(PlayerId, ZoneId, Vec<u8>)>) {
         for (player, to, state) in asked {
@@ -256,6 +274,9 @@ impl Simulation {
         for t in &mut self.taps.0 {
             t.joining(player, &mut who);
         }
+        if let Some(h) = &who.handoff {
+            self.arrived.insert(player, h.last_applied);
+        }
         self.guard(WorldFault::PanicInJoin, || world.join_with(player, &who));
     }
 
@@ -268,6 +289,7 @@ impl Simulation {
         self.applied.remove(&player);
         self.leaving.remove(&player);
         self.cooldown.remove(&player);
+        self.arrived.remove(&player);
         if let Some(b) = &mut self.board {
             b.remove(&player);
         }
@@ -394,6 +416,9 @@ impl Simulation {
             self.guard(WorldFault::PanicInInput, || world.input_viewed(input.player(), input.bytes(), view));
             // Applied even if it panicked: the client must not send it again.
             self.applied.insert(input.player(), input.seq());
+            if !self.arrived.is_empty() {
+                self.first_after_handoff(input.player(), input.seq());
+            }
             applied(&input, view);
         }
         let (tick, dt) = (self.tick, self.dt);

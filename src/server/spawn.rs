@@ -486,6 +486,11 @@ impl Worlds {
         if usize::from(zone.me) >= zone.layout.len() {
             return Err(SpawnError::Zone(format!("zone {} is not in a layout of {}", zone.me, zone.layout.len())));
         }
+        let neighbours = zone.layout.neighbours(zone.me).len();
+        if neighbours > crate::protocol::zone::MAX_NEIGHBOURS {
+            let most = crate::protocol::zone::MAX_NEIGHBOURS;
+            return Err(SpawnError::Zone(format!("zone {} has {neighbours} neighbours; at most {most}", zone.me)));
+        }
         let border = border.watched_by_everyone();
         let stride = self.check(&border, &self.inner.schema)?;
         let hz = f64::from(self.inner.server_hz) / f64::from(stride);

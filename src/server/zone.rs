@@ -18,6 +18,13 @@
 //!
 //! The game gives the zone what only it knows ([`ZoneGame`]): where an entity stands, where
 //! a player stands, and how far players see.
+//!
+//! Entity ids: a zone game keeps its ids below `1 << `[`BORDER_ID_BITS`] (131 072). Zones
+//! number their entities on their own, so two neighbours may both have an entity 7; the
+//! border world tells them apart by showing each neighbour's entities with the neighbour's
+//! place in the zone's list of neighbours above those bits ([`border_id`]).
+//!
+//! [`BORDER_ID_BITS`]: crate::protocol::zone::BORDER_ID_BITS
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +39,7 @@ use super::world::{JoinInfo, PlayerId, Relevancy, World};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departures, Offer, Outcome};
-use crate::protocol::zone::{BorderError, BorderFrame, ZoneId, ZoneLayout};
+use crate::protocol::zone::{BorderError, BorderFrame, ZoneId, ZoneLayout, border_id};
 
 /// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
 /// second at 60 Hz): a shell further behind loses the oldest, counted.
@@ -181,6 +188,11 @@ pub struct ZoneCounters {
     pub handoff_us: AtomicU64,
     /// Offers from neighbours accepted, and refused.
     pub handoffs_in: [AtomicU64; 2],
+    /// Of players handed over to this zone, inputs that never came between the old zone's
+    /// newest applied one and the first applied here (a handoff that loses nothing adds 0).
+    pub inputs_lost: AtomicU64,
+    /// Of players handed over to this zone, inputs applied by both zones.
+    pub inputs_repeated: AtomicU64,
     /// 1 while the bus shell is connected to the bus.
     pub bus_up: AtomicU64,
     /// The bus shell's newest round trip to the bus, microseconds.
@@ -561,6 +573,11 @@ impl Tap for ZoneTap {
         true
     }
 
+    fn arrival_inputs(&mut self, _player: PlayerId, lost: u32, repeated: u32) {
+        self.counters.inputs_lost.fetch_add(u64::from(lost), Ordering::Relaxed);
+        self.counters.inputs_repeated.fetch_add(u64::from(repeated), Ordering::Relaxed);
+    }
+
     fn poll_handoffs(&mut self, out: &mut Vec<HandoffEnd>) {
         out.append(&mut self.refused);
         let mut ended = self.inbox.ended.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
@@ -607,6 +624,8 @@ pub(crate) struct BorderWorld {
     pub home: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
     pub fade_ticks: u64,
     pub counters: Arc<ZoneCounters>,
+    /// The zone's neighbours: a border entity's id carries its zone's place here.
+    neighbours: Vec<ZoneId>,
     heard: BTreeMap<ZoneId, Heard>,
     ticks: u64,
 }
@@ -626,6 +645,7 @@ impl BorderWorld {
             home,
             fade_ticks: fade_ticks.max(1),
             counters,
+            neighbours: options.layout.neighbours(options.me).to_vec(),
             heard: BTreeMap::new(),
             ticks: 0,
         }
@@ -668,10 +688,12 @@ impl World for BorderWorld {
         counters.entities_in.store(n as u64, Ordering::Relaxed);
     }
     fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
-        for h in self.heard.values() {
+        for (zone, h) in &self.heard {
+            // Frames come from neighbours only (the inbox checks).
+            let Some(slot) = self.neighbours.iter().position(|n| n == zone) else { continue };
             for e in h.frame.snapshot.iter() {
                 // The frame decoded with this schema: its kinds fit.
-                let _ = out.copy_entity(e);
+                let _ = out.copy_entity_as(border_id(slot, e.id), e);
             }
         }
     }

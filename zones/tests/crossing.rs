@@ -233,6 +233,11 @@ async fn a_player_walks_over_the_border_and_no_input_is_lost() {
     assert_eq!(value("volley_zone_handoffs_total{outcome=\"accepted\"}"), 1.0);
     assert_eq!(value("volley_disconnects_total{reason=\"moved\"}"), 1.0);
     let wait = value("volley_zone_handoff_wait_seconds_total ");
+    // Zone 1 counts what came between zone 0's newest applied input and its own first.
+    let taken = b.metrics().render();
+    assert!(taken.contains("volley_zone_handoff_inputs_lost_total 0\n"), "{taken}");
+    assert!(taken.contains("volley_zone_handoff_inputs_repeated_total 0\n"), "{taken}");
+    assert!(taken.contains("volley_zone_handoffs_received_total{outcome=\"accepted\"} 1\n"), "{taken}");
     eprintln!(
         "handed over: {} inputs in zone 0, {} in zone 1; the offer's answer took {:.2} ms; no snapshot for {gap:?}",
         in_a.len(),

@@ -153,6 +153,12 @@ pub struct BotReport {
     pub latest: Option<WorldSnapshot>,
     /// It left before the end (churn).
     pub left_early: bool,
+    /// Times it was handed to another zone's server and followed (see
+    /// [`GameClient::moves`](volley::client::GameClient::moves)).
+    pub moves: u32,
+    /// For each move, the time from the last snapshot of the old zone to the first of the
+    /// new (the handoff as the player sees it: the redirect comes a tick after the crossing).
+    pub move_gaps: Vec<Duration>,
 }
 
 /// The whole swarm's outcome.
@@ -232,11 +238,26 @@ impl SwarmReport {
         let q = |q: f64| rtts.get(((rtts.len().max(1) - 1) as f64 * q) as usize).copied().unwrap_or_default();
         let saw_others = self.bots.iter().filter(|b| b.max_others_seen > 0).count();
         let secs = self.elapsed.as_secs_f64().max(1e-9);
+        let moves: u64 = self.bots.iter().map(|b| u64::from(b.moves)).sum();
+        let mut gaps: Vec<Duration> = self.bots.iter().flat_map(|b| b.move_gaps.iter().copied()).collect();
+        gaps.sort();
+        let g = |q: f64| gaps.get(((gaps.len().max(1) - 1) as f64 * q) as usize).copied().unwrap_or_default();
+        let moved = if moves == 0 {
+            String::new()
+        } else {
+            format!(
+                "\nzones: {moves} handoffs followed, by {} bots; from the old zone's last snapshot to the new zone's first: p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                self.bots.iter().filter(|b| b.moves > 0).count(),
+                g(0.5).as_secs_f64() * 1e3,
+                g(0.99).as_secs_f64() * 1e3,
+                gaps.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+            )
+        };
         format!(
             "bots: {} connected of {}; {} saw other players\n\
              snapshots: {} ({:.1}/s per bot), {} decode errors\n\
              download: {:.1} kbit/s per bot\n\
-             RTT p50 {:.2} ms, p99 {:.2} ms; loss {:.2} %",
+             RTT p50 {:.2} ms, p99 {:.2} ms; loss {:.2} %{moved}",
             self.connected(),
             self.bots.len(),
             saw_others,
@@ -296,6 +317,10 @@ struct Bot {
     was_ready: bool,
     /// It watches (no inputs).
     spectator: bool,
+    /// When its newest snapshot came, and, while it moves to another zone, when the old
+    /// zone's last one came.
+    snapshot_at: Option<Instant>,
+    moving_since: Option<Instant>,
 }
 
 /// The user data that makes a bot (or any client) a spectator in the rooms.
@@ -345,6 +370,8 @@ impl Bot {
             input: ArenaInput::default().to_bytes(),
             was_ready: false,
             spectator,
+            snapshot_at: None,
+            moving_since: None,
         })
     }
 
@@ -353,8 +380,19 @@ impl Bot {
     fn frame(&mut self, cfg: &SwarmConfig, progress: &SwarmProgress, schema: &Schema) -> bool {
         let bot = &mut self.client;
         let report = &mut self.report;
+        let moves = bot.client.moves();
         let got = if self.spectator { bot.poll_watching() } else { bot.poll(&self.input) };
         self.tick += 1;
+        if bot.client.moves() != moves {
+            self.moving_since = self.snapshot_at;
+        }
+        if got > 0 {
+            let now = Instant::now();
+            if let Some(since) = self.moving_since.take() {
+                report.move_gaps.push(now.duration_since(since));
+            }
+            self.snapshot_at = Some(now);
+        }
         let ready = bot.client.is_ready();
         if ready != self.was_ready {
             if ready {
@@ -416,6 +454,7 @@ impl Bot {
         report.loss = s.loss;
         report.bytes_received = s.bytes_received;
         report.latest = bot.client.latest().cloned();
+        report.moves = bot.client.moves();
         if bot.client.state() == ClientState::Connected {
             bot.disconnect();
         }

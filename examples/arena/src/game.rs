@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use volley::protocol::input::ViewTime;
 use volley::protocol::quant::{AngleQ, Bits, Flag, Vec2Q};
+use volley::protocol::snapshot::EntityRef;
 use volley::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use volley::protocol::zone::{ZoneId, ZoneLayout};
 use volley::server::lagcomp::History;
+use volley::server::zone::{ZoneGame, ZoneLink, ZoneOptions};
 use volley::server::{Audience, JoinInfo, Outbox, PlayerId, Relevancy, World};
 
 /// Half the arena's side, in metres.
@@ -48,6 +51,9 @@ const SHOT_LIFETIME: f32 = 1.2;
 const RESPAWN: f32 = 2.0;
 /// Projectile ids start here (players use their slot as id).
 pub const SHOT_ID_BASE: EntityId = 1 << 20;
+/// In a zone ([`Arena::zoned`]), projectile ids start here instead (a zone game's ids stay
+/// below `1 << 17`, see [`volley::server::zone`]); players then take at most this many slots.
+pub const ZONE_SHOT_ID_BASE: EntityId = 1 << 16;
 
 volley::replicated! {
     /// A player's avatar.
@@ -178,6 +184,56 @@ pub struct Arena {
     /// Players who left in the last [`RETURN_WINDOW`] seconds, by client id: their kills,
     /// deaths, and when they left. A returning player gets its score back.
     departed: BTreeMap<u64, (u16, u16, f32)>,
+    /// The zone this arena runs, when the map is split among several servers.
+    zone: Option<ArenaZone>,
+}
+
+/// The part of a map split among zone servers that one arena runs ([`Arena::zoned`]).
+#[derive(Debug)]
+struct ArenaZone {
+    layout: ZoneLayout,
+    me: ZoneId,
+    /// Where the zone's link goes once the world has started (the program starts the bus
+    /// shell with it).
+    link: Arc<std::sync::Mutex<Option<ZoneLink>>>,
+}
+
+/// How far past its zone's border a player walks before it is handed to the neighbour, metres.
+pub const HANDOFF_PAST: f32 = 1.0;
+
+/// What a zone sends the next with a player it hands over.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Carried {
+    /// Where it stands.
+    pub position: (f32, f32),
+    /// Facing, radians.
+    pub aim: f32,
+    /// 0 to 100.
+    pub health: u8,
+    /// Kills.
+    pub score: u16,
+    /// Deaths.
+    pub deaths: u16,
+}
+
+/// Where an arena entity stands, for the zones: every kind the arena replicates has a
+/// position first.
+#[derive(Debug, Clone, Copy)]
+pub struct ArenaPositions;
+
+impl ZoneGame for ArenaPositions {
+    fn position(&self, e: EntityRef<'_>) -> Option<Vec2> {
+        use volley::protocol::snapshot::Replicate;
+        match e.kind {
+            0 => Some(Avatar::dequantize(e.words).position),
+            1 => Some(Shot::dequantize(e.words).position),
+            2 => Some(Beacon::dequantize(e.words).position),
+            _ => None,
+        }
+    }
+    fn view_radius(&self) -> f32 {
+        VIEW_RADIUS
+    }
 }
 
 /// The arena's schema (clients register the same).
@@ -247,7 +303,25 @@ impl Arena {
             spare: Vec::new(),
             clock: 0.0,
             departed: BTreeMap::new(),
+            zone: None,
         }
+    }
+
+    /// The arena as zone `me` of `layout`: one part of a map run by several servers (see
+    /// `volley_zones`). Players spawn in its region; one that walks into a neighbour's
+    /// region is handed to it with its place, health and score ([`Carried`]); shots end at
+    /// the region's edge. The world must be the server's entry world and "border" one of
+    /// its kinds; the zone's link is in the returned slot once the world has started.
+    pub fn zoned(layout: ZoneLayout, me: ZoneId) -> (Self, Arc<std::sync::Mutex<Option<ZoneLink>>>) {
+        let link = Arc::new(std::sync::Mutex::new(None));
+        let zone = ArenaZone { layout, me, link: link.clone() };
+        (Self { zone: Some(zone), ..Self::new() }, link)
+    }
+
+    /// The zone's region, if the arena is a zone.
+    fn region(&self) -> Option<(Vec2, Vec2)> {
+        let z = self.zone.as_ref()?;
+        z.layout.region(z.me).map(|r| (r.min, r.max))
     }
 
     /// Who a rail fired by `shooter` along `aim` (radians) hits, judged in `view`: the
@@ -296,13 +370,22 @@ impl Arena {
     }
 
     fn random_spot(&mut self) -> Vec2 {
+        let region = self.region();
         let mut r = || {
             self.rng ^= self.rng << 13;
             self.rng ^= self.rng >> 7;
             self.rng ^= self.rng << 17;
             (self.rng >> 11) as f32 / (1u64 << 53) as f32
         };
-        Vec2::new(r() * 2.0 - 1.0, r() * 2.0 - 1.0) * (HALF_SIZE - 5.0)
+        let (a, b) = (r(), r());
+        match region {
+            // Within the zone's region, 2 m in from its edges.
+            Some((min, max)) => {
+                let (lo, hi) = (min + Vec2::splat(2.0), max - Vec2::splat(2.0));
+                (lo + Vec2::new(a, b) * (hi - lo)).clamp(Vec2::splat(-HALF_SIZE + 1.0), Vec2::splat(HALF_SIZE - 1.0))
+            }
+            None => Vec2::new(a * 2.0 - 1.0, b * 2.0 - 1.0) * (HALF_SIZE - 5.0),
+        }
     }
 
     /// A player enters at a random spot; one that left less than [`RETURN_WINDOW`] seconds ago
@@ -335,6 +418,36 @@ impl World for Arena {
 
     fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
         self.spawn(player, Some(who.client_id));
+        // Handed over from a neighbouring zone: where it was, as it was.
+        let carried = who.handoff.as_ref().and_then(|h| postcard::from_bytes::<Carried>(&h.state).ok());
+        if let (Some(c), Some(p)) = (carried, self.players.get_mut(&player)) {
+            let at = Vec2::new(c.position.0, c.position.1);
+            if at.is_finite() {
+                p.avatar.position = at.clamp(Vec2::splat(-HALF_SIZE + 0.5), Vec2::splat(HALF_SIZE - 0.5));
+            }
+            p.avatar.aim = if c.aim.is_finite() { c.aim } else { 0.0 };
+            p.avatar.health = c.health.clamp(1, 100);
+            p.avatar.score = c.score.min(4095);
+            p.avatar.deaths = c.deaths.min(4095);
+        }
+    }
+
+    fn started(&mut self, me: volley::server::WorldId, worlds: &volley::server::Worlds) {
+        let Some(z) = &self.zone else { return };
+        let options = ZoneOptions::new(z.layout.clone(), z.me, Arc::new(ArenaPositions));
+        match worlds.zone(me, options, volley::server::WorldOptions::new("border")) {
+            Ok(link) => {
+                if let Ok(mut slot) = z.link.lock() {
+                    *slot = Some(link);
+                }
+            }
+            Err(e) => tracing::error!(zone = z.me, error = %e, "the arena could not run as a zone"),
+        }
+    }
+
+    fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
+        // It stays, and is offered again (the server lets a second pass between tries).
+        tracing::debug!(player, to, why, "a handoff did not happen; the player stays");
     }
 
     fn leave(&mut self, player: PlayerId) {
@@ -414,8 +527,10 @@ impl World for Arena {
                 p.avatar.position = spot;
             }
         }
+        let (base, span) = if self.zone.is_some() { (ZONE_SHOT_ID_BASE, 1 << 16) } else { (SHOT_ID_BASE, 1 << 20) };
+        let region = self.region();
         for shot in fired {
-            let id = SHOT_ID_BASE + self.next_shot % (1 << 20);
+            let id = base + self.next_shot % span;
             self.next_shot = self.next_shot.wrapping_add(1);
             self.shots.insert(id, shot);
         }
@@ -429,7 +544,10 @@ impl World for Arena {
         for (sid, s) in &mut self.shots {
             s.position += s.velocity * dt;
             s.life -= dt;
-            if s.life <= 0.0 || s.position.abs().max_element() > HALF_SIZE {
+            let out_of_zone = region.is_some_and(|(min, max)| {
+                s.position.x < min.x || s.position.y < min.y || s.position.x >= max.x || s.position.y >= max.y
+            });
+            if s.life <= 0.0 || s.position.abs().max_element() > HALF_SIZE || out_of_zone {
                 gone.push(*sid);
                 continue;
             }
@@ -486,6 +604,28 @@ impl World for Arena {
     }
 
     fn messages(&mut self, out: &mut Outbox) {
+        if let Some(z) = &self.zone {
+            // A living player in a neighbour's region goes there, as it is (asked every tick
+            // it is there: the server ignores a second ask while one is under way).
+            let mine = z.layout.region(z.me);
+            for (id, p) in self.players.iter().filter(|(_, p)| p.avatar.alive) {
+                // A metre past the border, so that one walking along it is not handed to and
+                // fro.
+                if mine.is_none_or(|r| r.distance(p.avatar.position) < HANDOFF_PAST) {
+                    continue;
+                }
+                let Some(to) = z.layout.owner(p.avatar.position).filter(|to| *to != z.me) else { continue };
+                let a = &p.avatar;
+                let carried = Carried {
+                    position: (a.position.x, a.position.y),
+                    aim: a.aim,
+                    health: a.health,
+                    score: a.score,
+                    deaths: a.deaths,
+                };
+                out.hand_off(*id, to, postcard::to_allocvec(&carried).unwrap_or_default());
+            }
+        }
         for e in self.feed.drain(..) {
             // Serializing this enum into a Vec cannot fail.
             let _ = out.reliable_message(Audience::All, &e);

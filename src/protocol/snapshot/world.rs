@@ -294,13 +294,21 @@ impl<'s> SnapshotBuilder<'s> {
     /// # Errors
     /// When its kind is not in this builder's schema, or has another word count.
     pub fn copy_entity(&mut self, e: EntityRef<'_>) -> Result<(), WorldError> {
+        self.copy_entity_as(e.id, e)
+    }
+
+    /// [`SnapshotBuilder::copy_entity`] under another id.
+    ///
+    /// # Errors
+    /// As [`SnapshotBuilder::copy_entity`].
+    pub fn copy_entity_as(&mut self, id: EntityId, e: EntityRef<'_>) -> Result<(), WorldError> {
         let fits = self.schema.kind(e.kind).is_some_and(|k| k.words() == e.words.len());
         if !fits {
             return Err(WorldError::UnknownKind("a copied entity's kind"));
         }
         let start = self.words.len();
         self.words.extend_from_slice(e.words);
-        self.entries.push((e.id, e.kind, start as u32));
+        self.entries.push((id, e.kind, start as u32));
         Ok(())
     }
 

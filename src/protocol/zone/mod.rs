@@ -35,6 +35,27 @@ pub type ZoneId = u16;
 /// The most zones a layout may hold.
 pub const MAX_ZONES: usize = 256;
 
+/// Low bits of a border entity's id that are its id in its own zone: a zone shows each
+/// neighbour's entities with the neighbour's place in its list in the bits above
+/// ([`border_id`]), so that two zones' entities with the same id are two entities. A zone
+/// game keeps its entity ids below `1 << BORDER_ID_BITS`.
+pub const BORDER_ID_BITS: u32 = 17;
+
+/// Neighbours a zone can show at most (the bits left above [`BORDER_ID_BITS`] in a merged
+/// snapshot's 22 local bits).
+pub const MAX_NEIGHBOURS: usize = 1 << (22 - BORDER_ID_BITS);
+
+/// The id in a zone's border world of entity `id` of its neighbour number `slot` (its place
+/// in [`ZoneLayout::neighbours`]).
+pub fn border_id(slot: usize, id: u32) -> u32 {
+    ((slot as u32) << BORDER_ID_BITS) | (id & ((1 << BORDER_ID_BITS) - 1))
+}
+
+/// A border entity's neighbour number and its id in that neighbour ([`border_id`] undone).
+pub fn split_border_id(id: u32) -> (usize, u32) {
+    ((id >> BORDER_ID_BITS) as usize, id & ((1 << BORDER_ID_BITS) - 1))
+}
+
 /// A zone's region: the half-open rectangle `min <= p < max`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Region {

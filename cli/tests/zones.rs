@@ -1,0 +1,63 @@
+//! `volley run --zones 4`: a real `nats-server`, four zone servers as processes of their own
+//! and 200 bots spread over them, chasing each other across the borders for 20 s. Every bot
+//! connects; players are handed over and their clients follow; no handoff loses or repeats
+//! an input (counted by the zone that takes the player); every offer is answered.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::process::Command;
+
+/// The first of `n` consecutive loopback ports free for both UDP and TCP just now.
+fn free_ports(n: u16) -> u16 {
+    loop {
+        let first = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if first > u16::MAX - n {
+            continue;
+        }
+        let free = (first..first + n).all(|p| {
+            std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok() && std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()
+        });
+        if free {
+            return first;
+        }
+    }
+}
+
+/// The numbers in `line` after each of `labels` (the first number following each).
+fn numbers_after(line: &str, label: &str) -> f64 {
+    let rest = &line[line.find(label).unwrap_or_else(|| panic!("{label:?} in {line}")) + label.len()..];
+    rest.trim_start().split(|c: char| !(c.is_ascii_digit() || c == '.')).next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn four_zone_processes_hand_players_over_without_losing_an_input() {
+    if volley::testing::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS").is_none() {
+        return;
+    }
+    let (game, admin) = (free_ports(4), free_ports(4));
+    let out = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["run", "--zones", "4", "--bots", "200", "--duration", "20"])
+        .args(["--bind", &format!("127.0.0.1:{game}"), "--admin", &format!("127.0.0.1:{admin}")])
+        .env("RUST_LOG", "warn")
+        .env_remove("VOLLEY_PRIVATE_KEY")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    eprintln!("{}", stdout.lines().filter(|l| !l.starts_with("[zone")).collect::<Vec<_>>().join("\n"));
+    assert!(stdout.contains("bots: 200 connected of 200"), "{stdout}");
+    assert!(stdout.contains(", 0 decode errors"), "{stdout}");
+    let moved = stdout.lines().find(|l| l.starts_with("zones: ")).unwrap_or_else(|| panic!("no handoff: {stdout}"));
+    let followed = numbers_after(moved, "zones:");
+    let zones: Vec<&str> = stdout.lines().filter(|l| l.starts_with("zone ") && l.contains("handoffs out")).collect();
+    assert_eq!(zones.len(), 4, "{stdout}");
+    let mut accepted = 0.0;
+    for z in &zones {
+        accepted += numbers_after(z, "handoffs out");
+        assert!(z.contains(" 0 refused, 0 timed out"), "every offer answered and taken: {z}");
+        assert!(z.contains("handed in: 0 lost, 0 repeated"), "no handoff lost or repeated an input: {z}");
+    }
+    assert!(followed >= 20.0, "{followed} handoffs in 20 s of 200 bots: {moved}");
+    // A bot stopped by the end of the run may not have followed its last one.
+    assert!(accepted >= followed && accepted <= followed + 10.0, "{accepted} accepted, {followed} followed");
+}
