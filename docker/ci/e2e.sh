@@ -27,7 +27,7 @@ if [ -z "$COMPOSE_BIN" ]; then
 fi
 work=$(mktemp -d)
 cleanup() {
-  compose --profile bots down -v --remove-orphans >/dev/null 2>&1 || true
+  compose --profile bots --profile zones down -v --remove-orphans >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -67,6 +67,10 @@ fi
 if ! docker image inspect prom/prometheus:v2.42.0 >/dev/null 2>&1; then
   echo "building stand-in prom/prometheus:v2.42.0 (Debian's package)"
   docker build -q -t prom/prometheus:v2.42.0 -f docker/ci/prometheus.Dockerfile docker/ci >/dev/null
+fi
+if ! docker image inspect nats:2.9 >/dev/null 2>&1; then
+  echo "building stand-in nats:2.9 (Debian's nats-server package)"
+  docker build -q -t nats:2.9 -f docker/ci/nats.Dockerfile docker/ci >/dev/null
 fi
 
 # --- The image users build --------------------------------------------------------------------
@@ -151,4 +155,38 @@ done
 told=$(compose logs --no-color bots | grep 'were disconnected by the server' | sed -E 's/.*bots: ([0-9]+) were.*/\1/')
 echo "bots told of the shutdown: ${told:-none}"
 [ "${told:-0}" = 16 ] || { compose logs bots | tail -n 20; exit 1; }
+
+# --- Zones (--profile zones): one map in two zone servers over the NATS image ----------------
+compose --profile zones up -d --no-build nats zone0 zone1
+wait_healthy zone0
+wait_healthy zone1
+compose --profile zones up -d --no-build zone-bots
+python3 - <<'PY'
+import sys, time, urllib.request
+def metrics(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("volley_zone_") or line.startswith("volley_players "):
+            name, _, v = line.rpartition(" ")
+            out[name] = float(v)
+    return out
+deadline = time.time() + 60
+while True:
+    z0, z1 = metrics(9110), metrics(9111)
+    ok = all(
+        z["volley_zone_bus_up"] == 1 and z['volley_zone_border_frames_total{direction="in"}'] > 100
+        for z in (z0, z1)
+    ) and z0.get("volley_players", 0) >= 1
+    if ok:
+        break
+    if time.time() > deadline:
+        sys.exit(f"FAIL: zones: {z0} {z1}")
+    time.sleep(1)
+handed = z0['volley_zone_handoffs_total{outcome="accepted"}'] + z1['volley_zone_handoffs_total{outcome="accepted"}']
+print("zones: both on the bus, border frames in", z0['volley_zone_border_frames_total{direction="in"}'],
+      z1['volley_zone_border_frames_total{direction="in"}'], "- players", z0.get("volley_players"), z1.get("volley_players"),
+      "- handoffs accepted so far", handed)
+PY
+compose --profile zones stop zone-bots zone0 zone1 nats >/dev/null 2>&1
 echo "docker e2e: OK"
