@@ -121,19 +121,7 @@ async fn zone(me: ZoneId, zones: u16, url: &str, log: &Arc<Mutex<Log>>) -> (Serv
     let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(100.0 * f32::from(zones), 100.0), zones, 1, 30.0).unwrap();
     let link = Arc::new(Mutex::new(None));
     let world = Walkers { me, layout, players: BTreeMap::new(), log: log.clone(), link: link.clone() };
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY);
-    config.world_kinds = vec!["zone".into(), "border".into()];
-    let server = volley::server::start(config, world).await.unwrap();
-    let began = Instant::now();
-    let link = loop {
-        if let Some(l) = link.lock().unwrap().take() {
-            break l;
-        }
-        assert!(began.elapsed() < Duration::from_secs(5), "the zone did not start");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    link.inbox().set_public_addr(server.addr());
-    let bus = ZoneBus::start(link, BusConfig::new(url)).await.unwrap();
+    let (server, bus) = nats::serve_zone(world, link, KEY, url).await;
     let began = Instant::now();
     while !bus.is_connected() {
         assert!(began.elapsed() < Duration::from_secs(5), "the bus did not connect");

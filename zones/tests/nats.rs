@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use volley::prelude::*;
 use volley::protocol::zone::handoff::{Offer, Outcome};
-use volley_zones::{BusConfig, ZoneBus};
+use volley_zones::ZoneBus;
 
 #[path = "support/dots.rs"]
 mod dots;
@@ -35,19 +35,7 @@ async fn zone_of(me: u16, zones: u16, url: &str) -> (ServerHandle, ZoneBus) {
 async fn zone_with_joins(me: u16, zones: u16, url: &str) -> (ServerHandle, ZoneBus, Arc<Mutex<Vec<JoinInfo>>>) {
     let (world, link) = Zone::of(me, zones);
     let joins = world.joins.clone();
-    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY);
-    config.world_kinds = vec!["zone".into(), "border".into()];
-    let server = volley::server::start(config, world).await.unwrap();
-    let began = Instant::now();
-    let link = loop {
-        if let Some(l) = link.lock().unwrap().take() {
-            break l;
-        }
-        assert!(began.elapsed() < Duration::from_secs(5), "the zone did not start");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
-    link.inbox().set_public_addr(server.addr());
-    let bus = ZoneBus::start(link, BusConfig::new(url)).await.unwrap();
+    let (server, bus) = nats::serve_zone(world, link, KEY, url).await;
     (server, bus, joins)
 }
 
