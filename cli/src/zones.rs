@@ -220,8 +220,12 @@ pub async fn run(a: ServerArgs, bots: usize) -> Result<(), String> {
         let Ok((_, text)) = volley::server::admin::get(x, "/metrics", Duration::from_secs(2)).await else { continue };
         let h = |o: &str| value(&text, &format!("volley_zone_handoffs_total{{outcome=\"{o}\"}}"));
         let accepted = h("accepted");
+        // The bus side's work, and the border world's ticks, against the process's CPU.
+        let frames = value(&text, "volley_zone_border_work_seconds_total ");
+        let world = value(&text, "volley_world_tick_duration_seconds_sum{kind=\"border\"}");
+        let cpu = value(&text, "process_cpu_seconds_total ");
         println!(
-            "zone {k}: handoffs out {accepted} accepted, {} refused, {} timed out (answer in {:.2} ms on average); inputs of players handed in: {} lost, {} repeated; border frames in {}, entities shown now {}",
+            "zone {k}: handoffs out {accepted} accepted, {} refused, {} timed out (answer in {:.2} ms on average); inputs of players handed in: {} lost, {} repeated; border frames in {}, entities shown now {}; border work {:.3} s (frames {:.3} s, border world {:.3} s) of {:.2} s CPU: {:.1} %",
             h("refused"),
             h("timed_out"),
             value(&text, "volley_zone_handoff_wait_seconds_total ") * 1e3 / accepted.max(1.0),
@@ -229,6 +233,11 @@ pub async fn run(a: ServerArgs, bots: usize) -> Result<(), String> {
             value(&text, "volley_zone_handoff_inputs_repeated_total "),
             value(&text, "volley_zone_border_frames_total{direction=\"in\"}"),
             value(&text, "volley_zone_border_entities "),
+            frames + world,
+            frames,
+            world,
+            cpu,
+            (frames + world) * 100.0 / cpu.max(1e-9),
         );
     }
     // The zones stop by themselves two seconds after the bots (with --duration); else now.

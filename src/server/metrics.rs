@@ -743,6 +743,11 @@ impl ServerMetrics {
         );
         d("volley_zone_bus_rtt_seconds", Some(Unit::Seconds), "The newest round trip to the message bus.");
         d(
+            "volley_zone_border_work_seconds_total",
+            Some(Unit::Seconds),
+            "Time spent picking, coding and decoding border frames (the border world's own ticks are in volley_world_tick_duration_seconds{kind=\"border\"}).",
+        );
+        d(
             "volley_recording_dropped_frames_total",
             None,
             "World ticks a recording left out because its disk fell behind (it keeps keyframes only until it catches up).",
@@ -1315,6 +1320,8 @@ impl ServerMetrics {
             // Kept in microseconds, printed in seconds (fix_seconds).
             let waited = self.recorder.register_counter(&key("volley_zone_handoff_wait_seconds_total", &[]), &META);
             waited.absolute(sum(|z| &z.handoff_us));
+            let worked = self.recorder.register_counter(&key("volley_zone_border_work_seconds_total", &[]), &META);
+            worked.absolute(sum(|z| &z.work_us));
             self.gauge("volley_zone_bus_up", &[], zones.iter().map(|z| get(&z.bus_up)).min().unwrap_or(0) as f64);
             let rtt = zones.iter().map(|z| get(&z.bus_rtt_us)).max().unwrap_or(0);
             self.gauge("volley_zone_bus_rtt_seconds", &[], rtt as f64 / 1e6);
@@ -1368,8 +1375,11 @@ impl ServerMetrics {
 
 /// Counters in seconds kept in smaller integer units (`metrics` counters are integers), and
 /// the unit each is kept in, per second.
-const SECONDS_IN_UNITS: [(&str, f64); 2] =
-    [("process_cpu_seconds_total", 1e3), ("volley_zone_handoff_wait_seconds_total", 1e6)];
+const SECONDS_IN_UNITS: [(&str, f64); 3] = [
+    ("process_cpu_seconds_total", 1e3),
+    ("volley_zone_handoff_wait_seconds_total", 1e6),
+    ("volley_zone_border_work_seconds_total", 1e6),
+];
 
 /// Prints the counters of [`SECONDS_IN_UNITS`] in seconds.
 fn fix_seconds(text: String) -> String {

@@ -193,6 +193,9 @@ pub struct ZoneCounters {
     pub inputs_lost: AtomicU64,
     /// Of players handed over to this zone, inputs applied by both zones.
     pub inputs_repeated: AtomicU64,
+    /// Time spent picking, coding and decoding border frames (off the tick's path, in the
+    /// bus shell's tasks), microseconds.
+    pub work_us: AtomicU64,
     /// 1 while the bus shell is connected to the bus.
     pub bus_up: AtomicU64,
     /// The bus shell's newest round trip to the bus, microseconds.
@@ -287,6 +290,13 @@ impl ZoneLink {
 
     /// The frames of one snapshot of the zone's world.
     pub fn frames_of(&self, snapshot: &WorldSnapshot) -> Vec<OutFrame> {
+        let began = std::time::Instant::now();
+        let out = self.pick_and_code(snapshot);
+        self.counters.work_us.fetch_add(began.elapsed().as_micros() as u64, Ordering::Relaxed);
+        out
+    }
+
+    fn pick_and_code(&self, snapshot: &WorldSnapshot) -> Vec<OutFrame> {
         let game = &self.game;
         let border = self.layout.border(self.me, snapshot, &self.schema, |e| game.position(e));
         let mut out = Vec::with_capacity(border.len());
@@ -451,6 +461,13 @@ impl ZoneInbox {
     /// Why it was not used (counted in [`ZoneCounters::frames_refused`] or
     /// [`ZoneCounters::frames_dropped`]).
     pub fn handle_frame(&self, bytes: &[u8]) -> Result<(), FrameRefused> {
+        let began = std::time::Instant::now();
+        let r = self.take_frame(bytes);
+        self.counters.work_us.fetch_add(began.elapsed().as_micros() as u64, Ordering::Relaxed);
+        r
+    }
+
+    fn take_frame(&self, bytes: &[u8]) -> Result<(), FrameRefused> {
         let refused = |e: FrameRefused| {
             self.counters.frames_refused.fetch_add(1, Ordering::Relaxed);
             e
