@@ -527,3 +527,154 @@ impl Simulation {
         self.applied.iter().map(|(p, q)| (*p, *q))
     }
 }
+
+#[cfg(test)]
+mod handoff_tests {
+    #![allow(clippy::unwrap_used)]
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::protocol::session::SessionEnd;
+
+    fn none() -> [In; 0] {
+        []
+    }
+
+    /// An input as a test sends it.
+    struct In(PlayerId, u32);
+    impl TickInput for In {
+        fn player(&self) -> PlayerId {
+            self.0
+        }
+        fn seq(&self) -> u32 {
+            self.1
+        }
+        fn bytes(&self) -> &[u8] {
+            &[]
+        }
+        fn view(&self) -> Option<ViewTime> {
+            None
+        }
+    }
+
+    /// Applies inputs (their sequence numbers, in order), hands player 1 to zone 3 when asked.
+    #[derive(Default)]
+    struct Game {
+        applied: Vec<u32>,
+        hand_off: bool,
+        refused: Vec<String>,
+        left: Vec<PlayerId>,
+        seq: u32,
+    }
+    impl World for Game {
+        fn schema(&self) -> Schema {
+            Schema::new()
+        }
+        fn leave(&mut self, p: PlayerId) {
+            self.left.push(p);
+        }
+        fn input(&mut self, _: PlayerId, _: &[u8]) {
+            self.seq += 1;
+            self.applied.push(self.seq);
+        }
+        fn tick(&mut self, _: u32, _: Duration) {}
+        fn messages(&mut self, out: &mut Outbox) {
+            if std::mem::take(&mut self.hand_off) {
+                out.hand_off(1, 3, b"state".to_vec());
+            }
+        }
+        fn handoff_refused(&mut self, _: PlayerId, _: ZoneId, why: &str) {
+            self.refused.push(why.to_string());
+        }
+        fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+    }
+
+    /// A zone's tap as the simulation sees it: takes departures, ends them when told.
+    #[derive(Default, Clone)]
+    struct FakeZone(Arc<Mutex<(Vec<Departure>, Vec<HandoffEnd>)>>);
+    impl Tap for FakeZone {
+        fn frame(&mut self, _: u32, _: Option<&Arc<WorldSnapshot>>, _: &[Event]) -> bool {
+            true
+        }
+        fn handing_off(&mut self, d: &Departure) -> bool {
+            self.0.lock().unwrap().0.push(d.clone());
+            true
+        }
+        fn poll_handoffs(&mut self, out: &mut Vec<HandoffEnd>) {
+            out.append(&mut self.0.lock().unwrap().1);
+        }
+    }
+
+    fn setup() -> (Simulation, Game, FakeZone) {
+        let mut sim = Simulation::new(Arc::new(Schema::new()), Duration::from_millis(10));
+        let zone = FakeZone::default();
+        sim.add_tap(Box::new(zone.clone()));
+        let mut game = Game::default();
+        sim.join(&mut game, 1, &JoinInfo::new(9, [0; crate::protocol::netcode::USER_DATA_BYTES]));
+        (sim, game, zone)
+    }
+
+    #[test]
+    fn inputs_are_held_while_a_handoff_is_asked_and_applied_in_order_if_it_fails() {
+        let (mut sim, mut game, zone) = setup();
+        sim.step(&mut game, [In(1, 1)], |_, _| {}).unwrap();
+        game.hand_off = true;
+        sim.step(&mut game, [In(1, 2)], |_, _| {}).unwrap();
+        let d = zone.0.lock().unwrap().0.clone();
+        assert_eq!((d.len(), d[0].to, d[0].last_applied, d[0].state.as_slice()), (1, 3, Some(2), &b"state"[..]));
+        // Held: not applied while the answer is awaited.
+        sim.step(&mut game, [In(1, 3), In(1, 4)], |_, _| {}).unwrap();
+        assert_eq!(game.applied, [1, 2]);
+        zone.0.lock().unwrap().1.push(HandoffEnd { player: 1, token: Err("zone 3 refused: full".into()) });
+        sim.step(&mut game, [In(1, 5)], |_, _| {}).unwrap();
+        assert_eq!(game.applied, [1, 2, 3, 4, 5], "held inputs first, in order, then the step's");
+        assert_eq!(game.refused, ["zone 3 refused: full"]);
+        // A second ask within the second's cooldown is ignored; after it, it goes.
+        game.hand_off = true;
+        sim.step(&mut game, none(), |_, _| {}).unwrap();
+        assert_eq!(zone.0.lock().unwrap().0.len(), 1);
+        for _ in 0..100 {
+            sim.step(&mut game, none(), |_, _| {}).unwrap();
+        }
+        game.hand_off = true;
+        sim.step(&mut game, none(), |_, _| {}).unwrap();
+        assert_eq!(zone.0.lock().unwrap().0.len(), 2);
+    }
+
+    #[test]
+    fn an_accepted_handoff_redirects_the_player_and_ends_its_session_as_moved() {
+        let (mut sim, mut game, zone) = setup();
+        sim.step(&mut game, [In(1, 1)], |_, _| {}).unwrap();
+        game.hand_off = true;
+        sim.step(&mut game, none(), |_, _| {}).unwrap();
+        sim.step(&mut game, [In(1, 2)], |_, _| {}).unwrap();
+        zone.0.lock().unwrap().1.push(HandoffEnd { player: 1, token: Ok(vec![5; 2048]) });
+        let mut stepped = sim.step(&mut game, [In(1, 3)], |_, _| {}).unwrap();
+        assert_eq!(game.applied, [1], "held and later inputs go to the new zone, not here");
+        assert_eq!(game.left, [1]);
+        let system = stepped.outbox.take_system();
+        assert_eq!(system.len(), 1);
+        assert_eq!(system[0].0, Audience::Player(1));
+        let r = Redirect::decode(&system[0].1).unwrap();
+        assert_eq!((r.token.len(), r.last_applied), (2048, Some(1)));
+        let (_, kicks) = stepped.outbox.into_parts();
+        assert_eq!(kicks, [(1, SessionEnd::Moved)]);
+    }
+
+    #[test]
+    fn a_handoff_never_answered_is_given_up_and_the_player_stays() {
+        let (mut sim, mut game, _zone) = setup();
+        game.hand_off = true;
+        sim.step(&mut game, none(), |_, _| {}).unwrap();
+        for seq in 1..=150 {
+            sim.step(&mut game, [In(1, seq)], |_, _| {}).unwrap();
+        }
+        assert!(game.applied.is_empty(), "held for two seconds (200 steps of 10 ms)");
+        for _ in 0..60 {
+            sim.step(&mut game, none(), |_, _| {}).unwrap();
+        }
+        assert_eq!(game.applied.len(), 150);
+        assert_eq!(game.refused, ["no answer from the zone's bus"]);
+        assert!(game.left.is_empty());
+    }
+}
