@@ -187,29 +187,26 @@ impl GameClient {
             }
         };
         self.netcode.disconnect(now, tx);
-        self.netcode = NetcodeClient::new(token, now);
-        self.netcode.connect(now);
-        self.session = ClientSession::default();
-        self.channel = Channel::new(ChannelConfig::default());
-        self.snapshots.forget();
-        let limit = self.clock.max_extrapolation();
-        self.clock = PlaybackClock::new(60, 60);
-        self.clock.set_max_extrapolation(limit);
-        self.applied = [None; 64];
-        self.ended = None;
-        self.leaving = false;
-        self.system = None;
-        self.system_ack_due = false;
-        self.scoreboard = Scoreboard::default();
-        self.world = None;
-        self.spectator = None;
-        self.inputs.clear();
+        // A client for the new server, as new, keeping what is the game's or the player's:
+        // the decoder's predictor (its snapshots forgotten: the new server's ticks are its
+        // own), the view mode, the figures, the input numbering and the moves.
+        let schema = self.snapshots.schema().clone();
+        let mut snapshots = std::mem::replace(&mut self.snapshots, SnapshotReceiver::new(schema.clone(), 2));
+        snapshots.forget();
+        let mut fresh = GameClient::new(token, schema, now);
+        fresh.snapshots = snapshots;
+        fresh.clock.set_max_extrapolation(self.clock.max_extrapolation());
+        fresh.view_mode = self.view_mode;
+        fresh.stats = self.stats;
+        fresh.protocol_version = self.protocol_version;
+        fresh.input_seq = self.input_seq;
+        fresh.moves = self.moves + 1;
         // Every input the old zone did not apply goes to the new one, in order.
         let after = r.last_applied;
         let unapplied =
             self.sent.drain(..).filter(|(seq, _)| after.is_none_or(|a| seq.wrapping_sub(a).wrapping_sub(1) < 1 << 31));
-        self.replay = Some(unapplied.collect());
-        self.moves += 1;
+        fresh.replay = Some(unapplied.collect());
+        *self = fresh;
     }
 
     /// Sends the inputs waiting since a redirect, oldest first, [`REDUNDANT_INPUTS`] a packet.
