@@ -22,6 +22,7 @@ use volley_arena::bots::{Churn, SwarmConfig, SwarmProgress, run_swarm};
 use volley_arena::rooms::{Lobby, RoomFigures, Rooms};
 
 mod fleet;
+mod oracle;
 mod zones;
 
 /// volley: an authoritative real-time multiplayer game server framework.
@@ -203,6 +204,10 @@ struct ServerArgs {
     /// The NATS server the zones talk through.
     #[arg(long, env = "VOLLEY_NATS", default_value = "nats://127.0.0.1:4222")]
     nats: String,
+    /// With --zone: also publish the zone's whole state every tick on NATS (subject
+    /// volley.zone.K.state), for observers of the whole map such as `volley run --oracle`.
+    #[arg(long, env = "VOLLEY_PUBLISH_STATE")]
+    publish_state: bool,
     /// Fault injection for supervision runs: the Nth match (0: the first) panics in every
     /// tick from its tenth second; its figures carry kind="faulty".
     #[arg(long, hide = true)]
@@ -281,6 +286,11 @@ struct RunArgs {
     /// from its spectators' world, sending no inputs.
     #[arg(long, default_value_t = 0)]
     spectators: usize,
+    /// With --zones: check every snapshot of every bot against a global oracle built from all
+    /// zones' states (each zone publishes its state every tick), and print what it found:
+    /// entities within the view radius missing, shown twice, or unknown to every zone.
+    #[arg(long)]
+    oracle: bool,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -1188,7 +1198,7 @@ fn main() -> ExitCode {
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))
             .and_then(|()| runtime())
-            .and_then(|rt| rt.block_on(zones::run(a.server, a.bots))),
+            .and_then(|rt| rt.block_on(zones::run(a.server, a.bots, a.oracle))),
         Command::Run(mut a) => sub
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))

@@ -13,10 +13,11 @@ use glam::Vec2;
 use volley::protocol::zone::{ZoneId, ZoneLayout};
 use volley::server::zone::ZoneLink;
 use volley::util::hex;
-use volley_arena::bots::{SwarmConfig, SwarmProgress, SwarmReport, run_swarm};
+use volley_arena::bots::{SnapshotWatch, SwarmConfig, SwarmProgress, SwarmReport, run_swarm};
 use volley_arena::{Arena, HALF_SIZE, VIEW_RADIUS};
 use volley_zones::{BusConfig, ZoneBus};
 
+use crate::oracle::Oracle;
 use crate::{ServerArgs, key_or_random, until_stopped};
 
 /// Client ids of the bots that start in zone K begin at `1 + K * ZONE_CLIENT_IDS` (a client
@@ -46,7 +47,8 @@ pub fn arena_zone(a: &ServerArgs) -> Result<Option<(Arena, LinkSlot)>, String> {
     if k >= a.zones {
         return Err(format!("--zone {k}: the map has {} zones (--zones)", a.zones));
     }
-    Ok(Some(Arena::zoned(layout(a.zones)?, k)))
+    let (arena, link) = Arena::zoned(layout(a.zones)?, k);
+    Ok(Some((if a.publish_state { arena.publishing_state() } else { arena }, link)))
 }
 
 /// Starts the zone's bus shell once its world has started, taking handoffs at `public`.
@@ -116,7 +118,14 @@ fn nth(addr: SocketAddr, k: u16) -> SocketAddr {
 }
 
 /// One zone server, a process of its own, its output lines prefixed with its zone.
-fn spawn_zone(a: &ServerArgs, k: ZoneId, nats: &str, key: &[u8; 32], admin: Option<SocketAddr>) -> Result<Kid, String> {
+fn spawn_zone(
+    a: &ServerArgs,
+    k: ZoneId,
+    nats: &str,
+    key: &[u8; 32],
+    admin: Option<SocketAddr>,
+    publish_state: bool,
+) -> Result<Kid, String> {
     let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let mut cmd = Command::new(exe);
     cmd.arg("server")
@@ -130,6 +139,9 @@ fn spawn_zone(a: &ServerArgs, k: ZoneId, nats: &str, key: &[u8; 32], admin: Opti
         // Its settings are these flags, not a file meant for `volley run`.
         .env_remove("VOLLEY_CONFIG")
         .stdout(Stdio::piped());
+    if publish_state {
+        cmd.arg("--publish-state");
+    }
     if let Some(d) = a.duration {
         cmd.args(["--duration", &(d + 2.0).to_string()]);
     }
@@ -154,10 +166,11 @@ fn value(text: &str, series: &str) -> f64 {
 }
 
 /// `volley run --zones N`: NATS, N zone servers and the bots, until `--duration` or Ctrl-C;
-/// then the bots' report and each zone's handoffs.
-pub async fn run(a: ServerArgs, bots: usize) -> Result<(), String> {
+/// then the bots' report and each zone's handoffs; with `oracle`, what the global oracle
+/// found (see [`crate::oracle`]).
+pub async fn run(a: ServerArgs, bots: usize, oracle: bool) -> Result<(), String> {
     let key = key_or_random(a.private_key.as_deref())?;
-    layout(a.zones)?;
+    let map = layout(a.zones)?;
     let (_nats, url) = match find("nats-server") {
         Some(path) => {
             let (kid, url) = start_nats(&path)?;
@@ -173,7 +186,7 @@ pub async fn run(a: ServerArgs, bots: usize) -> Result<(), String> {
         if a.admin == "off" { None } else { Some(a.admin.parse().map_err(|e| format!("--admin {:?}: {e}", a.admin))?) };
     let mut kids = Vec::new();
     for k in 0..a.zones {
-        kids.push(spawn_zone(&a, k, &url, &key, admin)?);
+        kids.push(spawn_zone(&a, k, &url, &key, admin, oracle)?);
     }
     // Up when each admin listener answers (or, without them, after a second).
     let began = Instant::now();
@@ -189,6 +202,15 @@ pub async fn run(a: ServerArgs, bots: usize) -> Result<(), String> {
     if admin.is_none() {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+    let oracle = if oracle {
+        let o = Oracle::start(map, a.bind);
+        let feed = volley_zones::watch_states(&BusConfig::new(url.clone()), o.states())
+            .await
+            .map_err(|e| format!("the oracle cannot watch the zones' states: {e}"))?;
+        Some((o, feed))
+    } else {
+        None
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let mut swarms = Vec::new();
     let per = bots / usize::from(a.zones);
@@ -200,6 +222,7 @@ pub async fn run(a: ServerArgs, bots: usize) -> Result<(), String> {
         let cfg = SwarmConfig {
             protocol_id: a.protocol_id,
             first_client_id: 1 + u64::from(k) * ZONE_CLIENT_IDS,
+            watch: oracle.as_ref().map(|(o, _)| o.watch() as Arc<dyn SnapshotWatch>),
             ..SwarmConfig::new(nth(a.bind, k), n, key)
         };
         swarms.push(tokio::spawn(run_swarm(cfg, Arc::new(SwarmProgress::default()), stop_rx.clone())));
@@ -215,6 +238,11 @@ pub async fn run(a: ServerArgs, bots: usize) -> Result<(), String> {
         }
     }
     println!("{}", report.summary());
+    if let Some((o, feed)) = oracle {
+        feed.abort();
+        let _ = feed.await;
+        println!("{}", o.finish().line());
+    }
     for k in 0..a.zones {
         let Some(x) = admin.map(|x| nth(x, k)) else { break };
         let Ok((_, text)) = volley::server::admin::get(x, "/metrics", Duration::from_secs(2)).await else { continue };

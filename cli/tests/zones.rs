@@ -1,7 +1,10 @@
-//! `volley run --zones 4`: a real `nats-server`, four zone servers as processes of their own
-//! and 200 bots spread over them, chasing each other across the borders for 20 s. Every bot
-//! connects; players are handed over and their clients follow; no handoff loses or repeats
-//! an input (counted by the zone that takes the player); every offer is answered.
+//! `volley run --zones 4 --oracle`: a real `nats-server`, four zone servers as processes of
+//! their own and 200 bots spread over them, chasing each other across the borders for 60 s.
+//! Every bot connects; players are handed over and their clients follow; no handoff loses or
+//! repeats an input (counted by the zone that takes the player); every offer is answered;
+//! and every snapshot of every bot shows every entity within its view radius whatever zone
+//! owns it, none twice and none that no zone holds (the global oracle, built from every
+//! zone's state as each publishes it every tick: see the program's `oracle` module).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::process::Command;
@@ -35,7 +38,7 @@ fn four_zone_processes_hand_players_over_without_losing_an_input() {
     }
     let (game, admin) = (free_ports(4), free_ports(4));
     let out = Command::new(env!("CARGO_BIN_EXE_volley"))
-        .args(["run", "--zones", "4", "--bots", "200", "--duration", "20"])
+        .args(["run", "--zones", "4", "--bots", "200", "--duration", "60", "--oracle"])
         .args(["--bind", &format!("127.0.0.1:{game}"), "--admin", &format!("127.0.0.1:{admin}")])
         .env("RUST_LOG", "warn")
         .env_remove("VOLLEY_PRIVATE_KEY")
@@ -57,7 +60,20 @@ fn four_zone_processes_hand_players_over_without_losing_an_input() {
         assert!(z.contains(" 0 refused, 0 timed out"), "every offer answered and taken: {z}");
         assert!(z.contains("handed in: 0 lost, 0 repeated"), "no handoff lost or repeated an input: {z}");
     }
-    assert!(followed >= 20.0, "{followed} handoffs in 20 s of 200 bots: {moved}");
+    assert!(followed >= 60.0, "{followed} handoffs in 60 s of 200 bots: {moved}");
     // A bot stopped by the end of the run may not have followed its last one.
     assert!(accepted >= followed && accepted <= followed + 10.0, "{accepted} accepted, {followed} followed");
+
+    // The global oracle.
+    let oracle = stdout.lines().find(|l| l.starts_with("oracle: ")).unwrap_or_else(|| panic!("no oracle: {stdout}"));
+    let n = |label: &str| numbers_after(oracle, label);
+    let (checked, unchecked) = (n("oracle:"), n("unknown to every zone;"));
+    let (required, across) = (n("checked against every zone's state:"), n("within view required ("));
+    assert!(checked >= 200.0 * 60.0 * 30.0, "at least half the snapshots of 200 bots over 60 s: {oracle}");
+    assert!(unchecked <= checked / 100.0, "the oracle kept up: {oracle}");
+    assert!(
+        across >= required / 10.0 && across >= 100_000.0,
+        "much of what the bots had to see was across a border: {oracle}"
+    );
+    assert!(oracle.contains(" 0 missing (0 across a border), 0 shown twice, 0 unknown to every zone"), "{oracle}");
 }

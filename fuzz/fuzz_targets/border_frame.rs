@@ -1,4 +1,4 @@
-//! Zone border frames as a zone reads them off the bus: arbitrary bytes, and valid frames
+//! Zone border frames (and whole-state frames) as read off the bus: arbitrary bytes, and valid frames
 //! (entities from the input) with bytes flipped and cut short. Decoding never panics; a frame
 //! that decodes holds entities the schema can read, and a valid frame round-trips exactly.
 #![no_main]
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use volley::protocol::snapshot::SnapshotBuilder;
-use volley::protocol::zone::BorderFrame;
+use volley::protocol::zone::{BorderFrame, StateFrame};
 
 #[path = "../common/thing.rs"]
 mod thing;
@@ -20,6 +20,10 @@ fuzz_target!(|data: &[u8]| {
         for id in f.snapshot.ids() {
             let _ = f.snapshot.read::<Thing>(&schema, *id);
         }
+    }
+    // The same bytes as a whole zone's state frame (what the oracle reads off the bus).
+    if let Ok(f) = StateFrame::decode(data, &schema) {
+        assert!(f.players.len() <= volley::protocol::zone::MAX_STATE_PLAYERS);
     }
     // A valid frame from the input's first bytes, then damaged by the rest.
     let Some((&n, rest)) = data.split_first() else { return };

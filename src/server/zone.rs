@@ -39,7 +39,7 @@ use super::world::{JoinInfo, PlayerId, Relevancy, World};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departures, Offer, Outcome};
-use crate::protocol::zone::{BorderError, BorderFrame, ZoneId, ZoneLayout, border_id};
+use crate::protocol::zone::{BorderError, BorderFrame, StateFrame, ZoneId, ZoneLayout, border_id};
 
 /// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
 /// second at 60 Hz): a shell further behind loses the oldest, counted.
@@ -119,6 +119,10 @@ pub struct ZoneOptions {
     pub arrival_wait: Duration,
     /// Accepted handoffs waiting for their players, at most.
     pub max_arrivals: usize,
+    /// Publish the zone's whole state every tick ([`StateFrame`], on the bus shell's state
+    /// subject) for observers of the whole map, such as the global oracle of `volley run
+    /// --zones N --oracle`. Off by default: it codes a whole snapshot a tick.
+    pub publish_state: bool,
 }
 
 impl std::fmt::Debug for ZoneOptions {
@@ -144,6 +148,7 @@ impl ZoneOptions {
             handoff_timeout: Duration::from_millis(100),
             arrival_wait: Duration::from_secs(10),
             max_arrivals: 4096,
+            publish_state: false,
         }
     }
 }
@@ -213,6 +218,25 @@ pub struct OutFrame {
     pub bytes: bytes::Bytes,
 }
 
+/// What a zone's bus shell publishes for one tick ([`ZoneLink::next_tick`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZoneTick {
+    /// A frame for each neighbour.
+    pub frames: Vec<OutFrame>,
+    /// The zone's whole state, when it publishes it (the bytes of a [`StateFrame`]).
+    pub state: Option<bytes::Bytes>,
+}
+
+/// One tick of the zone's world as its tap hands it to the link.
+#[derive(Debug)]
+pub(crate) struct Ticked {
+    snapshot: Arc<WorldSnapshot>,
+    /// When it ticked, microseconds since the Unix epoch.
+    unix_micros: u64,
+    /// Who each player is (player id, client id), when the zone publishes its state.
+    players: Option<Vec<(u32, u64)>>,
+}
+
 /// Why a received frame was not used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameRefused {
@@ -234,7 +258,7 @@ pub struct ZoneLink {
     layout: ZoneLayout,
     game: Arc<dyn ZoneGame>,
     schema: Arc<Schema>,
-    snapshots: tokio::sync::mpsc::Receiver<Arc<WorldSnapshot>>,
+    snapshots: tokio::sync::mpsc::Receiver<Ticked>,
     departures: Option<tokio::sync::mpsc::Receiver<Departing>>,
     inbox: ZoneInbox,
     counters: Arc<ZoneCounters>,
@@ -277,15 +301,38 @@ impl ZoneLink {
     /// neighbour this zone is alive), picked and encoded here, off the tick's path. `None`
     /// once the zone's world has stopped.
     pub async fn next_frames(&mut self) -> Option<Vec<OutFrame>> {
-        let snapshot = self.snapshots.recv().await?;
-        Some(self.frames_of(&snapshot))
+        Some(self.next_tick().await?.frames)
     }
 
     /// [`ZoneLink::next_frames`] without waiting: the frames of the oldest tick not yet
     /// taken, if there is one (for in-memory buses and the stepper).
     pub fn try_next_frames(&mut self) -> Option<Vec<OutFrame>> {
-        let snapshot = self.snapshots.try_recv().ok()?;
-        Some(self.frames_of(&snapshot))
+        Some(self.try_next_tick()?.frames)
+    }
+
+    /// The next tick's frames for the neighbours, and, when the zone publishes its state
+    /// ([`ZoneOptions::publish_state`]), its [`StateFrame`]. `None` once the zone's world has
+    /// stopped.
+    pub async fn next_tick(&mut self) -> Option<ZoneTick> {
+        let t = self.snapshots.recv().await?;
+        Some(self.tick_of(&t))
+    }
+
+    /// [`ZoneLink::next_tick`] without waiting.
+    pub fn try_next_tick(&mut self) -> Option<ZoneTick> {
+        let t = self.snapshots.try_recv().ok()?;
+        Some(self.tick_of(&t))
+    }
+
+    fn tick_of(&self, t: &Ticked) -> ZoneTick {
+        let frames = self.frames_of(&t.snapshot);
+        let state = t.players.as_ref().and_then(|players| {
+            StateFrame::encode(self.me, t.unix_micros, players, &t.snapshot, &self.schema)
+                .map_err(|e| tracing::warn!(zone = self.me, error = %e, "the zone's state could not be encoded"))
+                .ok()
+                .map(bytes::Bytes::from)
+        });
+        ZoneTick { frames, state }
     }
 
     /// The frames of one snapshot of the zone's world.
@@ -495,7 +542,9 @@ impl ZoneInbox {
 pub(crate) struct ZoneTap {
     pub inbox: ZoneInbox,
     pub newest: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
-    pub tx: tokio::sync::mpsc::Sender<Arc<WorldSnapshot>>,
+    pub tx: tokio::sync::mpsc::Sender<Ticked>,
+    /// Whether each tick's players go with it (for the zone's [`StateFrame`]).
+    pub publish_state: bool,
     pub departing: tokio::sync::mpsc::Sender<Departing>,
     pub counters: Arc<ZoneCounters>,
     pub keys: TokenKeys,
@@ -614,7 +663,10 @@ impl Tap for ZoneTap {
         if let Ok(mut n) = self.newest.write() {
             *n = Some(snapshot.clone());
         }
-        match self.tx.try_send(snapshot.clone()) {
+        let unix_micros =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
+        let players = self.publish_state.then(|| self.who.iter().map(|(p, w)| (*p, w.0)).collect());
+        match self.tx.try_send(Ticked { snapshot: snapshot.clone(), unix_micros, players }) {
             Ok(()) => true,
             Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
                 self.counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
@@ -750,6 +802,7 @@ pub(crate) fn parts(
     let (me, layout, game) = (options.me, options.layout.clone(), options.game.clone());
     let (public_addr, handoff_timeout) = (options.public_addr, options.handoff_timeout);
     let (arrival_wait, max_arrivals) = (options.arrival_wait, options.max_arrivals);
+    let publish_state = options.publish_state;
     let build = move |border| {
         let (tx, rx) = tokio::sync::mpsc::channel(ZONE_QUEUE);
         let (departing, departures) = tokio::sync::mpsc::channel(DEPARTURE_QUEUE);
@@ -770,6 +823,7 @@ pub(crate) fn parts(
             inbox: inbox.clone(),
             newest,
             tx,
+            publish_state,
             departing,
             counters: counters.clone(),
             keys,

@@ -28,7 +28,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use volley::protocol::zone::ZoneId;
 use volley::protocol::zone::handoff::{Offer, Outcome, PlayerId};
-use volley::server::zone::{ZoneCounters, ZoneInbox, ZoneLink};
+use volley::server::zone::{ZoneCounters, ZoneInbox, ZoneLink, ZoneTick};
 
 /// Where the bus is and how to use it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +62,43 @@ impl BusConfig {
     pub fn border_subject(&self, zone: ZoneId) -> String {
         format!("{}.{zone}.border", self.prefix)
     }
+
+    /// The subject zone `zone` publishes its whole state on each tick, when it does
+    /// ([`ZoneOptions::publish_state`](volley::server::zone::ZoneOptions::publish_state)).
+    pub fn state_subject(&self, zone: ZoneId) -> String {
+        format!("{}.{zone}.state", self.prefix)
+    }
+
+    /// The subject every zone's state matches (a wildcard, for [`watch_states`]).
+    pub fn all_states_subject(&self) -> String {
+        format!("{}.*.state", self.prefix)
+    }
+}
+
+/// Hands `each` every zone's [`StateFrame`](volley::protocol::zone::StateFrame) bytes as the
+/// zones publish them (those that do), from a task that runs until the bus goes away or it
+/// is aborted: for observers of the whole map, such as the global oracle of `volley run
+/// --zones N --oracle`. Subscribed when this returns.
+///
+/// # Errors
+/// The bus cannot be reached, or refuses the subscription.
+pub async fn watch_states(
+    config: &BusConfig,
+    mut each: impl FnMut(bytes::Bytes) + Send + 'static,
+) -> Result<tokio::task::JoinHandle<()>, BusError> {
+    let client = async_nats::connect(config.url.as_str())
+        .await
+        .map_err(|e| BusError::Connect { url: config.url.clone(), error: e.to_string() })?;
+    let subject = config.all_states_subject();
+    let mut sub =
+        client.subscribe(subject.clone()).await.map_err(|e| BusError::Subscribe { subject, error: e.to_string() })?;
+    Ok(tokio::spawn(async move {
+        // The client lives as long as the task.
+        let _client = client;
+        while let Some(m) = sub.next().await {
+            each(m.payload);
+        }
+    }))
 }
 
 /// Why the bus shell did not start.
@@ -184,13 +221,17 @@ impl ZoneBus {
         });
         let (publisher, dropped) = (client.clone(), counters.clone());
         let subjects: Vec<String> = (0..link.layout().len()).map(|z| config.border_subject(z as ZoneId)).collect();
+        let state_subject = config.state_subject(me);
         let publish = tokio::spawn(async move {
-            while let Some(frames) = link.next_frames().await {
+            while let Some(ZoneTick { frames, state }) = link.next_tick().await {
                 // While the bus is down nothing is queued for it: a stale frame is worth
                 // nothing once it returns.
                 if dropped.bus_up.load(Ordering::Relaxed) == 0 {
                     dropped.frames_dropped.fetch_add(frames.len() as u64, Ordering::Relaxed);
                     continue;
+                }
+                if let Some(state) = state {
+                    let _ = publisher.publish(state_subject.clone(), state).await;
                 }
                 for f in frames {
                     let Some(subject) = subjects.get(usize::from(f.to)) else { continue };

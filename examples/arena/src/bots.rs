@@ -51,6 +51,17 @@ pub struct SwarmConfig {
     /// Where the bots' tokens come from instead of minting them with `private_key` (a
     /// connect-token backend), if anywhere.
     pub tokens: Option<Arc<dyn TokenSource>>,
+    /// Shown every snapshot every playing bot decodes, if anything is (a test's oracle).
+    pub watch: Option<Arc<dyn SnapshotWatch>>,
+}
+
+/// Sees every snapshot the swarm's playing bots decode, as they decode them: an oracle that
+/// checks what each bot is shown, say. Called on the bots' driver tasks, so it should be
+/// quick (hand the work to a thread of its own).
+pub trait SnapshotWatch: Send + Sync + std::fmt::Debug {
+    /// Bot `bot` (its index in the swarm), connected to `server` as player `me`, decoded
+    /// `snapshot` (merged ids, as the server sent them).
+    fn snapshot(&self, bot: usize, server: SocketAddr, me: u32, snapshot: &WorldSnapshot);
 }
 
 /// Where bots get their connect tokens when the swarm does not mint its own: a backend
@@ -105,6 +116,7 @@ impl SwarmConfig {
             churn: None,
             spectators: 0,
             tokens: None,
+            watch: None,
         }
     }
 }
@@ -321,6 +333,10 @@ struct Bot {
     /// zone's last one came.
     snapshot_at: Option<Instant>,
     moving_since: Option<Instant>,
+    /// Its index in the swarm.
+    index: usize,
+    /// The server and tick of the newest snapshot shown to the swarm's watch.
+    watched: Option<(SocketAddr, u32)>,
 }
 
 /// The user data that makes a bot (or any client) a spectator in the rooms.
@@ -372,6 +388,8 @@ impl Bot {
             spectator,
             snapshot_at: None,
             moving_since: None,
+            index,
+            watched: None,
         })
     }
 
@@ -385,6 +403,12 @@ impl Bot {
         self.tick += 1;
         if bot.client.moves() != moves {
             self.moving_since = self.snapshot_at;
+        }
+        if got > 0
+            && !self.spectator
+            && let Some(watch) = &cfg.watch
+        {
+            show(bot, self.index, &mut self.watched, watch.as_ref());
         }
         if got > 0 {
             let now = Instant::now();
@@ -438,7 +462,32 @@ impl Bot {
         }
         !bot.client.state().is_error()
     }
+}
 
+/// Shows `watch` every snapshot bot `index` decoded since the last it was shown (`watched`;
+/// ticks follow one another; after a move to another server, from the new server's first).
+fn show(bot: &PolledClient, index: usize, watched: &mut Option<(SocketAddr, u32)>, watch: &dyn SnapshotWatch) {
+    {
+        let c = &bot.client;
+        let (Some(server), Some(me), Some(newest)) = (c.server_addr(), c.client_index(), c.latest().map(|l| l.tick()))
+        else {
+            return;
+        };
+        // At most a second back: the client keeps fewer than that.
+        let from = match *watched {
+            Some((s, t)) if s == server => t.wrapping_add(1).max(newest.saturating_sub(60)),
+            _ => newest.saturating_sub(60),
+        };
+        for tick in from..=newest {
+            if let Some(snapshot) = c.snapshot(tick) {
+                watch.snapshot(index, server, me, snapshot);
+            }
+        }
+        *watched = Some((server, newest));
+    }
+}
+
+impl Bot {
     /// Its report (saying goodbye to the server if still connected).
     fn finish(mut self, progress: &SwarmProgress) -> BotReport {
         if self.was_ready {

@@ -196,6 +196,8 @@ struct ArenaZone {
     /// Where the zone's link goes once the world has started (the program starts the bus
     /// shell with it).
     link: Arc<std::sync::Mutex<Option<ZoneLink>>>,
+    /// Whether it publishes its whole state each tick.
+    publish_state: bool,
 }
 
 /// How far past its zone's border a player walks before it is handed to the neighbour, metres.
@@ -314,8 +316,18 @@ impl Arena {
     /// its kinds; the zone's link is in the returned slot once the world has started.
     pub fn zoned(layout: ZoneLayout, me: ZoneId) -> (Self, Arc<std::sync::Mutex<Option<ZoneLink>>>) {
         let link = Arc::new(std::sync::Mutex::new(None));
-        let zone = ArenaZone { layout, me, link: link.clone() };
+        let zone = ArenaZone { layout, me, link: link.clone(), publish_state: false };
         (Self { zone: Some(zone), ..Self::new() }, link)
+    }
+
+    /// A zoned arena that also publishes its whole state every tick
+    /// ([`ZoneOptions::publish_state`]), for an observer of the whole map such as the global
+    /// oracle of `volley run --zones N --oracle`. No effect on an arena that is not a zone.
+    pub fn publishing_state(mut self) -> Self {
+        if let Some(z) = &mut self.zone {
+            z.publish_state = true;
+        }
+        self
     }
 
     /// The zone's region, if the arena is a zone.
@@ -434,7 +446,8 @@ impl World for Arena {
 
     fn started(&mut self, me: volley::server::WorldId, worlds: &volley::server::Worlds) {
         let Some(z) = &self.zone else { return };
-        let options = ZoneOptions::new(z.layout.clone(), z.me, Arc::new(ArenaPositions));
+        let mut options = ZoneOptions::new(z.layout.clone(), z.me, Arc::new(ArenaPositions));
+        options.publish_state = z.publish_state;
         match worlds.zone(me, options, volley::server::WorldOptions::new("border")) {
             Ok(link) => {
                 if let Ok(mut slot) = z.link.lock() {

@@ -327,6 +327,90 @@ impl BorderFrame {
     }
 }
 
+/// The first bytes of a state frame.
+pub const STATE_MAGIC: [u8; 4] = *b"VZS1";
+
+/// Bytes of a state frame's header: magic, wall-clock time, player count.
+pub const STATE_HEADER: usize = 4 + 8 + 2;
+
+/// Players a state frame names at most (a zone with more names the first this many).
+pub const MAX_STATE_PLAYERS: usize = 8192;
+
+/// A zone's whole state at one tick, for observers of the whole map: the global oracle of
+/// `volley run --zones N --oracle` (which checks every bot's view against all zones' states),
+/// a map viewer, an archive. Published only when the zone is asked to
+/// ([`ZoneOptions::publish_state`](crate::server::zone::ZoneOptions::publish_state)): it
+/// costs a whole snapshot's coding a tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateFrame {
+    /// When the zone ticked, microseconds since the Unix epoch (zones on one machine, or
+    /// with synchronised clocks, are compared by it: their tick numbers are their own).
+    pub unix_micros: u64,
+    /// Who each player of the zone is: its id in the zone (its avatar's, in a game that
+    /// numbers avatars by player) and the client id of its connect token, ascending by id.
+    pub players: Vec<(u32, u64)>,
+    /// Every entity of the zone at the tick.
+    pub frame: BorderFrame,
+}
+
+impl StateFrame {
+    /// Encodes zone `zone`'s `snapshot` with the time and players (at most
+    /// [`MAX_STATE_PLAYERS`] of them).
+    ///
+    /// # Errors
+    /// [`BorderError::Encode`] when the codec cannot take the snapshot whole.
+    pub fn encode(
+        zone: ZoneId,
+        unix_micros: u64,
+        players: &[(u32, u64)],
+        snapshot: &Arc<WorldSnapshot>,
+        schema: &Arc<Schema>,
+    ) -> Result<Vec<u8>, BorderError> {
+        let players = &players[..players.len().min(MAX_STATE_PLAYERS)];
+        let frame = BorderFrame::encode(zone, snapshot, schema)?;
+        let mut out = Vec::with_capacity(STATE_HEADER + players.len() * 12 + frame.len());
+        out.extend_from_slice(&STATE_MAGIC);
+        out.extend_from_slice(&unix_micros.to_le_bytes());
+        out.extend_from_slice(&(players.len() as u16).to_le_bytes());
+        for (id, client) in players {
+            out.extend_from_slice(&id.to_le_bytes());
+            out.extend_from_slice(&client.to_le_bytes());
+        }
+        out.extend_from_slice(&frame);
+        Ok(out)
+    }
+
+    /// Decodes a state frame with the observer's `schema`.
+    ///
+    /// # Errors
+    /// Why the bytes are not a usable state frame.
+    pub fn decode(bytes: &[u8], schema: &Arc<Schema>) -> Result<Self, BorderError> {
+        let header = bytes.get(..STATE_HEADER).ok_or(BorderError::NotAFrame)?;
+        if header[..4] != STATE_MAGIC {
+            return Err(BorderError::NotAFrame);
+        }
+        let mut t = [0u8; 8];
+        t.copy_from_slice(&header[4..12]);
+        let n = usize::from(u16::from_le_bytes([header[12], header[13]]));
+        if n > MAX_STATE_PLAYERS {
+            return Err(BorderError::NotAFrame);
+        }
+        let list = bytes.get(STATE_HEADER..STATE_HEADER + n * 12).ok_or(BorderError::NotAFrame)?;
+        let players = list
+            .chunks_exact(12)
+            .map(|c| {
+                let mut id = [0u8; 4];
+                let mut client = [0u8; 8];
+                id.copy_from_slice(&c[..4]);
+                client.copy_from_slice(&c[4..]);
+                (u32::from_le_bytes(id), u64::from_le_bytes(client))
+            })
+            .collect();
+        let frame = BorderFrame::decode(&bytes[STATE_HEADER + n * 12..], schema)?;
+        Ok(Self { unix_micros: u64::from_le_bytes(t), players, frame })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -458,6 +542,27 @@ mod tests {
             let none = z.border(0, &snapshot(&schema, 10, &[(1, 50)]), &schema, position);
             assert_eq!(none.len(), 3, "every neighbour hears from the zone, even with nothing to show");
             assert!(none.iter().all(|(_, b)| b.is_empty()));
+        }
+
+        #[test]
+        fn a_state_frame_round_trips_and_broken_ones_are_refused() {
+            let schema = schema();
+            let s = snapshot(&schema, 12, &[(1, 10), (2, 20), (1 << 16, 5)]);
+            let bytes = StateFrame::encode(2, 1_700_000_000_123_456, &[(1, 1_000_001), (2, 7)], &s, &schema).unwrap();
+            let f = StateFrame::decode(&bytes, &schema).unwrap();
+            assert_eq!((f.unix_micros, f.frame.zone, f.frame.tick), (1_700_000_000_123_456, 2, 12));
+            assert_eq!(f.players, vec![(1, 1_000_001), (2, 7)]);
+            assert_eq!(f.frame.snapshot.ids(), s.ids());
+            assert_eq!(StateFrame::decode(&bytes[..STATE_HEADER + 5], &schema), Err(BorderError::NotAFrame));
+            let mut many = bytes.clone();
+            many[12..14].copy_from_slice(&u16::MAX.to_le_bytes());
+            assert_eq!(StateFrame::decode(&many, &schema), Err(BorderError::NotAFrame));
+            for i in 0..bytes.len() {
+                let mut b = bytes.clone();
+                b[i] ^= 0x5a;
+                let _ = StateFrame::decode(&b, &schema);
+                let _ = StateFrame::decode(&bytes[..i], &schema);
+            }
         }
 
         #[test]

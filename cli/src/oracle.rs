@@ -1,0 +1,586 @@
+//! The global oracle of `volley run --zones N --oracle`: every zone publishes its whole state
+//! each tick ([`StateFrame`]); every snapshot every bot decodes is checked against all of
+//! them. A bot must be shown every entity within its view radius, whatever zone owns it,
+//! none twice, and nothing no zone has.
+//!
+//! What "must" means, exactly (the arena's rules, which one server running the whole map
+//! would follow too):
+//! - the bot's own zone's entities at the snapshot's tick (the snapshot is made of that very
+//!   state): each within [`VIEW_RADIUS`] of the bot's avatar, unless [`MAX_VISIBLE`] − 1 of
+//!   the zone's entities stand nearer (the arena shows at most that many);
+//! - a neighbour's entities: shown from the newest border frame the zone holds, a tick or a
+//!   few old. The oracle takes the neighbour's states over the window [`WINDOW`] before the
+//!   snapshot's wall-clock time: an entity that the neighbour held at both ends of it, and
+//!   that stood within the view radius less the distance it can move in that time at both,
+//!   must be shown.
+//!
+//! Zones stamp their states with the wall clock (they run on one machine here); their tick
+//! numbers are their own.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use glam::Vec2;
+use volley::protocol::snapshot::world::split_id;
+use volley::protocol::snapshot::{Schema, WorldSnapshot};
+use volley::protocol::zone::{StateFrame, ZoneId, ZoneLayout, split_border_id};
+use volley::server::zone::ZoneGame;
+use volley_arena::bots::SnapshotWatch;
+use volley_arena::{ArenaPositions, MAX_VISIBLE, SHOT_SPEED, SPEED, VIEW_RADIUS};
+
+/// How old a neighbour's entities in a snapshot may be: the border frame's trip over the bus
+/// and its wait for the border world's next tick, with room for a loaded machine.
+pub const WINDOW: Duration = Duration::from_millis(250);
+
+/// How long an entity must have been within the bot's view, and the bot in place, before a
+/// snapshot must show it: the budget spreads a burst of new entities (a respawn's new
+/// surroundings, a crowd of shots) over a few packets.
+pub const STEADY: Duration = Duration::from_millis(100);
+
+/// A connection's first snapshots (half a second at 60 Hz), judged apart: a new connection's
+/// whole view, well over one packet's budget, comes over several snapshots.
+pub const SETTLE: u32 = 30;
+
+/// How long a snapshot waits for the states it is checked against before it is counted as
+/// not checked.
+const PATIENCE: Duration = Duration::from_secs(2);
+
+/// States kept per zone (three seconds at 60 Hz).
+const KEEP: usize = 180;
+
+/// Observations waiting for the checker, at most (a checker further behind counts the rest
+/// as dropped).
+const QUEUE: usize = 1 << 16;
+
+/// The arena's kind numbers (its schema's registration order).
+const AVATAR: u16 = 0;
+
+/// What the oracle found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OracleReport {
+    /// Snapshots checked.
+    pub checked: u64,
+    /// Entities the checked snapshots had to show, in all; of them, owned by another zone
+    /// than the bot's.
+    pub required: u64,
+    /// See [`OracleReport::required`].
+    pub required_across: u64,
+    /// Required entities a snapshot did not show; of them, another zone's.
+    pub missing: u64,
+    /// See [`OracleReport::missing`].
+    pub missing_across: u64,
+    /// Entities a snapshot showed twice (one player shown by two zones, say).
+    pub twice: u64,
+    /// Entities a snapshot showed that no zone held (a ghost).
+    pub unknown: u64,
+    /// Of the entities the first [`SETTLE`] snapshots of each connection had to show (when
+    /// the budget spreads the new connection's whole snapshot over several), those required
+    /// and those missing (not in the figures above).
+    pub settling_required: u64,
+    /// See [`OracleReport::settling_required`].
+    pub settling_missing: u64,
+    /// Snapshots not checked: their states never came (a zone or the bus gone), or the
+    /// checker was behind.
+    pub unchecked: u64,
+    /// A few of the faults, for a person.
+    pub examples: Vec<String>,
+}
+
+impl OracleReport {
+    /// One line for a person (and for the tests, which read the figures off it).
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "oracle: {} snapshots checked against every zone's state: {} entities within view required ({} owned by another zone); {} missing ({} across a border), {} shown twice, {} unknown to every zone; {} not checked; in each connection's first {SETTLE} snapshots (judged apart): {} of {} required missing",
+            self.checked,
+            self.required,
+            self.required_across,
+            self.missing,
+            self.missing_across,
+            self.twice,
+            self.unknown,
+            self.unchecked,
+            self.settling_missing,
+            self.settling_required,
+        );
+        for e in &self.examples {
+            s.push_str("\n  oracle: ");
+            s.push_str(e);
+        }
+        s
+    }
+}
+
+/// One zone's state at one tick, decoded.
+#[derive(Debug)]
+struct ZoneState {
+    tick: u32,
+    unix_micros: u64,
+    /// (id, kind, position), ascending by id.
+    entities: Vec<(u32, u16, Vec2)>,
+    /// Player id to client id.
+    players: HashMap<u32, u64>,
+}
+
+impl ZoneState {
+    fn get(&self, id: u32) -> Option<&(u32, u16, Vec2)> {
+        self.entities.binary_search_by_key(&id, |e| e.0).ok().map(|i| &self.entities[i])
+    }
+}
+
+/// One snapshot a bot decoded, as the checker needs it.
+#[derive(Debug)]
+struct Seen {
+    zone: ZoneId,
+    tick: u32,
+    /// Its place among the snapshots of the bot's connection to this zone (0: the first).
+    nth: u32,
+    me: u32,
+    /// (world, local id as the zone shows it, kind): world 0 is the zone's own world (a
+    /// zone server's entry world), any other its border world.
+    entities: Vec<(u32, u32, u16)>,
+}
+
+enum Msg {
+    State(bytes::Bytes),
+    Seen(Seen),
+}
+
+/// The bots' side: hands each decoded snapshot to the checker thread.
+#[derive(Debug)]
+pub struct Watch {
+    /// The first zone's game address (zone K listens at its port + K).
+    base: SocketAddr,
+    zones: u16,
+    tx: SyncSender<Msg>,
+    dropped: Arc<AtomicU64>,
+    /// Each bot's zone and snapshots shown from it so far.
+    connections: Mutex<HashMap<usize, (ZoneId, u32)>>,
+}
+
+impl SnapshotWatch for Watch {
+    fn snapshot(&self, bot: usize, server: SocketAddr, me: u32, snapshot: &WorldSnapshot) {
+        let zone = server.port().wrapping_sub(self.base.port());
+        if zone >= self.zones {
+            return;
+        }
+        let nth = {
+            let Ok(mut c) = self.connections.lock() else { return };
+            let e = c.entry(bot).or_insert((zone, 0));
+            if e.0 != zone {
+                *e = (zone, 0);
+            }
+            e.1 += 1;
+            e.1 - 1
+        };
+        let entities = snapshot
+            .iter()
+            .map(|e| {
+                let (world, local) = split_id(e.id);
+                (world, local, e.kind)
+            })
+            .collect();
+        let seen = Seen { zone, tick: snapshot.tick(), nth, me, entities };
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(Msg::Seen(seen)) {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The oracle: a checker thread, and what feeds it.
+#[derive(Debug)]
+pub struct Oracle {
+    tx: SyncSender<Msg>,
+    dropped: Arc<AtomicU64>,
+    checker: std::thread::JoinHandle<OracleReport>,
+    base: SocketAddr,
+    zones: u16,
+}
+
+impl Oracle {
+    /// Starts the checker for the zones of `layout`, zone K at `base`'s port + K.
+    pub fn start(layout: ZoneLayout, base: SocketAddr) -> Self {
+        let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let zones = layout.len() as u16;
+        let checker = std::thread::spawn(move || Checker::new(layout).run(rx));
+        Self { tx, dropped: Arc::default(), checker, base, zones }
+    }
+
+    /// The watch to give a swarm.
+    pub fn watch(&self) -> Arc<Watch> {
+        Arc::new(Watch {
+            base: self.base,
+            zones: self.zones,
+            tx: self.tx.clone(),
+            dropped: self.dropped.clone(),
+            connections: Mutex::default(),
+        })
+    }
+
+    /// Where a zone's published state goes.
+    pub fn states(&self) -> impl Fn(bytes::Bytes) + Send + 'static {
+        let tx = self.tx.clone();
+        move |b| {
+            let _ = tx.try_send(Msg::State(b));
+        }
+    }
+
+    /// Checks what is still waiting and returns what was found (once every watch and state
+    /// feed is dropped).
+    pub fn finish(self) -> OracleReport {
+        let Self { tx, dropped, checker, .. } = self;
+        drop(tx);
+        let mut report = checker.join().unwrap_or_default();
+        report.unchecked += dropped.load(Ordering::Relaxed);
+        report
+    }
+}
+
+struct Checker {
+    layout: ZoneLayout,
+    schema: Arc<Schema>,
+    states: Vec<VecDeque<Arc<ZoneState>>>,
+    waiting: VecDeque<(Seen, Instant)>,
+    report: OracleReport,
+}
+
+impl Checker {
+    fn new(layout: ZoneLayout) -> Self {
+        let states = (0..layout.len()).map(|_| VecDeque::new()).collect();
+        Self {
+            layout,
+            schema: Arc::new(volley_arena::schema()),
+            states,
+            waiting: VecDeque::new(),
+            report: OracleReport::default(),
+        }
+    }
+
+    fn run(mut self, rx: Receiver<Msg>) -> OracleReport {
+        loop {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(m) => self.take(m),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            while let Ok(m) = rx.try_recv() {
+                self.take(m);
+            }
+            self.check_ready(false);
+        }
+        self.check_ready(true);
+        self.report
+    }
+
+    fn take(&mut self, m: Msg) {
+        match m {
+            Msg::Seen(s) => self.waiting.push_back((s, Instant::now())),
+            Msg::State(bytes) => {
+                let Ok(f) = StateFrame::decode(&bytes, &self.schema) else { return };
+                let game = ArenaPositions;
+                let entities =
+                    f.frame.snapshot.iter().filter_map(|e| game.position(e).map(|p| (e.id, e.kind, p))).collect();
+                let state = ZoneState {
+                    tick: f.frame.tick,
+                    unix_micros: f.unix_micros,
+                    entities,
+                    players: f.players.into_iter().collect(),
+                };
+                let Some(list) = self.states.get_mut(usize::from(f.frame.zone)) else { return };
+                if list.back().is_some_and(|b| b.tick >= state.tick) {
+                    return;
+                }
+                list.push_back(Arc::new(state));
+                if list.len() > KEEP {
+                    list.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Checks the waiting snapshots whose states are all in (in order; at the end, all).
+    fn check_ready(&mut self, all: bool) {
+        while let Some((seen, at)) = self.waiting.front() {
+            let ready = self.ready(seen);
+            if ready.is_none() && !all && at.elapsed() < PATIENCE {
+                // Later snapshots wait on this one's states too (they are newer).
+                break;
+            }
+            let Some((seen, _)) = self.waiting.pop_front() else { break };
+            match ready {
+                Some(own) => self.check(&seen, &own),
+                None => self.report.unchecked += 1,
+            }
+        }
+    }
+
+    /// The own zone's state for `seen`, when it and every neighbour's states up to its time
+    /// are in.
+    fn ready(&self, seen: &Seen) -> Option<Arc<ZoneState>> {
+        let list = self.states.get(usize::from(seen.zone))?;
+        let i = list.binary_search_by_key(&seen.tick, |s| s.tick).ok()?;
+        let own = list[i].clone();
+        let done = self.layout.neighbours(seen.zone).iter().all(|n| {
+            self.states.get(usize::from(*n)).and_then(|l| l.back()).is_some_and(|b| b.unix_micros >= own.unix_micros)
+        });
+        done.then_some(own)
+    }
+
+    /// The newest state of `zone` at or before `unix_micros` that holds entity `id`, looking
+    /// back a second at most (a frame may be late, the entity gone since).
+    fn held(&self, zone: ZoneId, id: u32, unix_micros: u64) -> Option<Arc<ZoneState>> {
+        let list = self.states.get(usize::from(zone))?;
+        let n = list.partition_point(|s| s.unix_micros <= unix_micros);
+        let from = unix_micros.saturating_sub(1_000_000);
+        list.range(..n).rev().take_while(|s| s.unix_micros >= from).find(|s| s.get(id).is_some()).cloned()
+    }
+
+    fn fault(&mut self, what: String) {
+        if self.report.examples.len() < 8 {
+            self.report.examples.push(what);
+        }
+    }
+
+    fn check(&mut self, seen: &Seen, own: &Arc<ZoneState>) {
+        let Some(&(_, _, me)) = own.get(seen.me) else {
+            // No avatar (it has left): nothing to judge by.
+            self.report.unchecked += 1;
+            return;
+        };
+        self.report.checked += 1;
+        let neighbours = self.layout.neighbours(seen.zone).to_vec();
+        // What the snapshot shows, by (owning zone, id there).
+        let mut shown: HashSet<(ZoneId, u32)> = HashSet::with_capacity(seen.entities.len());
+        let mut who: HashSet<(u64, u32)> = HashSet::new();
+        let window_start = own.unix_micros.saturating_sub(WINDOW.as_micros() as u64);
+        for &(world, local, kind) in &seen.entities {
+            let (zone, id) = if world == 0 {
+                (seen.zone, local)
+            } else {
+                let (slot, id) = split_border_id(local);
+                match neighbours.get(slot) {
+                    Some(z) => (*z, id),
+                    None => {
+                        self.report.unknown += 1;
+                        self.fault(format!(
+                            "zone {} tick {}: border id {local:#x} names no neighbour",
+                            seen.zone, seen.tick
+                        ));
+                        continue;
+                    }
+                }
+            };
+            if !shown.insert((zone, id)) {
+                self.report.twice += 1;
+                self.fault(format!("zone {} tick {}: zone {zone}'s entity {id} shown twice", seen.zone, seen.tick));
+            }
+            // Held by its zone: the own one at this very tick, a neighbour within the window
+            // (a second's grace: a frame may be late, the entity gone since).
+            let state = if zone == seen.zone { Some(own.clone()) } else { self.held(zone, id, own.unix_micros) };
+            match state.filter(|s| s.get(id).is_some()) {
+                None => {
+                    self.report.unknown += 1;
+                    self.fault(format!(
+                        "zone {} tick {}: zone {zone}'s entity {id} is held by no zone",
+                        seen.zone, seen.tick
+                    ));
+                }
+                // One player shown by two zones (its old and its new).
+                Some(s) if kind == AVATAR => {
+                    if let Some(client) = s.players.get(&id)
+                        && !who.insert((*client, 0))
+                    {
+                        self.report.twice += 1;
+                        self.fault(format!(
+                            "zone {} tick {}: client {client}'s avatar shown twice",
+                            seen.zone, seen.tick
+                        ));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        let settling = seen.nth < SETTLE;
+        // The zone's states over the last STEADY, to this tick; where the bot stood in them
+        // and at the next tick (the border's relevancy finds the bot in the zone's newest
+        // state, which may be a tick ahead; a respawn jumps).
+        let (recent, viewers) = {
+            let list = &self.states[usize::from(seen.zone)];
+            let i = list.partition_point(|s| s.tick < seen.tick);
+            let since = own.unix_micros.saturating_sub(STEADY.as_micros() as u64);
+            let first = list.range(..i).rev().take_while(|s| s.unix_micros >= since).count();
+            let recent: Vec<Arc<ZoneState>> = list.range(i - first..=i).cloned().collect();
+            let next = list.get(i + 1).and_then(|s| s.get(seen.me)).map(|e| e.2);
+            let viewers: Vec<Vec2> = recent.iter().filter_map(|s| s.get(seen.me).map(|e| e.2)).chain(next).collect();
+            (recent, viewers)
+        };
+        // Steady: held all along (by the same player, for an avatar) and within `reach` of
+        // every place the bot stood.
+        let steady = |states: &[Arc<ZoneState>], id: u32, reach: f32| {
+            let who = states.last().and_then(|s| s.players.get(&id));
+            states.iter().all(|s| {
+                s.players.get(&id) == who && s.get(id).is_some_and(|e| viewers.iter().all(|v| v.distance(e.2) <= reach))
+            })
+        };
+        // Required: the own zone's within the radius, but for the arena's limit (in each recent
+        // state: one that dropped out of the nearest MAX_VISIBLE comes back as new).
+        let r2 = VIEW_RADIUS * VIEW_RADIUS;
+        let ranks: Vec<(&ZoneState, Vec2, Vec<f32>)> = recent
+            .iter()
+            .filter_map(|s| {
+                let v = s.get(seen.me)?.2;
+                let mut d2: Vec<f32> =
+                    s.entities.iter().filter(|e| e.0 != seen.me).map(|e| e.2.distance_squared(v)).collect();
+                d2.sort_by(f32::total_cmp);
+                Some((s.as_ref(), v, d2))
+            })
+            .collect();
+        // Others as near or nearer: with the bot's own avatar, MAX_VISIBLE fill the list.
+        let near = |id: u32| {
+            ranks.iter().all(|(s, v, d2)| {
+                s.get(id).is_some_and(|e| d2.partition_point(|x| *x <= e.2.distance_squared(*v)) < MAX_VISIBLE)
+            })
+        };
+        for &(id, kind, p) in &own.entities {
+            let d = p.distance_squared(me);
+            if id == seen.me || d > r2 || !steady(&recent, id, VIEW_RADIUS) || !near(id) {
+                continue;
+            }
+            if settling {
+                self.report.settling_required += 1;
+                self.report.settling_missing += u64::from(!shown.contains(&(seen.zone, id)));
+                continue;
+            }
+            self.report.required += 1;
+            if !shown.contains(&(seen.zone, id)) {
+                self.report.missing += 1;
+                self.fault(format!(
+                    "zone {} tick {} (snapshot {} of the connection): its own entity {id} (kind {kind}) {:.1} m from player {} not shown",
+                    seen.zone,
+                    seen.tick,
+                    seen.nth,
+                    d.sqrt(),
+                    seen.me
+                ));
+            }
+        }
+        // Required: each neighbour's held over the window, steady and within reach all along.
+        let secs = WINDOW.as_secs_f32();
+        for n in neighbours {
+            let list = &self.states[usize::from(n)];
+            let (from, to) = (
+                list.partition_point(|s| s.unix_micros <= window_start),
+                list.partition_point(|s| s.unix_micros <= own.unix_micros),
+            );
+            // The window's states: the newest at its start, to the newest at its end.
+            let Some(first) = from.checked_sub(1) else { continue };
+            let window: Vec<Arc<ZoneState>> = list.range(first..to.max(first + 1)).cloned().collect();
+            let late = &window[window.len() - 1];
+            for &(id, kind, p) in &late.entities {
+                let slack = secs * if kind == AVATAR { SPEED } else { SHOT_SPEED } + 0.25;
+                let reach = (VIEW_RADIUS - slack).max(0.0);
+                // The same entity all along (an id a player left is given to the next; a
+                // respawn moves it at once).
+                if viewers.iter().any(|v| v.distance(p) > reach) || !steady(&window, id, reach) {
+                    continue;
+                }
+                if settling {
+                    self.report.settling_required += 1;
+                    self.report.settling_missing += u64::from(!shown.contains(&(n, id)));
+                    continue;
+                }
+                self.report.required += 1;
+                self.report.required_across += 1;
+                if !shown.contains(&(n, id)) {
+                    self.report.missing += 1;
+                    self.report.missing_across += 1;
+                    self.fault(format!(
+                        "zone {} tick {} (snapshot {} of the connection): zone {n}'s entity {id} (kind {kind}) {:.1} m from player {} not shown",
+                        seen.zone,
+                        seen.tick,
+                        seen.nth,
+                        p.distance(me),
+                        seen.me
+                    ));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use volley::protocol::snapshot::SnapshotBuilder;
+    use volley::protocol::snapshot::world::merged_id;
+    use volley::protocol::zone::border_id;
+    use volley_arena::Avatar;
+
+    fn avatar(x: f32, y: f32) -> Avatar {
+        Avatar { position: Vec2::new(x, y), aim: 0.0, health: 100, score: 0, deaths: 0, alive: true }
+    }
+
+    fn state(schema: &Arc<Schema>, zone: ZoneId, tick: u32, unix: u64, avatars: &[(u32, f32, f32)]) -> bytes::Bytes {
+        let mut b = SnapshotBuilder::new(schema, tick);
+        for &(id, x, y) in avatars {
+            b.insert(id, &avatar(x, y)).unwrap();
+        }
+        let s = Arc::new(b.finish().unwrap());
+        let players: Vec<(u32, u64)> = avatars.iter().map(|a| (a.0, u64::from(zone) * 1000 + u64::from(a.0))).collect();
+        StateFrame::encode(zone, unix, &players, &s, schema).unwrap().into()
+    }
+
+    /// Two zones side by side (x < 0: zone 0, x >= 0: zone 1); a bot of zone 0 at (-5, 0),
+    /// shown `shown` (world, id): world 0 the zone's own, world 1 its border world.
+    fn run(shown: &[(u32, u32)]) -> OracleReport {
+        let layout = crate::zones::layout(2).unwrap();
+        let schema = Arc::new(volley_arena::schema());
+        let oracle = Oracle::start(layout, "127.0.0.1:1000".parse().unwrap());
+        let feed = oracle.states();
+        for k in 0..60u32 {
+            let t = 1_000_000 + u64::from(k) * 16_667;
+            // Zone 0: the bot (1) and another player (2) 10 m off; zone 1: a player (3) 10 m
+            // across the border from the bot, and one (4) far beyond the view radius.
+            feed(state(&schema, 0, 100 + k, t, &[(1, -5.0, 0.0), (2, -5.0, 10.0)]));
+            feed(state(&schema, 1, 500 + k, t - 10, &[(3, 5.0, 0.0), (4, 45.0, 40.0)]));
+        }
+        // The bot's snapshots of ticks 100 to 139: the first SETTLE judged apart.
+        let w = oracle.watch();
+        for tick in 100..100 + SETTLE + 10 {
+            let mut b = SnapshotBuilder::new(&schema, tick);
+            for &(world, id) in shown {
+                b.insert(merged_id(world, id), &avatar(0.0, 0.0)).unwrap();
+            }
+            w.snapshot(0, "127.0.0.1:1000".parse().unwrap(), 1, &b.finish().unwrap());
+        }
+        drop((w, feed));
+        oracle.finish()
+    }
+
+    #[test]
+    fn a_snapshot_must_show_what_every_zone_holds_within_view_once() {
+        // Zone 1 is zone 0's first neighbour: its entity 3 is 3 in the border world too.
+        let (across, own) = ((1, border_id(0, 3)), [(0, 1), (0, 2)]);
+        let good = run(&[own[0], own[1], across]);
+        // Ten snapshots judged, each with two entities to show, one across the border.
+        assert_eq!((good.checked, good.required, good.required_across), (40, 20, 10), "{}", good.line());
+        assert_eq!((good.missing, good.twice, good.unknown, good.unchecked), (0, 0, 0, 0), "{}", good.line());
+        assert_eq!(good.settling_missing, 0, "{}", good.line());
+        let blind = run(&own);
+        assert_eq!((blind.missing, blind.missing_across), (10, 10), "{}", blind.line());
+        let ghost = run(&[own[0], own[1], across, (1, border_id(0, 9))]);
+        assert_eq!((ghost.unknown, ghost.missing), (40, 0), "{}", ghost.line());
+        let stranger = run(&[own[0], own[1], across, (1, border_id(3, 3))]);
+        assert_eq!(stranger.unknown, 40, "{}", stranger.line());
+        let own_missing = run(&[own[0], across]);
+        assert_eq!((own_missing.missing, own_missing.missing_across), (10, 0), "{}", own_missing.line());
+        // Zone 1's player 3 shown from the border world and as the zone's own 3: zone 0 has
+        // no 3.
+        let twice = run(&[own[0], own[1], across, (0, 3)]);
+        assert_eq!((twice.unknown, twice.missing), (40, 0), "{}", twice.line());
+    }
+}
