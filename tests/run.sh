@@ -10,6 +10,11 @@ cd "$(dirname "$0")/.."
 # Debian installs nats-server in /usr/sbin, which a user's PATH may lack.
 export PATH="$PATH:/usr/sbin:/sbin"
 FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
+# One build from scratch: incremental compilation's bookkeeping buys nothing, and line
+# tables (file and line in a backtrace) are all a failing test's report needs; full debug
+# information made the test build's codegen and its 40-odd links the suite's longest step.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
 step() { printf '\n== %s ==\n' "$*"; }
 
 step "tools"
