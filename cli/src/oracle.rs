@@ -354,7 +354,8 @@ impl Checker {
         let neighbours = self.layout.neighbours(seen.zone).to_vec();
         // What the snapshot shows, by (owning zone, id there).
         let mut shown: HashSet<(ZoneId, u32)> = HashSet::with_capacity(seen.entities.len());
-        let mut who: HashSet<(u64, u32)> = HashSet::new();
+        // Each player shown: as which zone's entity, held in that zone's state of which tick.
+        let mut who: HashMap<u64, (ZoneId, u32, u32)> = HashMap::new();
         let window_start = own.unix_micros.saturating_sub(WINDOW.as_micros() as u64);
         for &(world, local, kind) in &seen.entities {
             let (zone, id) = if world == 0 {
@@ -391,12 +392,22 @@ impl Checker {
                 // One player shown by two zones (its old and its new).
                 Some(s) if kind == AVATAR => {
                     if let Some(client) = s.players.get(&id)
-                        && !who.insert((*client, 0))
+                        && let Some(first) = who.insert(*client, (zone, id, s.tick))
                     {
                         self.report.twice += 1;
                         self.fault(format!(
-                            "zone {} tick {}: client {client}'s avatar shown twice",
-                            seen.zone, seen.tick
+                            "zone {} tick {}: client {client}'s avatar shown twice: as zone {}'s {} (its tick {}) and zone {zone}'s {id} (its tick {}, the newest at the snapshot's time {})",
+                            seen.zone,
+                            seen.tick,
+                            first.0,
+                            first.1,
+                            first.2,
+                            s.tick,
+                            self.states[usize::from(zone)]
+                                .iter()
+                                .rev()
+                                .find(|x| x.unix_micros <= own.unix_micros)
+                                .map_or(0, |x| x.tick),
                         ));
                     }
                 }

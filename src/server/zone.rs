@@ -39,7 +39,7 @@ use super::world::{JoinInfo, PlayerId, Relevancy, World};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departures, Offer, Outcome};
-use crate::protocol::zone::{BorderError, BorderFrame, StateFrame, ZoneId, ZoneLayout, border_id};
+use crate::protocol::zone::{BorderError, BorderFrame, StateFrame, ZoneId, ZoneLayout, border_id, split_border_id};
 
 /// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
 /// second at 60 Hz): a shell further behind loses the oldest, counted.
@@ -555,7 +555,23 @@ pub(crate) struct ZoneTap {
     pub who: BTreeMap<PlayerId, (u64, [u8; crate::protocol::netcode::USER_DATA_BYTES])>,
     /// Handoffs that ended before they reached the bus.
     pub refused: Vec<HandoffEnd>,
+    /// Border entities not to show (shared with the border world).
+    pub hidden: Hidden,
 }
+
+/// Border entities (border ids) not shown to the zone's players: players handed over to
+/// this zone, as their old zone's frames still held them when they joined here. Each goes
+/// once the border world shows a frame of that zone without it, or [`HIDE_TICKS`] of that
+/// zone's ticks past the newest frame it had when it first hid it (the id may have been
+/// given to another player there since). At most [`MAX_HIDDEN`].
+pub(crate) type Hidden = Arc<RwLock<BTreeMap<u32, Option<u32>>>>;
+
+/// How many of the old zone's ticks a handed-in player stays hidden at most: its frames in
+/// flight when the player joined here (the old zone let go before that) are older.
+const HIDE_TICKS: u32 = 4;
+
+/// Handed-in players hidden from the old zone's frames at once, at most.
+const MAX_HIDDEN: usize = 1024;
 
 impl ZoneTap {
     /// The connect token, for the player whose token said `who`, to the zone at `server`.
@@ -602,6 +618,13 @@ impl Tap for ZoneTap {
         self.who.insert(player, (who.client_id, who.user_data));
         if let Some(offer) = inbox.take_arrival(who.client_id, inbox.now()) {
             tracing::debug!(zone = inbox.me, player, from = offer.from, "a player handed over arrived");
+            // Its old zone's frames may still hold it for a tick or two: not shown twice.
+            let slot = inbox.neighbours.iter().position(|n| *n == offer.from);
+            if let (Some(slot), Some(old), Ok(mut h)) = (slot, offer.old_id, self.hidden.write())
+                && h.len() < MAX_HIDDEN
+            {
+                h.insert(border_id(slot, old), None);
+            }
             who.handoff = Some(Arc::new(offer));
         }
     }
@@ -622,6 +645,7 @@ impl Tap for ZoneTap {
             state: d.state.clone(),
             last_applied: d.last_applied.unwrap_or(0),
             inputs: Vec::new(),
+            old_id: Some(d.player),
         };
         if let Err(e) = offer.check() {
             return refuse(self, e.to_string());
@@ -697,6 +721,8 @@ pub(crate) struct BorderWorld {
     neighbours: Vec<ZoneId>,
     heard: BTreeMap<ZoneId, Heard>,
     ticks: u64,
+    /// Handed-in players not to show from their old zone's frames.
+    hidden: Hidden,
 }
 
 impl BorderWorld {
@@ -706,6 +732,7 @@ impl BorderWorld {
         home: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
         fade_ticks: u64,
         counters: Arc<ZoneCounters>,
+        hidden: Hidden,
     ) -> Self {
         Self {
             schema,
@@ -717,6 +744,7 @@ impl BorderWorld {
             neighbours: options.layout.neighbours(options.me).to_vec(),
             heard: BTreeMap::new(),
             ticks: 0,
+            hidden,
         }
     }
 }
@@ -757,6 +785,18 @@ impl World for BorderWorld {
         counters.entities_in.store(n as u64, Ordering::Relaxed);
     }
     fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        // A hidden player goes once its old zone's frame shown from now on lacks it (the
+        // relevancy, which reads the set, runs on this snapshot or a later one).
+        if let Ok(mut hidden) = self.hidden.write()
+            && !hidden.is_empty()
+        {
+            hidden.retain(|b, until| {
+                let (slot, id) = split_border_id(*b);
+                let Some(h) = self.neighbours.get(slot).and_then(|z| self.heard.get(z)) else { return false };
+                let until = *until.get_or_insert(h.frame.tick.wrapping_add(HIDE_TICKS));
+                h.frame.snapshot.find(id).is_some() && h.frame.tick.wrapping_sub(until) >= 1 << 31
+            });
+        }
         for (zone, h) in &self.heard {
             // Frames come from neighbours only (the inbox checks).
             let Some(slot) = self.neighbours.iter().position(|n| n == zone) else { continue };
@@ -767,7 +807,7 @@ impl World for BorderWorld {
         }
     }
     fn relevancy(&self) -> Arc<dyn Relevancy> {
-        Arc::new(BorderRelevancy { game: self.game.clone(), home: self.home.clone() })
+        Arc::new(BorderRelevancy { game: self.game.clone(), home: self.home.clone(), hidden: self.hidden.clone() })
     }
 }
 
@@ -776,6 +816,7 @@ impl World for BorderWorld {
 struct BorderRelevancy {
     game: Arc<dyn ZoneGame>,
     home: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
+    hidden: Hidden,
 }
 
 impl Relevancy for BorderRelevancy {
@@ -784,6 +825,12 @@ impl Relevancy for BorderRelevancy {
         let home = self.home.read().ok().and_then(|h| h.clone());
         if let Some(home) = home {
             self.game.border_interest(&home, world, player, out);
+        }
+        if let Ok(hidden) = self.hidden.read()
+            && !hidden.is_empty()
+        {
+            let ids = world.ids();
+            out.retain(|i| ids.get(i.index as usize).is_none_or(|id| !hidden.contains_key(id)));
         }
     }
 }
@@ -798,7 +845,9 @@ pub(crate) fn parts(
 ) -> (BorderWorld, impl FnOnce(WorldRef<BorderFrame>) -> (ZoneLink, ZoneTap)) {
     let newest = Arc::new(RwLock::new(None));
     let counters = Arc::new(ZoneCounters::default());
-    let world = BorderWorld::new((*schema).clone(), options, newest.clone(), fade_ticks, counters.clone());
+    let hidden = Hidden::default();
+    let world =
+        BorderWorld::new((*schema).clone(), options, newest.clone(), fade_ticks, counters.clone(), hidden.clone());
     let (me, layout, game) = (options.me, options.layout.clone(), options.game.clone());
     let (public_addr, handoff_timeout) = (options.public_addr, options.handoff_timeout);
     let (arrival_wait, max_arrivals) = (options.arrival_wait, options.max_arrivals);
@@ -830,9 +879,101 @@ pub(crate) fn parts(
             token_life: arrival_wait,
             who: BTreeMap::new(),
             refused: Vec::new(),
+            hidden,
         };
         let departures = Some(departures);
         (ZoneLink { me, layout, game, schema, snapshots: rx, departures, inbox, counters, handoff_timeout }, tap)
     };
     (world, build)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::protocol::quant::Bits;
+
+    crate::replicated! {
+        /// A dot on a line.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Dot {
+            /// Where, in whole units.
+            pub x: u32 = Bits(10),
+        }
+    }
+
+    struct Line;
+    impl ZoneGame for Line {
+        fn position(&self, e: EntityRef<'_>) -> Option<Vec2> {
+            Some(Vec2::new(*e.words.first()? as f32, 0.0))
+        }
+        fn view_radius(&self) -> f32 {
+            1000.0
+        }
+    }
+
+    fn snapshot(schema: &Schema, tick: u32, dots: &[(u32, u32)]) -> WorldSnapshot {
+        let mut b = SnapshotBuilder::new(schema, tick);
+        for &(id, x) in dots {
+            b.insert(id, &Dot { x }).unwrap();
+        }
+        b.finish().unwrap()
+    }
+
+    /// Zone 0 of two side by side (its player 1 at x = 90); zone 1's frames hold `dots`.
+    struct Border {
+        schema: Schema,
+        world: BorderWorld,
+        hidden: Hidden,
+    }
+
+    impl Border {
+        fn new() -> Self {
+            let mut schema = Schema::new();
+            schema.register::<Dot>().unwrap();
+            let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(200.0, 100.0), 2, 1, 50.0).unwrap();
+            let options = ZoneOptions::new(layout, 0, Arc::new(Line));
+            let home = Arc::new(RwLock::new(Some(Arc::new(snapshot(&schema, 1, &[(1, 90)])))));
+            let hidden = Hidden::default();
+            let world = BorderWorld::new(schema.clone(), &options, home, 30, Arc::default(), hidden.clone());
+            Self { schema, world, hidden }
+        }
+
+        /// Zone 1's frame of `tick` arrives; what player 1 is shown of the border world then
+        /// (zone 1's ids).
+        fn shown(&mut self, tick: u32, dots: &[(u32, u32)]) -> Vec<u32> {
+            let frame = snapshot(&self.schema, tick, dots);
+            self.world.handle(BorderFrame { zone: 1, tick, snapshot: frame });
+            let mut b = SnapshotBuilder::new(&self.schema, tick);
+            self.world.snapshot(&mut b);
+            let border = b.finish().unwrap();
+            let mut out = Vec::new();
+            self.world.relevancy().interest(&border, 1, &mut out);
+            out.iter().map(|i| split_border_id(border.ids()[i.index as usize]).1).collect()
+        }
+    }
+
+    #[test]
+    fn a_handed_in_player_is_hidden_from_its_old_zones_frames_until_they_lack_it() {
+        let mut z = Border::new();
+        assert_eq!(z.shown(10, &[(7, 110), (8, 120)]), vec![7, 8]);
+        // Player 7 of zone 1 joins zone 0 (the tap hides it); zone 1's frames from before it
+        // let go still hold it.
+        z.hidden.write().unwrap().insert(border_id(0, 7), None);
+        assert_eq!(z.shown(11, &[(7, 110), (8, 120)]), vec![8]);
+        assert_eq!(z.shown(12, &[(7, 110), (8, 120)]), vec![8]);
+        // Zone 1's frames lack it: it is no longer hidden, and id 7 given to a new player
+        // there is shown.
+        assert_eq!(z.shown(13, &[(8, 120)]), vec![8]);
+        assert!(z.hidden.read().unwrap().is_empty());
+        assert_eq!(z.shown(14, &[(7, 105), (8, 120)]), vec![7, 8]);
+
+        // Given to another player before the frames lacked it: hidden four of zone 1's ticks
+        // past the newest frame the border world had when it hid it, then shown.
+        z.hidden.write().unwrap().insert(border_id(0, 7), None);
+        assert_eq!(z.shown(15, &[(7, 105), (8, 120)]), vec![8]);
+        assert_eq!(z.shown(18, &[(7, 105), (8, 120)]), vec![8]);
+        assert_eq!(z.shown(19, &[(7, 105), (8, 120)]), vec![7, 8]);
+        assert!(z.hidden.read().unwrap().is_empty());
+    }
 }

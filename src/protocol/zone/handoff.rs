@@ -76,6 +76,12 @@ pub struct Offer {
     pub last_applied: u32,
     /// Inputs received after that, in order ([`MAX_CARRIED_INPUTS`] at most).
     pub inputs: Vec<CarriedInput>,
+    /// The player's id in the old zone, which is its avatar's id there in a game that numbers
+    /// avatars by player (as [`ZoneGame::viewer`](crate::server::zone::ZoneGame::viewer)
+    /// assumes). The new zone hides that entity of the old zone's border frames from the
+    /// moment the player joins until the frames no longer hold it, so that the player is not
+    /// shown twice while the old zone's last frames are still in use.
+    pub old_id: Option<u32>,
 }
 
 /// Why bytes are not a usable offer or answer, or an offer was refused.
@@ -93,7 +99,15 @@ impl Offer {
     /// An offer of player `client_id` (with its token's `user_data`) from zone `from`,
     /// carrying `state`, no inputs.
     pub fn new(from: ZoneId, client_id: u64, user_data: [u8; USER_DATA_BYTES], state: Vec<u8>) -> Self {
-        Self { from, client_id, user_data: user_data.to_vec(), state, last_applied: 0, inputs: Vec::new() }
+        Self {
+            from,
+            client_id,
+            user_data: user_data.to_vec(),
+            state,
+            last_applied: 0,
+            inputs: Vec::new(),
+            old_id: None,
+        }
     }
 
     /// Whether it is within the limits.
@@ -382,6 +396,7 @@ mod tests {
         let mut o = Offer::new(2, client, [7; USER_DATA_BYTES], vec![1, 2, 3]);
         o.last_applied = 41;
         o.inputs = vec![CarriedInput { seq: 42, bytes: vec![9; 5] }, CarriedInput { seq: 43, bytes: vec![8] }];
+        o.old_id = Some(17);
         o
     }
 
