@@ -113,6 +113,24 @@ pub struct GameClient {
     replay: Option<VecDeque<(u32, Vec<u8>)>>,
     /// Redirects followed.
     moves: u32,
+    /// The old zone's view while the new zone's cannot be played yet (after a redirect).
+    before: Option<Box<Before>>,
+}
+
+/// What a client drew from before it followed a redirect: the old server's newest snapshots
+/// and its playback clock, so that [`GameClient::entities`] carries the old view on
+/// (extrapolated, then held) until the new server's snapshots can be played.
+#[derive(Debug)]
+struct Before {
+    clock: PlaybackClock,
+    /// The newest two snapshots, newest first.
+    snapshots: Vec<WorldSnapshot>,
+}
+
+impl Before {
+    fn get(&self, tick: u32) -> Option<&WorldSnapshot> {
+        self.snapshots.iter().find(|s| s.tick() == tick)
+    }
 }
 
 /// Inputs a client keeps to send again after a redirect (two seconds at 60 Hz): a move that
@@ -162,6 +180,7 @@ impl GameClient {
             sent: VecDeque::new(),
             replay: None,
             moves: 0,
+            before: None,
         }
     }
 
@@ -191,6 +210,12 @@ impl GameClient {
         // the decoder's predictor (its snapshots forgotten: the new server's ticks are its
         // own), the view mode, the figures, the input numbering and the moves.
         let schema = self.snapshots.schema().clone();
+        // The old view, to draw from until the new one plays.
+        let newest = self.snapshots.newest_tick();
+        let kept: Vec<WorldSnapshot> = newest
+            .map(|n| (0..64u32).filter_map(|k| self.snapshots.get(n.wrapping_sub(k)).cloned()).take(2).collect())
+            .unwrap_or_default();
+        let before = (!kept.is_empty()).then(|| Box::new(Before { clock: self.clock.clone(), snapshots: kept }));
         let mut snapshots = std::mem::replace(&mut self.snapshots, SnapshotReceiver::new(schema.clone(), 2));
         snapshots.forget();
         let mut fresh = GameClient::new(token, schema, now);
@@ -201,6 +226,7 @@ impl GameClient {
         fresh.protocol_version = self.protocol_version;
         fresh.input_seq = self.input_seq;
         fresh.moves = self.moves + 1;
+        fresh.before = before;
         // Every input the old zone did not apply goes to the new one, in order.
         let after = r.last_applied;
         let unapplied =
@@ -358,6 +384,10 @@ impl GameClient {
     /// late. Counts the frame in the stats.
     pub fn playback(&mut self, now: Duration) -> Playback {
         let p = self.clock.playback(now, self.snapshots.newest_tick(), |t| self.snapshots.get(t).is_some());
+        if p != Playback::Waiting {
+            // The new server's view plays: the old one is done with.
+            self.before = None;
+        }
         match p {
             Playback::Interpolating { .. } => self.stats.frames_interpolated += 1,
             Playback::Extrapolating { .. } => self.stats.frames_extrapolated += 1,
@@ -374,6 +404,11 @@ impl GameClient {
     /// two snapshots shows as it is there; the set of entities is the nearer snapshot's.
     /// Empty before the first snapshot. Does not count the frame in the stats (call
     /// [`GameClient::playback`] once a frame for that).
+    ///
+    /// Across a move to another zone's server (see [`GameClient::moves`]) it goes on with the
+    /// old server's view, carried on and then held as when a snapshot is late, until the new
+    /// server's snapshots can be played: the picture does not blank. The ids are each
+    /// server's own: an entity drawn across the switch changes id with it.
     ///
     /// ```
     /// # use volley::prelude::*;
@@ -401,46 +436,10 @@ impl GameClient {
         out.clear();
         let snaps = &self.snapshots;
         let Some(kind) = snaps.schema().kind_of::<T>() else { return };
-        let read = |w: &WorldSnapshot, id: EntityId| {
-            let e = w.get(w.find(id)?)?;
-            (e.kind == kind).then(|| T::dequantize(e.words))
-        };
-        // `base`'s entities of the kind, each blended from its value in `other` (t = 0:
-        // `other`'s, t = 1: `base`'s own).
-        let mut blend_over = |base: &WorldSnapshot, other: Option<&WorldSnapshot>, t: f32| {
-            for e in base.iter().filter(|e| e.kind == kind) {
-                let here = T::dequantize(e.words);
-                let value = match other.and_then(|o| read(o, e.id)) {
-                    Some(there) => T::blend(&there, &here, t),
-                    None => here,
-                };
-                out.push((e.id, value));
-            }
-        };
-        match self.clock.playback(now, snaps.newest_tick(), |t| snaps.get(t).is_some()) {
-            Playback::Waiting => {}
-            Playback::Interpolating { from, to, alpha } => {
-                let (a, b) = (snaps.get(from), snaps.get(to));
-                match (a, b) {
-                    // The nearer snapshot's entities: `a`'s as blended from `b` back towards
-                    // `a` (blend(b, a, 1 − α) is blend(a, b, α)), or `b`'s from `a`.
-                    (Some(a), Some(b)) if alpha < 0.5 => blend_over(a, Some(b), 1.0 - alpha),
-                    (Some(a), Some(b)) => blend_over(b, Some(a), alpha),
-                    (Some(only), None) | (None, Some(only)) => blend_over(only, None, 1.0),
-                    (None, None) => {}
-                }
-            }
-            Playback::Extrapolating { from, ahead } => {
-                let Some(newest) = snaps.get(from) else { return };
-                let older = (1..64u32).map(|k| from.wrapping_sub(k)).find_map(|t| snaps.get(t).map(|s| (t, s)));
-                match older {
-                    Some((t, older)) => {
-                        let span = from.wrapping_sub(t).max(1) as f32;
-                        blend_over(newest, Some(older), 1.0 + ahead / span);
-                    }
-                    None => blend_over(newest, None, 1.0),
-                }
-            }
+        let playing = view_into(kind, &self.clock, snaps.newest_tick(), |t| snaps.get(t), now, out);
+        if let (false, Some(b)) = (playing, &self.before) {
+            let newest = b.snapshots.first().map(WorldSnapshot::tick);
+            view_into(kind, &b.clock, newest, |t| b.get(t), now, out);
         }
     }
 
@@ -696,4 +695,59 @@ impl GameClient {
         self.leaving = false;
         self.netcode.disconnect(now, tx);
     }
+}
+
+/// The entities of `kind` as `clock` plays the snapshots `get` finds (`newest` the newest
+/// tick) at `now`, into `out` ([`GameClient::entities_into`]); `false` while there is
+/// nothing to play yet.
+fn view_into<'a, T: Replicate + 'static>(
+    kind: crate::protocol::snapshot::KindId,
+    clock: &PlaybackClock,
+    newest: Option<u32>,
+    get: impl Fn(u32) -> Option<&'a WorldSnapshot>,
+    now: Duration,
+    out: &mut Vec<(EntityId, T)>,
+) -> bool {
+    let read = |w: &WorldSnapshot, id: EntityId| {
+        let e = w.get(w.find(id)?)?;
+        (e.kind == kind).then(|| T::dequantize(e.words))
+    };
+    // `base`'s entities of the kind, each blended from its value in `other` (t = 0:
+    // `other`'s, t = 1: `base`'s own).
+    let mut blend_over = |base: &WorldSnapshot, other: Option<&WorldSnapshot>, t: f32| {
+        for e in base.iter().filter(|e| e.kind == kind) {
+            let here = T::dequantize(e.words);
+            let value = match other.and_then(|o| read(o, e.id)) {
+                Some(there) => T::blend(&there, &here, t),
+                None => here,
+            };
+            out.push((e.id, value));
+        }
+    };
+    match clock.playback(now, newest, |t| get(t).is_some()) {
+        Playback::Waiting => return false,
+        Playback::Interpolating { from, to, alpha } => {
+            let (a, b) = (get(from), get(to));
+            match (a, b) {
+                // The nearer snapshot's entities: `a`'s as blended from `b` back towards
+                // `a` (blend(b, a, 1 − α) is blend(a, b, α)), or `b`'s from `a`.
+                (Some(a), Some(b)) if alpha < 0.5 => blend_over(a, Some(b), 1.0 - alpha),
+                (Some(a), Some(b)) => blend_over(b, Some(a), alpha),
+                (Some(only), None) | (None, Some(only)) => blend_over(only, None, 1.0),
+                (None, None) => {}
+            }
+        }
+        Playback::Extrapolating { from, ahead } => {
+            let Some(newest) = get(from) else { return true };
+            let older = (1..64u32).map(|k| from.wrapping_sub(k)).find_map(|t| get(t).map(|s| (t, s)));
+            match older {
+                Some((t, older)) => {
+                    let span = from.wrapping_sub(t).max(1) as f32;
+                    blend_over(newest, Some(older), 1.0 + ahead / span);
+                }
+                None => blend_over(newest, None, 1.0),
+            }
+        }
+    }
+    true
 }

@@ -175,11 +175,26 @@ async fn a_player_walks_over_the_border_and_no_input_is_lost() {
     let mut w = Walk::new(&a, 42).await;
 
     // Walk east from x = 97 (12 inputs to the border at 100) for 3 s; time the gap between
-    // the last snapshot from zone 0 and the first from zone 1.
+    // the last snapshot from zone 0 and the first from zone 1. What the client draws goes on
+    // across the switch: the walker in every frame once it first shows, never jumping.
     let (mut last_a, mut first_b) = (None, None);
+    let (mut drawn_x, mut frames, mut biggest_step) = (None::<f32>, 0, 0.0f32);
     let began = Instant::now();
     while began.elapsed() < Duration::from_secs(3) {
-        if w.step().await > 0 {
+        let got = w.step().await;
+        let walkers = w.c.client.entities::<Walker>(unix_now());
+        if let Some(prev) = drawn_x {
+            frames += 1;
+            let x =
+                walkers.iter().map(|(_, k)| k.position.x).min_by(|a, b| (a - prev).abs().total_cmp(&(b - prev).abs()));
+            let x =
+                x.unwrap_or_else(|| panic!("frame {frames} ({} moves): the walker is not drawn", w.c.client.moves()));
+            biggest_step = biggest_step.max((x - prev).abs());
+            drawn_x = Some(x);
+        } else {
+            drawn_x = walkers.first().map(|(_, k)| k.position.x);
+        }
+        if got > 0 {
             let at = Instant::now();
             match w.c.client.server_addr() {
                 Some(s) if s == a.addr() => last_a = Some(at),
@@ -192,6 +207,10 @@ async fn a_player_walks_over_the_border_and_no_input_is_lost() {
     assert_eq!(w.c.client.server_addr(), Some(b.addr()), "it is on zone 1's server now");
     assert_eq!(w.c.client.ended(), None, "and connected there");
     let gap = first_b.unwrap().duration_since(last_a.unwrap());
+    // Each input walks 0.25 m, one a frame; the old view carried on meets the new one within
+    // a few inputs' walk.
+    assert!(frames > 100, "{frames} frames drawn");
+    assert!(biggest_step < 1.5, "the drawn walker jumped {biggest_step} m in a frame");
 
     // Let the last inputs arrive (each is repeated in the next three packets).
     for _ in 0..10 {
@@ -227,7 +246,7 @@ async fn a_player_walks_over_the_border_and_no_input_is_lost() {
     assert!(taken.contains("volley_zone_handoff_inputs_repeated_total 0\n"), "{taken}");
     assert!(taken.contains("volley_zone_handoffs_received_total{outcome=\"accepted\"} 1\n"), "{taken}");
     eprintln!(
-        "handed over: {} inputs in zone 0, {} in zone 1; the offer's answer took {:.2} ms; no snapshot for {gap:?}",
+        "handed over: {} inputs in zone 0, {} in zone 1; the offer's answer took {:.2} ms; no snapshot for {gap:?}; the drawn walker's biggest step in a frame {biggest_step:.2} m",
         in_a.len(),
         in_b.len(),
         wait * 1e3
