@@ -56,9 +56,6 @@ const KEEP: usize = 180;
 /// as dropped).
 const QUEUE: usize = 1 << 16;
 
-/// The arena's kind numbers (its schema's registration order).
-const AVATAR: u16 = 0;
-
 /// What the oracle found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OracleReport {
@@ -242,6 +239,8 @@ impl Oracle {
 struct Checker {
     layout: ZoneLayout,
     schema: Arc<Schema>,
+    /// The arena's avatars' kind.
+    avatar: Option<u16>,
     states: Vec<VecDeque<Arc<ZoneState>>>,
     waiting: VecDeque<(Seen, Instant)>,
     report: OracleReport,
@@ -250,9 +249,12 @@ struct Checker {
 impl Checker {
     fn new(layout: ZoneLayout) -> Self {
         let states = (0..layout.len()).map(|_| VecDeque::new()).collect();
+        let schema = volley_arena::schema();
+        let avatar = schema.kind_of::<volley_arena::Avatar>();
         Self {
             layout,
-            schema: Arc::new(volley_arena::schema()),
+            schema: Arc::new(schema),
+            avatar,
             states,
             waiting: VecDeque::new(),
             report: OracleReport::default(),
@@ -390,7 +392,7 @@ impl Checker {
                     ));
                 }
                 // One player shown by two zones (its old and its new).
-                Some(s) if kind == AVATAR => {
+                Some(s) if Some(kind) == self.avatar => {
                     if let Some(client) = s.players.get(&id)
                         && let Some(first) = who.insert(*client, (zone, id, s.tick))
                     {
@@ -491,7 +493,7 @@ impl Checker {
             let window: Vec<Arc<ZoneState>> = list.range(first..to.max(first + 1)).cloned().collect();
             let late = &window[window.len() - 1];
             for &(id, kind, p) in &late.entities {
-                let slack = secs * if kind == AVATAR { SPEED } else { SHOT_SPEED } + 0.25;
+                let slack = secs * if Some(kind) == self.avatar { SPEED } else { SHOT_SPEED } + 0.25;
                 let reach = (VIEW_RADIUS - slack).max(0.0);
                 // The same entity all along (an id a player left is given to the next; a
                 // respawn moves it at once).

@@ -687,9 +687,13 @@ impl Tap for ZoneTap {
         if let Ok(mut n) = self.newest.write() {
             *n = Some(snapshot.clone());
         }
-        let unix_micros =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64);
-        let players = self.publish_state.then(|| self.who.iter().map(|(p, w)| (*p, w.0)).collect());
+        // The time and the players only go with a tick whose state is published.
+        let (unix_micros, players) = if self.publish_state {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            (now.map_or(0, |d| d.as_micros() as u64), Some(self.who.iter().map(|(p, w)| (*p, w.0)).collect()))
+        } else {
+            (0, None)
+        };
         match self.tx.try_send(Ticked { snapshot: snapshot.clone(), unix_micros, players }) {
             Ok(()) => true,
             Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {

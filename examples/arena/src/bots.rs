@@ -467,24 +467,22 @@ impl Bot {
 /// Shows `watch` every snapshot bot `index` decoded since the last it was shown (`watched`;
 /// ticks follow one another; after a move to another server, from the new server's first).
 fn show(bot: &PolledClient, index: usize, watched: &mut Option<(SocketAddr, u32)>, watch: &dyn SnapshotWatch) {
-    {
-        let c = &bot.client;
-        let (Some(server), Some(me), Some(newest)) = (c.server_addr(), c.client_index(), c.latest().map(|l| l.tick()))
-        else {
-            return;
-        };
-        // At most a second back: the client keeps fewer than that.
-        let from = match *watched {
-            Some((s, t)) if s == server => t.wrapping_add(1).max(newest.saturating_sub(60)),
-            _ => newest.saturating_sub(60),
-        };
-        for tick in from..=newest {
-            if let Some(snapshot) = c.snapshot(tick) {
-                watch.snapshot(index, server, me, snapshot);
-            }
+    let c = &bot.client;
+    let (Some(server), Some(me), Some(newest)) = (c.server_addr(), c.client_index(), c.latest().map(|l| l.tick()))
+    else {
+        return;
+    };
+    // At most a second back: the client keeps fewer than that.
+    let from = match *watched {
+        Some((s, t)) if s == server => t.wrapping_add(1).max(newest.saturating_sub(60)),
+        _ => newest.saturating_sub(60),
+    };
+    for tick in from..=newest {
+        if let Some(snapshot) = c.snapshot(tick) {
+            watch.snapshot(index, server, me, snapshot);
         }
-        *watched = Some((server, newest));
     }
+    *watched = Some((server, newest));
 }
 
 impl Bot {
