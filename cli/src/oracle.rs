@@ -17,10 +17,11 @@
 //! Zones stamp their states with the wall clock (they run on one machine here); their tick
 //! numbers are their own.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -49,12 +50,17 @@ pub const SETTLE: u32 = 30;
 /// not checked.
 const PATIENCE: Duration = Duration::from_secs(2);
 
-/// States kept per zone (three seconds at 60 Hz).
-const KEEP: usize = 180;
+/// States kept per zone (fifteen seconds at 60 Hz: the states are taken as they come, the
+/// snapshots checked against them may be [`QUEUE`] behind).
+const KEEP: usize = 900;
 
-/// Observations waiting for the checker, at most (a checker further behind counts the rest
-/// as dropped).
+/// Snapshots waiting for the checker, at most (about five seconds of 200 bots'; a checker
+/// further behind counts the rest as not checked).
 const QUEUE: usize = 1 << 16;
+
+/// [`Tracks`] kept (the snapshots of a tick come interleaved with those of the ticks and
+/// zones around it).
+const CACHE: usize = 64;
 
 /// What the oracle found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -83,6 +89,8 @@ pub struct OracleReport {
     /// Snapshots not checked: their states never came (a zone or the bus gone), or the
     /// checker was behind.
     pub unchecked: u64,
+    /// The checker's time spent checking (wall clock, while it checked).
+    pub busy: Duration,
     /// A few of the faults, for a person.
     pub examples: Vec<String>,
 }
@@ -103,6 +111,10 @@ impl OracleReport {
             self.settling_missing,
             self.settling_required,
         );
+        s.push_str(&format!(
+            "; checking took {:.1} µs a snapshot",
+            self.busy.as_secs_f64() * 1e6 / self.checked.max(1) as f64
+        ));
         for e in &self.examples {
             s.push_str("\n  oracle: ");
             s.push_str(e);
@@ -111,20 +123,28 @@ impl OracleReport {
     }
 }
 
+/// One entity of a zone's state.
+#[derive(Debug, Clone, Copy)]
+struct Ent {
+    id: u32,
+    kind: u16,
+    pos: Vec2,
+    /// The client id of the player it is (an avatar), if any.
+    client: Option<u64>,
+}
+
 /// One zone's state at one tick, decoded.
 #[derive(Debug)]
 struct ZoneState {
     tick: u32,
     unix_micros: u64,
-    /// (id, kind, position), ascending by id.
-    entities: Vec<(u32, u16, Vec2)>,
-    /// Player id to client id.
-    players: HashMap<u32, u64>,
+    /// Ascending by id.
+    entities: Vec<Ent>,
 }
 
 impl ZoneState {
-    fn get(&self, id: u32) -> Option<&(u32, u16, Vec2)> {
-        self.entities.binary_search_by_key(&id, |e| e.0).ok().map(|i| &self.entities[i])
+    fn get(&self, id: u32) -> Option<&Ent> {
+        self.entities.binary_search_by_key(&id, |e| e.id).ok().map(|i| &self.entities[i])
     }
 }
 
@@ -141,18 +161,13 @@ struct Seen {
     entities: Vec<(u32, u32, u16)>,
 }
 
-enum Msg {
-    State(bytes::Bytes),
-    Seen(Seen),
-}
-
 /// The bots' side: hands each decoded snapshot to the checker thread.
 #[derive(Debug)]
 pub struct Watch {
     /// The first zone's game address (zone K listens at its port + K).
     base: SocketAddr,
     zones: u16,
-    tx: SyncSender<Msg>,
+    tx: SyncSender<Seen>,
     dropped: Arc<AtomicU64>,
     /// Each bot's zone and snapshots shown from it so far.
     connections: Mutex<HashMap<usize, (ZoneId, u32)>>,
@@ -181,7 +196,7 @@ impl SnapshotWatch for Watch {
             })
             .collect();
         let seen = Seen { zone, tick: snapshot.tick(), nth, me, entities };
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(Msg::Seen(seen)) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(seen) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -190,7 +205,9 @@ impl SnapshotWatch for Watch {
 /// The oracle: a checker thread, and what feeds it.
 #[derive(Debug)]
 pub struct Oracle {
-    tx: SyncSender<Msg>,
+    tx: SyncSender<Seen>,
+    /// Zones' states: never dropped (a few hundred a second), unlike snapshots.
+    states: Sender<bytes::Bytes>,
     dropped: Arc<AtomicU64>,
     checker: std::thread::JoinHandle<OracleReport>,
     base: SocketAddr,
@@ -201,9 +218,13 @@ impl Oracle {
     /// Starts the checker for the zones of `layout`, zone K at `base`'s port + K.
     pub fn start(layout: ZoneLayout, base: SocketAddr) -> Self {
         let (tx, rx) = std::sync::mpsc::sync_channel(QUEUE);
+        let (states, states_rx) = std::sync::mpsc::channel();
         let zones = layout.len() as u16;
-        let checker = std::thread::spawn(move || Checker::new(layout).run(rx));
-        Self { tx, dropped: Arc::default(), checker, base, zones }
+        let checker = std::thread::Builder::new()
+            .name("oracle".into())
+            .spawn(move || Checker::new(layout).run(rx, states_rx))
+            .unwrap_or_else(|e| panic!("the oracle's thread: {e}"));
+        Self { tx, states, dropped: Arc::default(), checker, base, zones }
     }
 
     /// The watch to give a swarm.
@@ -219,17 +240,17 @@ impl Oracle {
 
     /// Where a zone's published state goes.
     pub fn states(&self) -> impl Fn(bytes::Bytes) + Send + 'static {
-        let tx = self.tx.clone();
+        let tx = self.states.clone();
         move |b| {
-            let _ = tx.try_send(Msg::State(b));
+            let _ = tx.send(b);
         }
     }
 
     /// Checks what is still waiting and returns what was found (once every watch and state
     /// feed is dropped).
     pub fn finish(self) -> OracleReport {
-        let Self { tx, dropped, checker, .. } = self;
-        drop(tx);
+        let Self { tx, states, dropped, checker, .. } = self;
+        drop((tx, states));
         let mut report = checker.join().unwrap_or_default();
         report.unchecked += dropped.load(Ordering::Relaxed);
         report
@@ -244,6 +265,10 @@ struct Checker {
     states: Vec<VecDeque<Arc<ZoneState>>>,
     waiting: VecDeque<(Seen, Instant)>,
     report: OracleReport,
+    /// Room for the distances `check` ranks.
+    scratch: Vec<f32>,
+    /// The newest [`Tracks`], by zone and tick.
+    cache: VecDeque<((ZoneId, u32), Rc<Tracks>)>,
 }
 
 impl Checker {
@@ -258,48 +283,54 @@ impl Checker {
             states,
             waiting: VecDeque::new(),
             report: OracleReport::default(),
+            scratch: Vec::new(),
+            cache: VecDeque::new(),
         }
     }
 
-    fn run(mut self, rx: Receiver<Msg>) -> OracleReport {
+    fn run(mut self, rx: Receiver<Seen>, states: Receiver<bytes::Bytes>) -> OracleReport {
         loop {
-            match rx.recv_timeout(Duration::from_millis(20)) {
-                Ok(m) => self.take(m),
+            while let Ok(b) = states.try_recv() {
+                self.take_state(&b);
+            }
+            match rx.recv_timeout(Duration::from_millis(5)) {
+                Ok(s) => self.waiting.push_back((s, Instant::now())),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
-            while let Ok(m) = rx.try_recv() {
-                self.take(m);
+            // A batch at a time: the states it needs are taken first.
+            for s in rx.try_iter().take(256) {
+                self.waiting.push_back((s, Instant::now()));
             }
             self.check_ready(false);
+        }
+        while let Ok(b) = states.try_recv() {
+            self.take_state(&b);
         }
         self.check_ready(true);
         self.report
     }
 
-    fn take(&mut self, m: Msg) {
-        match m {
-            Msg::Seen(s) => self.waiting.push_back((s, Instant::now())),
-            Msg::State(bytes) => {
-                let Ok(f) = StateFrame::decode(&bytes, &self.schema) else { return };
-                let game = ArenaPositions;
-                let entities =
-                    f.frame.snapshot.iter().filter_map(|e| game.position(e).map(|p| (e.id, e.kind, p))).collect();
-                let state = ZoneState {
-                    tick: f.frame.tick,
-                    unix_micros: f.unix_micros,
-                    entities,
-                    players: f.players.into_iter().collect(),
-                };
-                let Some(list) = self.states.get_mut(usize::from(f.frame.zone)) else { return };
-                if list.back().is_some_and(|b| b.tick >= state.tick) {
-                    return;
-                }
-                list.push_back(Arc::new(state));
-                if list.len() > KEEP {
-                    list.pop_front();
-                }
-            }
+    fn take_state(&mut self, bytes: &[u8]) {
+        let Ok(f) = StateFrame::decode(bytes, &self.schema) else { return };
+        let game = ArenaPositions;
+        let mut players = f.players;
+        players.sort_unstable();
+        let client = |id: u32| players.binary_search_by_key(&id, |p| p.0).ok().map(|i| players[i].1);
+        let entities = f
+            .frame
+            .snapshot
+            .iter()
+            .filter_map(|e| game.position(e).map(|pos| Ent { id: e.id, kind: e.kind, pos, client: client(e.id) }))
+            .collect();
+        let state = ZoneState { tick: f.frame.tick, unix_micros: f.unix_micros, entities };
+        let Some(list) = self.states.get_mut(usize::from(f.frame.zone)) else { return };
+        if list.back().is_some_and(|b| b.tick >= state.tick) {
+            return;
+        }
+        list.push_back(Arc::new(state));
+        if list.len() > KEEP {
+            list.pop_front();
         }
     }
 
@@ -313,7 +344,11 @@ impl Checker {
             }
             let Some((seen, _)) = self.waiting.pop_front() else { break };
             match ready {
-                Some(own) => self.check(&seen, &own),
+                Some(own) => {
+                    let began = Instant::now();
+                    self.check(&seen, &own);
+                    self.report.busy += began.elapsed();
+                }
                 None => self.report.unchecked += 1,
             }
         }
@@ -347,18 +382,17 @@ impl Checker {
     }
 
     fn check(&mut self, seen: &Seen, own: &Arc<ZoneState>) {
-        let Some(&(_, _, me)) = own.get(seen.me) else {
+        let Some(me) = own.get(seen.me).map(|e| e.pos) else {
             // No avatar (it has left): nothing to judge by.
             self.report.unchecked += 1;
             return;
         };
         self.report.checked += 1;
         let neighbours = self.layout.neighbours(seen.zone).to_vec();
-        // What the snapshot shows, by (owning zone, id there).
-        let mut shown: HashSet<(ZoneId, u32)> = HashSet::with_capacity(seen.entities.len());
-        // Each player shown: as which zone's entity, held in that zone's state of which tick.
-        let mut who: HashMap<u64, (ZoneId, u32, u32)> = HashMap::new();
-        let window_start = own.unix_micros.saturating_sub(WINDOW.as_micros() as u64);
+        // What the snapshot shows, by (owning zone, id there); each player shown: (client id,
+        // as which zone's entity, held in that zone's state of which tick).
+        let mut shown: Vec<(ZoneId, u32)> = Vec::with_capacity(seen.entities.len());
+        let mut who: Vec<(u64, ZoneId, u32, u32)> = Vec::new();
         for &(world, local, kind) in &seen.entities {
             let (zone, id) = if world == 0 {
                 (seen.zone, local)
@@ -376,14 +410,11 @@ impl Checker {
                     }
                 }
             };
-            if !shown.insert((zone, id)) {
-                self.report.twice += 1;
-                self.fault(format!("zone {} tick {}: zone {zone}'s entity {id} shown twice", seen.zone, seen.tick));
-            }
+            shown.push((zone, id));
             // Held by its zone: the own one at this very tick, a neighbour within the window
             // (a second's grace: a frame may be late, the entity gone since).
             let state = if zone == seen.zone { Some(own.clone()) } else { self.held(zone, id, own.unix_micros) };
-            match state.filter(|s| s.get(id).is_some()) {
+            match state.as_ref().and_then(|s| s.get(id).map(|e| (s.tick, e.client))) {
                 None => {
                     self.report.unknown += 1;
                     self.fault(format!(
@@ -391,136 +422,229 @@ impl Checker {
                         seen.zone, seen.tick
                     ));
                 }
-                // One player shown by two zones (its old and its new).
-                Some(s) if Some(kind) == self.avatar => {
-                    if let Some(client) = s.players.get(&id)
-                        && let Some(first) = who.insert(*client, (zone, id, s.tick))
-                    {
-                        self.report.twice += 1;
-                        self.fault(format!(
-                            "zone {} tick {}: client {client}'s avatar shown twice: as zone {}'s {} (its tick {}) and zone {zone}'s {id} (its tick {}, the newest at the snapshot's time {})",
-                            seen.zone,
-                            seen.tick,
-                            first.0,
-                            first.1,
-                            first.2,
-                            s.tick,
-                            self.states[usize::from(zone)]
-                                .iter()
-                                .rev()
-                                .find(|x| x.unix_micros <= own.unix_micros)
-                                .map_or(0, |x| x.tick),
-                        ));
-                    }
-                }
+                Some((tick, Some(client))) if Some(kind) == self.avatar => who.push((client, zone, id, tick)),
                 Some(_) => {}
             }
         }
+        shown.sort_unstable();
+        for pair in shown.windows(2).filter(|p| p[0] == p[1]) {
+            let (zone, id) = pair[0];
+            self.report.twice += 1;
+            self.fault(format!("zone {} tick {}: zone {zone}'s entity {id} shown twice", seen.zone, seen.tick));
+        }
+        // One player shown by two zones (its old and its new).
+        who.sort_unstable();
+        for pair in who.windows(2).filter(|p| p[0].0 == p[1].0) {
+            let ((client, z0, id0, t0), (_, z1, id1, t1)) = (pair[0], pair[1]);
+            let newest = |z: ZoneId| {
+                self.states[usize::from(z)]
+                    .iter()
+                    .rev()
+                    .find(|x| x.unix_micros <= own.unix_micros)
+                    .map_or(0, |x| x.tick)
+            };
+            let what = format!(
+                "zone {} tick {}: client {client}'s avatar shown twice: as zone {z0}'s {id0} (its tick {t0}, the newest at the snapshot's time {}) and zone {z1}'s {id1} (its tick {t1}, the newest {})",
+                seen.zone,
+                seen.tick,
+                newest(z0),
+                newest(z1),
+            );
+            self.report.twice += 1;
+            self.fault(what);
+        }
+        let is_shown = |zone: ZoneId, id: u32| shown.binary_search(&(zone, id)).is_ok();
         let settling = seen.nth < SETTLE;
-        // The zone's states over the last STEADY, to this tick; where the bot stood in them
-        // and at the next tick (the border's relevancy finds the bot in the zone's newest
-        // state, which may be a tick ahead; a respawn jumps).
-        let (recent, viewers) = {
+        let tracks = self.tracks(seen.zone, own);
+        // Where the bot stood over the recent states and at the next tick (the border's
+        // relevancy finds the bot in the zone's newest state, which may be a tick ahead; a
+        // respawn jumps).
+        let next = {
             let list = &self.states[usize::from(seen.zone)];
-            let i = list.partition_point(|s| s.tick < seen.tick);
-            let since = own.unix_micros.saturating_sub(STEADY.as_micros() as u64);
-            let first = list.range(..i).rev().take_while(|s| s.unix_micros >= since).count();
-            let recent: Vec<Arc<ZoneState>> = list.range(i - first..=i).cloned().collect();
-            let next = list.get(i + 1).and_then(|s| s.get(seen.me)).map(|e| e.2);
-            let viewers: Vec<Vec2> = recent.iter().filter_map(|s| s.get(seen.me).map(|e| e.2)).chain(next).collect();
-            (recent, viewers)
+            list.get(list.partition_point(|s| s.tick <= seen.tick)).and_then(|s| s.get(seen.me)).map(|e| e.pos)
         };
-        // Steady: held all along (by the same player, for an avatar) and within `reach` of
-        // every place the bot stood.
-        let steady = |states: &[Arc<ZoneState>], id: u32, reach: f32| {
-            let who = states.last().and_then(|s| s.players.get(&id));
-            states.iter().all(|s| {
-                s.players.get(&id) == who && s.get(id).is_some_and(|e| viewers.iter().all(|v| v.distance(e.2) <= reach))
-            })
-        };
+        let viewers: Vec<Vec2> =
+            tracks.recent.iter().filter_map(|s| s.get(seen.me).map(|e| e.pos)).chain(next).collect();
         // Required: the own zone's within the radius, but for the arena's limit (in each recent
-        // state: one that dropped out of the nearest MAX_VISIBLE comes back as new).
-        let r2 = VIEW_RADIUS * VIEW_RADIUS;
-        let ranks: Vec<(&ZoneState, Vec2, Vec<f32>)> = recent
+        // state: one that dropped out of the nearest MAX_VISIBLE comes back as new). In each
+        // recent state the bot is in, the MAX_VISIBLE-th smallest squared distance from it of
+        // the others: an entity nearer than that is among the nearest (with the bot's own
+        // avatar, MAX_VISIBLE fill the list).
+        let mut d2 = std::mem::take(&mut self.scratch);
+        let ranks: Vec<(usize, Vec2, f32)> = tracks
+            .recent
             .iter()
-            .filter_map(|s| {
-                let v = s.get(seen.me)?.2;
-                let mut d2: Vec<f32> =
-                    s.entities.iter().filter(|e| e.0 != seen.me).map(|e| e.2.distance_squared(v)).collect();
-                d2.sort_by(f32::total_cmp);
-                Some((s.as_ref(), v, d2))
+            .enumerate()
+            .filter_map(|(j, s)| {
+                let v = s.get(seen.me)?.pos;
+                d2.clear();
+                d2.extend(s.entities.iter().filter(|e| e.id != seen.me).map(|e| e.pos.distance_squared(v)));
+                let limit = match MAX_VISIBLE.checked_sub(1) {
+                    Some(k) if k < d2.len() => *d2.select_nth_unstable_by(k, f32::total_cmp).1,
+                    _ => f32::INFINITY,
+                };
+                Some((j, v, limit))
             })
             .collect();
-        // Others as near or nearer: with the bot's own avatar, MAX_VISIBLE fill the list.
-        let near = |id: u32| {
-            ranks.iter().all(|(s, v, d2)| {
-                s.get(id).is_some_and(|e| d2.partition_point(|x| *x <= e.2.distance_squared(*v)) < MAX_VISIBLE)
-            })
-        };
-        for &(id, kind, p) in &own.entities {
-            let d = p.distance_squared(me);
-            if id == seen.me || d > r2 || !steady(&recent, id, VIEW_RADIUS) || !near(id) {
+        self.scratch = d2;
+        let near = |t: &Track| ranks.iter().all(|&(j, v, limit)| t.at[j].distance_squared(v) < limit);
+        let r2 = VIEW_RADIUS * VIEW_RADIUS;
+        for t in &tracks.own {
+            let e = t.ent;
+            let d = e.pos.distance_squared(me);
+            if e.id == seen.me || d > r2 || !t.within(&viewers, VIEW_RADIUS) || !near(t) {
                 continue;
             }
             if settling {
                 self.report.settling_required += 1;
-                self.report.settling_missing += u64::from(!shown.contains(&(seen.zone, id)));
+                self.report.settling_missing += u64::from(!is_shown(seen.zone, e.id));
                 continue;
             }
             self.report.required += 1;
-            if !shown.contains(&(seen.zone, id)) {
+            if !is_shown(seen.zone, e.id) {
                 self.report.missing += 1;
                 self.fault(format!(
-                    "zone {} tick {} (snapshot {} of the connection): its own entity {id} (kind {kind}) {:.1} m from player {} not shown",
+                    "zone {} tick {} (snapshot {} of the connection): its own entity {} (kind {}) {:.1} m from player {} not shown",
                     seen.zone,
                     seen.tick,
                     seen.nth,
+                    e.id,
+                    e.kind,
                     d.sqrt(),
                     seen.me
                 ));
             }
         }
-        // Required: each neighbour's held over the window, steady and within reach all along.
+        // Required: each neighbour's held over the window, within reach all along.
         let secs = WINDOW.as_secs_f32();
-        for n in neighbours {
-            let list = &self.states[usize::from(n)];
-            let (from, to) = (
-                list.partition_point(|s| s.unix_micros <= window_start),
-                list.partition_point(|s| s.unix_micros <= own.unix_micros),
-            );
-            // The window's states: the newest at its start, to the newest at its end.
-            let Some(first) = from.checked_sub(1) else { continue };
-            let window: Vec<Arc<ZoneState>> = list.range(first..to.max(first + 1)).cloned().collect();
-            let late = &window[window.len() - 1];
-            for &(id, kind, p) in &late.entities {
-                let slack = secs * if Some(kind) == self.avatar { SPEED } else { SHOT_SPEED } + 0.25;
+        for (n, list) in &tracks.across {
+            for t in list {
+                let e = t.ent;
+                let slack = secs * if Some(e.kind) == self.avatar { SPEED } else { SHOT_SPEED } + 0.25;
                 let reach = (VIEW_RADIUS - slack).max(0.0);
-                // The same entity all along (an id a player left is given to the next; a
-                // respawn moves it at once).
-                if viewers.iter().any(|v| v.distance(p) > reach) || !steady(&window, id, reach) {
+                if viewers.iter().any(|v| v.distance_squared(e.pos) > reach * reach) || !t.within(&viewers, reach) {
                     continue;
                 }
                 if settling {
                     self.report.settling_required += 1;
-                    self.report.settling_missing += u64::from(!shown.contains(&(n, id)));
+                    self.report.settling_missing += u64::from(!is_shown(*n, e.id));
                     continue;
                 }
                 self.report.required += 1;
                 self.report.required_across += 1;
-                if !shown.contains(&(n, id)) {
+                if !is_shown(*n, e.id) {
                     self.report.missing += 1;
                     self.report.missing_across += 1;
                     self.fault(format!(
-                        "zone {} tick {} (snapshot {} of the connection): zone {n}'s entity {id} (kind {kind}) {:.1} m from player {} not shown",
+                        "zone {} tick {} (snapshot {} of the connection): zone {n}'s entity {} (kind {}) {:.1} m from player {} not shown",
                         seen.zone,
                         seen.tick,
                         seen.nth,
-                        p.distance(me),
+                        e.id,
+                        e.kind,
+                        e.pos.distance(me),
                         seen.me
                     ));
                 }
             }
         }
+    }
+
+    /// What every snapshot of `zone`'s state `own` is checked against (made once, for the
+    /// first of them): the zone's states over the last [`STEADY`] to `own`, and the
+    /// entities held all along in them; each neighbour's entities held all along over the
+    /// [`WINDOW`] before `own`'s time.
+    fn tracks(&mut self, zone: ZoneId, own: &Arc<ZoneState>) -> Rc<Tracks> {
+        if let Some((_, t)) = self.cache.iter().find(|(k, _)| *k == (zone, own.tick)) {
+            return t.clone();
+        }
+        let list = &self.states[usize::from(zone)];
+        let i = list.partition_point(|s| s.tick < own.tick);
+        let since = own.unix_micros.saturating_sub(STEADY.as_micros() as u64);
+        let first = list.range(..i).rev().take_while(|s| s.unix_micros >= since).count();
+        let recent: Vec<Arc<ZoneState>> = list.range(i - first..=i).cloned().collect();
+        let window_start = own.unix_micros.saturating_sub(WINDOW.as_micros() as u64);
+        let across = self
+            .layout
+            .neighbours(zone)
+            .iter()
+            .filter_map(|&n| {
+                let list = &self.states[usize::from(n)];
+                let (from, to) = (
+                    list.partition_point(|s| s.unix_micros <= window_start),
+                    list.partition_point(|s| s.unix_micros <= own.unix_micros),
+                );
+                // The window's states: the newest at its start, to the newest at its end.
+                let first = from.checked_sub(1)?;
+                let window: Vec<Arc<ZoneState>> = list.range(first..to.max(first + 1)).cloned().collect();
+                Some((n, Track::all(&window)))
+            })
+            .collect();
+        let tracks = Rc::new(Tracks { own: Track::all(&recent), recent, across });
+        if self.cache.len() >= CACHE {
+            self.cache.pop_front();
+        }
+        self.cache.push_back(((zone, own.tick), tracks.clone()));
+        tracks
+    }
+}
+
+/// See [`Checker::tracks`].
+struct Tracks {
+    /// The zone's states over the last [`STEADY`], to the snapshot's.
+    recent: Vec<Arc<ZoneState>>,
+    /// The entities held all along in `recent`.
+    own: Vec<Track>,
+    /// Each neighbour's entities held all along over the window.
+    across: Vec<(ZoneId, Vec<Track>)>,
+}
+
+/// An entity held all along over some states (by the same player, for an avatar).
+struct Track {
+    /// As the newest of the states holds it.
+    ent: Ent,
+    /// Where it stood in each state, in order.
+    at: Vec<Vec2>,
+    /// The middle of those places, and how far the farthest is from it.
+    center: Vec2,
+    spread: f32,
+}
+
+impl Track {
+    /// The entities of the newest of `states` that every one of them holds, with the same
+    /// player.
+    fn all(states: &[Arc<ZoneState>]) -> Vec<Track> {
+        let Some(last) = states.last() else { return Vec::new() };
+        last.entities
+            .iter()
+            .filter_map(|e| {
+                let mut at = Vec::with_capacity(states.len());
+                for s in states {
+                    let x = s.get(e.id).filter(|x| x.client == e.client)?;
+                    at.push(x.pos);
+                }
+                let center = at.iter().copied().sum::<Vec2>() / at.len() as f32;
+                let spread = at.iter().map(|p| p.distance(center)).fold(0.0, f32::max);
+                Some(Track { ent: *e, at, center, spread })
+            })
+            .collect()
+    }
+
+    /// Whether every place it stood is within `reach` of every one of `viewers`. (Most are
+    /// told by the circle around its places; the rest, place by place.)
+    fn within(&self, viewers: &[Vec2], reach: f32) -> bool {
+        const EPSILON: f32 = 1e-3;
+        let r2 = reach * reach;
+        viewers.iter().all(|v| {
+            let d = v.distance(self.center);
+            if d + self.spread <= reach - EPSILON {
+                true
+            } else if d - self.spread > reach + EPSILON {
+                false
+            } else {
+                self.at.iter().all(|p| v.distance_squared(*p) <= r2)
+            }
+        })
     }
 }
 

@@ -237,22 +237,25 @@ pub async fn run(a: ServerArgs, bots: usize, oracle: bool) -> Result<(), String>
             report.bots.extend(r.bots);
         }
     }
-    println!("{}", report.summary());
-    if let Some((o, feed)) = oracle {
-        feed.abort();
-        let _ = feed.await;
-        println!("{}", o.finish().line());
-    }
+    // The zones' figures first: they stop by themselves two seconds after the bots, and the
+    // oracle may still have snapshots to check.
+    let mut lines = Vec::new();
     for k in 0..a.zones {
         let Some(x) = admin.map(|x| nth(x, k)) else { break };
-        let Ok((_, text)) = volley::server::admin::get(x, "/metrics", Duration::from_secs(2)).await else { continue };
+        let text = match volley::server::admin::get(x, "/metrics", Duration::from_secs(2)).await {
+            Ok((_, text)) => text,
+            Err(e) => {
+                lines.push(format!("zone {k}: no figures (its admin at {x}: {e})"));
+                continue;
+            }
+        };
         let h = |o: &str| value(&text, &format!("volley_zone_handoffs_total{{outcome=\"{o}\"}}"));
         let accepted = h("accepted");
         // The bus side's work, and the border world's ticks, against the process's CPU.
         let frames = value(&text, "volley_zone_border_work_seconds_total ");
         let world = value(&text, "volley_world_tick_duration_seconds_sum{kind=\"border\"}");
         let cpu = value(&text, "process_cpu_seconds_total ");
-        println!(
+        lines.push(format!(
             "zone {k}: handoffs out {accepted} accepted, {} refused, {} timed out (answer in {:.2} ms on average); inputs of players handed in: {} lost, {} repeated; border frames in {}, entities shown now {}; border work {:.3} s (frames {:.3} s, border world {:.3} s) of {:.2} s CPU: {:.1} %",
             h("refused"),
             h("timed_out"),
@@ -266,7 +269,16 @@ pub async fn run(a: ServerArgs, bots: usize, oracle: bool) -> Result<(), String>
             world,
             cpu,
             (frames + world) * 100.0 / cpu.max(1e-9),
-        );
+        ));
+    }
+    println!("{}", report.summary());
+    if let Some((o, feed)) = oracle {
+        feed.abort();
+        let _ = feed.await;
+        println!("{}", o.finish().line());
+    }
+    for l in lines {
+        println!("{l}");
     }
     // The zones stop by themselves two seconds after the bots (with --duration); else now.
     let until = Instant::now() + Duration::from_secs(if a.duration.is_some() { 6 } else { 0 });
