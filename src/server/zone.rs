@@ -561,10 +561,24 @@ pub(crate) struct ZoneTap {
 
 /// Border entities (border ids) not shown to the zone's players: players handed over to
 /// this zone, as their old zone's frames still held them when they joined here. Each goes
-/// once the border world shows a frame of that zone without it, or [`HIDE_TICKS`] of that
-/// zone's ticks past the newest frame it had when it first hid it (the id may have been
-/// given to another player there since). At most [`MAX_HIDDEN`].
-pub(crate) type Hidden = Arc<RwLock<BTreeMap<u32, Option<u32>>>>;
+/// [`LINGER`] border-world snapshots after the first made from a frame of that zone without
+/// it, or [`HIDE_TICKS`] of that zone's ticks past the newest frame it had when it first hid
+/// it (the id may have been given to another player there since). At most [`MAX_HIDDEN`].
+pub(crate) type Hidden = Arc<RwLock<BTreeMap<u32, Hide>>>;
+
+/// One entry of [`Hidden`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Hide {
+    /// The old zone's tick it stays hidden until at most (set at the first snapshot).
+    until: Option<u32>,
+    /// Border-world snapshots made since the old zone's frames lacked it.
+    lacking: u8,
+}
+
+/// How many border-world snapshots a hidden player stays hidden after the first made without
+/// it: the players' views merge the border world's newest snapshot the broadcaster has, which
+/// may still be the one before (with the player) when the hide would end at once.
+const LINGER: u8 = 2;
 
 /// How many of the old zone's ticks a handed-in player stays hidden at most: its frames in
 /// flight when the player joined here (the old zone let go before that) are older.
@@ -623,7 +637,7 @@ impl Tap for ZoneTap {
             if let (Some(slot), Some(old), Ok(mut h)) = (slot, offer.old_id, self.hidden.write())
                 && h.len() < MAX_HIDDEN
             {
-                h.insert(border_id(slot, old), None);
+                h.insert(border_id(slot, old), Hide::default());
             }
             who.handoff = Some(Arc::new(offer));
         }
@@ -677,10 +691,17 @@ impl Tap for ZoneTap {
         }
     }
 
-    fn frame(&mut self, _tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, events: &[Event]) -> bool {
+    fn frame(&mut self, tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, events: &[Event]) -> bool {
         for e in events {
-            if let Event::Left { player } = e {
-                self.who.remove(player);
+            match e {
+                Event::Left { player } => {
+                    let client = self.who.remove(player).map(|w| w.0);
+                    tracing::debug!(zone = self.inbox.me, tick, player, client, "a player left the zone's world");
+                }
+                Event::Joined { player, client_id } => {
+                    tracing::debug!(zone = self.inbox.me, tick, player, client_id, "a player joined the zone's world");
+                }
+                _ => {}
             }
         }
         let Some(snapshot) = snapshot else { return true };
@@ -789,16 +810,21 @@ impl World for BorderWorld {
         counters.entities_in.store(n as u64, Ordering::Relaxed);
     }
     fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
-        // A hidden player goes once its old zone's frame shown from now on lacks it (the
-        // relevancy, which reads the set, runs on this snapshot or a later one).
+        // A hidden player goes LINGER snapshots after the first made from its old zone's
+        // frame without it (the relevancy reads the set when a player's view is sent; the
+        // view may merge the border world's snapshot before this one).
         if let Ok(mut hidden) = self.hidden.write()
             && !hidden.is_empty()
         {
-            hidden.retain(|b, until| {
+            hidden.retain(|b, hide| {
                 let (slot, id) = split_border_id(*b);
                 let Some(h) = self.neighbours.get(slot).and_then(|z| self.heard.get(z)) else { return false };
-                let until = *until.get_or_insert(h.frame.tick.wrapping_add(HIDE_TICKS));
-                h.frame.snapshot.find(id).is_some() && h.frame.tick.wrapping_sub(until) >= 1 << 31
+                let until = *hide.until.get_or_insert(h.frame.tick.wrapping_add(HIDE_TICKS));
+                if hide.lacking > 0 || h.frame.snapshot.find(id).is_none() {
+                    hide.lacking = hide.lacking.saturating_add(1);
+                    return hide.lacking < LINGER;
+                }
+                h.frame.tick.wrapping_sub(until) >= 1 << 31
             });
         }
         for (zone, h) in &self.heard {
@@ -963,18 +989,20 @@ mod tests {
         assert_eq!(z.shown(10, &[(7, 110), (8, 120)]), vec![7, 8]);
         // Player 7 of zone 1 joins zone 0 (the tap hides it); zone 1's frames from before it
         // let go still hold it.
-        z.hidden.write().unwrap().insert(border_id(0, 7), None);
+        z.hidden.write().unwrap().insert(border_id(0, 7), Hide::default());
         assert_eq!(z.shown(11, &[(7, 110), (8, 120)]), vec![8]);
         assert_eq!(z.shown(12, &[(7, 110), (8, 120)]), vec![8]);
-        // Zone 1's frames lack it: it is no longer hidden, and id 7 given to a new player
-        // there is shown.
+        // Zone 1's frames lack it: one snapshot more (the players' views may still merge
+        // the border world's one before), then it is no longer hidden, and id 7 given to a
+        // new player there is shown.
         assert_eq!(z.shown(13, &[(8, 120)]), vec![8]);
-        assert!(z.hidden.read().unwrap().is_empty());
+        assert!(!z.hidden.read().unwrap().is_empty());
         assert_eq!(z.shown(14, &[(7, 105), (8, 120)]), vec![7, 8]);
+        assert!(z.hidden.read().unwrap().is_empty());
 
         // Given to another player before the frames lacked it: hidden four of zone 1's ticks
         // past the newest frame the border world had when it hid it, then shown.
-        z.hidden.write().unwrap().insert(border_id(0, 7), None);
+        z.hidden.write().unwrap().insert(border_id(0, 7), Hide::default());
         assert_eq!(z.shown(15, &[(7, 105), (8, 120)]), vec![8]);
         assert_eq!(z.shown(18, &[(7, 105), (8, 120)]), vec![8]);
         assert_eq!(z.shown(19, &[(7, 105), (8, 120)]), vec![7, 8]);
