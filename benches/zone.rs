@@ -11,7 +11,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use glam::Vec2;
 use volley::protocol::quant::{AngleQ, Bits, Vec2Q};
 use volley::protocol::snapshot::{Replicate, Schema, SnapshotBuilder, WorldSnapshot};
-use volley::protocol::zone::{BorderFrame, ZoneLayout};
+use volley::protocol::zone::{BorderEncoder, BorderFrame, ZoneLayout};
 
 volley::replicated! {
     /// An avatar, quantized as the arena's.
@@ -44,20 +44,27 @@ fn setup() -> (Arc<Schema>, ZoneLayout, WorldSnapshot) {
 
 fn border(c: &mut Criterion) {
     let (schema, layout, snapshot) = setup();
+    let snapshot = Arc::new(snapshot);
     let position = |e: volley::protocol::snapshot::EntityRef<'_>| Some(Walker::dequantize(e.words).position);
-    let parts = layout.border(0, &snapshot, &schema, position);
-    let shared: usize = parts.iter().map(|(_, p)| p.len()).sum();
-    let frames: Vec<Vec<u8>> =
-        parts.into_iter().map(|(_, p)| BorderFrame::encode(0, &Arc::new(p), &schema).unwrap()).collect();
+    let mut encoder = BorderEncoder::new(layout.clone(), 0, schema.clone());
+    let coded = encoder.encode(&snapshot, position);
+    let shared: usize = coded.iter().map(|f| f.entities).sum();
+    let frames: Vec<Vec<u8>> = coded.iter().map(|f| f.bytes.clone().unwrap().to_vec()).collect();
     eprintln!(
         "zone/border: {shared} entity copies to 3 neighbours, frames of {:?} bytes",
         frames.iter().map(Vec::len).collect::<Vec<_>>()
     );
+    // Each tick a new snapshot (the encoder's ticks increase), made outside the timing.
+    let mut tick = 7;
     c.bench_function("zone/border_out_1000_entities", |bench| {
-        bench.iter(|| {
-            let parts = layout.border(0, black_box(&snapshot), &schema, position);
-            parts.into_iter().map(|(_, p)| BorderFrame::encode(0, &Arc::new(p), &schema).unwrap().len()).sum::<usize>()
-        });
+        bench.iter_batched(
+            || {
+                tick += 1;
+                Arc::new((*snapshot).clone().retick(tick))
+            },
+            |s| encoder.encode(&s, position).iter().map(|f| f.entities).sum::<usize>(),
+            criterion::BatchSize::SmallInput,
+        );
     });
     c.bench_function("zone/border_in_one_frame", |bench| {
         bench.iter(|| BorderFrame::decode(black_box(&frames[0]), &schema).unwrap().snapshot.len());

@@ -745,7 +745,12 @@ impl ServerMetrics {
         d(
             "volley_zone_border_work_seconds_total",
             Some(Unit::Seconds),
-            "Time spent picking, coding and decoding border frames (the border world's own ticks are in volley_world_tick_duration_seconds{kind=\"border\"}).",
+            "CPU time spent picking, coding and decoding border frames (the border world's own ticks are in volley_world_tick_duration_seconds{kind=\"border\"}).",
+        );
+        d(
+            "volley_zone_border_relevancy_seconds_total",
+            Some(Unit::Seconds),
+            "Time spent choosing the border entities each player sees (the border world's relevancy, on the players' send path).",
         );
         d(
             "volley_recording_dropped_frames_total",
@@ -1317,11 +1322,14 @@ impl ServerMetrics {
                 let n = zones.iter().map(|z| get(&z.handoffs_in[i])).sum::<u64>();
                 self.counter("volley_zone_handoffs_received_total", &[("outcome", outcome)], n);
             }
-            // Kept in microseconds, printed in seconds (fix_seconds).
+            // Kept in microseconds (the wait) and nanoseconds (the work), printed in seconds
+            // (fix_seconds).
             let waited = self.recorder.register_counter(&key("volley_zone_handoff_wait_seconds_total", &[]), &META);
             waited.absolute(sum(|z| &z.handoff_us));
             let worked = self.recorder.register_counter(&key("volley_zone_border_work_seconds_total", &[]), &META);
-            worked.absolute(sum(|z| &z.work_us));
+            worked.absolute(sum(|z| &z.work_ns));
+            let chosen = self.recorder.register_counter(&key("volley_zone_border_relevancy_seconds_total", &[]), &META);
+            chosen.absolute(sum(|z| &z.relevancy_ns));
             self.gauge("volley_zone_bus_up", &[], zones.iter().map(|z| get(&z.bus_up)).min().unwrap_or(0) as f64);
             let rtt = zones.iter().map(|z| get(&z.bus_rtt_us)).max().unwrap_or(0);
             self.gauge("volley_zone_bus_rtt_seconds", &[], rtt as f64 / 1e6);
@@ -1375,10 +1383,11 @@ impl ServerMetrics {
 
 /// Counters in seconds kept in smaller integer units (`metrics` counters are integers), and
 /// the unit each is kept in, per second.
-const SECONDS_IN_UNITS: [(&str, f64); 3] = [
+const SECONDS_IN_UNITS: [(&str, f64); 4] = [
     ("process_cpu_seconds_total", 1e3),
     ("volley_zone_handoff_wait_seconds_total", 1e6),
-    ("volley_zone_border_work_seconds_total", 1e6),
+    ("volley_zone_border_work_seconds_total", 1e9),
+    ("volley_zone_border_relevancy_seconds_total", 1e9),
 ];
 
 /// Prints the counters of [`SECONDS_IN_UNITS`] in seconds.

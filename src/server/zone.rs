@@ -39,7 +39,10 @@ use super::world::{JoinInfo, PlayerId, Relevancy, World};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departures, Offer, Outcome};
-use crate::protocol::zone::{BorderError, BorderFrame, StateFrame, ZoneId, ZoneLayout, border_id, split_border_id};
+use crate::protocol::zone::{
+    BorderEncoder, BorderError, BorderFrame, CodedFrame, StateFrame, ZoneId, ZoneLayout, border_id, split_border_id,
+};
+use crate::util::cpu::thread_cpu_time;
 
 /// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
 /// second at 60 Hz): a shell further behind loses the oldest, counted.
@@ -81,21 +84,59 @@ pub trait ZoneGame: Send + Sync + 'static {
         home.get(home.find(player)?).and_then(|e| self.position(e))
     }
 
-    /// The border entities `player` sees, into `out` by ascending index of `border` (a
-    /// [`Relevancy`] for the border world, which knows where the player stands from `home`).
-    /// By default those within [`ZoneGame::view_radius`] of [`ZoneGame::viewer`], nearer
-    /// ones first in priority (2 at the player, 1 at the radius).
-    fn border_interest(&self, home: &WorldSnapshot, border: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
+    /// The border entities `player` sees, into `out` by ascending index of
+    /// [`BorderView::snapshot`] (a [`Relevancy`] for the border world, which knows where the
+    /// player stands from `home`). By default those within [`ZoneGame::view_radius`] of
+    /// [`ZoneGame::viewer`], nearer ones first in priority (2 at the player, 1 at the radius).
+    ///
+    /// Called for every player at every snapshot: the view gives each border entity's place,
+    /// read with [`ZoneGame::position`] once per border snapshot for all players.
+    fn border_interest(
+        &self,
+        home: &WorldSnapshot,
+        border: &BorderView<'_>,
+        player: PlayerId,
+        out: &mut Vec<Interest>,
+    ) {
         out.clear();
         let Some(me) = self.viewer(home, player) else { return };
         let r2 = self.view_radius() * self.view_radius();
-        for (index, e) in border.iter().enumerate() {
-            let Some(p) = self.position(e) else { continue };
-            let d2 = p.distance_squared(me);
+        for p in border.placed() {
+            let d2 = p.position.distance_squared(me);
             if d2 <= r2 {
-                out.push(Interest { index: index as u32, priority: 2.0 - d2 / r2.max(f32::MIN_POSITIVE) });
+                out.push(Interest { index: p.index, priority: 2.0 - d2 / r2.max(f32::MIN_POSITIVE) });
             }
         }
+    }
+}
+
+/// A border entity with a place: its index in the border world's snapshot, and where it
+/// stands ([`ZoneGame::position`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Placed {
+    /// Its index in [`BorderView::snapshot`].
+    pub index: u32,
+    /// Where it stands.
+    pub position: Vec2,
+}
+
+/// The border entities a player may be shown ([`ZoneGame::border_interest`]): the border
+/// world's snapshot, and the place of each of its entities that has one.
+#[derive(Debug, Clone, Copy)]
+pub struct BorderView<'a> {
+    snapshot: &'a WorldSnapshot,
+    placed: &'a [Placed],
+}
+
+impl<'a> BorderView<'a> {
+    /// The border world's snapshot (every neighbour's border entities).
+    pub fn snapshot(&self) -> &'a WorldSnapshot {
+        self.snapshot
+    }
+
+    /// The entities that have a place, ascending by index.
+    pub fn placed(&self) -> &'a [Placed] {
+        self.placed
     }
 }
 
@@ -198,9 +239,12 @@ pub struct ZoneCounters {
     pub inputs_lost: AtomicU64,
     /// Of players handed over to this zone, inputs applied by both zones.
     pub inputs_repeated: AtomicU64,
-    /// Time spent picking, coding and decoding border frames (off the tick's path, in the
-    /// bus shell's tasks), microseconds.
-    pub work_us: AtomicU64,
+    /// CPU time spent picking, coding and decoding border frames (off the tick's path, in
+    /// the bus shell's tasks: the threads' own time, not the wall clock's), nanoseconds.
+    pub work_ns: AtomicU64,
+    /// Time spent choosing each player's border entities (the border world's relevancy, on
+    /// the players' send path; a wall-clock span, each a few microseconds), nanoseconds.
+    pub relevancy_ns: AtomicU64,
     /// 1 while the bus shell is connected to the bus.
     pub bus_up: AtomicU64,
     /// The bus shell's newest round trip to the bus, microseconds.
@@ -263,6 +307,7 @@ pub struct ZoneLink {
     inbox: ZoneInbox,
     counters: Arc<ZoneCounters>,
     handoff_timeout: Duration,
+    encoder: BorderEncoder,
 }
 
 impl std::fmt::Debug for dyn ZoneGame {
@@ -324,7 +369,7 @@ impl ZoneLink {
         Some(self.tick_of(&t))
     }
 
-    fn tick_of(&self, t: &Ticked) -> ZoneTick {
+    fn tick_of(&mut self, t: &Ticked) -> ZoneTick {
         let frames = self.frames_of(&t.snapshot);
         let state = t.players.as_ref().and_then(|players| {
             StateFrame::encode(self.me, t.unix_micros, players, &t.snapshot, &self.schema)
@@ -335,25 +380,18 @@ impl ZoneLink {
         ZoneTick { frames, state }
     }
 
-    /// The frames of one snapshot of the zone's world.
-    pub fn frames_of(&self, snapshot: &WorldSnapshot) -> Vec<OutFrame> {
-        let began = std::time::Instant::now();
-        let out = self.pick_and_code(snapshot);
-        self.counters.work_us.fetch_add(began.elapsed().as_micros() as u64, Ordering::Relaxed);
-        out
-    }
-
-    fn pick_and_code(&self, snapshot: &WorldSnapshot) -> Vec<OutFrame> {
+    /// The frames of one snapshot of the zone's world (its ticks in increasing order).
+    pub fn frames_of(&mut self, snapshot: &Arc<WorldSnapshot>) -> Vec<OutFrame> {
+        let began = thread_cpu_time();
         let game = &self.game;
-        let border = self.layout.border(self.me, snapshot, &self.schema, |e| game.position(e));
-        let mut out = Vec::with_capacity(border.len());
-        for (to, part) in border {
-            let n = part.len() as u64;
-            match BorderFrame::encode(self.me, &Arc::new(part), &self.schema) {
+        let coded = self.encoder.encode(snapshot, |e| game.position(e));
+        let mut out = Vec::with_capacity(coded.len());
+        for CodedFrame { to, entities, bytes } in coded {
+            match bytes {
                 Ok(bytes) => {
                     self.counters.frames_out.fetch_add(1, Ordering::Relaxed);
-                    self.counters.entities_out.fetch_add(n, Ordering::Relaxed);
-                    out.push(OutFrame { to, tick: snapshot.tick(), bytes: bytes.into() });
+                    self.counters.entities_out.fetch_add(entities as u64, Ordering::Relaxed);
+                    out.push(OutFrame { to, tick: snapshot.tick(), bytes });
                 }
                 Err(e) => {
                     self.counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
@@ -361,6 +399,7 @@ impl ZoneLink {
                 }
             }
         }
+        self.counters.work_ns.fetch_add(thread_cpu_time().saturating_sub(began).as_nanos() as u64, Ordering::Relaxed);
         out
     }
 
@@ -508,9 +547,9 @@ impl ZoneInbox {
     /// Why it was not used (counted in [`ZoneCounters::frames_refused`] or
     /// [`ZoneCounters::frames_dropped`]).
     pub fn handle_frame(&self, bytes: &[u8]) -> Result<(), FrameRefused> {
-        let began = std::time::Instant::now();
+        let began = thread_cpu_time();
         let r = self.take_frame(bytes);
-        self.counters.work_us.fetch_add(began.elapsed().as_micros() as u64, Ordering::Relaxed);
+        self.counters.work_ns.fetch_add(thread_cpu_time().saturating_sub(began).as_nanos() as u64, Ordering::Relaxed);
         r
     }
 
@@ -837,7 +876,13 @@ impl World for BorderWorld {
         }
     }
     fn relevancy(&self) -> Arc<dyn Relevancy> {
-        Arc::new(BorderRelevancy { game: self.game.clone(), home: self.home.clone(), hidden: self.hidden.clone() })
+        Arc::new(BorderRelevancy {
+            game: self.game.clone(),
+            home: self.home.clone(),
+            hidden: self.hidden.clone(),
+            places: Mutex::default(),
+            counters: self.counters.clone(),
+        })
     }
 }
 
@@ -847,14 +892,52 @@ struct BorderRelevancy {
     game: Arc<dyn ZoneGame>,
     home: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,
     hidden: Hidden,
+    places: Mutex<Places>,
+    counters: Arc<ZoneCounters>,
+}
+
+/// The places of the entities of the border world's recent snapshots, by snapshot: read
+/// once per snapshot, for every player's view (a view may merge one before the newest).
+#[derive(Default)]
+struct Places {
+    recent: std::collections::VecDeque<(u64, Arc<[Placed]>)>,
+}
+
+/// Border snapshots whose places are kept.
+const PLACES_KEPT: usize = 4;
+
+impl BorderRelevancy {
+    fn places_of(&self, world: &WorldSnapshot) -> Arc<[Placed]> {
+        let serial = world.serial();
+        let place = || -> Arc<[Placed]> {
+            let game = &self.game;
+            world
+                .iter()
+                .enumerate()
+                .filter_map(|(index, e)| Some(Placed { index: index as u32, position: game.position(e)? }))
+                .collect()
+        };
+        let Ok(mut places) = self.places.lock() else { return place() };
+        if let Some((_, p)) = places.recent.iter().find(|(s, _)| *s == serial) {
+            return p.clone();
+        }
+        let p = place();
+        if places.recent.len() == PLACES_KEPT {
+            places.recent.pop_front();
+        }
+        places.recent.push_back((serial, p.clone()));
+        p
+    }
 }
 
 impl Relevancy for BorderRelevancy {
     fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
+        let began = std::time::Instant::now();
         out.clear();
         let home = self.home.read().ok().and_then(|h| h.clone());
         if let Some(home) = home {
-            self.game.border_interest(&home, world, player, out);
+            let placed = self.places_of(world);
+            self.game.border_interest(&home, &BorderView { snapshot: world, placed: &placed }, player, out);
         }
         if let Ok(hidden) = self.hidden.read()
             && !hidden.is_empty()
@@ -862,6 +945,7 @@ impl Relevancy for BorderRelevancy {
             let ids = world.ids();
             out.retain(|i| ids.get(i.index as usize).is_none_or(|id| !hidden.contains_key(id)));
         }
+        self.counters.relevancy_ns.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
     }
 }
 
@@ -912,7 +996,10 @@ pub(crate) fn parts(
             hidden,
         };
         let departures = Some(departures);
-        (ZoneLink { me, layout, game, schema, snapshots: rx, departures, inbox, counters, handoff_timeout }, tap)
+        let encoder = BorderEncoder::new(layout.clone(), me, schema.clone());
+        let link =
+            ZoneLink { me, layout, game, schema, snapshots: rx, departures, inbox, counters, handoff_timeout, encoder };
+        (link, tap)
     };
     (world, build)
 }

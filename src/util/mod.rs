@@ -1,4 +1,5 @@
 //! Small helpers shared by the binary, the configuration and tests.
 
+pub mod cpu;
 pub mod hex;
 pub mod secret;

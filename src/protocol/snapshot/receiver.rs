@@ -72,6 +72,13 @@ impl SnapshotReceiver {
         self.get(self.newest?)
     }
 
+    /// The newest snapshot decoded, taken out of a receiver that is done (no copy).
+    pub(crate) fn into_latest(mut self) -> Option<WorldSnapshot> {
+        let tick = self.newest?;
+        let n = self.ring.len();
+        self.ring[tick as usize % n].take()
+    }
+
     /// Decodes one snapshot; returns its tick. A snapshot already decoded is skipped.
     ///
     /// # Errors

@@ -266,6 +266,11 @@ impl SnapshotSender {
         }
     }
 
+    /// The replicated kinds it codes.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
     /// Predicts with the game's own rules: changed entities are coded against what
     /// `predictor` makes of the client's snapshots (see [`Predictor`]) instead of the built-in
     /// extrapolation. Implies [`SenderConfig::predict`]; the client's receiver needs the same

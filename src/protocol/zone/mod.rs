@@ -6,7 +6,8 @@
 //! stands within the border margin of their region. [`BorderFrame`] is what a zone sends a
 //! neighbour each tick: the entities near their border, quantized and coded whole with the
 //! snapshot codec (a recording's keyframe, with a header naming the zone, the tick and the
-//! schema). Sans-IO, like the rest of `protocol`: bytes and numbers in, answers out.
+//! schema); [`BorderEncoder`] picks and codes a tick's frames for all neighbours. Sans-IO,
+//! like the rest of `protocol`: bytes and numbers in, answers out.
 //!
 //! ```
 //! use glam::Vec2;
@@ -25,9 +26,7 @@ use std::sync::Arc;
 
 use glam::Vec2;
 
-use super::snapshot::{
-    EntityRef, Interest, Schema, SenderConfig, SnapshotBuilder, SnapshotReceiver, SnapshotSender, WorldSnapshot,
-};
+use super::snapshot::{EntityRef, Interest, Schema, SenderConfig, SnapshotReceiver, SnapshotSender, WorldSnapshot};
 
 /// A zone's number: its index in the layout.
 pub type ZoneId = u16;
@@ -208,36 +207,6 @@ impl ZoneLayout {
     }
 }
 
-impl ZoneLayout {
-    /// Zone `me`'s border entities for each neighbour, picked from its tick's `snapshot`: the
-    /// entities within the margin of the neighbour's region, wherever `position` (the game's
-    /// reading of an entity's replicated state) puts them; entities without a position are
-    /// not shared. One snapshot per neighbour that sees any (with the tick of `snapshot`),
-    /// in neighbour order; a neighbour that sees nothing gets an empty one, so it knows the
-    /// zone is alive.
-    pub fn border(
-        &self,
-        me: ZoneId,
-        snapshot: &WorldSnapshot,
-        schema: &Schema,
-        position: impl Fn(EntityRef<'_>) -> Option<Vec2>,
-    ) -> Vec<(ZoneId, WorldSnapshot)> {
-        let neighbours = self.neighbours(me);
-        let mut builders: Vec<SnapshotBuilder<'_>> =
-            neighbours.iter().map(|_| SnapshotBuilder::new(schema, snapshot.tick())).collect();
-        for e in snapshot.iter() {
-            let Some(p) = position(e) else { continue };
-            for (i, &n) in neighbours.iter().enumerate() {
-                if self.regions[usize::from(n)].distance(p) <= self.margin {
-                    // Its kind is the snapshot's, so the schema's: this cannot fail.
-                    let _ = builders[i].copy_entity(e);
-                }
-            }
-        }
-        neighbours.iter().zip(builders).map(|(&n, b)| (n, b.finish_keeping_first(None).0)).collect()
-    }
-}
-
 /// The first bytes of a border frame.
 pub const BORDER_MAGIC: [u8; 4] = *b"VZB1";
 
@@ -277,28 +246,162 @@ pub struct BorderFrame {
 /// pub/sub may lose any of them), no prediction.
 const BORDER_SENDER: SenderConfig = SenderConfig { history: 1, predict: false, max_baseline_age: 63 };
 
+/// Codes the entities `interest` picks of zone `zone`'s `snapshot` as a border frame into
+/// `out` (grown as needed, never shrunk): the frame's length. The sender is never
+/// acknowledged, so the frame stands alone.
+fn code_frame(
+    sender: &mut SnapshotSender,
+    zone: ZoneId,
+    snapshot: &Arc<WorldSnapshot>,
+    interest: &[Interest],
+    out: &mut Vec<u8>,
+) -> Result<usize, BorderError> {
+    let room = BORDER_HEADER + super::recording::whole_snapshot_room(sender.schema(), interest.len(), 0);
+    if out.len() < room {
+        out.resize(room, 0);
+    }
+    out[..4].copy_from_slice(&BORDER_MAGIC);
+    out[4..6].copy_from_slice(&zone.to_le_bytes());
+    out[6..10].copy_from_slice(&snapshot.tick().to_le_bytes());
+    out[10..18].copy_from_slice(&sender.schema().fingerprint().to_le_bytes());
+    match sender.encode(snapshot, interest, &mut out[BORDER_HEADER..room]) {
+        Ok(stats) if stats.deferred == 0 => Ok(BORDER_HEADER + stats.bytes),
+        _ => Err(BorderError::Encode),
+    }
+}
+
+/// Codes a zone's border frames tick after tick: for each neighbour, the entities of the
+/// zone's snapshot within the margin of the neighbour's region (as [`ZoneLayout::near`]
+/// finds them), coded whole, so each frame stands alone (pub/sub may lose any of them); a
+/// neighbour that sees nothing gets an empty frame, so it knows the zone is alive.
+///
+/// It keeps its working memory from tick to tick, picks the entities by their index in the
+/// snapshot (no copy), and codes a set once for all the neighbours that get it: in a map
+/// whose zones are narrow for the margin, that is every neighbour.
+///
+/// ```
+/// use std::sync::Arc;
+/// use glam::Vec2;
+/// use volley::protocol::quant::Bits;
+/// use volley::protocol::snapshot::{Replicate, Schema, SnapshotBuilder};
+/// use volley::protocol::zone::{BorderEncoder, BorderFrame, ZoneLayout};
+///
+/// volley::replicated! {
+///     /// A dot on the line y = 0.
+///     #[derive(Debug, Clone, PartialEq)]
+///     pub struct Dot {
+///         /// Where, in whole units.
+///         pub x: u32 = Bits(10),
+///     }
+/// }
+/// let mut schema = Schema::new();
+/// schema.register::<Dot>().unwrap();
+/// let schema = Arc::new(schema);
+/// // Two zones side by side, 100 units wide; entities within 10 of the border are shared.
+/// let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(200.0, 100.0), 2, 1, 10.0).unwrap();
+/// let mut b = SnapshotBuilder::new(&schema, 7);
+/// b.insert(1, &Dot { x: 50 }).unwrap();
+/// b.insert(2, &Dot { x: 95 }).unwrap();
+/// let snapshot = Arc::new(b.finish().unwrap());
+///
+/// let mut encoder = BorderEncoder::new(layout, 0, schema.clone());
+/// let frames = encoder.encode(&snapshot, |e| Some(Vec2::new(Dot::dequantize(e.words).x as f32, 0.0)));
+/// assert_eq!((frames[0].to, frames[0].entities), (1, 1));
+/// let frame = BorderFrame::decode(frames[0].bytes.as_ref().unwrap(), &schema).unwrap();
+/// assert_eq!((frame.zone, frame.tick, frame.snapshot.ids()), (0, 7, &[2][..]));
+/// ```
+#[derive(Debug)]
+pub struct BorderEncoder {
+    me: ZoneId,
+    layout: ZoneLayout,
+    /// Per neighbour (in [`ZoneLayout::neighbours`] order): the entities it gets this tick.
+    picks: Vec<Vec<Interest>>,
+    /// Per neighbour: the codec's sender (never acknowledged: every frame is whole).
+    senders: Vec<SnapshotSender>,
+    /// The frame being coded.
+    scratch: Vec<u8>,
+}
+
+/// One neighbour's frame of a tick ([`BorderEncoder::encode`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CodedFrame {
+    /// The neighbour.
+    pub to: ZoneId,
+    /// How many entities it holds.
+    pub entities: usize,
+    /// The bytes of the [`BorderFrame`] (shared by the neighbours that get the same
+    /// entities), or why it could not be coded.
+    pub bytes: Result<bytes::Bytes, BorderError>,
+}
+
+impl BorderEncoder {
+    /// Zone `me`'s encoder, for entities of `schema`.
+    pub fn new(layout: ZoneLayout, me: ZoneId, schema: Arc<Schema>) -> Self {
+        let n = layout.neighbours(me).len();
+        Self {
+            me,
+            picks: vec![Vec::new(); n],
+            senders: (0..n).map(|_| SnapshotSender::new(schema.clone(), BORDER_SENDER)).collect(),
+            layout,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The frames of the zone's `snapshot` for its neighbours, in neighbour order, where
+    /// `position` is the game's reading of an entity's place (entities without one are not
+    /// shared).
+    pub fn encode(
+        &mut self,
+        snapshot: &Arc<WorldSnapshot>,
+        position: impl Fn(EntityRef<'_>) -> Option<Vec2>,
+    ) -> Vec<CodedFrame> {
+        let Self { me, layout, picks, senders, scratch } = self;
+        let neighbours = layout.neighbours(*me);
+        picks.iter_mut().for_each(Vec::clear);
+        let margin = layout.margin;
+        for (index, e) in snapshot.iter().enumerate() {
+            let Some(p) = position(e) else { continue };
+            for (i, &n) in neighbours.iter().enumerate() {
+                if layout.regions[usize::from(n)].distance(p) <= margin {
+                    picks[i].push(Interest { index: index as u32, priority: 1.0 });
+                }
+            }
+        }
+        let mut out: Vec<CodedFrame> = Vec::with_capacity(neighbours.len());
+        for (i, &to) in neighbours.iter().enumerate() {
+            let entities = picks[i].len();
+            // A neighbour that gets the same entities as one before it gets the same bytes.
+            if let Some(j) = (0..i).find(|&j| picks[j] == picks[i]) {
+                let bytes = out[j].bytes.clone();
+                out.push(CodedFrame { to, entities, bytes });
+                continue;
+            }
+            let mut coded = code_frame(&mut senders[i], *me, snapshot, &picks[i], scratch);
+            if coded.is_err() {
+                // A sender past this tick (the zone's ticks went back) starts afresh.
+                senders[i] = SnapshotSender::new(senders[i].schema().clone(), BORDER_SENDER);
+                coded = code_frame(&mut senders[i], *me, snapshot, &picks[i], scratch);
+            }
+            let bytes = coded.map(|n| bytes::Bytes::copy_from_slice(&scratch[..n]));
+            out.push(CodedFrame { to, entities, bytes });
+        }
+        out
+    }
+}
+
 impl BorderFrame {
     /// Encodes zone `zone`'s border entities (`snapshot`, its tick the frame's) for the bus.
     ///
     /// # Errors
     /// [`BorderError::Encode`] when the codec cannot take the snapshot whole.
     pub fn encode(zone: ZoneId, snapshot: &Arc<WorldSnapshot>, schema: &Arc<Schema>) -> Result<Vec<u8>, BorderError> {
-        let mut out = Vec::with_capacity(BORDER_HEADER + 64);
-        out.extend_from_slice(&BORDER_MAGIC);
-        out.extend_from_slice(&zone.to_le_bytes());
-        out.extend_from_slice(&snapshot.tick().to_le_bytes());
-        out.extend_from_slice(&schema.fingerprint().to_le_bytes());
         let mut interest = Vec::new();
         Interest::everything(snapshot, &mut interest);
-        out.resize(BORDER_HEADER + super::recording::whole_snapshot_room(schema, snapshot.len(), 0), 0);
         let mut sender = SnapshotSender::new(schema.clone(), BORDER_SENDER);
-        match sender.encode(snapshot, &interest, &mut out[BORDER_HEADER..]) {
-            Ok(stats) if stats.deferred == 0 => {
-                out.truncate(BORDER_HEADER + stats.bytes);
-                Ok(out)
-            }
-            _ => Err(BorderError::Encode),
-        }
+        let mut out = Vec::new();
+        let n = code_frame(&mut sender, zone, snapshot, &interest, &mut out)?;
+        out.truncate(n);
+        Ok(out)
     }
 
     /// Decodes a frame from the bus with this server's `schema`.
@@ -322,7 +425,7 @@ impl BorderFrame {
             Ok(t) if t == tick => {}
             _ => return Err(BorderError::Snapshot),
         }
-        let snapshot = receiver.latest().cloned().ok_or(BorderError::Snapshot)?;
+        let snapshot = receiver.into_latest().ok_or(BorderError::Snapshot)?;
         Ok(Self { zone, tick, snapshot })
     }
 }
@@ -525,23 +628,49 @@ mod tests {
             assert!(BorderFrame::decode(&empty, &schema).unwrap().snapshot.is_empty());
         }
 
+        /// What each neighbour's frame holds: (neighbour, ids, entity count said).
+        fn held(frames: &[CodedFrame], schema: &Arc<Schema>) -> Vec<(ZoneId, Vec<u32>, usize)> {
+            frames
+                .iter()
+                .map(|f| {
+                    let frame = BorderFrame::decode(f.bytes.as_ref().unwrap(), schema).unwrap();
+                    (f.to, frame.snapshot.ids().to_vec(), f.entities)
+                })
+                .collect()
+        }
+
         #[test]
         fn each_neighbour_gets_the_entities_within_the_margin_of_its_region() {
             let schema = schema();
             // A 2×2 grid of 100-unit zones, margin 10; a dot's x is its position on the
             // diagonal line y = x, and id 7 has no position.
             let z = ZoneLayout::grid(Vec2::ZERO, Vec2::splat(200.0), 2, 2, 10.0).unwrap();
-            let s = snapshot(&schema, 9, &[(1, 50), (2, 91), (3, 95), (4, 89), (7, 95)]);
+            let mut encoder = BorderEncoder::new(z, 0, schema.clone());
             let position = |e: EntityRef<'_>| (e.id != 7).then(|| Vec2::splat(e.words[0] as f32));
-            let border = z.border(0, &s, &schema, position);
-            let ids: Vec<(ZoneId, Vec<u32>)> = border.iter().map(|(n, b)| (*n, b.ids().to_vec())).collect();
+            let s = snapshot(&schema, 9, &[(1, 50), (2, 91), (3, 95), (4, 89), (7, 95)]);
+            let frames = encoder.encode(&s, position);
             // (95, 95) is 7.1 from zone 3's corner; (91, 91) is 12.7 from it but 9 from 1 and 2.
-            assert_eq!(ids, vec![(1, vec![2, 3]), (2, vec![2, 3]), (3, vec![3])]);
-            assert!(border.iter().all(|(_, b)| b.tick() == 9));
-            assert_eq!(border[0].1.read::<Dot>(&schema, 3), s.read::<Dot>(&schema, 3));
-            let none = z.border(0, &snapshot(&schema, 10, &[(1, 50)]), &schema, position);
-            assert_eq!(none.len(), 3, "every neighbour hears from the zone, even with nothing to show");
-            assert!(none.iter().all(|(_, b)| b.is_empty()));
+            assert_eq!(held(&frames, &schema), vec![(1, vec![2, 3], 2), (2, vec![2, 3], 2), (3, vec![3], 1)]);
+            let f = BorderFrame::decode(frames[0].bytes.as_ref().unwrap(), &schema).unwrap();
+            assert_eq!((f.zone, f.tick), (0, 9));
+            assert_eq!(f.snapshot.read::<Dot>(&schema, 3), s.read::<Dot>(&schema, 3));
+            // Neighbours 1 and 2 get the same entities: one coding, shared.
+            let ptr = |i: usize| frames[i].bytes.as_ref().unwrap().as_ptr();
+            assert_eq!(ptr(0), ptr(1));
+            assert_ne!(ptr(0), ptr(2));
+
+            // The next ticks reuse the encoder: each frame still stands alone.
+            let frames = encoder.encode(&snapshot(&schema, 10, &[(1, 50)]), position);
+            assert_eq!(
+                held(&frames, &schema),
+                vec![(1, vec![], 0), (2, vec![], 0), (3, vec![], 0)],
+                "every neighbour hears from the zone, even with nothing to show"
+            );
+            let frames = encoder.encode(&snapshot(&schema, 11, &[(4, 96), (5, 50)]), position);
+            assert_eq!(held(&frames, &schema), vec![(1, vec![4], 1), (2, vec![4], 1), (3, vec![4], 1)]);
+            // A tick that goes back (the zone's world started again) is coded too.
+            let frames = encoder.encode(&snapshot(&schema, 3, &[(2, 91)]), position);
+            assert_eq!(held(&frames, &schema), vec![(1, vec![2], 1), (2, vec![2], 1), (3, vec![], 0)]);
         }
 
         #[test]
