@@ -251,6 +251,7 @@ const BORDER_SENDER: SenderConfig = SenderConfig { history: 1, predict: false, m
 /// acknowledged, so the frame stands alone.
 fn code_frame(
     sender: &mut SnapshotSender,
+    fingerprint: u64,
     zone: ZoneId,
     snapshot: &Arc<WorldSnapshot>,
     interest: &[Interest],
@@ -263,7 +264,7 @@ fn code_frame(
     out[..4].copy_from_slice(&BORDER_MAGIC);
     out[4..6].copy_from_slice(&zone.to_le_bytes());
     out[6..10].copy_from_slice(&snapshot.tick().to_le_bytes());
-    out[10..18].copy_from_slice(&sender.schema().fingerprint().to_le_bytes());
+    out[10..18].copy_from_slice(&fingerprint.to_le_bytes());
     match sender.encode(snapshot, interest, &mut out[BORDER_HEADER..room]) {
         Ok(stats) if stats.deferred == 0 => Ok(BORDER_HEADER + stats.bytes),
         _ => Err(BorderError::Encode),
@@ -314,6 +315,8 @@ fn code_frame(
 pub struct BorderEncoder {
     me: ZoneId,
     layout: ZoneLayout,
+    /// The schema's fingerprint, for the frames' headers.
+    fingerprint: u64,
     /// Per neighbour (in [`ZoneLayout::neighbours`] order): the entities it gets this tick.
     picks: Vec<Vec<Interest>>,
     /// Per neighbour: the codec's sender (never acknowledged: every frame is whole).
@@ -340,6 +343,7 @@ impl BorderEncoder {
         let n = layout.neighbours(me).len();
         Self {
             me,
+            fingerprint: schema.fingerprint(),
             picks: vec![Vec::new(); n],
             senders: (0..n).map(|_| SnapshotSender::new(schema.clone(), BORDER_SENDER)).collect(),
             layout,
@@ -355,7 +359,7 @@ impl BorderEncoder {
         snapshot: &Arc<WorldSnapshot>,
         position: impl Fn(EntityRef<'_>) -> Option<Vec2>,
     ) -> Vec<CodedFrame> {
-        let Self { me, layout, picks, senders, scratch } = self;
+        let Self { me, layout, fingerprint, picks, senders, scratch } = self;
         let neighbours = layout.neighbours(*me);
         picks.iter_mut().for_each(Vec::clear);
         let margin = layout.margin;
@@ -376,11 +380,11 @@ impl BorderEncoder {
                 out.push(CodedFrame { to, entities, bytes });
                 continue;
             }
-            let mut coded = code_frame(&mut senders[i], *me, snapshot, &picks[i], scratch);
+            let mut coded = code_frame(&mut senders[i], *fingerprint, *me, snapshot, &picks[i], scratch);
             if coded.is_err() {
                 // A sender past this tick (the zone's ticks went back) starts afresh.
                 senders[i] = SnapshotSender::new(senders[i].schema().clone(), BORDER_SENDER);
-                coded = code_frame(&mut senders[i], *me, snapshot, &picks[i], scratch);
+                coded = code_frame(&mut senders[i], *fingerprint, *me, snapshot, &picks[i], scratch);
             }
             let bytes = coded.map(|n| bytes::Bytes::copy_from_slice(&scratch[..n]));
             out.push(CodedFrame { to, entities, bytes });
@@ -399,7 +403,7 @@ impl BorderFrame {
         Interest::everything(snapshot, &mut interest);
         let mut sender = SnapshotSender::new(schema.clone(), BORDER_SENDER);
         let mut out = Vec::new();
-        let n = code_frame(&mut sender, zone, snapshot, &interest, &mut out)?;
+        let n = code_frame(&mut sender, schema.fingerprint(), zone, snapshot, &interest, &mut out)?;
         out.truncate(n);
         Ok(out)
     }
@@ -409,6 +413,15 @@ impl BorderFrame {
     /// # Errors
     /// Why the bytes are not a usable frame.
     pub fn decode(bytes: &[u8], schema: &Arc<Schema>) -> Result<Self, BorderError> {
+        Self::decode_as(bytes, schema, schema.fingerprint())
+    }
+
+    /// [`BorderFrame::decode`] with the schema's fingerprint known (a receiver of many
+    /// frames computes it once).
+    ///
+    /// # Errors
+    /// Why the bytes are not a usable frame.
+    pub fn decode_as(bytes: &[u8], schema: &Arc<Schema>, fingerprint: u64) -> Result<Self, BorderError> {
         let header = bytes.get(..BORDER_HEADER).ok_or(BorderError::NotAFrame)?;
         if header[..4] != BORDER_MAGIC {
             return Err(BorderError::NotAFrame);
@@ -417,7 +430,7 @@ impl BorderFrame {
         let tick = u32::from_le_bytes([header[6], header[7], header[8], header[9]]);
         let mut fp = [0u8; 8];
         fp.copy_from_slice(&header[10..18]);
-        if u64::from_le_bytes(fp) != schema.fingerprint() {
+        if u64::from_le_bytes(fp) != fingerprint {
             return Err(BorderError::Schema);
         }
         let mut receiver = SnapshotReceiver::new(schema.clone(), 1);
