@@ -251,15 +251,14 @@ pub async fn run(a: ServerArgs, bots: usize, oracle: bool) -> Result<(), String>
         };
         let h = |o: &str| value(&text, &format!("volley_zone_handoffs_total{{outcome=\"{o}\"}}"));
         let accepted = h("accepted");
-        // The bus thread's CPU, the border world's ticks and the players' border relevancy,
+        // The frames' work, the border world's ticks and the players' border relevancy,
         // against the process's CPU.
         let frames = value(&text, "volley_zone_border_work_seconds_total ");
         let chosen = value(&text, "volley_zone_border_relevancy_seconds_total ");
-        let bus = value(&text, "volley_zone_bus_cpu_seconds_total ");
         let world = value(&text, "volley_world_tick_duration_seconds_sum{kind=\"border\"}");
         let cpu = value(&text, "process_cpu_seconds_total ");
         lines.push(format!(
-            "zone {k}: handoffs out {accepted} accepted, {} refused, {} timed out (answer in {:.2} ms on average); inputs of players handed in: {} lost, {} repeated; border frames in {}, entities shown now {}; border work {:.3} s (bus thread {:.3} s, of it frames {:.3} s; border world {:.3} s; players' border relevancy {:.3} s) of {:.2} s CPU: {:.1} %{}",
+            "zone {k}: handoffs out {accepted} accepted, {} refused, {} timed out (answer in {:.2} ms on average); inputs of players handed in: {} lost, {} repeated; border frames in {}, entities shown now {}; border work {:.3} s (frames {:.3} s; border world {:.3} s; players' border relevancy {:.3} s) of {:.2} s CPU: {:.1} %{}",
             h("refused"),
             h("timed_out"),
             value(&text, "volley_zone_handoff_wait_seconds_total ") * 1e3 / accepted.max(1.0),
@@ -267,14 +266,13 @@ pub async fn run(a: ServerArgs, bots: usize, oracle: bool) -> Result<(), String>
             value(&text, "volley_zone_handoff_inputs_repeated_total "),
             value(&text, "volley_zone_border_frames_total{direction=\"in\"}"),
             value(&text, "volley_zone_border_entities "),
-            bus + world + chosen,
-            bus,
+            frames + world + chosen,
             frames,
             world,
             chosen,
             cpu,
-            (bus + world + chosen) * 100.0 / cpu.max(1e-9),
-            if oracle.is_some() { " (with the zones' states published for the oracle, on the bus thread too)" } else { "" },
+            (frames + world + chosen) * 100.0 / cpu.max(1e-9),
+            " (the NATS client's own work not counted)",
         ));
     }
     println!("{}", report.summary());

@@ -748,11 +748,6 @@ impl ServerMetrics {
             "CPU time spent picking, coding and decoding border frames (the border world's own ticks are in volley_world_tick_duration_seconds{kind=\"border\"}).",
         );
         d(
-            "volley_zone_bus_cpu_seconds_total",
-            Some(Unit::Seconds),
-            "CPU time of the zone's bus thread: the message bus client, the border frames' coding and decoding (volley_zone_border_work_seconds_total is that part), the handoffs' messages.",
-        );
-        d(
             "volley_zone_border_relevancy_seconds_total",
             Some(Unit::Seconds),
             "Time spent choosing the border entities each player sees (the border world's relevancy, on the players' send path).",
@@ -1335,8 +1330,6 @@ impl ServerMetrics {
             worked.absolute(sum(|z| &z.work_ns));
             let chosen = self.recorder.register_counter(&key("volley_zone_border_relevancy_seconds_total", &[]), &META);
             chosen.absolute(sum(|z| &z.relevancy_ns));
-            let bus = self.recorder.register_counter(&key("volley_zone_bus_cpu_seconds_total", &[]), &META);
-            bus.absolute(sum(|z| &z.bus_cpu_ns));
             self.gauge("volley_zone_bus_up", &[], zones.iter().map(|z| get(&z.bus_up)).min().unwrap_or(0) as f64);
             let rtt = zones.iter().map(|z| get(&z.bus_rtt_us)).max().unwrap_or(0);
             self.gauge("volley_zone_bus_rtt_seconds", &[], rtt as f64 / 1e6);
@@ -1390,12 +1383,11 @@ impl ServerMetrics {
 
 /// Counters in seconds kept in smaller integer units (`metrics` counters are integers), and
 /// the unit each is kept in, per second.
-const SECONDS_IN_UNITS: [(&str, f64); 5] = [
+const SECONDS_IN_UNITS: [(&str, f64); 4] = [
     ("process_cpu_seconds_total", 1e3),
     ("volley_zone_handoff_wait_seconds_total", 1e6),
     ("volley_zone_border_work_seconds_total", 1e9),
     ("volley_zone_border_relevancy_seconds_total", 1e9),
-    ("volley_zone_bus_cpu_seconds_total", 1e9),
 ];
 
 /// Prints the counters of [`SECONDS_IN_UNITS`] in seconds.

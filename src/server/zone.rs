@@ -245,9 +245,6 @@ pub struct ZoneCounters {
     /// Time spent choosing each player's border entities (the border world's relevancy, on
     /// the players' send path; a wall-clock span, each a few microseconds), nanoseconds.
     pub relevancy_ns: AtomicU64,
-    /// CPU time of the bus shell's thread (where it runs one: the NATS client, the frames'
-    /// coding and decoding, the handoffs' messages), nanoseconds.
-    pub bus_cpu_ns: AtomicU64,
     /// 1 while the bus shell is connected to the bus.
     pub bus_up: AtomicU64,
     /// The bus shell's newest round trip to the bus, microseconds.

@@ -112,9 +112,6 @@ pub enum BusError {
         /// Why.
         error: String,
     },
-    /// The bus thread, or its runtime, could not start.
-    #[error("cannot start the zone's bus thread: {0}")]
-    Thread(String),
     /// The subscription was refused.
     #[error("cannot subscribe to {subject}: {error}")]
     Subscribe {
@@ -126,11 +123,6 @@ pub enum BusError {
 }
 
 /// A zone's bus shell, running (see the crate docs).
-///
-/// It runs on a thread of its own, with a single-threaded tokio runtime: the NATS client,
-/// the frames' coding and decoding and the handoffs' messages. A slow or flooded bus then
-/// holds up no player or world task, and the thread's CPU time is the bus side's whole cost
-/// (`volley_zone_bus_cpu_seconds_total`, sampled four times a second).
 #[derive(Debug)]
 pub struct ZoneBus {
     client: async_nats::Client,
@@ -138,75 +130,16 @@ pub struct ZoneBus {
     inbox: ZoneInbox,
     timeout: Duration,
     handoff_subjects: Arc<[String]>,
-    /// Dropped (or sent) to stop the bus thread's runtime, and every task on it.
-    _stop: tokio::sync::oneshot::Sender<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
-
-/// How often the bus thread's CPU time is read into its counter.
-const CPU_SAMPLE_EVERY: Duration = Duration::from_millis(250);
 
 impl ZoneBus {
     /// Connects to the bus (or keeps trying: a zone starts whether or not the bus is up),
-    /// subscribes to the zone's subject and starts moving frames both ways, on the bus
-    /// thread.
+    /// subscribes to the zone's subject and starts moving frames both ways.
     ///
     /// # Errors
-    /// When the URL is not one NATS' client can use, or the thread cannot start.
-    pub async fn start(link: ZoneLink, config: BusConfig) -> Result<Self, BusError> {
-        let (started, result) = tokio::sync::oneshot::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let me = link.me();
-        std::thread::Builder::new()
-            .name(format!("zone-bus-{me}"))
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let _ = started.send(Err(BusError::Thread(e.to_string())));
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    let counters = link.counters().clone();
-                    match Self::run(link, config).await {
-                        Ok(parts) => {
-                            if started.send(Ok(parts)).is_err() {
-                                return;
-                            }
-                            let mut every = tokio::time::interval(CPU_SAMPLE_EVERY);
-                            let sample = async {
-                                loop {
-                                    every.tick().await;
-                                    let cpu = volley::util::cpu::thread_cpu_time().as_nanos() as u64;
-                                    counters.bus_cpu_ns.store(cpu, Ordering::Relaxed);
-                                }
-                            };
-                            tokio::select! {
-                                _ = stopped => {}
-                                _ = sample => {}
-                            }
-                        }
-                        Err(e) => {
-                            let _ = started.send(Err(e));
-                        }
-                    }
-                });
-                tracing::debug!(zone = me, "the zone's bus thread stopped");
-            })
-            .map_err(|e| BusError::Thread(e.to_string()))?;
-        let parts = result.await.map_err(|_| BusError::Thread("the bus thread ended while starting".into()))??;
-        Ok(Self {
-            client: parts.client,
-            counters: parts.counters,
-            inbox: parts.inbox,
-            timeout: parts.timeout,
-            handoff_subjects: parts.handoff_subjects,
-            _stop: stop,
-        })
-    }
-
-    /// Connects and starts the tasks, on the bus thread's runtime (they end with it).
-    async fn run(mut link: ZoneLink, config: BusConfig) -> Result<Parts, BusError> {
+    /// When the URL is not one NATS' client can use.
+    pub async fn start(mut link: ZoneLink, config: BusConfig) -> Result<Self, BusError> {
         let me = link.me();
         let counters = link.counters().clone();
         let bus_up = counters.clone();
@@ -248,7 +181,7 @@ impl ZoneBus {
             .await
             .map_err(|e| BusError::Subscribe { subject: offers_subject, error: e.to_string() })?;
         let (answering, answerer) = (client.clone(), link.inbox());
-        tokio::spawn(async move {
+        let answer = tokio::spawn(async move {
             while let Some(offer) = offers.next().await {
                 let Some(reply) = offer.reply else { continue };
                 let answer = answerer.handle_offer(&offer.payload, answerer.now());
@@ -256,7 +189,7 @@ impl ZoneBus {
             }
         });
         let inbox = link.inbox();
-        tokio::spawn(async move {
+        let receive = tokio::spawn(async move {
             while let Some(message) = subscriber.next().await {
                 if let Err(e) = inbox.handle_frame(&message.payload) {
                     tracing::debug!(zone = me, error = %e, "a border frame was not used");
@@ -266,7 +199,7 @@ impl ZoneBus {
         let handoff_subjects: Arc<[String]> = (0..link_zones).map(|z| config.handoff_subject(z as ZoneId)).collect();
         let departures = link.take_departures();
         let (offering, subjects, offers_inbox) = (client.clone(), handoff_subjects.clone(), link.inbox());
-        tokio::spawn(async move {
+        let depart = tokio::spawn(async move {
             let Some(mut departures) = departures else { return };
             while let Some(d) = departures.recv().await {
                 // Each offer on its own task: one slow answer holds up no other handoff.
@@ -289,7 +222,7 @@ impl ZoneBus {
         let (publisher, dropped) = (client.clone(), counters.clone());
         let subjects: Vec<String> = (0..link.layout().len()).map(|z| config.border_subject(z as ZoneId)).collect();
         let state_subject = config.state_subject(me);
-        tokio::spawn(async move {
+        let publish = tokio::spawn(async move {
             while let Some(ZoneTick { frames, state }) = link.next_tick().await {
                 // While the bus is down nothing is queued for it: a stale frame is worth
                 // nothing once it returns.
@@ -308,8 +241,15 @@ impl ZoneBus {
                 }
             }
         });
-        tokio::spawn(measure_rtt(client.clone(), config.rtt_subject(me), counters.clone()));
-        Ok(Parts { client, counters, inbox: handoffs, timeout, handoff_subjects })
+        let rtt = tokio::spawn(measure_rtt(client.clone(), config.rtt_subject(me), counters.clone()));
+        Ok(Self {
+            client,
+            counters,
+            inbox: handoffs,
+            timeout,
+            handoff_subjects,
+            tasks: vec![answer, receive, publish, rtt, depart],
+        })
     }
 
     /// Offers `player` to zone `to` ([`Offer`]: who it is and the game's state for it) and
@@ -397,11 +337,10 @@ async fn measure_rtt(client: async_nats::Client, subject: String, counters: Arc<
     }
 }
 
-/// What the bus thread hands back once it runs.
-struct Parts {
-    client: async_nats::Client,
-    counters: Arc<ZoneCounters>,
-    inbox: ZoneInbox,
-    timeout: Duration,
-    handoff_subjects: Arc<[String]>,
+impl Drop for ZoneBus {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
 }
