@@ -255,7 +255,7 @@ pub async fn run(a: ServerArgs, bots: usize, oracle: bool) -> Result<(), String>
         // against the process's CPU.
         let frames = value(&text, "volley_zone_border_work_seconds_total ");
         let chosen = value(&text, "volley_zone_border_relevancy_seconds_total ");
-        let world = value(&text, "volley_world_tick_duration_seconds_sum{kind=\"border\"}");
+        let world = value(&text, "volley_zone_border_world_seconds_total ");
         let cpu = value(&text, "process_cpu_seconds_total ");
         lines.push(format!(
             "zone {k}: handoffs out {accepted} accepted, {} refused, {} timed out (answer in {:.2} ms on average); inputs of players handed in: {} lost, {} repeated; border frames in {}, entities shown now {}; border work {:.3} s (frames {:.3} s; border world {:.3} s; players' border relevancy {:.3} s) of {:.2} s CPU: {:.1} %{}",

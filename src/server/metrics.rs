@@ -745,12 +745,17 @@ impl ServerMetrics {
         d(
             "volley_zone_border_work_seconds_total",
             Some(Unit::Seconds),
-            "CPU time spent picking, coding and decoding border frames (the border world's own ticks are in volley_world_tick_duration_seconds{kind=\"border\"}).",
+            "CPU time spent picking, coding and decoding border frames.",
         );
         d(
             "volley_zone_border_relevancy_seconds_total",
             Some(Unit::Seconds),
-            "Time spent choosing the border entities each player sees (the border world's relevancy, on the players' send path).",
+            "CPU time spent choosing the border entities each player sees (the border world's relevancy, on the players' send path; one call in eight timed).",
+        );
+        d(
+            "volley_zone_border_world_seconds_total",
+            Some(Unit::Seconds),
+            "CPU time of the border world's own work: storing neighbours' frames, its ticks and its snapshots' entities.",
         );
         d(
             "volley_recording_dropped_frames_total",
@@ -1330,6 +1335,8 @@ impl ServerMetrics {
             worked.absolute(sum(|z| &z.work_ns));
             let chosen = self.recorder.register_counter(&key("volley_zone_border_relevancy_seconds_total", &[]), &META);
             chosen.absolute(sum(|z| &z.relevancy_ns));
+            let world = self.recorder.register_counter(&key("volley_zone_border_world_seconds_total", &[]), &META);
+            world.absolute(sum(|z| &z.world_ns));
             self.gauge("volley_zone_bus_up", &[], zones.iter().map(|z| get(&z.bus_up)).min().unwrap_or(0) as f64);
             let rtt = zones.iter().map(|z| get(&z.bus_rtt_us)).max().unwrap_or(0);
             self.gauge("volley_zone_bus_rtt_seconds", &[], rtt as f64 / 1e6);
@@ -1383,11 +1390,12 @@ impl ServerMetrics {
 
 /// Counters in seconds kept in smaller integer units (`metrics` counters are integers), and
 /// the unit each is kept in, per second.
-const SECONDS_IN_UNITS: [(&str, f64); 4] = [
+const SECONDS_IN_UNITS: [(&str, f64); 5] = [
     ("process_cpu_seconds_total", 1e3),
     ("volley_zone_handoff_wait_seconds_total", 1e6),
     ("volley_zone_border_work_seconds_total", 1e9),
     ("volley_zone_border_relevancy_seconds_total", 1e9),
+    ("volley_zone_border_world_seconds_total", 1e9),
 ];
 
 /// Prints the counters of [`SECONDS_IN_UNITS`] in seconds.

@@ -42,7 +42,7 @@ use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departure
 use crate::protocol::zone::{
     BorderEncoder, BorderError, BorderFrame, CodedFrame, StateFrame, ZoneId, ZoneLayout, border_id, split_border_id,
 };
-use crate::util::cpu::thread_cpu_time;
+use crate::util::cpu::{cpu_since, thread_cpu_time};
 
 /// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
 /// second at 60 Hz): a shell further behind loses the oldest, counted.
@@ -101,12 +101,21 @@ pub trait ZoneGame: Send + Sync + 'static {
         out.clear();
         let Some(me) = self.viewer(home, player) else { return };
         let r2 = self.view_radius() * self.view_radius();
-        for p in border.placed() {
+        let per = 1.0 / r2.max(f32::MIN_POSITIVE);
+        // Without a branch: every entity is written, and the next overwrites it unless it
+        // was within the radius (which side of the radius an entity falls is a coin toss
+        // the processor would often guess wrong).
+        let placed = border.placed();
+        out.resize(placed.len(), Interest { index: 0, priority: 0.0 });
+        let mut kept = 0;
+        for p in placed {
             let d2 = p.position.distance_squared(me);
-            if d2 <= r2 {
-                out.push(Interest { index: p.index, priority: 2.0 - d2 / r2.max(f32::MIN_POSITIVE) });
+            if let Some(slot) = out.get_mut(kept) {
+                *slot = Interest { index: p.index, priority: 2.0 - d2 * per };
             }
+            kept += usize::from(d2 <= r2);
         }
+        out.truncate(kept);
     }
 }
 
@@ -242,14 +251,22 @@ pub struct ZoneCounters {
     /// CPU time spent picking, coding and decoding border frames (off the tick's path, in
     /// the bus shell's tasks: the threads' own time, not the wall clock's), nanoseconds.
     pub work_ns: AtomicU64,
-    /// Time spent choosing each player's border entities (the border world's relevancy, on
-    /// the players' send path; a wall-clock span, each a few microseconds), nanoseconds.
+    /// CPU time spent choosing each player's border entities (the border world's relevancy,
+    /// on the players' send path), nanoseconds. A call takes a microsecond or two, so one
+    /// call in [`RELEVANCY_TIMED_EVERY`] is timed (the thread's own time) and counted that
+    /// many times: an estimate that the scheduler's turns do not inflate.
     pub relevancy_ns: AtomicU64,
+    /// CPU time of the border world's own work (storing frames, its ticks, its snapshots'
+    /// entities), nanoseconds.
+    pub world_ns: AtomicU64,
     /// 1 while the bus shell is connected to the bus.
     pub bus_up: AtomicU64,
     /// The bus shell's newest round trip to the bus, microseconds.
     pub bus_rtt_us: AtomicU64,
 }
+
+/// One call of the border relevancy in this many is timed ([`ZoneCounters::relevancy_ns`]).
+pub const RELEVANCY_TIMED_EVERY: u64 = 8;
 
 /// One frame to publish: to which neighbour, and its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -399,7 +416,7 @@ impl ZoneLink {
                 }
             }
         }
-        self.counters.work_ns.fetch_add(thread_cpu_time().saturating_sub(began).as_nanos() as u64, Ordering::Relaxed);
+        self.counters.work_ns.fetch_add(cpu_since(began).as_nanos() as u64, Ordering::Relaxed);
         out
     }
 
@@ -551,7 +568,7 @@ impl ZoneInbox {
     pub fn handle_frame(&self, bytes: &[u8]) -> Result<(), FrameRefused> {
         let began = thread_cpu_time();
         let r = self.take_frame(bytes);
-        self.counters.work_ns.fetch_add(thread_cpu_time().saturating_sub(began).as_nanos() as u64, Ordering::Relaxed);
+        self.counters.work_ns.fetch_add(cpu_since(began).as_nanos() as u64, Ordering::Relaxed);
         r
     }
 
@@ -817,6 +834,21 @@ impl BorderWorld {
 
 impl Handles<BorderFrame> for BorderWorld {
     fn handle(&mut self, frame: BorderFrame) {
+        let began = thread_cpu_time();
+        self.keep(frame);
+        self.spent(began);
+    }
+}
+
+impl BorderWorld {
+    /// Adds CPU time since `began` to [`ZoneCounters::world_ns`].
+    fn spent(&self, began: Duration) {
+        let spent = cpu_since(began).as_nanos() as u64;
+        self.counters.world_ns.fetch_add(spent, Ordering::Relaxed);
+    }
+
+    /// Keeps a neighbour's frame, unless an older one than what is shown.
+    fn keep(&mut self, frame: BorderFrame) {
         let zone = frame.zone;
         // A frame older than the one shown (reordered on the bus) is left out.
         if self.heard.get(&zone).is_some_and(|h| h.frame.tick >= frame.tick && self.ticks - h.at < self.fade_ticks) {
@@ -836,6 +868,29 @@ impl World for BorderWorld {
     fn leave(&mut self, _: PlayerId) {}
     fn input(&mut self, _: PlayerId, _: &[u8]) {}
     fn tick(&mut self, _: u32, _: Duration) {
+        let began = thread_cpu_time();
+        self.age();
+        self.spent(began);
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        let began = thread_cpu_time();
+        self.show(out);
+        self.spent(began);
+    }
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        Arc::new(BorderRelevancy {
+            game: self.game.clone(),
+            home: self.home.clone(),
+            hidden: self.hidden.clone(),
+            places: Mutex::default(),
+            counters: self.counters.clone(),
+        })
+    }
+}
+
+impl BorderWorld {
+    /// One tick on: neighbours quiet too long fade.
+    fn age(&mut self) {
         self.ticks += 1;
         let (now, fade) = (self.ticks, self.fade_ticks);
         let (me, counters) = (self.me, &self.counters);
@@ -850,7 +905,9 @@ impl World for BorderWorld {
         let n: usize = self.heard.values().map(|h| h.frame.snapshot.len()).sum();
         counters.entities_in.store(n as u64, Ordering::Relaxed);
     }
-    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+
+    /// Every neighbour's newest entities, under border ids, less the hidden players.
+    fn show(&self, out: &mut SnapshotBuilder<'_>) {
         // A hidden player goes LINGER snapshots after the first made from its old zone's
         // frame without it (the relevancy reads the set when a player's view is sent; the
         // view may merge the border world's snapshot before this one).
@@ -877,15 +934,6 @@ impl World for BorderWorld {
             }
         }
     }
-    fn relevancy(&self) -> Arc<dyn Relevancy> {
-        Arc::new(BorderRelevancy {
-            game: self.game.clone(),
-            home: self.home.clone(),
-            hidden: self.hidden.clone(),
-            places: Mutex::default(),
-            counters: self.counters.clone(),
-        })
-    }
 }
 
 /// Who sees which border entity: the game's [`ZoneGame::border_interest`], with the zone's
@@ -896,6 +944,12 @@ struct BorderRelevancy {
     hidden: Hidden,
     places: Mutex<Places>,
     counters: Arc<ZoneCounters>,
+}
+
+thread_local! {
+    /// Calls of border relevancies on this thread (one in [`RELEVANCY_TIMED_EVERY`] is
+    /// timed): a count of the thread's own, as a shared one would bounce between cores.
+    static CALLS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The places of the entities of the border world's recent snapshots, by snapshot: read
@@ -934,7 +988,11 @@ impl BorderRelevancy {
 
 impl Relevancy for BorderRelevancy {
     fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
-        let began = std::time::Instant::now();
+        let timed = CALLS.with(|c| {
+            c.set(c.get().wrapping_add(1));
+            c.get().is_multiple_of(RELEVANCY_TIMED_EVERY)
+        });
+        let began = timed.then(thread_cpu_time);
         out.clear();
         let home = self.home.read().ok().and_then(|h| h.clone());
         if let Some(home) = home {
@@ -947,7 +1005,10 @@ impl Relevancy for BorderRelevancy {
             let ids = world.ids();
             out.retain(|i| ids.get(i.index as usize).is_none_or(|id| !hidden.contains_key(id)));
         }
-        self.counters.relevancy_ns.fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        if let Some(began) = began {
+            let spent = cpu_since(began).as_nanos() as u64;
+            self.counters.relevancy_ns.fetch_add(spent * RELEVANCY_TIMED_EVERY, Ordering::Relaxed);
+        }
     }
 }
 

@@ -164,6 +164,11 @@ pub(crate) struct SharedPacket {
 }
 
 impl PacketCache {
+    /// Nothing encoded kept (checked without locking: the owner has it alone).
+    pub(crate) fn is_empty(&mut self) -> bool {
+        self.0.get_mut().is_ok_and(|s| s.packets.is_empty() && s.seen.iter().all(|&b| b == 0))
+    }
+
     fn get(&self, base: Option<u64>) -> Option<Arc<SharedPacket>> {
         self.0.lock().ok()?.packets.iter().find(|p| p.base == base).cloned()
     }

@@ -97,7 +97,10 @@ impl WorldSnapshot {
     /// Content changed: a new cache key, and no cached deltas.
     fn touch(&mut self) {
         *self.serial.get_mut() = 0;
-        self.packets = super::sender::PacketCache::default();
+        // Called for every entity a decoder pushes: a cache with nothing in it stays.
+        if !self.packets.is_empty() {
+            self.packets = super::sender::PacketCache::default();
+        }
         if self.cache.is_used() {
             self.cache = self.fresh_cache();
         }
