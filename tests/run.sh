@@ -15,7 +15,9 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 # information made the test build's codegen and its 40-odd links the suite's longest step.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
-step() { printf '\n== %s ==\n' "$*"; }
+# Each step says how far into the run it starts (CI's log is the only record of where the time goes).
+START=$SECONDS
+step() { printf '\n== %s (at %ss) ==\n' "$*" "$((SECONDS - START))"; }
 
 step "tools"
 if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/descriptor.proto ] || ! command -v nats-server >/dev/null; then
@@ -62,3 +64,4 @@ cargo test --workspace --doc --locked --quiet
 
 step "docker"
 bash docker/ci/e2e.sh
+step "done"
