@@ -265,6 +265,12 @@ pub struct ZoneCounters {
     pub bus_rtt_us: AtomicU64,
 }
 
+/// Adds the thread's CPU time since `began` (a [`thread_cpu_time`] reading) to `counter`, in
+/// nanoseconds.
+fn add_spent(counter: &AtomicU64, began: Duration) {
+    counter.fetch_add(cpu_since(began).as_nanos() as u64, Ordering::Relaxed);
+}
+
 /// One call of the border relevancy in this many is timed ([`ZoneCounters::relevancy_ns`]).
 pub const RELEVANCY_TIMED_EVERY: u64 = 8;
 
@@ -416,7 +422,7 @@ impl ZoneLink {
                 }
             }
         }
-        self.counters.work_ns.fetch_add(cpu_since(began).as_nanos() as u64, Ordering::Relaxed);
+        add_spent(&self.counters.work_ns, began);
         out
     }
 
@@ -568,7 +574,7 @@ impl ZoneInbox {
     pub fn handle_frame(&self, bytes: &[u8]) -> Result<(), FrameRefused> {
         let began = thread_cpu_time();
         let r = self.take_frame(bytes);
-        self.counters.work_ns.fetch_add(cpu_since(began).as_nanos() as u64, Ordering::Relaxed);
+        add_spent(&self.counters.work_ns, began);
         r
     }
 
@@ -836,28 +842,7 @@ impl Handles<BorderFrame> for BorderWorld {
     fn handle(&mut self, frame: BorderFrame) {
         let began = thread_cpu_time();
         self.keep(frame);
-        self.spent(began);
-    }
-}
-
-impl BorderWorld {
-    /// Adds CPU time since `began` to [`ZoneCounters::world_ns`].
-    fn spent(&self, began: Duration) {
-        let spent = cpu_since(began).as_nanos() as u64;
-        self.counters.world_ns.fetch_add(spent, Ordering::Relaxed);
-    }
-
-    /// Keeps a neighbour's frame, unless an older one than what is shown.
-    fn keep(&mut self, frame: BorderFrame) {
-        let zone = frame.zone;
-        // A frame older than the one shown (reordered on the bus) is left out.
-        if self.heard.get(&zone).is_some_and(|h| h.frame.tick >= frame.tick && self.ticks - h.at < self.fade_ticks) {
-            return;
-        }
-        if !self.heard.contains_key(&zone) {
-            tracing::info!(zone = self.me, neighbour = zone, "border entities from a neighbour");
-        }
-        self.heard.insert(zone, Heard { frame, at: self.ticks });
+        add_spent(&self.counters.world_ns, began);
     }
 }
 
@@ -870,12 +855,12 @@ impl World for BorderWorld {
     fn tick(&mut self, _: u32, _: Duration) {
         let began = thread_cpu_time();
         self.age();
-        self.spent(began);
+        add_spent(&self.counters.world_ns, began);
     }
     fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
         let began = thread_cpu_time();
         self.show(out);
-        self.spent(began);
+        add_spent(&self.counters.world_ns, began);
     }
     fn relevancy(&self) -> Arc<dyn Relevancy> {
         Arc::new(BorderRelevancy {
@@ -889,6 +874,19 @@ impl World for BorderWorld {
 }
 
 impl BorderWorld {
+    /// Keeps a neighbour's frame, unless an older one than what is shown.
+    fn keep(&mut self, frame: BorderFrame) {
+        let zone = frame.zone;
+        // A frame older than the one shown (reordered on the bus) is left out.
+        if self.heard.get(&zone).is_some_and(|h| h.frame.tick >= frame.tick && self.ticks - h.at < self.fade_ticks) {
+            return;
+        }
+        if !self.heard.contains_key(&zone) {
+            tracing::info!(zone = self.me, neighbour = zone, "border entities from a neighbour");
+        }
+        self.heard.insert(zone, Heard { frame, at: self.ticks });
+    }
+
     /// One tick on: neighbours quiet too long fade.
     fn age(&mut self) {
         self.ticks += 1;
