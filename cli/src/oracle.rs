@@ -17,11 +17,12 @@
 //! Zones stamp their states with the wall clock (they run on one machine here); their tick
 //! numbers are their own.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,6 +31,7 @@ use volley::protocol::snapshot::world::split_id;
 use volley::protocol::snapshot::{Schema, WorldSnapshot};
 use volley::protocol::zone::{StateFrame, ZoneId, ZoneLayout, split_border_id};
 use volley::server::zone::ZoneGame;
+use volley::util::cpu::{cpu_since, thread_cpu_time};
 use volley_arena::bots::SnapshotWatch;
 use volley_arena::{ArenaPositions, MAX_VISIBLE, SHOT_SPEED, SPEED, VIEW_RADIUS};
 
@@ -57,6 +59,11 @@ const KEEP: usize = 900;
 /// Snapshots waiting for the checker, at most (about five seconds of 200 bots'; a checker
 /// further behind counts the rest as not checked).
 const QUEUE: usize = 1 << 16;
+
+/// Snapshots the checker takes at a time, at most; with fewer waiting it checks them and
+/// sleeps [`NAP`] (a few hundred snapshots come in that time).
+const BATCH: usize = 1024;
+const NAP: Duration = Duration::from_millis(10);
 
 /// [`Tracks`] kept (the snapshots of a tick come interleaved with those of the ticks and
 /// zones around it).
@@ -89,7 +96,12 @@ pub struct OracleReport {
     /// Snapshots not checked: their states never came (a zone or the bus gone), or the
     /// checker was behind.
     pub unchecked: u64,
-    /// The checker's time spent checking (wall clock, while it checked).
+    /// Of the snapshots not checked, those the checker was too far behind to take, and those
+    /// whose states did not come within [`PATIENCE`] (the rest: the bot's avatar had left).
+    pub unchecked_behind: u64,
+    /// See [`OracleReport::unchecked_behind`].
+    pub unchecked_late: u64,
+    /// The checker thread's CPU time (taking the states in and checking).
     pub busy: Duration,
     /// A few of the faults, for a person.
     pub examples: Vec<String>,
@@ -99,7 +111,7 @@ impl OracleReport {
     /// One line for a person (and for the tests, which read the figures off it).
     pub fn line(&self) -> String {
         let mut s = format!(
-            "oracle: {} snapshots checked against every zone's state: {} entities within view required ({} owned by another zone); {} missing ({} across a border), {} shown twice, {} unknown to every zone; {} not checked; in each connection's first {SETTLE} snapshots (judged apart): {} of {} required missing",
+            "oracle: {} snapshots checked against every zone's state: {} entities within view required ({} owned by another zone); {} missing ({} across a border), {} shown twice, {} unknown to every zone; {} not checked ({} with the checker behind, {} with states late); in each connection's first {SETTLE} snapshots (judged apart): {} of {} required missing",
             self.checked,
             self.required,
             self.required_across,
@@ -108,11 +120,13 @@ impl OracleReport {
             self.twice,
             self.unknown,
             self.unchecked,
+            self.unchecked_behind,
+            self.unchecked_late,
             self.settling_missing,
             self.settling_required,
         );
         s.push_str(&format!(
-            "; checking took {:.1} µs a snapshot",
+            "; checking took {:.1} µs of CPU a snapshot",
             self.busy.as_secs_f64() * 1e6 / self.checked.max(1) as f64
         ));
         for e in &self.examples {
@@ -140,11 +154,18 @@ struct ZoneState {
     unix_micros: u64,
     /// Ascending by id.
     entities: Vec<Ent>,
+    /// [`Checker::limit`]s from each of the entities (NaN: not yet needed).
+    limits: RefCell<Vec<f32>>,
 }
 
 impl ZoneState {
     fn get(&self, id: u32) -> Option<&Ent> {
-        self.entities.binary_search_by_key(&id, |e| e.id).ok().map(|i| &self.entities[i])
+        self.index(id).map(|i| &self.entities[i])
+    }
+
+    /// Where entity `id` is among the entities.
+    fn index(&self, id: u32) -> Option<usize> {
+        self.entities.binary_search_by_key(&id, |e| e.id).ok()
     }
 }
 
@@ -252,7 +273,9 @@ impl Oracle {
         let Self { tx, states, dropped, checker, .. } = self;
         drop((tx, states));
         let mut report = checker.join().unwrap_or_default();
-        report.unchecked += dropped.load(Ordering::Relaxed);
+        let behind = dropped.load(Ordering::Relaxed);
+        report.unchecked += behind;
+        report.unchecked_behind += behind;
         report
     }
 }
@@ -262,13 +285,16 @@ struct Checker {
     schema: Arc<Schema>,
     /// The arena's avatars' kind.
     avatar: Option<u16>,
-    states: Vec<VecDeque<Arc<ZoneState>>>,
+    states: Vec<VecDeque<Rc<ZoneState>>>,
     waiting: VecDeque<(Seen, Instant)>,
     report: OracleReport,
     /// Room for the distances `check` ranks.
     scratch: Vec<f32>,
     /// The newest [`Tracks`], by zone and tick.
     cache: VecDeque<((ZoneId, u32), Rc<Tracks>)>,
+    /// What the snapshot being checked shows (see [`Checker::check`]), and its serial.
+    marks: Vec<u64>,
+    serial: u64,
 }
 
 impl Checker {
@@ -285,29 +311,45 @@ impl Checker {
             report: OracleReport::default(),
             scratch: Vec::new(),
             cache: VecDeque::new(),
+            marks: Vec::new(),
+            serial: 0,
         }
     }
 
     fn run(mut self, rx: Receiver<Seen>, states: Receiver<bytes::Bytes>) -> OracleReport {
+        let began = thread_cpu_time();
         loop {
             while let Ok(b) = states.try_recv() {
                 self.take_state(&b);
             }
-            match rx.recv_timeout(Duration::from_millis(5)) {
-                Ok(s) => self.waiting.push_back((s, Instant::now())),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-            // A batch at a time: the states it needs are taken first.
-            for s in rx.try_iter().take(256) {
-                self.waiting.push_back((s, Instant::now()));
+            // What has come, a batch at a time: the states it needs were taken first. Woken
+            // for each snapshot, the thread spent a quarter of its time in the channel's spin
+            // and the scheduler.
+            let mut took = 0;
+            let done = loop {
+                match rx.try_recv() {
+                    Ok(s) => self.waiting.push_back((s, Instant::now())),
+                    Err(TryRecvError::Empty) => break false,
+                    Err(TryRecvError::Disconnected) => break true,
+                }
+                took += 1;
+                if took == BATCH {
+                    break false;
+                }
+            };
+            if done {
+                break;
             }
             self.check_ready(false);
+            if took < BATCH {
+                std::thread::sleep(NAP);
+            }
         }
         while let Ok(b) = states.try_recv() {
             self.take_state(&b);
         }
         self.check_ready(true);
+        self.report.busy = cpu_since(began);
         self.report
     }
 
@@ -317,18 +359,19 @@ impl Checker {
         let mut players = f.players;
         players.sort_unstable();
         let client = |id: u32| players.binary_search_by_key(&id, |p| p.0).ok().map(|i| players[i].1);
-        let entities = f
+        let entities: Vec<Ent> = f
             .frame
             .snapshot
             .iter()
             .filter_map(|e| game.position(e).map(|pos| Ent { id: e.id, kind: e.kind, pos, client: client(e.id) }))
             .collect();
-        let state = ZoneState { tick: f.frame.tick, unix_micros: f.unix_micros, entities };
+        let limits = RefCell::new(vec![f32::NAN; entities.len()]);
+        let state = ZoneState { tick: f.frame.tick, unix_micros: f.unix_micros, entities, limits };
         let Some(list) = self.states.get_mut(usize::from(f.frame.zone)) else { return };
         if list.back().is_some_and(|b| b.tick >= state.tick) {
             return;
         }
-        list.push_back(Arc::new(state));
+        list.push_back(Rc::new(state));
         if list.len() > KEEP {
             list.pop_front();
         }
@@ -344,19 +387,18 @@ impl Checker {
             }
             let Some((seen, _)) = self.waiting.pop_front() else { break };
             match ready {
-                Some(own) => {
-                    let began = Instant::now();
-                    self.check(&seen, &own);
-                    self.report.busy += began.elapsed();
+                Some(own) => self.check(&seen, &own),
+                None => {
+                    self.report.unchecked += 1;
+                    self.report.unchecked_late += 1;
                 }
-                None => self.report.unchecked += 1,
             }
         }
     }
 
     /// The own zone's state for `seen`, when it and every neighbour's states up to its time
     /// are in.
-    fn ready(&self, seen: &Seen) -> Option<Arc<ZoneState>> {
+    fn ready(&self, seen: &Seen) -> Option<Rc<ZoneState>> {
         let list = self.states.get(usize::from(seen.zone))?;
         let i = list.binary_search_by_key(&seen.tick, |s| s.tick).ok()?;
         let own = list[i].clone();
@@ -368,7 +410,7 @@ impl Checker {
 
     /// The newest state of `zone` at or before `unix_micros` that holds entity `id`, looking
     /// back a second at most (a frame may be late, the entity gone since).
-    fn held(&self, zone: ZoneId, id: u32, unix_micros: u64) -> Option<Arc<ZoneState>> {
+    fn held(&self, zone: ZoneId, id: u32, unix_micros: u64) -> Option<Rc<ZoneState>> {
         let list = self.states.get(usize::from(zone))?;
         let n = list.partition_point(|s| s.unix_micros <= unix_micros);
         let from = unix_micros.saturating_sub(1_000_000);
@@ -397,25 +439,36 @@ impl Checker {
         }
     }
 
-    fn check(&mut self, seen: &Seen, own: &Arc<ZoneState>) {
+    fn check(&mut self, seen: &Seen, own: &Rc<ZoneState>) {
         let Some(me) = own.get(seen.me).map(|e| e.pos) else {
             // No avatar (it has left): nothing to judge by.
             self.report.unchecked += 1;
             return;
         };
         self.report.checked += 1;
-        let neighbours = self.layout.neighbours(seen.zone).to_vec();
-        // What the snapshot shows, by (owning zone, id there); each player shown: (client id,
+        let tracks = self.tracks(seen.zone, own);
+        // What the snapshot shows: each entity of the own state and of each neighbour's newest
+        // state by then is marked by its place there (`marks`, stamped with this snapshot's
+        // serial: a mark already stamped is an entity shown twice); the rest (held only by an
+        // older state, or by none), by (owning zone, id there). Each player shown: (client id,
         // as which zone's entity, held in that zone's state of which tick).
-        let mut shown: Vec<(ZoneId, u32)> = Vec::with_capacity(seen.entities.len());
+        self.serial += 1;
+        let serial = self.serial;
+        let mut marks = std::mem::take(&mut self.marks);
+        if marks.len() < tracks.marks {
+            marks.resize(tracks.marks, 0);
+        }
+        let mut rest: Vec<(ZoneId, u32)> = Vec::new();
         let mut who: Vec<(u64, ZoneId, u32, u32)> = Vec::new();
         for &(world, local, kind) in &seen.entities {
-            let (zone, id) = if world == 0 {
-                (seen.zone, local)
+            // The owning zone, the id there, and the group of marks (0: the own zone's, 1 + k
+            // the k-th neighbour's).
+            let (zone, id, group) = if world == 0 {
+                (seen.zone, local, 0)
             } else {
                 let (slot, id) = split_border_id(local);
-                match neighbours.get(slot) {
-                    Some(z) => (*z, id),
+                match tracks.across.get(slot) {
+                    Some(a) => (a.zone, id, slot + 1),
                     None => {
                         self.report.unknown += 1;
                         self.fault(format!(
@@ -426,11 +479,30 @@ impl Checker {
                     }
                 }
             };
-            shown.push((zone, id));
-            // Held by its zone: the own one at this very tick, a neighbour within the window
-            // (a second's grace: a frame may be late, the entity gone since).
-            let state = if zone == seen.zone { Some(own.clone()) } else { self.held(zone, id, own.unix_micros) };
-            match state.as_ref().and_then(|s| s.get(id).map(|e| (s.tick, e.client))) {
+            // Held by its zone: the own one at this very tick, a neighbour by its newest state
+            // by then or, a frame late and the entity gone since, one within a second before.
+            let newest = if group == 0 { Some(own) } else { tracks.across[group - 1].last.as_ref() };
+            let found = newest.and_then(|s| s.index(id).map(|i| (s, i)));
+            let held = match found {
+                Some((s, i)) => {
+                    let mark = &mut marks[tracks.offsets[group] + i];
+                    if *mark == serial {
+                        self.report.twice += 1;
+                        self.fault(format!(
+                            "zone {} tick {}: zone {zone}'s entity {id} shown twice",
+                            seen.zone, seen.tick
+                        ));
+                    }
+                    *mark = serial;
+                    Some((s.tick, s.entities[i].client))
+                }
+                None => {
+                    rest.push((zone, id));
+                    let older = if group == 0 { None } else { self.held(zone, id, own.unix_micros) };
+                    older.and_then(|s| s.get(id).map(|e| (s.tick, e.client)))
+                }
+            };
+            match held {
                 None => {
                     self.report.unknown += 1;
                     self.fault(format!(
@@ -442,8 +514,8 @@ impl Checker {
                 Some(_) => {}
             }
         }
-        shown.sort_unstable();
-        for pair in shown.windows(2).filter(|p| p[0] == p[1]) {
+        rest.sort_unstable();
+        for pair in rest.windows(2).filter(|p| p[0] == p[1]) {
             let (zone, id) = pair[0];
             self.report.twice += 1;
             self.fault(format!("zone {} tick {}: zone {zone}'s entity {id} shown twice", seen.zone, seen.tick));
@@ -464,9 +536,9 @@ impl Checker {
                 self.fault(what);
             }
         }
-        let is_shown = |zone: ZoneId, id: u32| shown.binary_search(&(zone, id)).is_ok();
+        let is_shown = |group: usize, t: &Track| marks[tracks.offsets[group] + t.index] == serial;
         let settling = seen.nth < SETTLE;
-        let tracks = self.tracks(seen.zone, own);
+        let r2 = VIEW_RADIUS * VIEW_RADIUS;
         // Where the bot stood over the recent states and at the next tick (the border's
         // relevancy finds the bot in the zone's newest state, which may be a tick ahead; a
         // respawn jumps).
@@ -474,45 +546,37 @@ impl Checker {
             let list = &self.states[usize::from(seen.zone)];
             list.get(list.partition_point(|s| s.tick <= seen.tick)).and_then(|s| s.get(seen.me)).map(|e| e.pos)
         };
-        let viewers: Vec<Vec2> =
-            tracks.recent.iter().filter_map(|s| s.get(seen.me).map(|e| e.pos)).chain(next).collect();
+        let viewers =
+            Viewers::new(tracks.recent.iter().filter_map(|s| s.get(seen.me).map(|e| e.pos)).chain(next).collect());
         // Required: the own zone's within the radius, but for the arena's limit (in each recent
-        // state: one that dropped out of the nearest MAX_VISIBLE comes back as new). In each
-        // recent state the bot is in, the MAX_VISIBLE-th smallest squared distance from it of
-        // the others: an entity nearer than that is among the nearest (with the bot's own
-        // avatar, MAX_VISIBLE fill the list).
-        let mut d2 = std::mem::take(&mut self.scratch);
+        // state: one that dropped out of the nearest MAX_VISIBLE comes back as new): in each
+        // recent state the bot is in, an entity nearer than the limit is among the nearest.
         let ranks: Vec<(usize, Vec2, f32)> = tracks
             .recent
             .iter()
             .enumerate()
             .filter_map(|(j, s)| {
-                let v = s.get(seen.me)?.pos;
-                d2.clear();
-                d2.extend(s.entities.iter().filter(|e| e.id != seen.me).map(|e| e.pos.distance_squared(v)));
-                let limit = match MAX_VISIBLE.checked_sub(1) {
-                    Some(k) if k < d2.len() => *d2.select_nth_unstable_by(k, f32::total_cmp).1,
-                    _ => f32::INFINITY,
-                };
-                Some((j, v, limit))
+                let i = s.index(seen.me)?;
+                let (v, limit) = (s.entities[i].pos, self.limit(s, i));
+                // Beyond the radius: every entity the loop below judges is nearer.
+                (limit <= r2).then_some((j, v, limit))
             })
             .collect();
-        self.scratch = d2;
         let near = |t: &Track| ranks.iter().all(|&(j, v, limit)| t.at[j].distance_squared(v) < limit);
-        let r2 = VIEW_RADIUS * VIEW_RADIUS;
         for t in &tracks.own {
             let e = t.ent;
             let d = e.pos.distance_squared(me);
             if e.id == seen.me || d > r2 || !t.within(&viewers, VIEW_RADIUS) || !near(t) {
                 continue;
             }
+            let shown = is_shown(0, t);
             if settling {
                 self.report.settling_required += 1;
-                self.report.settling_missing += u64::from(!is_shown(seen.zone, e.id));
+                self.report.settling_missing += u64::from(!shown);
                 continue;
             }
             self.report.required += 1;
-            if !is_shown(seen.zone, e.id) {
+            if !shown {
                 self.report.missing += 1;
                 self.fault(format!(
                     "zone {} tick {} (snapshot {} of the connection): its own entity {} (kind {}) {:.1} m from player {} not shown",
@@ -528,29 +592,34 @@ impl Checker {
         }
         // Required: each neighbour's held over the window, within reach all along.
         let secs = WINDOW.as_secs_f32();
-        for (n, list) in &tracks.across {
-            for t in list {
+        for (k, across) in tracks.across.iter().enumerate() {
+            if !across.reaches(&viewers) {
+                continue;
+            }
+            for t in &across.tracks {
                 let e = t.ent;
                 let slack = secs * if Some(e.kind) == self.avatar { SPEED } else { SHOT_SPEED } + 0.25;
                 let reach = (VIEW_RADIUS - slack).max(0.0);
-                if viewers.iter().any(|v| v.distance_squared(e.pos) > reach * reach) || !t.within(&viewers, reach) {
+                if !t.within(&viewers, reach) {
                     continue;
                 }
+                let shown = is_shown(k + 1, t);
                 if settling {
                     self.report.settling_required += 1;
-                    self.report.settling_missing += u64::from(!is_shown(*n, e.id));
+                    self.report.settling_missing += u64::from(!shown);
                     continue;
                 }
                 self.report.required += 1;
                 self.report.required_across += 1;
-                if !is_shown(*n, e.id) {
+                if !shown {
                     self.report.missing += 1;
                     self.report.missing_across += 1;
                     self.fault(format!(
-                        "zone {} tick {} (snapshot {} of the connection): zone {n}'s entity {} (kind {}) {:.1} m from player {} not shown",
+                        "zone {} tick {} (snapshot {} of the connection): zone {}'s entity {} (kind {}) {:.1} m from player {} not shown",
                         seen.zone,
                         seen.tick,
                         seen.nth,
+                        across.zone,
                         e.id,
                         e.kind,
                         e.pos.distance(me),
@@ -559,39 +628,70 @@ impl Checker {
                 }
             }
         }
+        self.marks = marks;
+    }
+
+    /// The [`MAX_VISIBLE`]-th smallest squared distance from the `me`-th entity of `state`
+    /// of the others (infinite when there are fewer): an entity nearer than that is among the
+    /// nearest the arena shows. Kept in the state for the next snapshots whose recent states
+    /// hold it too.
+    fn limit(&mut self, state: &ZoneState, me: usize) -> f32 {
+        let Ok(mut limits) = state.limits.try_borrow_mut() else { return f32::INFINITY };
+        let Some(limit) = limits.get_mut(me) else { return f32::INFINITY };
+        if limit.is_nan() {
+            let v = state.entities[me].pos;
+            let d2 = &mut self.scratch;
+            d2.clear();
+            d2.extend(
+                state.entities.iter().enumerate().filter(|(i, _)| *i != me).map(|(_, e)| e.pos.distance_squared(v)),
+            );
+            *limit = match MAX_VISIBLE.checked_sub(1) {
+                Some(k) if k < d2.len() => *d2.select_nth_unstable_by(k, f32::total_cmp).1,
+                _ => f32::INFINITY,
+            };
+        }
+        *limit
     }
 
     /// What every snapshot of `zone`'s state `own` is checked against (made once, for the
     /// first of them): the zone's states over the last [`STEADY`] to `own`, and the
-    /// entities held all along in them; each neighbour's entities held all along over the
-    /// [`WINDOW`] before `own`'s time.
-    fn tracks(&mut self, zone: ZoneId, own: &Arc<ZoneState>) -> Rc<Tracks> {
-        if let Some((_, t)) = self.cache.iter().find(|(k, _)| *k == (zone, own.tick)) {
+    /// entities held all along in them; each neighbour's newest state by `own`'s time, and
+    /// its entities held all along over the [`WINDOW`] before.
+    fn tracks(&mut self, zone: ZoneId, own: &Rc<ZoneState>) -> Rc<Tracks> {
+        if let Some((_, t)) = self.cache.iter().rev().find(|(k, _)| *k == (zone, own.tick)) {
             return t.clone();
         }
         let list = &self.states[usize::from(zone)];
         let i = list.partition_point(|s| s.tick < own.tick);
         let since = own.unix_micros.saturating_sub(STEADY.as_micros() as u64);
         let first = list.range(..i).rev().take_while(|s| s.unix_micros >= since).count();
-        let recent: Vec<Arc<ZoneState>> = list.range(i - first..=i).cloned().collect();
+        let recent: Vec<Rc<ZoneState>> = list.range(i - first..=i).cloned().collect();
         let window_start = own.unix_micros.saturating_sub(WINDOW.as_micros() as u64);
-        let across = self
+        let a_second_before = own.unix_micros.saturating_sub(1_000_000);
+        let mut offsets = vec![0, own.entities.len()];
+        let across: Vec<Across> = self
             .layout
             .neighbours(zone)
             .iter()
-            .filter_map(|&n| {
+            .map(|&n| {
                 let list = &self.states[usize::from(n)];
                 let (from, to) = (
                     list.partition_point(|s| s.unix_micros <= window_start),
                     list.partition_point(|s| s.unix_micros <= own.unix_micros),
                 );
+                let last = to.checked_sub(1).map(|t| list[t].clone()).filter(|s| s.unix_micros >= a_second_before);
                 // The window's states: the newest at its start, to the newest at its end.
-                let first = from.checked_sub(1)?;
-                let window: Vec<Arc<ZoneState>> = list.range(first..to.max(first + 1)).cloned().collect();
-                Some((n, Track::all(&window)))
+                let tracks = match from.checked_sub(1) {
+                    Some(first) => Track::all(&list.range(first..to.max(first + 1)).cloned().collect::<Vec<_>>()),
+                    None => Vec::new(),
+                };
+                let marks = last.as_ref().map_or(0, |s| s.entities.len());
+                offsets.push(offsets[offsets.len() - 1] + marks);
+                Across::new(n, last, tracks)
             })
             .collect();
-        let tracks = Rc::new(Tracks { own: Track::all(&recent), recent, across });
+        let marks = offsets.pop().unwrap_or(0);
+        let tracks = Rc::new(Tracks { own: Track::all(&recent), recent, across, offsets, marks });
         if self.cache.len() >= CACHE {
             self.cache.pop_front();
         }
@@ -603,17 +703,54 @@ impl Checker {
 /// See [`Checker::tracks`].
 struct Tracks {
     /// The zone's states over the last [`STEADY`], to the snapshot's.
-    recent: Vec<Arc<ZoneState>>,
+    recent: Vec<Rc<ZoneState>>,
     /// The entities held all along in `recent`.
     own: Vec<Track>,
-    /// Each neighbour's entities held all along over the window.
-    across: Vec<(ZoneId, Vec<Track>)>,
+    /// Each neighbour's, in the order of the zone's neighbours (a border id's slot).
+    across: Vec<Across>,
+    /// Where each group of marks begins (0: the own state's entities; 1 + k: the k-th
+    /// neighbour's newest state's), and how many there are in all.
+    offsets: Vec<usize>,
+    marks: usize,
+}
+
+/// A neighbour's entities for the snapshots of one state.
+struct Across {
+    zone: ZoneId,
+    /// Its newest state by the snapshot's time (none within a second before).
+    last: Option<Rc<ZoneState>>,
+    /// Its entities held all along over the window (the newest of whose states is `last`).
+    tracks: Vec<Track>,
+    /// A box around every place of `tracks` (empty: min above max).
+    min: Vec2,
+    max: Vec2,
+}
+
+impl Across {
+    fn new(zone: ZoneId, last: Option<Rc<ZoneState>>, tracks: Vec<Track>) -> Self {
+        let (min, max) = tracks.iter().fold((Vec2::INFINITY, Vec2::NEG_INFINITY), |(min, max), t| {
+            (min.min(t.center - t.spread), max.max(t.center + t.spread))
+        });
+        Self { zone, last, tracks, min, max }
+    }
+
+    /// Whether any of its tracks may stand within the view radius of a viewer (when not, none
+    /// is judged).
+    fn reaches(&self, viewers: &Viewers) -> bool {
+        if self.tracks.is_empty() {
+            return false;
+        }
+        let nearest = viewers.center.clamp(self.min, self.max);
+        viewers.at.is_empty() || nearest.distance(viewers.center) - viewers.spread <= VIEW_RADIUS + 1e-3
+    }
 }
 
 /// An entity held all along over some states (by the same player, for an avatar).
 struct Track {
     /// As the newest of the states holds it.
     ent: Ent,
+    /// Its place among the newest state's entities.
+    index: usize,
     /// Where it stood in each state, in order.
     at: Vec<Vec2>,
     /// The middle of those places, and how far the farthest is from it.
@@ -623,30 +760,44 @@ struct Track {
 
 impl Track {
     /// The entities of the newest of `states` that every one of them holds, with the same
-    /// player.
-    fn all(states: &[Arc<ZoneState>]) -> Vec<Track> {
+    /// player. (Each state's entities ascend by id: one cursor a state walks them once.)
+    fn all(states: &[Rc<ZoneState>]) -> Vec<Track> {
         let Some(last) = states.last() else { return Vec::new() };
+        let mut cursors = vec![0usize; states.len()];
         last.entities
             .iter()
-            .filter_map(|e| {
+            .enumerate()
+            .filter_map(|(index, e)| {
                 let mut at = Vec::with_capacity(states.len());
-                for s in states {
-                    let x = s.get(e.id).filter(|x| x.client == e.client)?;
+                for (s, c) in states.iter().zip(cursors.iter_mut()) {
+                    let rest = &s.entities[*c..];
+                    *c += rest.partition_point(|x| x.id < e.id);
+                    let x = s.entities.get(*c).filter(|x| x.id == e.id && x.client == e.client)?;
                     at.push(x.pos);
                 }
-                let center = at.iter().copied().sum::<Vec2>() / at.len() as f32;
-                let spread = at.iter().map(|p| p.distance(center)).fold(0.0, f32::max);
-                Some(Track { ent: *e, at, center, spread })
+                let (center, spread) = circle(&at);
+                Some(Track { ent: *e, index, at, center, spread })
             })
             .collect()
     }
 
-    /// Whether every place it stood is within `reach` of every one of `viewers`. (Most are
-    /// told by the circle around its places; the rest, place by place.)
-    fn within(&self, viewers: &[Vec2], reach: f32) -> bool {
+    /// Whether every place it stood is within `reach` of every one of the viewers. (Most are
+    /// told by the circles around its places and around the viewers; the rest, place by
+    /// place.)
+    fn within(&self, viewers: &Viewers, reach: f32) -> bool {
         const EPSILON: f32 = 1e-3;
+        if viewers.at.is_empty() {
+            return true;
+        }
+        let d = viewers.center.distance(self.center);
+        if d + viewers.spread + self.spread <= reach - EPSILON {
+            return true;
+        }
+        if d - viewers.spread - self.spread > reach + EPSILON {
+            return false;
+        }
         let r2 = reach * reach;
-        viewers.iter().all(|v| {
+        viewers.at.iter().all(|v| {
             let d = v.distance(self.center);
             if d + self.spread <= reach - EPSILON {
                 true
@@ -657,6 +808,31 @@ impl Track {
             }
         })
     }
+}
+
+/// Where a bot stood over the states a snapshot is judged by: the places, their middle and
+/// how far the farthest is from it.
+struct Viewers {
+    at: Vec<Vec2>,
+    center: Vec2,
+    spread: f32,
+}
+
+impl Viewers {
+    fn new(at: Vec<Vec2>) -> Self {
+        let (center, spread) = circle(&at);
+        Self { at, center, spread }
+    }
+}
+
+/// The middle of `points` and the distance of the farthest from it (a circle holding them
+/// all); the origin and 0 for none.
+fn circle(points: &[Vec2]) -> (Vec2, f32) {
+    if points.is_empty() {
+        return (Vec2::ZERO, 0.0);
+    }
+    let center = points.iter().copied().sum::<Vec2>() / points.len() as f32;
+    (center, points.iter().map(|p| p.distance(center)).fold(0.0, f32::max))
 }
 
 #[cfg(test)]
@@ -720,6 +896,44 @@ mod tests {
         }
         drop((w, feed));
         oracle.finish()
+    }
+
+    /// The circles' shortcut answers as place-by-place would, but where a distance is within
+    /// a hair of the reach.
+    #[test]
+    fn within_agrees_with_every_pair_of_places() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move |scale: f32| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 40) as f32 / (1u64 << 24) as f32 * scale
+        };
+        let (mut agreed, mut close) = (0, 0);
+        for _ in 0..20_000 {
+            let around = |c: Vec2, spread: f32, n: usize, next: &mut dyn FnMut(f32) -> f32| -> Vec<Vec2> {
+                (0..n).map(|_| c + Vec2::new(next(2.0 * spread) - spread, next(2.0 * spread) - spread)).collect()
+            };
+            let (tc, vc) = (Vec2::new(next(100.0), next(100.0)), Vec2::new(next(100.0), next(100.0)));
+            let (ts, vs) = (next(4.0), next(2.0));
+            let (tn, vn) = (1 + next(15.0) as usize, next(9.0) as usize);
+            let at = around(tc, ts, tn, &mut next);
+            let (center, spread) = circle(&at);
+            let track =
+                Track { ent: Ent { id: 1, kind: 0, pos: at[tn - 1], client: None }, index: 0, at, center, spread };
+            let viewers = Viewers::new(around(vc, vs, vn, &mut next));
+            let reach = next(60.0);
+            let pairs: Vec<f32> =
+                viewers.at.iter().flat_map(|v| track.at.iter().map(move |p| v.distance(*p))).collect();
+            if pairs.iter().any(|d| (d - reach).abs() < 2e-3) {
+                close += 1;
+                continue;
+            }
+            let every = pairs.iter().all(|d| *d <= reach);
+            assert_eq!(track.within(&viewers, reach), every, "{:?} {:?} reach {reach}", track.at, viewers.at);
+            agreed += 1;
+        }
+        assert!(agreed > 19_000, "{agreed} agreed, {close} too close to judge");
     }
 
     #[test]
