@@ -45,13 +45,21 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   # cargo-fuzz needs nightly flags; RUSTC_BOOTSTRAP lets the stable toolchain accept them.
   export RUSTC_BOOTSTRAP=1
   (cd fuzz && cargo fuzz build 2>&1 | tail -n 2)
+  # Two targets at a time (the machine's two cores; each libFuzzer run is one process), each
+  # one's lines printed together when it ends.
+  mkdir -p fuzz/logs
+  fuzz_one() {
+    mkdir -p "corpus/$1"
+    cargo fuzz run "$1" -- -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 >"logs/$1.log" 2>&1 || true
+    { echo "-- $1"; grep -E '^(stat::number_of_executed_units|Done|==|SUMMARY|thread)' "logs/$1.log" || true; }
+  }
+  export -f fuzz_one
+  export FUZZ_SECONDS
+  (cd fuzz && cargo fuzz list | xargs -P 2 -I{} bash -c 'fuzz_one {}')
   for target in $(cd fuzz && cargo fuzz list); do
-    mkdir -p "fuzz/corpus/$target"
-    (cd fuzz && cargo fuzz run "$target" -- -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 2>&1 \
-      | grep -E '^(stat::number_of_executed_units|Done|==|SUMMARY|thread)' || true)
     # A crash leaves an artifact; fail on it.
     if compgen -G "fuzz/artifacts/$target/crash-*" >/dev/null; then
-      echo "fuzz target $target crashed: see fuzz/artifacts/$target"; exit 1
+      echo "fuzz target $target crashed: see fuzz/artifacts/$target and fuzz/logs/$target.log"; exit 1
     fi
   done
   unset RUSTC_BOOTSTRAP
