@@ -1132,6 +1132,48 @@ mod tests {
         }
     }
 
+    /// A game that sees 15 units around a player.
+    struct Near;
+    impl ZoneGame for Near {
+        fn position(&self, e: EntityRef<'_>) -> Option<Vec2> {
+            Line.position(e)
+        }
+        fn view_radius(&self) -> f32 {
+            15.0
+        }
+    }
+
+    #[test]
+    fn each_player_is_judged_where_it_stands_as_the_border_snapshots_come() {
+        let mut schema = Schema::new();
+        schema.register::<Dot>().unwrap();
+        let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(200.0, 100.0), 2, 1, 50.0).unwrap();
+        let options = ZoneOptions::new(layout, 0, Arc::new(Near));
+        let home = Arc::new(RwLock::new(Some(Arc::new(snapshot(&schema, 1, &[(1, 90), (2, 130)])))));
+        let mut world = BorderWorld::new(schema.clone(), &options, home.clone(), 30, Arc::default(), Hidden::default());
+        let relevancy = world.relevancy();
+        let mut border = |tick: u32| {
+            world.handle(BorderFrame { zone: 1, tick, snapshot: snapshot(&schema, tick, &[(7, 100), (8, 140)]) });
+            let mut b = SnapshotBuilder::new(&schema, tick);
+            world.snapshot(&mut b);
+            b.finish().unwrap()
+        };
+        let shown = |border: &WorldSnapshot, player: PlayerId| {
+            let mut out = Vec::new();
+            relevancy.interest(border, player, &mut out);
+            out.iter().map(|i| split_border_id(border.ids()[i.index as usize]).1).collect::<Vec<_>>()
+        };
+        // One border snapshot, two players: each its own.
+        let first = border(10);
+        assert_eq!((shown(&first, 1), shown(&first, 2), shown(&first, 1)), (vec![7], vec![8], vec![7]));
+        // Player 1 walks to 135: the next border snapshot judges it there.
+        *home.write().unwrap() = Some(Arc::new(snapshot(&schema, 2, &[(1, 135), (2, 130)])));
+        let second = border(11);
+        assert_eq!((shown(&second, 1), shown(&second, 2)), (vec![8], vec![8]));
+        // A player the zone does not hold sees nothing.
+        assert_eq!(shown(&second, 3), Vec::<u32>::new());
+    }
+
     #[test]
     fn a_handed_in_player_is_hidden_from_its_old_zones_frames_until_they_lack_it() {
         let mut z = Border::new();
