@@ -25,53 +25,13 @@ if [ -z "$COMPOSE_BIN" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends docker-compose >/dev/null
 fi
-work=$(mktemp -d)
 cleanup() {
   compose --profile bots --profile zones down -v --remove-orphans >/dev/null 2>&1 || true
-  rm -rf "$work"
 }
 trap cleanup EXIT
 
-# --- Stand-in base images -------------------------------------------------------------------
-# The stand-in base carries protoc and the well-known types (the agones crate needs them); a
-# base built before it did is built again.
-if docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1 \
-  && ! docker run --rm volley-ci/debian:bookworm test -f /usr/include/google/protobuf/descriptor.proto; then
-  docker rmi -f rust:1.95-slim-bookworm volley-ci/debian:bookworm >/dev/null 2>&1 || true
-fi
-if ! docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1; then
-  command -v debootstrap >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
-  echo "building volley-ci/debian:bookworm (debootstrap)"
-  debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates,protobuf-compiler,libprotobuf-dev bookworm "$work/root" \
-    http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 || { tail -n 20 "$work/debootstrap.log"; exit 1; }
-  tar -C "$work/root" -c . | docker import - volley-ci/debian:bookworm >/dev/null
-fi
-if ! docker image inspect rust:1.95-slim-bookworm >/dev/null 2>&1; then
-  echo "building stand-in rust:1.95-slim-bookworm (this machine's toolchain on volley-ci/debian)"
-  sysroot=$(rustc --print sysroot)
-  mkdir -p "$work/rust/usr/local/rust"
-  cp -a "$sysroot/bin" "$sysroot/lib" "$sysroot/libexec" "$work/rust/usr/local/rust/" 2>/dev/null || cp -a "$sysroot/bin" "$sysroot/lib" "$work/rust/usr/local/rust/"
-  # This network reaches crates.io through a TLS proxy whose CA the host trusts: the stand-in
-  # trusts the same extra CAs (the public rust image needs nothing like it elsewhere).
-  mkdir -p "$work/rust/ca"
-  cp /usr/local/share/ca-certificates/*.crt "$work/rust/ca/" 2>/dev/null || true
-  cat >"$work/rust/Dockerfile" <<'DOCKERFILE'
-FROM volley-ci/debian:bookworm
-COPY usr/local/rust /usr/local/rust
-COPY ca /usr/local/share/ca-certificates/
-RUN update-ca-certificates >/dev/null
-ENV PATH=/usr/local/rust/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin CARGO_HOME=/usr/local/cargo
-DOCKERFILE
-  docker build -q -t rust:1.95-slim-bookworm "$work/rust" >/dev/null
-fi
-if ! docker image inspect prom/prometheus:v2.42.0 >/dev/null 2>&1; then
-  echo "building stand-in prom/prometheus:v2.42.0 (Debian's package)"
-  docker build -q -t prom/prometheus:v2.42.0 -f docker/ci/prometheus.Dockerfile docker/ci >/dev/null
-fi
-if ! docker image inspect nats:2.9 >/dev/null 2>&1; then
-  echo "building stand-in nats:2.9 (Debian's nats-server package)"
-  docker build -q -t nats:2.9 -f docker/ci/nats.Dockerfile docker/ci >/dev/null
-fi
+# --- Stand-in base images (tests/run.sh builds them in the background while it lints) ------
+bash docker/ci/standins.sh
 
 # --- The image users build --------------------------------------------------------------------
 echo "building volley:latest from docker/Dockerfile"
