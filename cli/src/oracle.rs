@@ -681,9 +681,11 @@ impl Checker {
                 );
                 let last = to.checked_sub(1).map(|t| list[t].clone()).filter(|s| s.unix_micros >= a_second_before);
                 // The window's states: the newest at its start, to the newest at its end.
-                let tracks = match from.checked_sub(1) {
-                    Some(first) => Track::all(&list.range(first..to.max(first + 1)).cloned().collect::<Vec<_>>()),
-                    None => Vec::new(),
+                // Its newest, `last`, is the state the tracks' places (`Track::index`) are in:
+                // none when the neighbour has been quiet a second (its entities have faded).
+                let tracks = match (from.checked_sub(1), &last) {
+                    (Some(first), Some(_)) => Track::all(&list.range(first..to).cloned().collect::<Vec<_>>()),
+                    _ => Vec::new(),
                 };
                 let marks = last.as_ref().map_or(0, |s| s.entities.len());
                 offsets.push(offsets[offsets.len() - 1] + marks);
