@@ -65,3 +65,30 @@ async fn client_and_server_rtt_on_loopback_agree_with_a_socket_ping() {
     assert!((server_rtt - ping).abs() < 1.0, "server {server_rtt:.3} ms against the socket's {ping:.3} ms");
     server.shutdown().await;
 }
+
+/// A frame loop's client (`PolledClient`, read once a frame): a snapshot that waited in the
+/// socket until the next frame is dated when it arrived, so the client's RTT is still the
+/// network's. Stamped at the read, it was a frame's wait on average (6–8 ms at 60 frames a
+/// second on loopback).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polled_client_reads_the_network_round_trip_not_its_frame_wait() {
+    let key = [4u8; 32];
+    let server =
+        start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), volley::testing::EmptyWorld).await.unwrap();
+    let p = TokenParams::new(DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
+    let c = GameClient::new(ConnectToken::generate(&p, &key).unwrap(), Arc::new(Schema::new()), unix_now());
+    let mut client = volley::client::polled::PolledClient::bind(c, "127.0.0.1:0".parse().unwrap(), unix_now).unwrap();
+    let mut next = tokio::time::Instant::now();
+    // Three seconds of frames at 60 a second; between them the socket is not read.
+    for _ in 0..180 {
+        client.poll(&[1]);
+        next += Duration::from_micros(16_667);
+        tokio::time::sleep_until(next).await;
+    }
+    assert!(client.client.is_ready());
+    let ping = socket_ping(51).await;
+    let client_rtt = client.client.stats().rtt.as_secs_f64() * 1000.0;
+    println!("socket ping {ping:.3} ms, polled client RTT {client_rtt:.3} ms");
+    assert!((client_rtt - ping).abs() < 1.0, "polled client {client_rtt:.3} ms against the socket's {ping:.3} ms");
+    server.shutdown().await;
+}

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: lints, bounded fuzzing, then every test.
 # Installs what it needs on a fresh machine: cargo-fuzz from crates.io, Prometheus and promtool
-# from Debian's `prometheus` package (the observability tests run a real Prometheus), and protoc
-# and the well-known types from `protobuf-compiler` and `libprotobuf-dev` (the agones crate
-# compiles the Agones SDK's protos), and Debian's `nats-server` (the zone tests run a real NATS).
+# from Debian's `prometheus` package (the observability tests run a real Prometheus), and
+# Debian's `nats-server` (the zone tests run a real NATS). No protoc: nothing may need one (the
+# Agones SDK's gRPC code is kept generated), and every build here runs with PROTOC pointing at
+# nothing, so a build that needed one fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,20 +16,26 @@ FUZZ_SECONDS="${FUZZ_SECONDS:-20}"
 # information made the test build's codegen and its 40-odd links the suite's longest step.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-line-tables-only}"
+# prost-build (the one thing that runs protoc) reads PROTOC before PATH.
+export PROTOC=/nonexistent/protoc
 # Each step says how far into the run it starts (CI's log is the only record of where the time goes).
 START=$SECONDS
 step() { printf '\n== %s (at %ss) ==\n' "$*" "$((SECONDS - START))"; }
 
 step "tools"
-if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v protoc >/dev/null || [ ! -f /usr/include/google/protobuf/descriptor.proto ] || ! command -v nats-server >/dev/null; then
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v nats-server >/dev/null; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus protobuf-compiler libprotobuf-dev nats-server >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus nats-server >/dev/null
 fi
 prometheus --version 2>&1 | head -n 1
-protoc --version
 nats-server --version
+# The program's build runs no protobuf compiler: no build script among its dependencies
+# (the default members) uses prost-build or tonic-build.
+if cargo tree --locked --edges build,normal -p volley -p volley-cli --prefix none 2>/dev/null | grep -E '^(prost-build|tonic-build|protoc|protobuf-src) ' ; then
+  echo "the program's build needs a protobuf compiler (above)"; exit 1
+fi
 
 # The Docker proof's stand-in base images (network and disk more than cores) are built while
 # the lints run; the docker step waits for them (and builds what this could not).
@@ -78,6 +85,9 @@ step "tests"
 cargo nextest run --workspace --locked --no-fail-fast
 # cargo-nextest does not run documentation examples; cargo test does.
 cargo test --workspace --doc --locked --quiet
+
+step "the README's run command (15 s)"
+python3 tests/readme_run.py
 
 step "docker"
 if [ -n "$STANDINS" ]; then

@@ -170,6 +170,14 @@ struct ServerArgs {
     /// everyone, no lobby).
     #[arg(long, env = "VOLLEY_MATCH_SIZE", default_value_t = 20)]
     match_size: usize,
+    /// Fewer than --match-size queued players still start a match once the first of them has
+    /// waited --match-wait seconds, if at least this many are queued.
+    #[arg(long, env = "VOLLEY_MATCH_MIN", default_value_t = 2)]
+    match_min: usize,
+    /// Seconds the first queued player waits for a full match before one starts with whoever
+    /// is queued (at least --match-min).
+    #[arg(long, env = "VOLLEY_MATCH_WAIT", default_value_t = 3.0)]
+    match_wait: f64,
     /// Seconds a match lasts before its players go back to the lobby.
     #[arg(long, env = "VOLLEY_MATCH_SECONDS", default_value_t = 60.0)]
     match_seconds: f64,
@@ -383,6 +391,8 @@ struct FileConfig {
     socket_buffer: Option<usize>,
     predict_snapshots: Option<bool>,
     match_size: Option<usize>,
+    match_min: Option<usize>,
+    match_wait: Option<f64>,
     match_seconds: Option<f64>,
     beacons: Option<u32>,
     record: Option<std::path::PathBuf>,
@@ -456,6 +466,12 @@ fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), Str
     }
     if let Some(v) = f.match_size.filter(|_| unset("match_size")) {
         a.match_size = v;
+    }
+    if let Some(v) = f.match_min.filter(|_| unset("match_min")) {
+        a.match_min = v;
+    }
+    if let Some(v) = f.match_wait.filter(|_| unset("match_wait")) {
+        a.match_wait = v;
     }
     if let Some(v) = f.match_seconds.filter(|_| unset("match_seconds")) {
         a.match_seconds = v;
@@ -536,6 +552,12 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     if !(a.match_seconds.is_finite() && a.match_seconds > 0.0) {
         return Err("--match-seconds must be a positive number of seconds".into());
     }
+    if !(a.match_wait.is_finite() && (0.0..=3600.0).contains(&a.match_wait)) {
+        return Err("--match-wait must be between 0 and 3600 seconds".into());
+    }
+    if a.match_min == 0 || (a.match_size > 0 && a.match_min > a.match_size) {
+        return Err("--match-min must be between 1 and --match-size".into());
+    }
     if a.zone.is_some() {
         c.world_kinds = vec!["arena".into(), "border".into()];
     } else if a.match_size > 0 {
@@ -552,6 +574,8 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
 fn rooms(a: &ServerArgs) -> Option<Rooms> {
     (a.match_size > 0 && a.zone.is_none()).then(|| Rooms {
         match_size: a.match_size,
+        match_min: a.match_min,
+        match_wait: Duration::from_secs_f64(a.match_wait.clamp(0.0, 3600.0)),
         match_length: Duration::from_secs_f64(a.match_seconds),
         beacons: a.beacons,
         faulty_match: a.faulty_match,
@@ -583,14 +607,36 @@ async fn until_stopped(duration: Option<f64>) {
     }
 }
 
-fn live_line(m: &ServerMetrics, progress: Option<&SwarmProgress>, prev: &mut (u64, u64, u64), dt: f64) -> String {
+fn live_line(
+    m: &ServerMetrics,
+    progress: Option<&SwarmProgress>,
+    rooms: Option<&RoomFigures>,
+    prev: &mut (u64, u64, u64),
+    dt: f64,
+) -> String {
     let out = m.totals().bytes_sent;
     let inb = m.totals().bytes_received;
     let snaps = m.totals().snapshots;
     let players = m.totals().players;
     let rtt = if players > 0 { m.totals().rtt_sum_us as f64 / players as f64 / 1000.0 } else { 0.0 };
+    let kinds = m.worlds_by_kind();
+    let kind = |name: &str| kinds.iter().find(|k| k.0 == name).map_or((0, 0), |k| (k.1, k.2));
+    // What a newcomer looks for first: games running and who is in them.
+    let games = match rooms {
+        Some(r) => {
+            let (matches, playing) = kind("match");
+            let (_, waiting) = kind("lobby");
+            let (_, watching) = kind("spectators");
+            format!(
+                "matches {matches} running ({playing} playing, {waiting} waiting, {watching} watching), {} played | ",
+                r.finished.load(std::sync::atomic::Ordering::Relaxed)
+            )
+        }
+        None => String::new(),
+    };
+    let (frames, recorded) = m.recorded();
     let line = format!(
-        "players {:>4} | tick p50 {:>6.3} ms p99 {:>6.3} ms | out {:>8.1} kbit/s in {:>7.1} kbit/s | snapshots {:>6.0}/s | rtt {:>5.2} ms{}",
+        "{games}players {:>4} | tick p50 {:>6.3} ms p99 {:>6.3} ms | out {:>8.1} kbit/s in {:>7.1} kbit/s | snapshots {:>6.0}/s | rtt {:>5.2} ms{}{}",
         players,
         m.tick_quantile(0.5).as_secs_f64() * 1e3,
         m.tick_quantile(0.99).as_secs_f64() * 1e3,
@@ -602,14 +648,12 @@ fn live_line(m: &ServerMetrics, progress: Option<&SwarmProgress>, prev: &mut (u6
             " | bots connected {}",
             p.connected.load(std::sync::atomic::Ordering::Relaxed)
         )),
+        if frames > 0 {
+            format!(" | recorded {frames} ticks, {:.1} MiB", recorded as f64 / 1048576.0)
+        } else {
+            String::new()
+        },
     );
-    let kinds = m.worlds_by_kind();
-    let line = if kinds.len() > 1 {
-        let worlds: Vec<String> = kinds.iter().map(|(k, w, p, _)| format!("{k} {w}/{p}p")).collect();
-        format!("{line} | worlds {}", worlds.join(" "))
-    } else {
-        line
-    };
     *prev = (out, inb, snaps);
     line
 }
@@ -745,6 +789,7 @@ async fn serve_world(
         None => (None, None),
     };
     let public = config.public_addr;
+    let replay_off = replay.is_none();
     let mut server = match (replay, rooms(&args), zone_world) {
         (Some(w), ..) => volley::server::start(config, w).await,
         (None, _, Some(arena)) => volley::server::start(config, arena).await,
@@ -792,9 +837,11 @@ async fn serve_world(
         }
         None => None,
     };
+    let rooms_on = rooms(&args).is_some() && replay_off;
     let live = tokio::spawn({
         let progress = progress.clone();
         let peak = peak.clone();
+        let live_figures = figures.clone();
         async move {
             let mut prev = (0, 0, 0);
             let mut row = CsvRow::default();
@@ -810,7 +857,16 @@ async fn serve_world(
                         csv = None;
                     }
                 }
-                println!("{}", live_line(&metrics, (bots > 0).then_some(&*progress), &mut prev, 1.0));
+                println!(
+                    "{}",
+                    live_line(
+                        &metrics,
+                        (bots > 0).then_some(&*progress),
+                        rooms_on.then_some(&*live_figures),
+                        &mut prev,
+                        1.0
+                    )
+                );
             }
         }
     });
@@ -836,6 +892,21 @@ async fn serve_world(
     };
     if let Some(report) = report {
         println!("{}", report.summary());
+        println!("{}", report.kill_feed().line());
+    }
+    if rooms_on {
+        println!(
+            "matches: {} started, {} played to the end",
+            figures.started.load(std::sync::atomic::Ordering::Relaxed),
+            figures.finished.load(std::sync::atomic::Ordering::Relaxed)
+        );
+    }
+    if let (Some(dir), (frames, bytes)) = (&args.record, server.metrics().recorded()) {
+        println!(
+            "recordings: {frames} world ticks, {:.1} MiB in {} (`volley replay FILE` plays one)",
+            bytes as f64 / 1048576.0,
+            dir.display()
+        );
     }
     let m = server.metrics().clone();
     let usage = volley::server::metrics::process_usage();

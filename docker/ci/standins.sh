@@ -11,16 +11,11 @@ export DOCKER_BUILDKIT=0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 began=$SECONDS
-# The stand-in base carries protoc and the well-known types (the agones crate needs them); a
-# base built before it did is built again.
-if docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1 \
-  && ! docker run --rm volley-ci/debian:bookworm test -f /usr/include/google/protobuf/descriptor.proto; then
-  docker rmi -f rust:1.95-slim-bookworm volley-ci/debian:bookworm >/dev/null 2>&1 || true
-fi
+# The stand-in base has no protoc, as the public rust image has none: the build needs none.
 if ! docker image inspect volley-ci/debian:bookworm >/dev/null 2>&1; then
   command -v debootstrap >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
   echo "building volley-ci/debian:bookworm (debootstrap)"
-  debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates,protobuf-compiler,libprotobuf-dev bookworm "$work/root" \
+  debootstrap --variant=minbase --include=gcc,libc6-dev,ca-certificates bookworm "$work/root" \
     http://deb.debian.org/debian >"$work/debootstrap.log" 2>&1 || { tail -n 20 "$work/debootstrap.log"; exit 1; }
   tar -C "$work/root" -c . | docker import - volley-ci/debian:bookworm >/dev/null
 fi

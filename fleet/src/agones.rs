@@ -1,4 +1,5 @@
-//! The Agones lifecycle of one game server, through the official `agones` crate.
+//! The Agones lifecycle of one game server, a gRPC client of the Agones SDK server (its code
+//! generated from the SDK's protos and kept in the repository: building needs no `protoc`).
 //!
 //! In a GameServer pod the SDK server (a sidecar) listens on `localhost:$AGONES_SDK_GRPC_PORT`.
 //! [`Lifecycle::start`] connects to it and, while the server runs:
@@ -16,13 +17,17 @@
 //!
 //! Off unless enabled: `volley server --agones`, or on its own when
 //! `AGONES_SDK_GRPC_PORT` is set ([`AgonesConfig::from_env`]), as it is in a pod. The tests
-//! run it against `agones-sdk-standin`, the SDK's services generated from the crate's protos.
+//! run it against `agones-sdk-standin`, the SDK's services generated from the same protos.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
+
+mod sdk;
+use sdk::Sdk;
+pub use sdk::SdkError;
 use volley::server::metrics::ServerMetrics;
 
 /// Lifecycle settings.
@@ -65,7 +70,7 @@ pub enum AgonesError {
     Unreachable(Duration),
     /// The SDK call failed.
     #[error("Agones SDK: {0}")]
-    Sdk(#[from] agones::errors::Error),
+    Sdk(#[from] SdkError),
     /// The lifecycle's thread could not start.
     #[error("the Agones thread: {0}")]
     Thread(std::io::Error),
@@ -83,7 +88,7 @@ pub enum AgonesError {
 /// # Errors
 /// When no SDK server answers within [`AgonesConfig::connect_timeout`].
 pub async fn public_addr(config: &AgonesConfig) -> Result<Option<std::net::SocketAddr>, AgonesError> {
-    let connect = agones::Sdk::new(config.port, Some(Duration::from_secs(30)));
+    let connect = Sdk::connect(config.port);
     let mut sdk = match tokio::time::timeout(config.connect_timeout, connect).await {
         Ok(r) => r?,
         Err(_) => return Err(AgonesError::Unreachable(config.connect_timeout)),
@@ -173,12 +178,7 @@ impl Lifecycle {
             .spawn(move || {
                 runtime.block_on(async move {
                     let timeout = config.connect_timeout;
-                    let sdk = match tokio::time::timeout(
-                        timeout,
-                        agones::Sdk::new(config.port, Some(Duration::from_secs(30))),
-                    )
-                    .await
-                    {
+                    let sdk = match tokio::time::timeout(timeout, Sdk::connect(config.port)).await {
                         Ok(Ok(sdk)) => sdk,
                         Ok(Err(e)) => return drop(connected_tx.send(Err(AgonesError::Sdk(e)))),
                         Err(_) => return drop(connected_tx.send(Err(AgonesError::Unreachable(timeout)))),
@@ -231,7 +231,7 @@ impl Lifecycle {
 
 /// `Ready` after the first tick; then, every period, `Health` if a tick finished within it,
 /// and the player counter when it changed.
-async fn ticking(mut sdk: agones::Sdk, config: AgonesConfig, metrics: Arc<ServerMetrics>) {
+async fn ticking(mut sdk: Sdk, config: AgonesConfig, metrics: Arc<ServerMetrics>) {
     let period = config.health_every.max(Duration::from_millis(50));
     while metrics.totals().ticks == 0 || !metrics.is_ready() {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -241,12 +241,11 @@ async fn ticking(mut sdk: agones::Sdk, config: AgonesConfig, metrics: Arc<Server
         Err(e) => tracing::warn!(error = %e, "Agones: Ready failed"),
     }
     let health = sdk.health_check();
-    let mut beta = sdk.beta().clone();
     let mut counted: Option<u64> = None;
     let mut counter_failed = false;
     if let Some(name) = &config.players_counter {
         let slots = metrics.totals().slots;
-        if let Err(e) = beta.set_counter_capacity(name, i64::try_from(slots).unwrap_or(i64::MAX)).await {
+        if let Err(e) = sdk.set_counter_capacity(name, i64::try_from(slots).unwrap_or(i64::MAX)).await {
             tracing::warn!(error = %e, counter = %name, "Agones: the players counter cannot be set (is it declared in the GameServer spec?)");
             counter_failed = true;
         }
@@ -262,7 +261,7 @@ async fn ticking(mut sdk: agones::Sdk, config: AgonesConfig, metrics: Arc<Server
         if let (Some(name), false) = (&config.players_counter, counter_failed) {
             let players = metrics.totals().players;
             if counted != Some(players) {
-                match beta.set_counter_count(name, i64::try_from(players).unwrap_or(i64::MAX)).await {
+                match sdk.set_counter_count(name, i64::try_from(players).unwrap_or(i64::MAX)).await {
                     Ok(()) => counted = Some(players),
                     Err(e) => tracing::debug!(error = %e, "Agones: the players counter was not updated"),
                 }
@@ -272,7 +271,7 @@ async fn ticking(mut sdk: agones::Sdk, config: AgonesConfig, metrics: Arc<Server
 }
 
 /// Watches the GameServer record; calls `allocated` the first time it reads `Allocated`.
-async fn watch_allocation(mut sdk: agones::Sdk, mut allocated: impl FnMut(Allocation) + Send) {
+async fn watch_allocation(mut sdk: Sdk, mut allocated: impl FnMut(Allocation) + Send) {
     loop {
         match sdk.watch_gameserver().await {
             Ok(mut stream) => {

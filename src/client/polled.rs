@@ -6,6 +6,10 @@
 //! arriving costs nothing until the next poll. The bot swarm drives hundreds of these from
 //! one task per core.
 //!
+//! A datagram is dated when it arrived, not when the poll read it: the kernel stamps it
+//! (`SO_TIMESTAMPNS`, see [`crate::transport::stamp`]), so the wait in the socket until the
+//! next frame is not counted as network time in the round trip.
+//!
 //! The socket is connected to the server it talks to (re-connected if the client moves on
 //! to the token's next server address): the kernel then keeps the route instead of looking
 //! it up for every datagram sent, and drops datagrams from any other address before they
@@ -18,6 +22,7 @@ use super::GameClient;
 use super::link::{Conditioned, Fate};
 use crate::protocol::netcode::Transmit;
 use crate::transport::conditioner::LinkProfile;
+use crate::transport::stamp::{Stamps, arrival};
 
 /// A client and its non-blocking socket.
 #[derive(Debug)]
@@ -30,6 +35,8 @@ pub struct PolledClient {
     buf: Box<[u8; 2048]>,
     /// The address the socket is connected to.
     peer: Option<SocketAddr>,
+    /// The kernel's receive stamps.
+    stamps: Stamps,
 }
 
 /// Sends `packet` to `to` through `socket`, connecting it to `to` first if it is not
@@ -71,7 +78,8 @@ impl PolledClient {
     pub fn bind(client: GameClient, bind: SocketAddr, clock: fn() -> Duration) -> std::io::Result<Self> {
         let socket = UdpSocket::bind(bind)?;
         socket.set_nonblocking(true)?;
-        Ok(Self { client, socket, clock, link: Conditioned::default(), buf: Box::new([0; 2048]), peer: None })
+        let stamps = Stamps::enable(&socket);
+        Ok(Self { client, socket, clock, link: Conditioned::default(), buf: Box::new([0; 2048]), peer: None, stamps })
     }
 
     /// Sends and receives through a conditioned link (each direction with `profile`); held
@@ -103,7 +111,7 @@ impl PolledClient {
     }
 
     fn poll_sending(&mut self, input: Option<&[u8]>) -> usize {
-        let Self { client, socket, clock, link, buf, peer } = self;
+        let Self { client, socket, clock, link, buf, peer, stamps } = self;
         let mut snapshots = 0;
         link.release(
             |to, bytes| send(socket, peer, to, bytes),
@@ -111,9 +119,11 @@ impl PolledClient {
         );
         // Bounded: a flood cannot hold the caller's loop.
         for _ in 0..256 {
-            let Ok((n, from)) = socket.recv_from(&mut buf[..]) else { break };
+            let Ok(got) = stamps.recv(socket, &mut buf[..]) else { break };
+            let (n, from) = (got.len, got.from);
             if let Fate::Now = link.inbound(from, &buf[..n]) {
-                snapshots += usize::from(client.receive(clock(), from, &mut buf[..n]).is_some());
+                let at = arrival(clock(), got.waited);
+                snapshots += usize::from(client.receive(at, from, &mut buf[..n]).is_some());
             }
         }
         let now = clock();

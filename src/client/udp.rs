@@ -1,5 +1,6 @@
 //! A [`GameClient`] over a real UDP socket, optionally through a link conditioner, driven by
-//! `async` steps (one task per client).
+//! `async` steps (one task per client). Datagrams are dated when they arrived (the kernel's
+//! stamp, see [`crate::transport::stamp`]), not when the task got round to reading them.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use tokio::time::Instant;
 use super::GameClient;
 use super::link::{Conditioned, Fate};
 use crate::transport::conditioner::LinkProfile;
+use crate::transport::stamp::{Stamps, arrival};
 
 /// A client and its socket.
 #[derive(Debug)]
@@ -20,6 +22,7 @@ pub struct UdpClient {
     clock: fn() -> Duration,
     link: Conditioned,
     snapshots: usize,
+    stamps: Stamps,
 }
 
 impl UdpClient {
@@ -28,7 +31,9 @@ impl UdpClient {
     /// # Errors
     /// When the socket cannot be bound.
     pub async fn bind(client: GameClient, bind: SocketAddr, clock: fn() -> Duration) -> std::io::Result<Self> {
-        Ok(Self { client, socket: UdpSocket::bind(bind).await?, clock, link: Conditioned::default(), snapshots: 0 })
+        let socket = UdpSocket::bind(bind).await?;
+        let stamps = Stamps::enable(&socket);
+        Ok(Self { client, socket, clock, link: Conditioned::default(), snapshots: 0, stamps })
     }
 
     /// Sends and receives through a conditioned link (each direction with `profile`).
@@ -53,15 +58,14 @@ impl UdpClient {
         }
     }
 
-    fn deliver(&mut self, from: SocketAddr, bytes: &mut [u8]) {
-        let now = (self.clock)();
-        if self.client.receive(now, from, bytes).is_some() {
+    fn deliver(&mut self, at: Duration, from: SocketAddr, bytes: &mut [u8]) {
+        if self.client.receive(at, from, bytes).is_some() {
             self.snapshots += 1;
         }
     }
 
     fn flush_due(&mut self) {
-        let Self { client, socket, clock, link, snapshots } = self;
+        let Self { client, socket, clock, link, snapshots, .. } = self;
         link.release(
             |to, bytes| {
                 let _ = socket.try_send_to(bytes, to);
@@ -87,10 +91,16 @@ impl UdpClient {
         loop {
             self.flush_due();
             let deadline = self.link.next_due().map_or(until, |t| t.min(until));
-            match tokio::time::timeout_at(deadline, self.socket.recv_from(&mut buf)).await {
-                Ok(Ok((n, from))) => {
-                    if let Fate::Now = self.link.inbound(from, &buf[..n]) {
-                        self.deliver(from, &mut buf[..n]);
+            match tokio::time::timeout_at(deadline, self.socket.readable()).await {
+                Ok(Ok(())) => {
+                    // What is waiting now, bounded (a flood cannot hold the task).
+                    for _ in 0..256 {
+                        let Ok(got) = self.stamps.try_recv(&self.socket, &mut buf) else { break };
+                        let (n, from) = (got.len, got.from);
+                        if let Fate::Now = self.link.inbound(from, &buf[..n]) {
+                            let at = arrival((self.clock)(), got.waited);
+                            self.deliver(at, from, &mut buf[..n]);
+                        }
                     }
                 }
                 Ok(Err(_)) => {}

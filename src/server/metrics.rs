@@ -860,6 +860,12 @@ impl ServerMetrics {
         }
     }
 
+    /// Recordings so far: world ticks written and bytes written (both 0 when nothing is
+    /// recorded).
+    pub fn recorded(&self) -> (u64, u64) {
+        (self.recording[0].load(Ordering::Relaxed), self.recording[2].load(Ordering::Relaxed))
+    }
+
     /// Worlds running and players in them, by kind: (kind, worlds, players, ticks).
     pub fn worlds_by_kind(&self) -> Vec<(&'static str, u64, u64, u64)> {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);

@@ -2,4 +2,5 @@
 
 pub mod batch;
 pub mod conditioner;
+pub mod stamp;
 pub mod udp;

@@ -159,8 +159,11 @@ pub struct BotReport {
     pub loss: f64,
     /// Bytes received.
     pub bytes_received: u64,
-    /// Sequence numbers of the kill-feed messages received, in arrival order.
-    pub kill_feed: Vec<u32>,
+    /// The kill-feed messages received, in arrival order. Each world numbers its own kills
+    /// from 0, so each is told with the world the bot was in when it came.
+    pub kill_feed: Vec<Heard>,
+    /// It was a spectator (watched, sent no inputs).
+    pub spectator: bool,
     /// The newest snapshot at the end.
     pub latest: Option<WorldSnapshot>,
     /// It left before the end (churn).
@@ -171,6 +174,19 @@ pub struct BotReport {
     /// For each move, the time from the last snapshot of the old zone to the first of the
     /// new (the handoff as the player sees it: the redirect comes a tick after the crossing).
     pub move_gaps: Vec<Duration>,
+}
+
+/// One kill-feed message a bot received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Heard {
+    /// Which of the bot's stays in a world it came in: 0 from the connection, one more at
+    /// each move to another world or server (a world's number can be used again later; a
+    /// stay cannot).
+    pub stay: u32,
+    /// The world's number on the server then (0 before the first notice).
+    pub world: u16,
+    /// The kill's running number in that world.
+    pub seq: u32,
 }
 
 /// The whole swarm's outcome.
@@ -192,10 +208,10 @@ pub struct FeedCheck {
     pub faulty: Vec<usize>,
     /// Of them, bots that heard no kill at all.
     pub silent: usize,
-    /// The newest kill anyone heard (its running number).
+    /// The newest kill anyone heard (its running number in its world).
     pub last: Option<u32>,
-    /// Of them, bots whose newest kill is older than `last` (still in flight at the end:
-    /// not a loss, the run stopped).
+    /// Of them, bots whose newest kill is older than the newest of the world they heard it
+    /// in (still in flight at the end: not a loss, the run stopped).
     pub behind: usize,
 }
 
@@ -204,7 +220,7 @@ impl FeedCheck {
     pub fn line(&self) -> String {
         format!(
             "reliable kill feed over the {} bots that stayed: {} with a kill skipped, repeated or out of order{}; \
-             {} heard none; newest kill #{}, {} bots had not heard it yet at the stop",
+             {} heard none; newest kill #{}, {} bots had not heard their world's newest yet at the stop",
             self.stayed,
             self.faulty.len(),
             if self.faulty.is_empty() { String::new() } else { format!(" (bots {:?})", self.faulty) },
@@ -217,21 +233,31 @@ impl FeedCheck {
 
 impl SwarmReport {
     /// Whether every bot that stayed heard every kill from its first on exactly once and in
-    /// order: a kill's running number follows the one before it.
+    /// order, within each stay in a world (each world numbers its own kills: a kill's
+    /// running number follows the one before it in the same world). The newest kill is
+    /// judged per world, among the bots that ended in the world they heard their last kill in.
     pub fn kill_feed(&self) -> FeedCheck {
         let stayed: Vec<(usize, &BotReport)> =
             self.bots.iter().enumerate().filter(|(_, b)| b.connected && !b.left_early).collect();
-        let last = stayed.iter().filter_map(|(_, b)| b.kill_feed.last().copied()).max();
+        let in_order =
+            |feed: &[Heard]| feed.windows(2).all(|w| w[1].stay != w[0].stay || w[1].seq == w[0].seq.wrapping_add(1));
+        // The newest kill of each world, over the bots that heard their last there.
+        let mut newest: std::collections::BTreeMap<u16, u32> = std::collections::BTreeMap::new();
+        for (_, b) in &stayed {
+            if let Some(h) = b.kill_feed.last() {
+                let n = newest.entry(h.world).or_insert(h.seq);
+                *n = (*n).max(h.seq);
+            }
+        }
         FeedCheck {
             stayed: stayed.len(),
-            faulty: stayed
-                .iter()
-                .filter(|(_, b)| !b.kill_feed.windows(2).all(|w| w[1] == w[0].wrapping_add(1)))
-                .map(|(i, _)| *i)
-                .collect(),
+            faulty: stayed.iter().filter(|(_, b)| !in_order(&b.kill_feed)).map(|(i, _)| *i).collect(),
             silent: stayed.iter().filter(|(_, b)| b.kill_feed.is_empty()).count(),
-            last,
-            behind: stayed.iter().filter(|(_, b)| b.kill_feed.last().is_some_and(|l| Some(*l) < last)).count(),
+            last: newest.values().copied().max(),
+            behind: stayed
+                .iter()
+                .filter(|(_, b)| b.kill_feed.last().is_some_and(|h| newest.get(&h.world).is_some_and(|n| h.seq < *n)))
+                .count(),
         }
     }
 
@@ -337,6 +363,9 @@ struct Bot {
     index: usize,
     /// The server and tick of the newest snapshot shown to the swarm's watch.
     watched: Option<(SocketAddr, u32)>,
+    /// The world it is in (its number: 0 before the first notice), and its stays so far.
+    world: u16,
+    stay: u32,
 }
 
 /// The user data that makes a bot (or any client) a spectator in the rooms.
@@ -380,7 +409,7 @@ impl Bot {
         }
         Some(Self {
             client,
-            report: BotReport::default(),
+            report: BotReport { spectator, ..BotReport::default() },
             started: Instant::now(),
             tick: 0,
             input: ArenaInput::default().to_bytes(),
@@ -390,6 +419,8 @@ impl Bot {
             moving_since: None,
             index,
             watched: None,
+            world: 0,
+            stay: 0,
         })
     }
 
@@ -430,9 +461,15 @@ impl Bot {
         if ready && !self.spectator {
             progress.inputs.fetch_add(1, Ordering::Relaxed);
         }
+        // Another world, or another server (a zone's handoff): another numbering.
+        let world = bot.client.world().map_or(0, |n| n.world);
+        if world != self.world || bot.client.moves() != moves {
+            self.world = world;
+            self.stay += 1;
+        }
         while let Some(msg) = bot.client.channel().recv_message::<ArenaEvent>() {
             if let Ok(ArenaEvent::Kill { seq, .. }) = msg {
-                report.kill_feed.push(seq);
+                report.kill_feed.push(Heard { stay: self.stay, world, seq });
             }
         }
         let idle = cfg.idle_after.is_some_and(|d| self.started.elapsed() >= d);
@@ -633,4 +670,42 @@ pub async fn run_swarm(cfg: SwarmConfig, progress: Arc<SwarmProgress>, stop: wat
         }
     }
     SwarmReport { bots, elapsed: started.elapsed() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bot(feed: &[(u32, u16, u32)]) -> BotReport {
+        BotReport {
+            connected: true,
+            kill_feed: feed.iter().map(|&(stay, world, seq)| Heard { stay, world, seq }).collect(),
+            ..BotReport::default()
+        }
+    }
+
+    #[test]
+    fn the_feed_check_follows_each_world_s_numbering() {
+        // Two matches one after the other, each numbering from 0; a third bot joined late.
+        let clean = SwarmReport {
+            bots: vec![
+                bot(&[(1, 3, 0), (1, 3, 1), (1, 3, 2), (3, 5, 0), (3, 5, 1)]),
+                bot(&[(1, 4, 0), (1, 4, 1), (3, 3, 0)]),
+                bot(&[(1, 5, 1)]),
+            ],
+            ..SwarmReport::default()
+        };
+        let check = clean.kill_feed();
+        assert_eq!(check.faulty, Vec::<usize>::new(), "{}", check.line());
+        assert_eq!((check.last, check.behind), (Some(1), 0), "each ended on its world's newest: {}", check.line());
+        let late =
+            SwarmReport { bots: vec![bot(&[(1, 3, 0), (1, 3, 1)]), bot(&[(2, 3, 0)])], ..SwarmReport::default() };
+        assert_eq!(late.kill_feed().behind, 1, "world 3's kill #1 had not reached bot 1 yet");
+        let skipped = SwarmReport { bots: vec![bot(&[(1, 3, 0), (1, 3, 2)])], ..SwarmReport::default() };
+        assert_eq!(skipped.kill_feed().faulty, vec![0]);
+        let repeated = SwarmReport { bots: vec![bot(&[(1, 3, 0), (1, 3, 0)])], ..SwarmReport::default() };
+        assert_eq!(repeated.kill_feed().faulty, vec![0]);
+        let reordered = SwarmReport { bots: vec![bot(&[(2, 3, 1), (2, 3, 0)])], ..SwarmReport::default() };
+        assert_eq!(reordered.kill_feed().faulty, vec![0]);
+    }
 }

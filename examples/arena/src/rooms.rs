@@ -1,6 +1,7 @@
 //! The arena as a session-based game: a lobby where players wait, arena matches of a few
-//! players each that start when enough are queued, play for a while and send their players
-//! back, and a global world of beacons every player watches whatever world it is in. This
+//! players each that start when enough are queued (or, after a short wait, with whoever is
+//! queued: at least [`Rooms::match_min`]), play for a while and send their players back,
+//! and a global world of beacons every player watches whatever world it is in. This
 //! is what `volley run` serves, and the README's "Lobbies, matches and shared worlds" walks
 //! through it.
 
@@ -20,8 +21,15 @@ pub const KINDS: [&str; 4] = ["lobby", "match", "global", "spectators"];
 /// How the rooms play.
 #[derive(Debug, Clone)]
 pub struct Rooms {
-    /// Players a match takes (it starts when this many are queued).
+    /// Players a match takes (it starts at once when this many are queued).
     pub match_size: usize,
+    /// Fewer players than `match_size` still start a match once the longest-queued of them
+    /// has waited [`Rooms::match_wait`], if at least this many are queued (as matchmakers
+    /// fill a match or start it on a timeout). At least 1.
+    pub match_min: usize,
+    /// How long the first player in the queue waits for a full match before one starts
+    /// with whoever is queued.
+    pub match_wait: Duration,
     /// How long a match lasts.
     pub match_length: Duration,
     /// Beacons in the global world.
@@ -42,6 +50,8 @@ impl Default for Rooms {
     fn default() -> Self {
         Self {
             match_size: 20,
+            match_min: 2,
+            match_wait: Duration::from_secs(3),
             match_length: Duration::from_secs(60),
             beacons: 100,
             global_hz: 20,
@@ -60,12 +70,16 @@ pub struct RoomFigures {
     pub finished: AtomicU64,
 }
 
-/// The entry world: players wait here, and every `match_size` of them start a match.
+/// The entry world: players wait here; every `match_size` of them start a match, and so do
+/// at least `match_min` once the first has waited `match_wait`.
 pub struct Lobby {
     rooms: Rooms,
     figures: Arc<RoomFigures>,
     worlds: Option<Worlds>,
-    queue: Vec<PlayerId>,
+    /// Players waiting for a match, with when they joined the queue (the lobby's clock).
+    queue: Vec<(PlayerId, Duration)>,
+    /// The lobby's clock: its ticks' time added up.
+    clock: Duration,
     /// Spectators waiting for a match to watch.
     watchers: Vec<PlayerId>,
     /// The newest match.
@@ -77,7 +91,25 @@ pub struct Lobby {
 impl Lobby {
     /// A lobby for `rooms`, counting in `figures`.
     pub fn new(rooms: Rooms, figures: Arc<RoomFigures>) -> Self {
-        Self { rooms, figures, worlds: None, queue: Vec::new(), watchers: Vec::new(), newest: None, stands: None }
+        Self {
+            rooms,
+            figures,
+            worlds: None,
+            queue: Vec::new(),
+            clock: Duration::ZERO,
+            watchers: Vec::new(),
+            newest: None,
+            stands: None,
+        }
+    }
+}
+
+impl Lobby {
+    /// Whether a match starts short of full: at least `match_min` queued, and the first of
+    /// them has waited `match_wait`.
+    fn waited_enough(&self) -> bool {
+        self.queue.len() >= self.rooms.match_min.max(1)
+            && self.queue.first().is_some_and(|(_, since)| self.clock.saturating_sub(*since) >= self.rooms.match_wait)
     }
 }
 
@@ -97,18 +129,23 @@ impl World for Lobby {
         if who.user_data.starts_with(crate::bots::SPECTATOR) {
             self.watchers.push(player);
         } else {
-            self.queue.push(player);
+            self.queue.push((player, self.clock));
         }
     }
     fn leave(&mut self, player: PlayerId) {
-        self.queue.retain(|p| *p != player);
+        self.queue.retain(|(p, _)| *p != player);
         self.watchers.retain(|p| *p != player);
     }
     fn input(&mut self, _: PlayerId, _: &[u8]) {}
-    fn tick(&mut self, _: u32, _: Duration) {}
+    fn tick(&mut self, _: u32, dt: Duration) {
+        self.clock += dt;
+    }
     fn messages(&mut self, out: &mut Outbox) {
         let Some(worlds) = &self.worlds else { return };
-        while self.queue.len() >= self.rooms.match_size.max(1) {
+        let size = self.rooms.match_size.max(1);
+        // Full, or short of full once the first in the queue has waited long enough.
+        while self.queue.len() >= size || self.waited_enough() {
+            let take = self.queue.len().min(size);
             let mut game = Match::new(self.rooms.match_length, self.figures.clone());
             let n = self.figures.started.load(Ordering::Relaxed);
             game.faulty = self.rooms.faulty_match == Some(n);
@@ -116,7 +153,7 @@ impl World for Lobby {
             match worlds.spawn(WorldOptions::new(kind).fallback(WorldId::ENTRY), game) {
                 Ok(id) => {
                     self.figures.started.fetch_add(1, Ordering::Relaxed);
-                    for p in self.queue.drain(..self.rooms.match_size.max(1)) {
+                    for (p, _) in self.queue.drain(..take) {
                         out.move_to(p, id);
                     }
                     self.newest = Some(id);
