@@ -291,9 +291,10 @@ struct RunArgs {
     #[arg(long, default_value_t = 16)]
     bots: usize,
     /// Of the bots, this many are spectators: each watches a match (with --match-size > 0)
-    /// from its spectators' world, sending no inputs.
-    #[arg(long, default_value_t = 0)]
-    spectators: usize,
+    /// from its spectators' world, two seconds behind, sending no inputs (default: 2 when the
+    /// server runs matches, else 0).
+    #[arg(long)]
+    spectators: Option<usize>,
     /// With --zones: check every snapshot of every bot against a global oracle built from all
     /// zones' states (each zone publishes its state every tick), and print what it found:
     /// entities within the view radius missing, shown twice, or unknown to every zone.
@@ -1275,7 +1276,11 @@ fn main() -> ExitCode {
             .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))
             .and_then(|()| a.link.profile())
             .and_then(|link| runtime().map(|rt| (rt, link)))
-            .and_then(|(rt, link)| rt.block_on(serve(a.server, (a.bots, a.spectators), link))),
+            .and_then(|(rt, link)| {
+                // Spectators watch matches: by default two, when there are matches to watch.
+                let spectators = a.spectators.unwrap_or(if rooms(&a.server).is_some() { 2 } else { 0 }).min(a.bots);
+                rt.block_on(serve(a.server, (a.bots, spectators), link))
+            }),
         Command::Server(mut a) => sub
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a, m))

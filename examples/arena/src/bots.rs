@@ -275,6 +275,16 @@ impl SwarmReport {
         rtts.sort();
         let q = |q: f64| rtts.get(((rtts.len().max(1) - 1) as f64 * q) as usize).copied().unwrap_or_default();
         let saw_others = self.bots.iter().filter(|b| b.max_others_seen > 0).count();
+        let spectators = self.bots.iter().filter(|b| b.spectator).count();
+        let watchers = if spectators == 0 {
+            String::new()
+        } else {
+            format!(
+                " ({} of them spectators, {} of which saw a match)",
+                spectators,
+                self.bots.iter().filter(|b| b.spectator && b.max_others_seen > 0).count()
+            )
+        };
         let secs = self.elapsed.as_secs_f64().max(1e-9);
         let moves: u64 = self.bots.iter().map(|b| u64::from(b.moves)).sum();
         let mut gaps: Vec<Duration> = self.bots.iter().flat_map(|b| b.move_gaps.iter().copied()).collect();
@@ -292,7 +302,7 @@ impl SwarmReport {
             )
         };
         format!(
-            "bots: {} connected of {}; {} saw other players\n\
+            "bots: {} connected of {}; {} saw other players{watchers}\n\
              snapshots: {} ({:.1}/s per bot), {} decode errors\n\
              download: {:.1} kbit/s per bot\n\
              RTT p50 {:.2} ms, p99 {:.2} ms; loss {:.2} %{moved}",
@@ -479,7 +489,9 @@ impl Bot {
         if got > 0 && self.spectator {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
             progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
-            let seen = bot.client.latest().map_or(0, |w| w.len());
+            // Avatars only (the global world's beacons are seen from the lobby too).
+            let avatar = schema.kind_of::<Avatar>();
+            let seen = bot.client.latest().map_or(0, |w| w.iter().filter(|e| Some(e.kind) == avatar).count());
             report.max_others_seen = report.max_others_seen.max(seen);
         } else if got > 0 && !idle {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);

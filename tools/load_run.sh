@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The N-player load run BENCHMARKS.md records: a release `volley server` and a `volley bots`
+# swarm of N in another process, on loopback; prints the server's exit figures (CPU per
+# player-tick, memory per player) and the swarm's summary. Compare binaries by alternating
+# runs in the same hour (the machine's system calls vary from day to day):
+#
+#     bash tools/load_run.sh OLD_BIN 1000; bash tools/load_run.sh NEW_BIN 1000; ...
+set -euo pipefail
+BIN=${1:?usage: tools/load_run.sh BIN [PLAYERS]}
+N=${2:-1000}
+KEY=0101010101010101010101010101010101010101010101010101010101010101
+LOG=$(mktemp -d)
+"$BIN" server --private-key "$KEY" --max-players $((N * 2)) --duration 46 >"$LOG/server.log" 2>&1 &
+SERVER=$!
+sleep 2
+"$BIN" bots --private-key "$KEY" --bots "$N" --duration 40 --admin 127.0.0.1:9100 >"$LOG/bots.log" 2>&1 || true
+wait "$SERVER" || true
+grep -E '^(bots:|RTT|server figures|process:|server:|inputs applied)' "$LOG/bots.log" "$LOG/server.log" | sed "s|$LOG/||"
+rm -rf "$LOG"
