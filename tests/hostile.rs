@@ -218,3 +218,112 @@ async fn admin_endpoints_hide_addresses_and_can_require_a_token() {
         server.shutdown().await;
     }
 }
+
+/// Hardening (memory): a client's reliable messages on the framework's channel, where a
+/// client sends only acknowledgements. They were reassembled and queued in an inbox nothing
+/// read: 64 KiB messages at 1000 packets a second grew the server by ~1 MiB a second, up to
+/// 64 MiB for one client. Each is now dropped as soon as it is whole, and counted; the
+/// hostile client and the other player keep playing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_on_the_framework_channel_are_dropped_at_once_and_counted() {
+    use volley::protocol::netcode::client::Client;
+    use volley::protocol::reliability::channel::{Channel, ChannelConfig, SYSTEM_FRAME_TAG};
+
+    let inputs = Counter::default();
+    let server =
+        volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY), inputs.clone()).await.unwrap();
+    let addr = server.addr();
+    // VOLLEY_HOSTILE_SECONDS lengthens the flood (60 for the figure BENCHMARKS gives); the
+    // process's RSS is printed before and after.
+    let flood_secs: u64 = std::env::var("VOLLEY_HOSTILE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(4);
+    let rss_before = rss_kib();
+    let (frames, sent, hostile_state) = tokio::task::spawn_blocking(move || {
+        let mut p = Player::connect(addr, 1);
+        let token =
+            ConnectToken::generate(&TokenParams::new(volley::DEFAULT_PROTOCOL_ID, 2, addr, unix_now().as_secs()), &KEY)
+                .unwrap();
+        let mut hostile = Client::new(token, unix_now());
+        hostile.connect(unix_now());
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_nonblocking(true).unwrap();
+        // The hostile client's own channel takes as much as it is given (the server's
+        // receiving side is what is under test).
+        let mut system = Channel::new(ChannelConfig {
+            send_queue_messages: 1 << 16,
+            send_queue_bytes: 64 << 20,
+            reliable_window: 4096,
+            frame_tag: SYSTEM_FRAME_TAG,
+            ..ChannelConfig::default()
+        });
+        let mut buf = [0u8; 2048];
+        let (mut frames, mut sent) = (0u64, 0u64);
+        let start = Instant::now();
+        let mut flood_from = None;
+        while start.elapsed() < Duration::from_secs(flood_secs + 2) {
+            let now = unix_now();
+            p.frame(frames as u8);
+            frames += 1;
+            while let Ok((n, from)) = socket.recv_from(&mut buf) {
+                if let Ok(Some(payload)) = hostile.process(now, from, &mut buf[..n])
+                    && payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG)
+                {
+                    let _ = system.receive(now, payload);
+                }
+            }
+            let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+            hostile.update(now, &mut wire);
+            if p.client.is_ready() && hostile.is_connected() {
+                let from = *flood_from.get_or_insert(Instant::now());
+                // Four seconds of 64 KiB messages, about 1000 packets a second (16 a frame).
+                if from.elapsed() < Duration::from_secs(flood_secs) {
+                    // A new message every fourth frame (nothing acknowledges them: the server
+                    // answers nothing on that channel, so the old ones are sent again too).
+                    if frames % 4 == 0 && system.send_reliable(vec![7u8; 64 * 1024 - 64].into()).is_ok() {
+                        sent += 1;
+                    }
+                    let mut packet = [0u8; 1200];
+                    for _ in 0..16 {
+                        // The channel's clock held still: nothing comes due again, so every
+                        // packet carries a fragment not sent before (an attacker does not
+                        // resend).
+                        let n = system.build_packet(Duration::from_secs(1), None, &mut packet);
+                        let _ = hostile.send_payload(now, &packet[..n], &mut wire);
+                    }
+                }
+            }
+            for (to, b) in wire {
+                let _ = socket.send_to(&b, to);
+            }
+            std::thread::sleep(Duration::from_millis(16));
+        }
+        (frames, sent, hostile.state())
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let m = server.metrics().clone();
+    let dropped = m.player_drops(PacketDrop::UnexpectedSystemMessage);
+    let applied = inputs.0.load(Ordering::Relaxed);
+    println!(
+        "{frames} frames; {sent} messages of 64 KiB queued by the hostile client, {dropped} dropped whole; \
+         process RSS {rss_before} KiB before, {} KiB after",
+        rss_kib()
+    );
+    assert!(dropped >= 20, "whole messages were dropped and counted: {dropped}");
+    assert_eq!(hostile_state, ClientState::Connected, "the hostile client itself is not cut off for it");
+    assert!(applied * 10 >= frames * 8, "the other player kept playing: {applied} inputs of {frames} frames");
+    let exposition = m.render();
+    assert!(
+        exposition.contains("volley_player_packets_dropped_total{reason=\"unexpected_system_message\"}"),
+        "counted under its own reason"
+    );
+    server.shutdown().await;
+}
+
+/// This process's resident memory, KiB (0 where /proc is missing).
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
+        .map_or(0, |pages| pages * 4)
+}

@@ -99,8 +99,8 @@ const SENT_KINDS: [&str; 4] = ["snapshot", "reliable", "control", "overhead"];
 const RECEIVED_KINDS: [&str; 3] = ["input", "control", "rejected"];
 
 /// Labels of `volley_player_packets_dropped_total`: every netcode drop reason, then
-/// `malformed_payload`.
-const PLAYER_DROPS: usize = DropReason::ALL.len() + 1;
+/// `malformed_payload` and `unexpected_system_message`.
+const PLAYER_DROPS: usize = DropReason::ALL.len() + 2;
 
 /// Why a connection ended, for `volley_disconnects_total{reason}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1116,6 +1116,7 @@ impl ServerMetrics {
         let i = match why {
             crate::server::session::PacketDrop::Netcode(r) => r as usize,
             crate::server::session::PacketDrop::Malformed => DropReason::ALL.len(),
+            crate::server::session::PacketDrop::UnexpectedSystemMessage => DropReason::ALL.len() + 1,
         };
         self.player_drops[i].fetch_add(1, Ordering::Relaxed);
     }
@@ -1125,6 +1126,7 @@ impl ServerMetrics {
         let i = match why {
             crate::server::session::PacketDrop::Netcode(r) => r as usize,
             crate::server::session::PacketDrop::Malformed => DropReason::ALL.len(),
+            crate::server::session::PacketDrop::UnexpectedSystemMessage => DropReason::ALL.len() + 1,
         };
         self.player_drops[i].load(Ordering::Relaxed)
     }
@@ -1374,6 +1376,11 @@ impl ServerMetrics {
             "volley_player_packets_dropped_total",
             &[("reason", "malformed_payload")],
             get(&self.player_drops[DropReason::ALL.len()]),
+        );
+        self.counter(
+            "volley_player_packets_dropped_total",
+            &[("reason", "unexpected_system_message")],
+            get(&self.player_drops[DropReason::ALL.len() + 1]),
         );
         for (i, reason) in DATAGRAM_DROPS.iter().enumerate() {
             self.counter("volley_datagrams_dropped_total", &[("reason", reason)], get(&self.drops[i]));

@@ -41,6 +41,10 @@ pub enum PacketDrop {
     /// It authenticated, but its payload did not parse (reliability frame, input section or
     /// control message): a broken or hostile client.
     Malformed,
+    /// A message on the framework's channel, where a client sends only acknowledgements:
+    /// dropped at once, never queued (a hostile client could otherwise fill the server's
+    /// memory with messages no one reads).
+    UnexpectedSystemMessage,
 }
 
 impl PacketDrop {
@@ -49,12 +53,13 @@ impl PacketDrop {
         match self {
             Self::Netcode(r) => r.label(),
             Self::Malformed => "malformed_payload",
+            Self::UnexpectedSystemMessage => "unexpected_system_message",
         }
     }
 
     /// Whether the packet authenticated (it came from the client).
     pub fn authenticated(self) -> bool {
-        matches!(self, Self::Malformed)
+        matches!(self, Self::Malformed | Self::UnexpectedSystemMessage)
     }
 }
 
@@ -259,10 +264,21 @@ impl PlayerSession {
         if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {
             // Acknowledgements on the framework's channel (taken while closing too: a
             // redirect acknowledged is not sent again).
-            return match self.system.as_mut().map(|s| s.channel.receive(now, payload)) {
-                Some(Err(_)) => Incoming::Dropped(PacketDrop::Malformed),
-                _ => Incoming::Nothing,
-            };
+            // A client has nothing to say there but acknowledgements: a message it sends is
+            // taken off the channel as soon as it is whole and dropped (nothing reads that
+            // inbox), so none is held.
+            let Some(s) = self.system.as_mut() else { return Incoming::Nothing };
+            if s.channel.receive(now, payload).is_err() {
+                return Incoming::Dropped(PacketDrop::Malformed);
+            }
+            let mut unexpected = false;
+            while s.channel.recv_reliable().is_some() {
+                unexpected = true;
+            }
+            while s.channel.recv_event().is_some() {
+                unexpected = true;
+            }
+            return if unexpected { Incoming::Dropped(PacketDrop::UnexpectedSystemMessage) } else { Incoming::Nothing };
         }
         if self.closing.is_some() {
             // Said goodbye: waiting for the client's disconnect, taking nothing more.
