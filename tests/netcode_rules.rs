@@ -321,6 +321,33 @@ fn one_ip_cannot_fill_the_pending_handshake_table() {
     assert_eq!(net.state(0), ClientState::Connected, "another IP is not locked out");
 }
 
+/// The same IP's own players are not locked out by tokens that never answer: once the IP
+/// holds its `pending_per_ip` entries, a new request from it is refused while the oldest entry
+/// is younger than `PENDING_GIVE_WAY` (a burst behind one NAT connects in rounds), and takes
+/// that entry's place once it is older (one pending that long is not answering).
+#[test]
+fn an_ips_oldest_silent_handshake_gives_way_to_a_new_player_of_that_ip() {
+    use volley::protocol::netcode::server::PENDING_GIVE_WAY;
+    let mut net = Net::new(4); // 16 pending entries per IP
+    for i in 0..16u16 {
+        let from = SocketAddr::from(([127, 0, 0, 9], 1000 + i));
+        assert_eq!(net.deliver_to_server(from, request_for(&token(100 + u64::from(i)))), None);
+    }
+    let player = SocketAddr::from(([127, 0, 0, 9], 2000));
+    assert_eq!(
+        net.deliver_to_server(player, request_for(&token(7))),
+        Some(DropReason::TooManyPending),
+        "at once: refused, the client asks again"
+    );
+    assert_eq!(net.server.pending_given_way(), 0);
+    net.now += PENDING_GIVE_WAY;
+    assert_eq!(net.deliver_to_server(player, request_for(&token(8))), None, "a second later: taken");
+    assert_eq!(net.server.pending_given_way(), 1);
+    assert_eq!(net.server.pending_handshakes(), 16, "in the oldest one's place");
+    // The oldest silent token's own answer now finds no entry.
+    assert_eq!(net.server.tables().pending_ips, 1);
+}
+
 #[test]
 fn a_second_connection_with_a_connected_client_id_is_refused() {
     let mut net = Net::new(4);

@@ -244,7 +244,7 @@ struct LinkArgs {
 
 impl LinkArgs {
     fn profile(&self) -> Result<Option<LinkProfile>, String> {
-        let ok = |v: f64| v.is_finite() && v >= 0.0;
+        let ok = |v: f64| v.is_finite() && (0.0..=10_000.0).contains(&v);
         let chance = |v: f64| (0.0..=1.0).contains(&v);
         let valid = ok(self.latency_ms)
             && ok(self.jitter_ms)
@@ -252,7 +252,7 @@ impl LinkArgs {
             && chance(self.burst_enter)
             && chance(self.burst_leave);
         if !valid {
-            return Err("link: latency and jitter must be non-negative, loss and burst chances in 0..=1".into());
+            return Err("link: --latency-ms and --jitter-ms must be between 0 and 10000, --loss, --burst-enter and --burst-leave between 0 and 1".into());
         }
         if self.latency_ms == 0.0 && self.jitter_ms == 0.0 && self.loss == 0.0 && self.burst_enter == 0.0 {
             return Ok(None);
@@ -403,17 +403,30 @@ struct FileConfig {
     nats: Option<String>,
 }
 
+/// A small text file a setting names (a config file, a token file): a regular file of at
+/// most 1 MiB, in UTF-8, or a clear error naming `what`.
+fn read_text(path: &std::path::Path, what: &str) -> Result<String, String> {
+    let bytes =
+        volley::util::file::read_bounded(path, 1 << 20).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    String::from_utf8(bytes).map_err(|_| format!("{what} {}: not UTF-8 text", path.display()))
+}
+
 /// Fills every setting that neither a flag nor the environment gave from the config file.
 fn apply_config_file(a: &mut ServerArgs, m: &clap::ArgMatches) -> Result<(), String> {
-    let Some(path) = &a.config else { return Ok(()) };
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let f: FileConfig = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let Some(path) = a.config.clone() else { return Ok(()) };
+    let text = read_text(&path, "the config file")?;
     let unset = |id: &str| {
         !matches!(
             m.value_source(id),
             Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
         )
     };
+    apply_config_text(a, &text, unset).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Fills every setting for which `unset` is true from the config file's `text`.
+fn apply_config_text(a: &mut ServerArgs, text: &str, unset: impl Fn(&str) -> bool) -> Result<(), String> {
+    let f: FileConfig = toml::from_str(text).map_err(|e| e.to_string())?;
     if let Some(v) = f.bind.filter(|_| unset("bind")) {
         a.bind = v;
     }
@@ -505,23 +518,63 @@ fn key_or_random(hex_key: Option<&str>) -> Result<[u8; 32], String> {
     }
 }
 
-fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> {
-    if !(a.shutdown_grace.is_finite() && a.shutdown_grace >= 0.0) {
-        return Err("--shutdown-grace must be a non-negative number of seconds".into());
+/// A setting given in seconds, checked: finite and within `lo..=hi`, or an error naming the
+/// setting and its range.
+fn seconds(name: &str, v: f64, lo: f64, hi: f64) -> Result<Duration, String> {
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(format!("{name} must be between {lo} and {hi} seconds (got {v})"))
     }
+}
+
+/// A setting given as a count, checked: within `lo..=hi`, or an error naming the setting and
+/// its range.
+fn within<T: PartialOrd + std::fmt::Display + Copy>(name: &str, v: T, lo: T, hi: T) -> Result<T, String> {
+    if v >= lo && v <= hi { Ok(v) } else { Err(format!("{name} must be between {lo} and {hi} (got {v})")) }
+}
+
+/// Every numeric setting of the server's, against its range (flags, environment and the
+/// config file alike reach it here, before anything is allocated from them).
+fn validate(a: &ServerArgs) -> Result<(), String> {
+    if let Some(d) = a.duration {
+        seconds("--duration", d, 0.0, MAX_RUN_SECONDS)?;
+    }
+    seconds("--shutdown-grace", a.shutdown_grace, 0.0, 600.0)?;
+    seconds("--stall-after", a.stall_after, 0.01, 3600.0)?;
+    seconds("--match-seconds", a.match_seconds, 0.01, 86_400.0)?;
+    seconds("--match-wait", a.match_wait, 0.0, 3600.0)?;
+    seconds("--spectator-delay", a.spectator_delay, 0.0, 60.0)?;
+    within("--max-players", a.max_players, 1, volley::server::MAX_PLAYERS)?;
+    within("--tick-rate", a.tick_rate, 1, 1000)?;
+    within("--snapshot-rate", a.snapshot_rate, 1, a.tick_rate)?;
+    within("--send-batch", a.send_batch, 1, volley::transport::batch::BATCH)?;
+    within("--socket-buffer", a.socket_buffer, 0, 1 << 30)?;
+    within("--match-size", a.match_size, 0, a.max_players.max(1))?;
+    within("--match-min", a.match_min, 1, volley::server::MAX_PLAYERS)?;
+    within("--beacons", a.beacons, 0, 100_000)?;
+    within("--zones", a.zones, 1, 64)?;
+    if let Some(z) = a.zone {
+        within("--zone", z, 0, a.zones - 1)?;
+    }
+    Ok(())
+}
+
+/// The longest `--duration`: ten years.
+const MAX_RUN_SECONDS: f64 = 315_360_000.0;
+
+/// The most bots one swarm runs (each holds a socket and a client).
+const MAX_BOTS: usize = 100_000;
+
+fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> {
+    validate(a)?;
     let mut c = ServerConfig::new(a.bind, key);
     c.protocol_id = a.protocol_id;
     c.max_players = a.max_players;
     c.tick_rate_hz = a.tick_rate;
     c.snapshot_rate_hz = a.snapshot_rate;
     c.shutdown_grace = Duration::from_secs_f64(a.shutdown_grace);
-    if !(a.stall_after.is_finite() && a.stall_after > 0.0) {
-        return Err("--stall-after must be a positive number of seconds".into());
-    }
     c.stall_after = Duration::from_secs_f64(a.stall_after);
-    if !(1..=volley::transport::batch::BATCH).contains(&a.send_batch) {
-        return Err(format!("--send-batch must be between 1 and {}", volley::transport::batch::BATCH));
-    }
     c.send_batch = a.send_batch;
     c.socket_buffer_bytes = a.socket_buffer;
     c.predict_snapshots = a.predict_snapshots;
@@ -534,12 +587,7 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     c.admin_token = match (&a.admin_token, &a.admin_token_file) {
         (Some(_), Some(_)) => return Err("give --admin-token or --admin-token-file, not both".into()),
         (Some(t), None) => Some(t.trim().to_string()),
-        (None, Some(path)) => Some(
-            std::fs::read_to_string(path)
-                .map_err(|e| format!("--admin-token-file {}: {e}", path.display()))?
-                .trim()
-                .to_string(),
-        ),
+        (None, Some(path)) => Some(read_text(path, "--admin-token-file")?.trim().to_string()),
         (None, None) => None,
     };
     if c.admin_token.as_deref() == Some("") {
@@ -547,18 +595,6 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     }
     c.admin_show_addresses = a.admin_show_addresses;
     c.record = a.record.clone();
-    if !(a.spectator_delay.is_finite() && (0.0..=60.0).contains(&a.spectator_delay)) {
-        return Err("--spectator-delay must be between 0 and 60 seconds".into());
-    }
-    if !(a.match_seconds.is_finite() && a.match_seconds > 0.0) {
-        return Err("--match-seconds must be a positive number of seconds".into());
-    }
-    if !(a.match_wait.is_finite() && (0.0..=3600.0).contains(&a.match_wait)) {
-        return Err("--match-wait must be between 0 and 3600 seconds".into());
-    }
-    if a.match_min == 0 || (a.match_size > 0 && a.match_min > a.match_size) {
-        return Err("--match-min must be between 1 and --match-size".into());
-    }
     if a.zone.is_some() {
         c.world_kinds = vec!["arena".into(), "border".into()];
     } else if a.match_size > 0 {
@@ -575,12 +611,13 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
 fn rooms(a: &ServerArgs) -> Option<Rooms> {
     (a.match_size > 0 && a.zone.is_none()).then(|| Rooms {
         match_size: a.match_size,
-        match_min: a.match_min,
-        match_wait: Duration::from_secs_f64(a.match_wait.clamp(0.0, 3600.0)),
-        match_length: Duration::from_secs_f64(a.match_seconds),
+        match_min: a.match_min.min(a.match_size),
+        match_wait: Duration::try_from_secs_f64(a.match_wait.clamp(0.0, 3600.0)).unwrap_or_default(),
+        match_length: Duration::try_from_secs_f64(a.match_seconds.clamp(0.01, 86_400.0))
+            .unwrap_or(Duration::from_secs(60)),
         beacons: a.beacons,
         faulty_match: a.faulty_match,
-        spectator_delay: Duration::from_secs_f64(a.spectator_delay.clamp(0.0, 60.0)),
+        spectator_delay: Duration::try_from_secs_f64(a.spectator_delay.clamp(0.0, 60.0)).unwrap_or_default(),
         ..Rooms::default()
     })
 }
@@ -589,7 +626,11 @@ fn rooms(a: &ServerArgs) -> Option<Rooms> {
 async fn until_stopped(duration: Option<f64>) {
     let timer = async {
         match duration {
-            Some(s) if s.is_finite() && s >= 0.0 => tokio::time::sleep(Duration::from_secs_f64(s)).await,
+            // Checked by the caller (`seconds`); an unchecked one too large to sleep runs on.
+            Some(s) => match Duration::try_from_secs_f64(s) {
+                Ok(d) => tokio::time::sleep(d).await,
+                Err(_) => std::future::pending().await,
+            },
             _ => std::future::pending().await,
         }
     };
@@ -709,11 +750,11 @@ fn open_replay(a: &ReplayArgs) -> Result<volley::server::spectate::SpectatorWorl
 fn replay_info(a: &ReplayArgs) -> Result<(), String> {
     use volley::protocol::recording::Recording;
     use volley::server::World;
-    let size = std::fs::metadata(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?.len();
-    if size > a.max_bytes {
-        return Err(format!("{}: {size} bytes, more than --max-bytes {}", a.file.display(), a.max_bytes));
-    }
-    let data = std::fs::read(&a.file).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let data = volley::util::file::read_bounded(&a.file, a.max_bytes).map_err(|e| match e {
+        volley::util::file::ReadError::TooLarge(max) => format!("{}: more than --max-bytes {max}", a.file.display()),
+        e => format!("{}: {e}", a.file.display()),
+    })?;
+    let size = data.len() as u64;
     let rec = Recording::parse(data.into(), Some(&Arena::new().schema()))
         .map_err(|e| format!("{}: {e}", a.file.display()))?;
     let h = rec.header();
@@ -984,9 +1025,14 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     if !(0.0..=100.0).contains(&args.churn_percent) {
         return Err(format!("--churn-percent {}: give 0 to 100", args.churn_percent));
     }
-    if !(args.churn_every.is_finite() && args.churn_every >= 1.0) {
-        return Err(format!("--churn-every {}: give at least 1 second", args.churn_every));
+    seconds("--churn-every", args.churn_every, 1.0, 86_400.0)?;
+    if let Some(d) = args.duration {
+        seconds("--duration", d, 0.0, MAX_RUN_SECONDS)?;
     }
+    if let Some(e) = args.figures_every {
+        seconds("--figures-every", e, 1.0, 86_400.0)?;
+    }
+    within("--bots", args.bots, 0, MAX_BOTS)?;
     let churn = (args.churn_percent > 0.0)
         .then(|| Churn { every: Duration::from_secs_f64(args.churn_every), fraction: args.churn_percent / 100.0 });
     let cfg = SwarmConfig {
@@ -1209,9 +1255,7 @@ async fn scrape(addr: SocketAddr, token: Option<&str>) -> Result<Scrape, String>
 }
 
 async fn health(args: HealthArgs) -> Result<bool, String> {
-    if !(args.timeout.is_finite() && args.timeout > 0.0) {
-        return Err("--timeout must be a positive number of seconds".into());
-    }
+    seconds("--timeout", args.timeout, 0.001, 3600.0)?;
     let (status, body) = volley::server::admin::get(args.admin, &args.path, Duration::from_secs_f64(args.timeout))
         .await
         .map_err(|e| format!("{}{}: {e}", args.admin, args.path))?;
@@ -1277,6 +1321,7 @@ fn main() -> ExitCode {
             .and_then(|()| a.link.profile())
             .and_then(|link| runtime().map(|rt| (rt, link)))
             .and_then(|(rt, link)| {
+                within("--bots", a.bots, 0, MAX_BOTS)?;
                 // Spectators watch matches: by default two, when there are matches to watch.
                 let spectators = a.spectators.unwrap_or(if rooms(&a.server).is_some() { 2 } else { 0 }).min(a.bots);
                 rt.block_on(serve(a.server, (a.bots, spectators), link))
@@ -1350,5 +1395,122 @@ mod tests {
         let lossy = FeedCheck { stayed: 10, faulty: vec![3], ..FeedCheck::default() };
         assert!(soak_verdict(&flat, &lossy).is_err());
         assert!(soak_verdict(&flat[..1], &clean).is_err(), "one report is not a soak");
+    }
+
+    /// Every key of the config file.
+    const KEYS: [&str; 27] = [
+        "bind",
+        "public_addr",
+        "private_key",
+        "protocol_id",
+        "max_players",
+        "tick_rate",
+        "snapshot_rate",
+        "duration",
+        "shutdown_grace",
+        "admin",
+        "admin_token",
+        "admin_token_file",
+        "admin_show_addresses",
+        "stall_after",
+        "send_batch",
+        "socket_buffer",
+        "predict_snapshots",
+        "match_size",
+        "match_min",
+        "match_wait",
+        "match_seconds",
+        "beacons",
+        "record",
+        "spectator_delay",
+        "zone",
+        "zones",
+        "nats",
+    ];
+
+    /// The server's settings as `volley server` starts with them, then `text` as its config
+    /// file, then checked and turned into the server's config and rooms, as the program
+    /// does: an error or a config, never a panic.
+    fn settle(text: &str) -> Result<(), String> {
+        use clap::Parser;
+        let super::Command::Server(mut a) =
+            super::Cli::try_parse_from(["volley", "server"]).expect("the defaults parse").command
+        else {
+            unreachable!("asked for the server")
+        };
+        super::apply_config_text(&mut a, text, |_| true)?;
+        super::server_config(&a, [1; 32])?;
+        let _ = super::rooms(&a);
+        Ok(())
+    }
+
+    #[test]
+    fn the_reported_values_are_clear_errors_naming_the_setting() {
+        for (text, names) in [
+            ("duration = 1e300", "--duration"),
+            ("duration = -1.0", "--duration"),
+            ("duration = nan", "--duration"),
+            ("shutdown_grace = 1e300", "--shutdown-grace"),
+            ("stall_after = inf", "--stall-after"),
+            ("match_seconds = 1e300", "--match-seconds"),
+            ("max_players = 100000000", "--max-players"),
+            ("beacons = 4294967295", "--beacons"),
+            ("zones = 65535", "--zones"),
+            ("admin_token_file = \"/dev/zero\"", "not a regular file"),
+        ] {
+            let err = settle(text).expect_err(text);
+            assert!(err.contains(names), "{text}: {err}");
+        }
+        // u64::MAX does not fit TOML's integers: the file does not parse, with its line.
+        assert!(settle("max_players = 18446744073709551615").is_err());
+        settle("").expect("the defaults are valid");
+    }
+
+    fn value() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            any::<i64>().prop_map(|v| v.to_string()),
+            any::<f64>().prop_map(|v| if v.is_nan() {
+                "nan".to_string()
+            } else if v.is_infinite() {
+                if v > 0.0 { "inf".into() } else { "-inf".into() }
+            } else {
+                format!("{v:e}")
+            }),
+            (0u32..70_000).prop_map(|v| v.to_string()),
+            prop::sample::select(vec![
+                "0",
+                "1",
+                "-1",
+                "65535",
+                "65536",
+                "4294967295",
+                "1e300",
+                "-0.0",
+                "nan",
+                "inf",
+                "true",
+                "[]",
+                "{}",
+                "\"\"",
+                "\"/dev/zero\"",
+                "\"off\"",
+                "\"0.0.0.0:0\"",
+                "\"[::1]:99999\"",
+                "\"zz\"",
+            ])
+            .prop_map(String::from),
+            "[ -~]{0,24}".prop_map(|s| format!("{s:?}")),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Any value of any key, one to three of them: a config or a clear error, no panic.
+        #[test]
+        fn no_value_of_any_key_panics(entries in proptest::collection::vec((0..KEYS.len(), value()), 1..4)) {
+            let text: String = entries.iter().map(|(k, v)| format!("{} = {v}\n", KEYS[*k])).collect();
+            let _ = settle(&text);
+        }
     }
 }

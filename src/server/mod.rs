@@ -334,6 +334,11 @@ pub enum StartError {
     Config(String),
 }
 
+/// The most player slots one server takes ([`ServerConfig::max_players`]): the slot tables
+/// are allocated up front, about 0.7 KiB a slot, so this bounds them at ~45 MiB whatever
+/// a config says.
+pub const MAX_PLAYERS: usize = 65_536;
+
 /// A part of the server a supervision test can make fail.
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -471,8 +476,11 @@ pub async fn start_with<W: World>(
             config.tick_rate_hz, config.snapshot_rate_hz
         )));
     }
-    if config.max_players == 0 {
-        return Err(StartError::Config("max players must be at least 1".into()));
+    if config.max_players == 0 || config.max_players > MAX_PLAYERS {
+        return Err(StartError::Config(format!(
+            "max players must be between 1 and {MAX_PLAYERS} (got {})",
+            config.max_players
+        )));
     }
     if config.world_kinds.is_empty() || config.world_kinds.len() > 64 {
         return Err(StartError::Config("declare between 1 and 64 world kinds".into()));

@@ -83,15 +83,18 @@ pub enum ReplayOpenError {
     #[error("{0}")]
     Recording(#[from] RecordingError),
     /// It is larger than the limit given.
-    #[error("the recording is {0} bytes, more than the {1} allowed")]
-    TooLarge(u64, u64),
+    #[error("the recording holds more than the {0} bytes allowed")]
+    TooLarge(u64),
+    /// It is not a regular file (a FIFO, a device): refused before it is read.
+    #[error("not a regular file")]
+    NotAFile,
 }
 
 impl SpectatorWorld {
     /// Plays the recording at `path` (made with this game's `schema`), from its first tick,
     /// at real speed, showing everything; `relevancy` (the game's) is used for viewers who
-    /// follow a recorded player. Files over `max_bytes` are refused (the recording is read
-    /// into memory).
+    /// follow a recorded player. Only a regular file is read, and never more than
+    /// `max_bytes` of it (the recording is read into memory).
     ///
     /// # Errors
     /// The file cannot be read, is too large, or is not a recording of this game (see
@@ -102,11 +105,12 @@ impl SpectatorWorld {
         relevancy: Arc<dyn Relevancy>,
         max_bytes: u64,
     ) -> Result<Self, ReplayOpenError> {
-        let len = std::fs::metadata(path)?.len();
-        if len > max_bytes {
-            return Err(ReplayOpenError::TooLarge(len, max_bytes));
-        }
-        let data = bytes::Bytes::from(std::fs::read(path)?);
+        let data = match crate::util::file::read_bounded(path, max_bytes) {
+            Ok(d) => bytes::Bytes::from(d),
+            Err(crate::util::file::ReadError::Io(e)) => return Err(ReplayOpenError::Io(e)),
+            Err(crate::util::file::ReadError::NotAFile) => return Err(ReplayOpenError::NotAFile),
+            Err(crate::util::file::ReadError::TooLarge(max)) => return Err(ReplayOpenError::TooLarge(max)),
+        };
         let recording = Recording::parse(data, Some(&schema))?;
         Ok(Self::replay(recording, schema, relevancy)?)
     }

@@ -27,7 +27,7 @@
 //! encrypt a second session whose packet sequences start at zero again, reusing nonces under
 //! the same key. A client reconnects with a fresh token from its backend.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
@@ -70,8 +70,13 @@ pub struct EndpointConfig {
     /// Pending handshakes (authentic tokens that have not answered their challenge) one IP
     /// address may hold at once, over all its ports, so one address cannot fill the table
     /// and lock everyone else out. Players behind one NAT share it; a handshake that
-    /// completes frees its entry at once. Default: a sixteenth of the table (which holds four
-    /// per slot, 256 at least), 16 at least.
+    /// completes frees its entry at once. When an IP holds its limit, a new request from it
+    /// takes the place of that IP's oldest entry if that one has waited [`PENDING_GIVE_WAY`]
+    /// (a handshake completes within a round trip: one pending that long is not answering);
+    /// otherwise the request is refused (`TooManyPending`) and the client asks again. So a
+    /// burst of players behind one NAT connects in rounds, and tokens that never answer
+    /// cannot lock that IP's players out for longer than a second. Default: a sixteenth of
+    /// the table (which holds four per slot, 256 at least), 16 at least.
     pub pending_per_ip: usize,
 }
 
@@ -91,6 +96,10 @@ impl EndpointConfig {
         }
     }
 }
+
+/// How long an IP's oldest pending handshake is kept from a new request of the same IP once
+/// the IP holds [`EndpointConfig::pending_per_ip`] of them.
+pub const PENDING_GIVE_WAY: Duration = Duration::from_secs(1);
 
 /// The pending-handshake table's size for `max_clients` slots.
 fn pending_capacity(max_clients: usize) -> usize {
@@ -151,9 +160,12 @@ struct Handshake {
     send_sequence: u64,
     pending: HashMap<SocketAddr, Pending>,
     pending_capacity: usize,
-    /// Pending entries per IP address, and how many one may hold.
-    per_ip: HashMap<IpAddr, usize>,
+    /// Pending entries per IP address, oldest first with when each was made, and how many
+    /// one may hold.
+    per_ip: HashMap<IpAddr, VecDeque<(SocketAddr, Duration)>>,
     per_ip_limit: usize,
+    /// Pending entries that gave way to a newer request of their IP.
+    given_way: u64,
     history: TokenHistory,
     last_purge: Duration,
 }
@@ -175,6 +187,7 @@ impl Handshake {
             pending_capacity,
             per_ip: HashMap::new(),
             per_ip_limit: config.pending_per_ip.max(1),
+            given_way: 0,
             history: TokenHistory::new((max_clients * 8).max(4096)),
             last_purge: Duration::ZERO,
         }
@@ -188,15 +201,17 @@ impl Handshake {
     /// Forgets the pending entry of `addr`, if any.
     fn forget(&mut self, addr: &SocketAddr) -> Option<Pending> {
         let p = self.pending.remove(addr)?;
-        Self::uncount(&mut self.per_ip, addr.ip());
+        Self::uncount(&mut self.per_ip, addr);
         Some(p)
     }
 
-    fn uncount(per_ip: &mut HashMap<IpAddr, usize>, ip: IpAddr) {
-        if let Some(n) = per_ip.get_mut(&ip) {
-            *n -= 1;
-            if *n == 0 {
-                per_ip.remove(&ip);
+    fn uncount(per_ip: &mut HashMap<IpAddr, VecDeque<(SocketAddr, Duration)>>, addr: &SocketAddr) {
+        if let Some(q) = per_ip.get_mut(&addr.ip()) {
+            if let Some(i) = q.iter().position(|(a, _)| a == addr) {
+                q.remove(i);
+            }
+            if q.is_empty() {
+                per_ip.remove(&addr.ip());
             }
         }
     }
@@ -217,7 +232,7 @@ impl Handshake {
             self.pending.retain(|addr, p| {
                 let keep = p.expire_at > now;
                 if !keep {
-                    Self::uncount(per_ip, addr.ip());
+                    Self::uncount(per_ip, addr);
                 }
                 keep
             });
@@ -280,11 +295,20 @@ impl Handshake {
             return Err(DropReason::HandshakeTableFull);
         }
         if fresh {
-            let n = self.per_ip.entry(from.ip()).or_default();
-            if *n >= self.per_ip_limit {
-                return Err(DropReason::TooManyPending);
+            let q = self.per_ip.entry(from.ip()).or_default();
+            if q.len() >= self.per_ip_limit {
+                // The IP's oldest entry gives way if it has waited long enough (see
+                // `EndpointConfig::pending_per_ip`).
+                match q.front() {
+                    Some(&(oldest, since)) if now.saturating_sub(since) >= PENDING_GIVE_WAY => {
+                        q.pop_front();
+                        self.pending.remove(&oldest);
+                        self.given_way += 1;
+                    }
+                    _ => return Err(DropReason::TooManyPending),
+                }
             }
-            *n += 1;
+            q.push_back((from, now));
         }
         self.pending.insert(
             from,
@@ -746,6 +770,12 @@ impl<C> Endpoint<C> {
     /// Addresses in the middle of a handshake.
     pub fn pending_handshakes(&self) -> usize {
         self.handshake.pending_len()
+    }
+
+    /// Pending handshakes that gave way to a newer request of their IP (see
+    /// [`EndpointConfig::pending_per_ip`]).
+    pub fn pending_given_way(&self) -> u64 {
+        self.handshake.given_way
     }
 
     /// Dropped packets by reason (those the endpoint dropped; a routed datagram's owner counts
