@@ -327,3 +327,113 @@ fn rss_kib() -> u64 {
         .and_then(|s| s.split_whitespace().nth(1).and_then(|p| p.parse::<u64>().ok()))
         .map_or(0, |pages| pages * 4)
 }
+
+/// One netcode client driven by hand (the protocol's own client type), so the test can send
+/// any payload through a connection that authenticates.
+struct Raw {
+    client: volley::protocol::netcode::client::Client,
+    socket: UdpSocket,
+    /// The goodbye the server said, if it did.
+    goodbye: Option<volley::protocol::session::SessionEnd>,
+}
+
+impl Raw {
+    fn connect(server: SocketAddr, client_id: u64) -> Self {
+        let token = ConnectToken::generate(
+            &TokenParams::new(volley::DEFAULT_PROTOCOL_ID, client_id, server, unix_now().as_secs()),
+            &KEY,
+        )
+        .unwrap();
+        let mut client = volley::protocol::netcode::client::Client::new(token, unix_now());
+        client.connect(unix_now());
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_nonblocking(true).unwrap();
+        let mut raw = Self { client, socket, goodbye: None };
+        let start = Instant::now();
+        while !raw.client.is_connected() && start.elapsed() < Duration::from_secs(5) {
+            raw.frame(&[]);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(raw.client.is_connected(), "connected");
+        raw
+    }
+
+    /// Takes what arrived (noting a goodbye), runs the timers, sends `payloads`.
+    fn frame(&mut self, payloads: &[&[u8]]) {
+        use volley::protocol::session::{CONTROL_FRAME, Control};
+        let mut buf = [0u8; 2048];
+        while let Ok((n, from)) = self.socket.recv_from(&mut buf) {
+            if let Ok(Some(p)) = self.client.process(unix_now(), from, &mut buf[..n])
+                && p.first() == Some(&CONTROL_FRAME)
+                && let Ok(Control::Goodbye(end)) = Control::decode(p)
+            {
+                self.goodbye = Some(end);
+            }
+        }
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        self.client.update(unix_now(), &mut wire);
+        for p in payloads {
+            let _ = self.client.send_payload(unix_now(), p, &mut wire);
+        }
+        for (to, b) in wire {
+            let _ = self.socket.send_to(&b, to);
+        }
+    }
+}
+
+/// Hardening: a client whose every payload authenticates but cannot be read (a plain frame
+/// byte and garbage) was kept forever, each packet dropped and counted. A run of
+/// `MAX_MALFORMED_RUN` in a row now ends its session, told why; a burst shorter than that,
+/// followed by a readable payload, costs only its packets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sending_only_malformed_payloads_is_disconnected_and_a_burst_is_not() {
+    use volley::protocol::session::{Control, MAX_CONTROL_BYTES, PROTOCOL_VERSION, SessionEnd};
+    use volley::server::MAX_MALFORMED_RUN;
+
+    let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY), Counter::default())
+        .await
+        .unwrap();
+    let addr = server.addr();
+    let garbage: &[u8] = &[0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+    let (bursty, flooder) = tokio::task::spawn_blocking(move || {
+        let mut hello = [0u8; MAX_CONTROL_BYTES];
+        let n = Control::Hello { protocol_version: PROTOCOL_VERSION }.encode(&mut hello);
+        let hello = hello[..n].to_vec();
+        let mut bursty = Raw::connect(addr, 1);
+        let mut flooder = Raw::connect(addr, 2);
+        let burst = 50;
+        // Three bursts a little short of the run, each followed by a readable payload; the
+        // flooder sends garbage only, as many packets in all.
+        for _ in 0..3 {
+            for chunk in 0..(MAX_MALFORMED_RUN as usize - 6).div_ceil(burst) {
+                let n = burst.min(MAX_MALFORMED_RUN as usize - 6 - chunk * burst);
+                bursty.frame(&vec![garbage; n]);
+                flooder.frame(&vec![garbage; n]);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            bursty.frame(&[&hello]);
+            flooder.frame(&[garbage]);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for _ in 0..50 {
+            bursty.frame(&[]);
+            flooder.frame(&[]);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (bursty.goodbye, flooder.goodbye)
+    })
+    .await
+    .unwrap();
+    // The flooder never answers the goodbye: the server ends it after GOODBYE_TIMEOUT.
+    tokio::time::sleep(volley::server::GOODBYE_TIMEOUT + Duration::from_millis(500)).await;
+    let m = server.metrics().clone();
+    println!(
+        "bursty told {bursty:?}, flooder told {flooder:?}; malformed payloads dropped: {}",
+        m.player_drops(PacketDrop::Malformed)
+    );
+    assert_eq!(flooder, Some(SessionEnd::Malformed), "the flooder is told why it goes");
+    assert_eq!(bursty, None, "bursts shorter than the run, between readable payloads, cost only the packets");
+    assert!(m.player_drops(PacketDrop::Malformed) >= u64::from(MAX_MALFORMED_RUN), "each counted");
+    assert!(m.render().contains("volley_disconnects_total{reason=\"malformed\"} 1"), "the disconnect counted");
+    server.shutdown().await;
+}

@@ -64,18 +64,28 @@ if [ "$FUZZ_SECONDS" -gt 0 ]; then
   # Two targets at a time (the machine's two cores; each libFuzzer run is one process), each
   # one's lines printed together when it ends.
   mkdir -p fuzz/logs
+  # Every kind of finding fails the step, not crashes alone: a timeout (an input taking over
+  # 10 s), an out-of-memory (over 512 MiB resident, or one allocation over 64 MiB: no decoder
+  # may allocate anything near that from an input of a few KiB) or a leak leaves its artifact.
   fuzz_one() {
     mkdir -p "corpus/$1"
-    cargo fuzz run "$1" -- -max_total_time="$FUZZ_SECONDS" -print_final_stats=1 >"logs/$1.log" 2>&1 || true
+    cargo fuzz run "$1" -- -max_total_time="$FUZZ_SECONDS" -timeout=10 -rss_limit_mb=512 -malloc_limit_mb=64 \
+      -print_final_stats=1 >"logs/$1.log" 2>&1 || true
     { echo "-- $1"; grep -E '^(stat::number_of_executed_units|Done|==|SUMMARY|thread)' "logs/$1.log" || true; }
   }
   export -f fuzz_one
   export FUZZ_SECONDS
   (cd fuzz && cargo fuzz list | xargs -P 2 -I{} bash -c 'fuzz_one {}')
   for target in $(cd fuzz && cargo fuzz list); do
-    # A crash leaves an artifact; fail on it.
-    if compgen -G "fuzz/artifacts/$target/crash-*" >/dev/null; then
-      echo "fuzz target $target crashed: see fuzz/artifacts/$target and fuzz/logs/$target.log"; exit 1
+    # Each finding leaves an artifact (crash-, timeout-, oom-, leak-, slow-unit-); fail on any.
+    for kind in crash timeout oom leak slow-unit; do
+      if compgen -G "fuzz/artifacts/$target/$kind-*" >/dev/null; then
+        echo "fuzz target $target: a $kind finding: see fuzz/artifacts/$target and fuzz/logs/$target.log"; exit 1
+      fi
+    done
+    # A libFuzzer run that ended without its final stats did not run to its end.
+    if ! grep -q '^Done' "fuzz/logs/$target.log"; then
+      echo "fuzz target $target did not finish its run: see fuzz/logs/$target.log"; tail -n 20 "fuzz/logs/$target.log"; exit 1
     fi
   done
   unset RUSTC_BOOTSTRAP

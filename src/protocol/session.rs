@@ -72,6 +72,10 @@ pub enum SessionEnd {
     /// The client sent the world more messages than it takes, tick after tick.
     #[error("disconnected for flooding the server with messages")]
     Flooding,
+    /// The client sent nothing but payloads the server could not read, packet after packet
+    /// (a broken or hostile client; see `server::MAX_MALFORMED_RUN`).
+    #[error("disconnected for sending only malformed packets")]
+    Malformed,
     /// The client fell so far behind on the server's reliable messages that they could not
     /// be queued.
     #[error("too far behind on reliable messages")]
@@ -122,6 +126,7 @@ impl SessionEnd {
             Self::Flooding => 4,
             Self::TooFarBehind => 5,
             Self::Moved => 6,
+            Self::Malformed => 7,
             _ => 0,
         }
     }
@@ -133,6 +138,7 @@ impl SessionEnd {
             Self::ShuttingDown => "shutting_down",
             Self::WorldStopped => "world_stopped",
             Self::Flooding => "flooding",
+            Self::Malformed => "malformed",
             Self::TooFarBehind => "too_far_behind",
             Self::Moved => "moved",
             Self::ServerFull => "server_full",
@@ -161,7 +167,7 @@ pub enum Control {
     Reject(RejectReason),
     /// Server → client: the session is over, and why (repeated until the client answers
     /// with its netcode disconnect, or a second has passed). Only the reasons a server
-    /// gives travel ([`SessionEnd::Kicked`], `ShuttingDown`, `WorldStopped`, `Flooding`,
+    /// gives travel ([`SessionEnd::Kicked`], `ShuttingDown`, `WorldStopped`, `Flooding`, `Malformed`,
     /// `TooFarBehind`, `Moved`); any other is sent as `ShuttingDown`.
     Goodbye(SessionEnd),
 }
@@ -243,6 +249,7 @@ impl Control {
                     (4, "") => SessionEnd::Flooding,
                     (5, "") => SessionEnd::TooFarBehind,
                     (6, "") => SessionEnd::Moved,
+                    (7, "") => SessionEnd::Malformed,
                     _ => return Err(Malformed),
                 }))
             }
@@ -344,6 +351,7 @@ mod tests {
             Control::Goodbye(SessionEnd::Flooding),
             Control::Goodbye(SessionEnd::TooFarBehind),
             Control::Goodbye(SessionEnd::Moved),
+            Control::Goodbye(SessionEnd::Malformed),
         ] {
             let n = c.encode(&mut buf);
             assert_eq!(Control::decode(&buf[..n]), Ok(c.clone()));

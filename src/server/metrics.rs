@@ -126,6 +126,8 @@ pub enum EndReason {
     TooFarBehind = 8,
     /// It was handed to another zone.
     Moved = 9,
+    /// It sent only malformed payloads.
+    Malformed = 10,
 }
 
 impl EndReason {
@@ -139,6 +141,7 @@ impl EndReason {
             Some(SessionEnd::Flooding) => Self::Flooding,
             Some(SessionEnd::TooFarBehind) => Self::TooFarBehind,
             Some(SessionEnd::Moved) => Self::Moved,
+            Some(SessionEnd::Malformed) => Self::Malformed,
             _ => netcode.into(),
         }
     }
@@ -159,7 +162,7 @@ impl From<DisconnectReason> for EndReason {
     }
 }
 
-const END_REASONS: [&str; 10] = [
+const END_REASONS: [&str; 11] = [
     "timed_out",
     "by_peer",
     "local",
@@ -170,6 +173,7 @@ const END_REASONS: [&str; 10] = [
     "flooding",
     "too_far_behind",
     "moved",
+    "malformed",
 ];
 
 /// Why a datagram was dropped by the server.

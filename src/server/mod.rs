@@ -194,7 +194,7 @@ use tokio::net::UdpSocket;
 pub use metrics::ServerMetrics;
 pub use session::{
     FLOOD_MEMORY_TICKS, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES_PER_TICK,
-    MAX_FLOODING_TICKS, MessageDrops, PacketDrop,
+    MAX_FLOODING_TICKS, MAX_MALFORMED_RUN, MessageDrops, PacketDrop,
 };
 pub use spawn::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WorldRef, Worlds};
 pub use world::{

@@ -77,6 +77,19 @@ pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4096;
 /// goes on for about a second at 60 Hz costs it the connection.
 pub const MAX_FLOODING_TICKS: u32 = 60;
 
+/// Payloads in a row that authenticated but could not be read (or were messages on the
+/// framework's channel) after which the server disconnects the client
+/// ([`SessionEnd::Malformed`]): any readable payload starts the count again, so a burst of
+/// garbage costs only its packets, while a client that sends nothing else (about four
+/// seconds of a 60 Hz client's packets) goes.
+pub const MAX_MALFORMED_RUN: u32 = 256;
+
+/// One more unreadable payload in a row (`run`): dropped for `why`.
+fn unreadable(run: &mut u32, why: PacketDrop) -> Incoming<'static> {
+    *run = run.saturating_add(1);
+    Incoming::Dropped(why)
+}
+
 /// Ticks without overflow after which a client's flooding is forgotten.
 pub const FLOOD_MEMORY_TICKS: u64 = 60;
 
@@ -148,6 +161,8 @@ pub struct PlayerSession {
     messages_this_round: u32,
     /// Rounds that overflowed, each soon after the one before, and the last of them.
     flooding_rounds: u32,
+    /// Unreadable payloads in a row ([`MAX_MALFORMED_RUN`]).
+    malformed_run: u32,
     last_flood_round: u64,
     /// Set once the server closes the session: the goodbye in flight.
     closing: Option<Closing>,
@@ -229,6 +244,7 @@ impl PlayerSession {
             message_round: 0,
             messages_this_round: 0,
             flooding_rounds: 0,
+            malformed_run: 0,
             last_flood_round: 0,
             closing: None,
             system: None,
@@ -250,8 +266,13 @@ impl PlayerSession {
         &self.channel
     }
 
-    /// Takes one datagram from this player's address.
+    /// Takes one datagram from this player's address. A client that has sent
+    /// [`MAX_MALFORMED_RUN`] unreadable payloads in a row is told goodbye
+    /// ([`SessionEnd::Malformed`]) as its next datagram comes.
     pub fn on_datagram<'a>(&'a mut self, now: Duration, bytes: &'a mut [u8], tx: &mut impl Transmit) -> Incoming<'a> {
+        if self.malformed_run >= MAX_MALFORMED_RUN && self.closing.is_none() && !self.closed {
+            self.close(now, SessionEnd::Malformed, tx);
+        }
         let payload: &[u8] = match self.connection.receive(now, bytes) {
             Ok(Packet::Payload(p)) => p,
             Ok(Packet::Disconnect) => {
@@ -269,7 +290,7 @@ impl PlayerSession {
             // inbox), so none is held.
             let Some(s) = self.system.as_mut() else { return Incoming::Nothing };
             if s.channel.receive(now, payload).is_err() {
-                return Incoming::Dropped(PacketDrop::Malformed);
+                return unreadable(&mut self.malformed_run, PacketDrop::Malformed);
             }
             let mut unexpected = false;
             while s.channel.recv_reliable().is_some() {
@@ -278,7 +299,11 @@ impl PlayerSession {
             while s.channel.recv_event().is_some() {
                 unexpected = true;
             }
-            return if unexpected { Incoming::Dropped(PacketDrop::UnexpectedSystemMessage) } else { Incoming::Nothing };
+            if unexpected {
+                return unreadable(&mut self.malformed_run, PacketDrop::UnexpectedSystemMessage);
+            }
+            self.malformed_run = 0;
+            return Incoming::Nothing;
         }
         if self.closing.is_some() {
             // Said goodbye: waiting for the client's disconnect, taking nothing more.
@@ -294,16 +319,23 @@ impl PlayerSession {
                     self.welcomed = matches!(answer, Control::Welcome(_));
                 }
                 Ok(_) => {}
-                Err(_) => return Incoming::Dropped(PacketDrop::Malformed),
+                Err(_) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed),
             }
+            self.malformed_run = 0;
             return Incoming::Nothing;
         }
         let state = match self.channel.receive(now, payload) {
             Ok(Some(state)) => state,
-            Ok(None) => return Incoming::Nothing,
-            Err(_) => return Incoming::Dropped(PacketDrop::Malformed),
+            Ok(None) => {
+                self.malformed_run = 0;
+                return Incoming::Nothing;
+            }
+            Err(_) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed),
         };
-        let Ok(input) = read_input_packet(state) else { return Incoming::Dropped(PacketDrop::Malformed) };
+        let Ok(input) = read_input_packet(state) else {
+            return unreadable(&mut self.malformed_run, PacketDrop::Malformed);
+        };
+        self.malformed_run = 0;
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);
         }
