@@ -151,7 +151,12 @@ mod tests {
         let mut stamps = Stamps::enable(&rx);
         assert!(stamps.is_on(), "Linux stamps datagrams");
         tx.send_to(b"hello", rx.local_addr().expect("an address")).expect("sent");
-        // A frame at 60 Hz, and then some: the datagram waits in the socket meanwhile.
+        // Once it is in the socket (a busy machine may deliver it late even on loopback)...
+        rx.set_nonblocking(false).expect("blocking");
+        let mut peek = [0u8; 8];
+        rx.peek_from(&mut peek).expect("the datagram arrives");
+        rx.set_nonblocking(true).expect("non-blocking");
+        // ... a frame at 60 Hz, and then some: the datagram waits in the socket meanwhile.
         std::thread::sleep(Duration::from_millis(20));
         let mut buf = [0u8; 64];
         let got = stamps.recv(&rx, &mut buf).expect("the datagram");
