@@ -180,6 +180,13 @@ impl<'a> FreshInputs<'a> {
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
+
+    /// Keeps the oldest `n` inputs; returns how many were dropped.
+    pub fn truncate(&mut self, n: usize) -> usize {
+        let dropped = self.count.saturating_sub(n);
+        self.count = self.count.min(n);
+        dropped
+    }
 }
 
 /// Encodes `(ack, newest_seq, inputs newest first with their views)` into `out` (cleared

@@ -344,6 +344,9 @@ pub struct Totals {
     pub reliable_resends: u64,
     /// Reliable messages waiting for acks, over all players.
     pub reliable_queue: u64,
+    /// Bytes of clients' messages held (reorder windows, reassembly, messages not yet
+    /// handed to a world), over all players.
+    pub received_held: u64,
     /// Datagrams waiting in player actors' mailboxes, over all players.
     pub player_backlog: u64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
@@ -408,6 +411,8 @@ pub struct ServerMetrics {
     pub(crate) reliable_resends: AtomicU64,
     /// Reliable messages waiting for acks, over all players.
     pub(crate) reliable_queue: AtomicU64,
+    /// Bytes of clients' messages held, over all players.
+    pub(crate) received_held: AtomicU64,
     /// Datagrams waiting in player actors' mailboxes, over all players.
     pub(crate) player_backlog: AtomicU64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
@@ -565,6 +570,7 @@ impl ServerMetrics {
             inputs_applied: AtomicU64::new(0),
             reliable_resends: AtomicU64::new(0),
             reliable_queue: AtomicU64::new(0),
+            received_held: AtomicU64::new(0),
             player_backlog: AtomicU64::new(0),
             snapshots_replaced: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
@@ -643,7 +649,11 @@ impl ServerMetrics {
             "Time from an input's arrival to the tick that applied it.",
         );
         d("volley_inputs_applied_total", None, "Player inputs applied by the world.");
-        d("volley_inputs_dropped_total", None, "Player inputs refused because the world's input queue was full.");
+        d(
+            "volley_inputs_dropped_total",
+            None,
+            "Player inputs refused: the world's input queue was full, or the player sent more than 32 in one tick.",
+        );
         d(
             "volley_player_datagrams_total",
             None,
@@ -798,6 +808,11 @@ impl ServerMetrics {
         );
         d("volley_datagrams_dropped_total", None, "Datagrams the server dropped, by reason.");
         d("volley_reliable_queue_messages", None, "Reliable messages waiting for an ack, over all players.");
+        d(
+            "volley_player_received_bytes",
+            None,
+            "Bytes of clients' messages the server holds (reorder windows, reassembly, not yet handed to a world), over all players.",
+        );
         d("volley_mailbox_backlog_messages", None, "Messages waiting in actor mailboxes, by actor kind.");
         d("volley_actor_failures_total", None, "Actors that failed and were cleaned up, by actor kind.");
         d("volley_entities", None, "Entities in the newest world snapshot.");
@@ -967,10 +982,20 @@ impl ServerMetrics {
         self.player_backlog.fetch_sub(n, Ordering::Relaxed);
     }
 
-    /// Inputs refused because the world's input queue was full.
+    /// Inputs refused: the world's input queue was full, or past the player's
+    /// per-tick limit.
     pub(crate) fn record_inputs_dropped(&self, n: u64) {
         if n > 0 {
             self.inputs_dropped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The bytes of its client's messages a player's session holds went from `before` to
+    /// `now`.
+    pub(crate) fn replace_received_held(&self, before: u64, now: u64) {
+        if now != before {
+            self.received_held.fetch_add(now, Ordering::Relaxed);
+            self.received_held.fetch_sub(before, Ordering::Relaxed);
         }
     }
 
@@ -1239,6 +1264,7 @@ impl ServerMetrics {
             inputs_applied: get(&self.inputs_applied),
             reliable_resends: get(&self.reliable_resends),
             reliable_queue: get(&self.reliable_queue),
+            received_held: get(&self.received_held),
             player_backlog: get(&self.player_backlog),
             snapshots_replaced: get(&self.snapshots_replaced),
             inputs_dropped: get(&self.inputs_dropped),
@@ -1390,6 +1416,7 @@ impl ServerMetrics {
             self.counter("volley_datagrams_dropped_total", &[("reason", reason)], get(&self.drops[i]));
         }
         self.gauge("volley_reliable_queue_messages", &[], get(&self.reliable_queue) as f64);
+        self.gauge("volley_player_received_bytes", &[], get(&self.received_held) as f64);
         self.gauge("volley_mailbox_backlog_messages", &[("actor", "player")], get(&self.player_backlog) as f64);
         self.counter("volley_actor_failures_total", &[("actor", "player")], get(&self.actor_failures));
         self.gauge("volley_entities", &[], get(&self.entities) as f64);

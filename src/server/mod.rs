@@ -193,8 +193,9 @@ use tokio::net::UdpSocket;
 
 pub use metrics::ServerMetrics;
 pub use session::{
-    FLOOD_MEMORY_TICKS, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES, MAX_CLIENT_MESSAGES_PER_TICK,
-    MAX_FLOODING_TICKS, MAX_MALFORMED_RUN, MessageDrops, PacketDrop,
+    FLOOD_MEMORY_TICKS, GAME_CHANNEL_RECEIVE_BYTES, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES,
+    MAX_CLIENT_MESSAGES_PER_TICK, MAX_FLOODING_TICKS, MAX_INPUTS_PER_TICK, MAX_MALFORMED_RUN, MessageDrops, PacketDrop,
+    PlayerBudget, SYSTEM_CHANNEL_RECEIVE_BYTES,
 };
 pub use spawn::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WorldRef, Worlds};
 pub use world::{
@@ -246,7 +247,8 @@ pub struct ServerConfig {
     pub tick_rate_hz: u16,
     /// Snapshots per second (a divisor of the tick rate).
     pub snapshot_rate_hz: u16,
-    /// Datagrams that may wait for one player actor.
+    /// Datagrams that may wait for one player actor (1 to [`MAX_PLAYER_QUEUE`]; part of
+    /// [`ServerConfig::player_budget`]).
     pub player_queue: usize,
     /// Time allowed for clients to be told of a shutdown.
     pub shutdown_grace: Duration,
@@ -319,6 +321,18 @@ impl ServerConfig {
         }
     }
 }
+
+impl ServerConfig {
+    /// The most memory one client can make this server hold for it, whatever it sends
+    /// ([`PlayerBudget`]; with the defaults about 230 KiB). Times [`ServerConfig::max_players`],
+    /// with each player's fixed state, it is the worst case of a full server.
+    pub fn player_budget(&self) -> PlayerBudget {
+        PlayerBudget::new(self.player_queue)
+    }
+}
+
+/// The most datagrams that may wait for one player actor ([`ServerConfig::player_queue`]).
+pub const MAX_PLAYER_QUEUE: usize = 1024;
 
 /// Starting the server failed.
 #[derive(Debug, thiserror::Error)]
@@ -480,6 +494,12 @@ pub async fn start_with<W: World>(
         return Err(StartError::Config(format!(
             "max players must be between 1 and {MAX_PLAYERS} (got {})",
             config.max_players
+        )));
+    }
+    if config.player_queue == 0 || config.player_queue > MAX_PLAYER_QUEUE {
+        return Err(StartError::Config(format!(
+            "player queue must be between 1 and {MAX_PLAYER_QUEUE} datagrams (got {})",
+            config.player_queue
         )));
     }
     if config.world_kinds.is_empty() || config.world_kinds.len() > 64 {

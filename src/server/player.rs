@@ -235,6 +235,7 @@ impl Actor for PlayerActor {
         let m = &s.args.metrics;
         m.record_end(s.reason);
         m.replace_rtt(s.shared.figures.rtt_us.swap(0, Ordering::Relaxed), 0);
+        m.replace_received_held(s.shared.figures.received_held.swap(0, Ordering::Relaxed), 0);
         m.reliable_queue.fetch_sub(s.figures.reliable_queue, Ordering::Relaxed);
         let (id, addr, client_id) = (s.shared.id(), s.shared.addr(), s.shared.client_id());
         m.remove_player(id);

@@ -71,6 +71,82 @@ pub const MAX_CLIENT_MESSAGES_PER_TICK: u32 = 16;
 /// (`reason="too_large"`).
 pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4096;
 
+/// Inputs a client may queue for the world per tick; more in one tick are dropped
+/// (`volley_inputs_dropped_total`). A client sends one input a frame, and repeats its last
+/// few in every packet (only new ones count): a client drawing at 240 Hz against a 60 Hz
+/// server queues four a tick.
+pub const MAX_INPUTS_PER_TICK: u32 = 32;
+
+/// Bytes of a client's messages the server holds for it on the game's channel (its
+/// reorder window, a message being reassembled, messages and events not yet handed to the
+/// world): [`ChannelConfig::receive_bytes`] of the player's channel. Room for everything an
+/// honest client sends (its messages are at most [`MAX_CLIENT_MESSAGE_BYTES`]); past it, a
+/// client's packets go unacknowledged until there is room.
+pub const GAME_CHANNEL_RECEIVE_BYTES: usize = 128 * 1024;
+
+/// The same for the framework's channel, where a client sends only acknowledgements
+/// (nothing it sends there is kept once whole, and a message waiting behind a gap never is).
+pub const SYSTEM_CHANNEL_RECEIVE_BYTES: usize = 16 * 1024;
+
+/// The most memory one client can make the server hold for it, whatever it sends, by
+/// what holds it ([`ServerConfig::player_budget`](super::ServerConfig::player_budget)).
+/// Each part is enforced in bytes or by a count of things of bounded size; what a client
+/// sends past a part's bound is dropped (and counted) or left unacknowledged, never queued.
+///
+/// This is what the client's traffic adds to the fixed state of a connected player (its
+/// netcode connection, snapshot history and reliability rings: about 70 KiB at 1000
+/// players, BENCHMARKS.md) and to what the server holds of its own to send the player
+/// (reliable messages not yet acknowledged: at most
+/// [`ChannelConfig::send_queue_bytes`] on each channel, and the player is disconnected when
+/// the game's overflows).
+///
+/// ```
+/// let config = volley::server::ServerConfig::new("127.0.0.1:0".parse().unwrap(), [0; 32]);
+/// let budget = config.player_budget();
+/// assert!(budget.total() <= 256 * 1024, "{budget:?}");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlayerBudget {
+    /// Its messages on the game's channel not yet handed to the world (reorder window,
+    /// reassembly, inbox and events): [`GAME_CHANNEL_RECEIVE_BYTES`].
+    pub game_channel: usize,
+    /// Its messages on the framework's channel: [`SYSTEM_CHANNEL_RECEIVE_BYTES`].
+    pub system_channel: usize,
+    /// Its inputs waiting for the world's next tick: [`MAX_INPUTS_PER_TICK`] of at most
+    /// [`MAX_INPUT_BYTES`](crate::protocol::input::MAX_INPUT_BYTES) each, held inline.
+    pub inputs: usize,
+    /// Its messages waiting for the world's next tick: [`MAX_CLIENT_MESSAGES_PER_TICK`] of
+    /// at most [`MAX_CLIENT_MESSAGE_BYTES`].
+    pub messages: usize,
+    /// Its datagrams waiting for its player actor: `player_queue` of at most
+    /// [`DATAGRAM_ROOM`](crate::transport::batch::DATAGRAM_ROOM) bytes.
+    pub datagrams: usize,
+}
+
+impl PlayerBudget {
+    /// The budget of a server whose player actors queue at most `player_queue` datagrams.
+    pub(crate) fn new(player_queue: usize) -> Self {
+        let queued_input = std::mem::size_of::<(super::world::ClientInput, std::time::Instant)>();
+        Self {
+            game_channel: GAME_CHANNEL_RECEIVE_BYTES,
+            system_channel: SYSTEM_CHANNEL_RECEIVE_BYTES,
+            inputs: MAX_INPUTS_PER_TICK as usize * queued_input,
+            messages: MAX_CLIENT_MESSAGES_PER_TICK as usize
+                * (queued_input + MAX_CLIENT_MESSAGE_BYTES + crate::protocol::reliability::channel::HELD_MESSAGE_OVERHEAD),
+            datagrams: player_queue * (crate::transport::batch::DATAGRAM_ROOM + DATAGRAM_OVERHEAD),
+        }
+    }
+
+    /// All parts together.
+    pub fn total(&self) -> usize {
+        self.game_channel + self.system_channel + self.inputs + self.messages + self.datagrams
+    }
+}
+
+/// What a datagram waiting for a player actor costs besides its bytes: its message in the
+/// actor's mailbox and its allocation.
+const DATAGRAM_OVERHEAD: usize = 128;
+
 /// Tick rounds in which a client's messages overflowed [`MAX_CLIENT_MESSAGES_PER_TICK`],
 /// each within [`FLOOD_MEMORY_TICKS`] of the one before, before the server disconnects it
 /// ([`SessionEnd::Flooding`]): a burst costs the client its excess messages, a flood that
@@ -163,6 +239,11 @@ pub struct PlayerSession {
     flooding_rounds: u32,
     /// Unreadable payloads in a row ([`MAX_MALFORMED_RUN`]).
     malformed_run: u32,
+    /// The tick round of the inputs counted in `inputs_this_round` ([`MAX_INPUTS_PER_TICK`]),
+    /// and the inputs dropped for it, not yet counted by the caller.
+    input_round: u64,
+    inputs_this_round: u32,
+    refused_inputs: u64,
     last_flood_round: u64,
     /// Set once the server closes the session: the goodbye in flight.
     closing: Option<Closing>,
@@ -231,7 +312,7 @@ impl PlayerSession {
         Self {
             id: connection.client_index(),
             connection,
-            channel: Channel::new(ChannelConfig::default()),
+            channel: Channel::new(ChannelConfig { receive_bytes: GAME_CHANNEL_RECEIVE_BYTES, ..ChannelConfig::default() }),
             sender,
             dedup: InputDedup::default(),
             interest: Vec::new(),
@@ -245,6 +326,9 @@ impl PlayerSession {
             messages_this_round: 0,
             flooding_rounds: 0,
             malformed_run: 0,
+            input_round: 0,
+            inputs_this_round: 0,
+            refused_inputs: 0,
             last_flood_round: 0,
             closing: None,
             system: None,
@@ -266,10 +350,18 @@ impl PlayerSession {
         &self.channel
     }
 
-    /// Takes one datagram from this player's address. A client that has sent
-    /// [`MAX_MALFORMED_RUN`] unreadable payloads in a row is told goodbye
-    /// ([`SessionEnd::Malformed`]) as its next datagram comes.
-    pub fn on_datagram<'a>(&'a mut self, now: Duration, bytes: &'a mut [u8], tx: &mut impl Transmit) -> Incoming<'a> {
+    /// Takes one datagram from this player's address, in tick round `round` (the world's
+    /// tick count, as the caller knows it): at most [`MAX_INPUTS_PER_TICK`] new inputs in a
+    /// round are returned, the rest dropped ([`PlayerSession::take_refused_inputs`]). A
+    /// client that has sent [`MAX_MALFORMED_RUN`] unreadable payloads in a row is told
+    /// goodbye ([`SessionEnd::Malformed`]) as its next datagram comes.
+    pub fn on_datagram<'a>(
+        &'a mut self,
+        now: Duration,
+        round: u64,
+        bytes: &'a mut [u8],
+        tx: &mut impl Transmit,
+    ) -> Incoming<'a> {
         if self.malformed_run >= MAX_MALFORMED_RUN && self.closing.is_none() && !self.closed {
             self.close(now, SessionEnd::Malformed, tx);
         }
@@ -339,8 +431,26 @@ impl PlayerSession {
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);
         }
-        let fresh = self.dedup.fresh(&input);
+        let mut fresh = self.dedup.fresh(&input);
+        if round != self.input_round {
+            self.input_round = round;
+            self.inputs_this_round = 0;
+        }
+        let room = MAX_INPUTS_PER_TICK.saturating_sub(self.inputs_this_round);
+        self.refused_inputs += fresh.truncate(room as usize) as u64;
+        self.inputs_this_round += fresh.as_slice().len() as u32;
         if fresh.is_empty() { Incoming::Nothing } else { Incoming::Inputs(fresh) }
+    }
+
+    /// Inputs dropped past [`MAX_INPUTS_PER_TICK`] since this was last asked.
+    pub fn take_refused_inputs(&mut self) -> u64 {
+        std::mem::take(&mut self.refused_inputs)
+    }
+
+    /// Bytes of the client's messages held on the session's two channels (at most
+    /// [`GAME_CHANNEL_RECEIVE_BYTES`] + [`SYSTEM_CHANNEL_RECEIVE_BYTES`]).
+    pub fn received_bytes_held(&self) -> usize {
+        self.channel.received_bytes_held() + self.system.as_ref().map_or(0, |s| s.channel.received_bytes_held())
     }
 
     /// Hands the messages the client sent (reliable ones in order, then events) to `out`,
@@ -539,7 +649,10 @@ impl PlayerSession {
     fn system_channel(&mut self, now: Duration) -> &mut SystemChannel {
         self.system.get_or_insert_with(|| {
             Box::new(SystemChannel {
-                channel: Channel::new(ChannelConfig::system()),
+                channel: Channel::new(ChannelConfig {
+                    receive_bytes: SYSTEM_CHANNEL_RECEIVE_BYTES,
+                    ..ChannelConfig::system()
+                }),
                 whole_board_sent: false,
                 last_sent: now,
             })

@@ -113,6 +113,9 @@ pub(crate) struct PlayerFigures {
     pub baseline_age_ticks: AtomicU32,
     /// The RTT this player last added to the server-wide sum, in microseconds.
     pub rtt_us: AtomicU64,
+    /// The bytes of its client's messages its session held, as last added to the
+    /// server-wide sum.
+    pub received_held: AtomicU64,
 }
 
 impl Default for PlayerFigures {
@@ -124,6 +127,7 @@ impl Default for PlayerFigures {
             full_snapshots: AtomicU64::new(0),
             baseline_age_ticks: AtomicU32::new(u32::MAX),
             rtt_us: AtomicU64::new(0),
+            received_held: AtomicU64::new(0),
         }
     }
 }
@@ -287,7 +291,11 @@ impl PlayerShared {
         let len = bytes.len() as u64;
         let mut tx = UdpTx::new(env.socket);
         let id = session.id();
-        let incoming = session.on_datagram(now, bytes, &mut tx);
+        // Inputs go to the world the player is in (none before it is in one).
+        let route = self.route.lock().ok();
+        let inputs = route.as_ref().and_then(|r| r.as_ref());
+        let round = inputs.map_or(0, InputQueue::round);
+        let incoming = session.on_datagram(now, round, bytes, &mut tx);
         // Counted by what it turned out to be: only what authenticated is the player's.
         let kind = match &incoming {
             Incoming::Dropped(why) => {
@@ -301,9 +309,6 @@ impl PlayerShared {
         if kind != ReceivedKind::Rejected {
             self.figures.received_bytes.fetch_add(len, Ordering::Relaxed);
         }
-        // Inputs go to the world the player is in (none before it is in one).
-        let route = self.route.lock().ok();
-        let inputs = route.as_ref().and_then(|r| r.as_ref());
         let gone = match incoming {
             Incoming::Inputs(fresh) => {
                 let mut dropped = 0;
@@ -317,10 +322,10 @@ impl PlayerShared {
             Incoming::Disconnected => true,
             Incoming::Nothing | Incoming::Dropped(_) => false,
         };
+        env.metrics.record_inputs_dropped(session.take_refused_inputs());
         // The client's messages for the world go with its inputs, bounded per tick.
         let mut queued = 0;
         let mut full = 0;
-        let round = inputs.map_or(0, InputQueue::round);
         let drops = session.take_messages(now, round, &mut tx, |data, reliable| {
             if inputs.is_some_and(|q| q.push(ClientInput::message(id, data, reliable, arrived))) {
                 queued += 1;
@@ -330,6 +335,10 @@ impl PlayerShared {
         });
         drop(route);
         env.metrics.record_client_messages(queued, drops, full);
+        let held = session.received_bytes_held() as u64;
+        if self.figures.received_held.load(Ordering::Relaxed) != held {
+            env.metrics.replace_received_held(self.figures.received_held.swap(held, Ordering::Relaxed), held);
+        }
         self.count_sent(env.metrics, &tx);
         gone
     }

@@ -344,7 +344,8 @@ impl<W: World> Stepper<W> {
                 let Some(session) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
                 let id = session.id();
                 let mut taken = Vec::new();
-                let gone = match session.on_datagram(now, &mut bytes, &mut wire) {
+                let round = u64::from(self.server_tick);
+                let gone = match session.on_datagram(now, round, &mut bytes, &mut wire) {
                     Incoming::Inputs(inputs) => {
                         taken.extend(inputs.as_slice().iter().map(|i| StepInput {
                             player: id,
@@ -359,7 +360,7 @@ impl<W: World> Stepper<W> {
                     Incoming::Nothing | Incoming::Dropped(_) => false,
                 };
                 // The client's messages for the world, bounded per tick as on the server.
-                let drops = session.take_messages(now, u64::from(self.server_tick), &mut wire, |data, reliable| {
+                let drops = session.take_messages(now, round, &mut wire, |data, reliable| {
                     taken.push(StepInput {
                         player: id,
                         seq: 0,

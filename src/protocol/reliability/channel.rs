@@ -40,6 +40,8 @@ const TAG_STATE: u8 = 0x01;
 const TAG_RELIABLE: u8 = 0x02;
 const TAG_EVENT: u8 = 0x03;
 const TAG_FRAGMENT: u8 = 0x04;
+/// Not on the wire: a received reliable section that did not fit ([`ChannelConfig::receive_bytes`]).
+const TAG_REFUSED: u8 = 0xFF;
 const FRAGMENT_BYTES: usize = 1024;
 const MAX_RELIABLE_PER_PACKET: usize = 32;
 /// Reliable messages and events in one packet, at most (the receiver parses into a fixed array).
@@ -73,6 +75,16 @@ pub struct ChannelConfig {
     pub event_queue: usize,
     /// Received reliable messages waiting to be read.
     pub inbox_messages: usize,
+    /// Bytes of received messages held at most: reliable ones waiting in the reorder window,
+    /// fragments waiting for the rest of their message, whole messages and events waiting to
+    /// be read, each counted as its length plus [`HELD_MESSAGE_OVERHEAD`]. What a peer can
+    /// make this side hold is bounded by this, whatever it sends. A reliable message that
+    /// would not fit is not stored, and its packet is not acknowledged, so the peer sends it
+    /// again later (as if it were lost; counted in [`ChannelStats::refused_packets`]); events
+    /// make room by dropping the oldest. Messages waiting behind a gap in the order may use
+    /// all but room for one whole message of [`ChannelConfig::max_message_bytes`] (so a
+    /// reader that keeps reading is never stuck): keep this well above that.
+    pub receive_bytes: usize,
     /// Compress packets with lz4 when that makes them smaller.
     pub compress: bool,
     /// Added to the frame byte ([`FRAME_PLAIN`], [`FRAME_LZ4`]) of every packet built, and
@@ -80,6 +92,10 @@ pub struct ChannelConfig {
     /// framework's own, [`SYSTEM_FRAME_TAG`]) is told apart by it. 0 for the game's.
     pub frame_tag: u8,
 }
+
+/// What one held received message counts for besides its bytes
+/// ([`ChannelConfig::receive_bytes`]): its allocation and its place in a queue.
+pub const HELD_MESSAGE_OVERHEAD: usize = 64;
 
 /// The frame tag of the framework's own channel beside the game's (the scoreboard).
 pub const SYSTEM_FRAME_TAG: u8 = 0x10;
@@ -94,6 +110,7 @@ impl Default for ChannelConfig {
             reliable_window: 128,
             event_queue: 256,
             inbox_messages: 1024,
+            receive_bytes: 1 << 20,
             compress: true,
             frame_tag: 0,
         }
@@ -165,6 +182,9 @@ pub struct ChannelStats {
     pub events_dropped: u64,
     /// Duplicate or too-old packets ignored.
     pub duplicates: u64,
+    /// Packets left unacknowledged because a reliable message in them did not fit in
+    /// [`ChannelConfig::receive_bytes`] (what did fit was kept).
+    pub refused_packets: u64,
 }
 
 thread_local! {
@@ -239,9 +259,16 @@ pub struct Channel {
     // Reliable, receiving.
     next_expected: u16,
     window: Vec<Option<(u16, InMessage)>>,
-    reassembly: Vec<u8>,
+    /// The fragments of the message being reassembled, joined when the last arrives (so a
+    /// partial message costs its fragments' bytes, never a grown buffer's spare room).
+    reassembly: Vec<Bytes>,
+    reassembly_len: usize,
     reassembly_next: Option<(u16, u16)>,
     inbox: VecDeque<Bytes>,
+    /// Bytes held in the window, the reassembly and the inbox, and in `events_in`, each
+    /// message counted as [`held`] ([`ChannelConfig::receive_bytes`]).
+    held_reliable: usize,
+    held_events: usize,
     // Events.
     events_out: VecDeque<Bytes>,
     events_in: VecDeque<Bytes>,
@@ -255,6 +282,11 @@ pub struct Channel {
 
 /// The longest pause between lz4 attempts, in packets.
 const LZ4_MAX_PAUSE: u8 = 32;
+
+/// What a held received message of `len` bytes counts for.
+fn held(len: usize) -> usize {
+    len + HELD_MESSAGE_OVERHEAD
+}
 
 fn put_varint(out: &mut Vec<u8>, mut v: usize) {
     while v >= 0x80 {
@@ -334,8 +366,11 @@ impl Channel {
             next_expected: 0,
             window: Vec::new(),
             reassembly: Vec::new(),
+            reassembly_len: 0,
             reassembly_next: None,
             inbox: VecDeque::new(),
+            held_reliable: 0,
+            held_events: 0,
             events_out: VecDeque::new(),
             events_in: VecDeque::new(),
             scratch: Vec::new(),
@@ -443,22 +478,32 @@ impl Channel {
 
     /// The next reliable message received, in order.
     pub fn recv_reliable(&mut self) -> Option<Bytes> {
-        self.inbox.pop_front()
+        let m = self.inbox.pop_front()?;
+        self.held_reliable -= held(m.len());
+        Some(m)
     }
 
     /// The next reliable message, deserialized (postcard).
     pub fn recv_message<T: DeserializeOwned>(&mut self) -> Option<Result<T, postcard::Error>> {
-        self.inbox.pop_front().map(|b| postcard::from_bytes(&b))
+        self.recv_reliable().map(|b| postcard::from_bytes(&b))
     }
 
     /// The next event received.
     pub fn recv_event(&mut self) -> Option<Bytes> {
-        self.events_in.pop_front()
+        let e = self.events_in.pop_front()?;
+        self.held_events -= held(e.len());
+        Some(e)
     }
 
     /// The next event, deserialized (postcard).
     pub fn recv_event_message<T: DeserializeOwned>(&mut self) -> Option<Result<T, postcard::Error>> {
-        self.events_in.pop_front().map(|b| postcard::from_bytes(&b))
+        self.recv_event().map(|b| postcard::from_bytes(&b))
+    }
+
+    /// Bytes of received messages held now (see [`ChannelConfig::receive_bytes`], which
+    /// this never exceeds).
+    pub fn received_bytes_held(&self) -> usize {
+        self.held_reliable + self.held_events
     }
 
     fn ack_bits(&self) -> (u16, u32) {
@@ -660,7 +705,34 @@ impl Channel {
             sections[n] = (tag, id, index, count, s, e);
             n += 1;
         }
+        // What it adds must fit in what may be held (`receive_bytes`). A reliable message
+        // that does not is not stored, and then the packet is not acknowledged either: the
+        // peer sends it again later, as if it had been lost. The next message in order may
+        // use all the room; one further ahead (waiting in the reorder window behind a gap)
+        // leaves room for a whole message to be reassembled in order, so a peer whose
+        // messages are read always gets the gap filled.
+        let mut taken_whole = true;
+        let mut holding = self.held_reliable;
+        let ahead_limit = self.config.receive_bytes.saturating_sub(self.progress_reserve());
+        for section in &mut sections[..n] {
+            let (tag, id, .., s, e) = *section;
+            if tag == TAG_EVENT || !self.storable(id) {
+                continue;
+            }
+            let limit = if id == self.next_expected { self.config.receive_bytes } else { ahead_limit };
+            if holding + held(e - s) <= limit {
+                holding += held(e - s);
+            } else {
+                section.0 = TAG_REFUSED;
+                taken_whole = false;
+            }
+        }
+        if !taken_whole {
+            self.stats.refused_packets += 1;
+        }
         match self.remote_newest {
+            // Not acknowledged: it looks lost to the peer.
+            _ if !taken_whole => {}
             Some(r) if !newer(seq, r) => {
                 // An older packet: its bit, if it is within the field.
                 let d = u32::from(r.wrapping_sub(seq));
@@ -689,25 +761,37 @@ impl Channel {
             }
         }
         // After the emptying above, which may cover this sequence's slot.
-        self.received.insert(seq, ());
-        self.stats.packets_received += 1;
+        if taken_whole {
+            self.received.insert(seq, ());
+            self.stats.packets_received += 1;
+        }
         self.process_acks(now, ack, bits, ack_delay);
         for &(tag, id, index, count, s, e) in &sections[..n] {
             let data = &body[s..e];
             match tag {
                 TAG_EVENT => {
-                    if self.events_in.len() >= self.config.event_queue {
-                        self.events_in.pop_front();
+                    let cost = held(data.len());
+                    while self.events_in.len() >= self.config.event_queue || !self.fits(cost) {
+                        if !self.drop_oldest_event() {
+                            break;
+                        }
+                    }
+                    if self.events_in.len() < self.config.event_queue && self.fits(cost) {
+                        self.events_in.push_back(Bytes::copy_from_slice(data));
+                        self.held_events += cost;
+                    } else {
                         self.stats.events_dropped += 1;
                     }
-                    self.events_in.push_back(Bytes::copy_from_slice(data));
                 }
+                TAG_REFUSED => {}
                 _ => {
                     let fragment = (tag == TAG_FRAGMENT).then_some((index, count));
                     self.accept_reliable(id, data, fragment)?;
                 }
             }
         }
+        // Reliable messages after the events may have taken their room.
+        while !self.fits(0) && self.drop_oldest_event() {}
         self.deliver()?;
         let fresh_state = state.filter(|_| self.last_state.is_none_or(|l| newer(seq, l)));
         if fresh_state.is_some() {
@@ -790,6 +874,36 @@ impl Channel {
         self.loss_cursor = Some(cursor);
     }
 
+    /// Room kept for messages in order ([`ChannelConfig::receive_bytes`]): one whole
+    /// message of the largest size, in fragments as a sender makes them, and one packet more.
+    fn progress_reserve(&self) -> usize {
+        let max = self.config.max_message_bytes;
+        max + max.div_ceil(FRAGMENT_BYTES) * HELD_MESSAGE_OVERHEAD + held(self.config.max_packet_bytes)
+    }
+
+    /// Whether `cost` more bytes fit beside what is held.
+    fn fits(&self, cost: usize) -> bool {
+        self.held_reliable + self.held_events + cost <= self.config.receive_bytes
+    }
+
+    /// Drops the oldest received event; false when there was none.
+    fn drop_oldest_event(&mut self) -> bool {
+        let Some(old) = self.events_in.pop_front() else { return false };
+        self.held_events -= held(old.len());
+        self.stats.events_dropped += 1;
+        true
+    }
+
+    /// Whether a reliable message (or fragment) with this id would be stored: within the
+    /// window and not held already.
+    fn storable(&self, id: u16) -> bool {
+        if id.wrapping_sub(self.next_expected) >= self.config.reliable_window {
+            return false;
+        }
+        let w = self.window.len();
+        w == 0 || self.window[id as usize % w].as_ref().is_none_or(|(sid, _)| *sid != id)
+    }
+
     fn accept_reliable(&mut self, id: u16, data: &[u8], fragment: Option<(u16, u16)>) -> Result<(), ReceiveError> {
         let ahead = id.wrapping_sub(self.next_expected);
         if ahead >= self.config.reliable_window {
@@ -802,9 +916,21 @@ impl Channel {
         let w = self.window.len();
         let slot = &mut self.window[id as usize % w];
         if slot.as_ref().is_none_or(|(sid, _)| *sid != id) {
-            *slot = Some((id, InMessage { data: Bytes::copy_from_slice(data), fragment }));
+            let replaced = slot.replace((id, InMessage { data: Bytes::copy_from_slice(data), fragment }));
+            self.held_reliable += held(data.len());
+            if let Some((_, old)) = replaced {
+                self.held_reliable -= held(old.data.len());
+            }
         }
         Ok(())
+    }
+
+    /// Forgets a partly reassembled message.
+    fn drop_reassembly(&mut self) {
+        self.held_reliable -= self.reassembly_len + self.reassembly.len() * HELD_MESSAGE_OVERHEAD;
+        self.reassembly.clear();
+        self.reassembly_len = 0;
+        self.reassembly_next = None;
     }
 
     fn deliver(&mut self) -> Result<(), ReceiveError> {
@@ -823,6 +949,8 @@ impl Channel {
             match msg.fragment {
                 None => {
                     if self.reassembly_next.is_some() {
+                        self.held_reliable -= held(msg.data.len());
+                        self.drop_reassembly();
                         return Err(ReceiveError::Fragment);
                     }
                     self.inbox.push_back(msg.data);
@@ -833,16 +961,24 @@ impl Channel {
                         || count < 2
                         || index >= count
                         || self.reassembly_next.is_some_and(|(_, c)| c != count)
-                        || self.reassembly.len() + msg.data.len() > self.config.max_message_bytes
+                        || self.reassembly_len + msg.data.len() > self.config.max_message_bytes
                     {
-                        self.reassembly.clear();
-                        self.reassembly_next = None;
+                        // The fragment itself goes too (it was held in the window).
+                        self.held_reliable -= held(msg.data.len());
+                        self.drop_reassembly();
                         return Err(ReceiveError::Fragment);
                     }
-                    self.reassembly.extend_from_slice(&msg.data);
+                    self.reassembly_len += msg.data.len();
+                    self.reassembly.push(msg.data);
                     if index + 1 == count {
-                        self.inbox.push_back(Bytes::from(std::mem::take(&mut self.reassembly)));
-                        self.reassembly_next = None;
+                        let mut whole = Vec::with_capacity(self.reassembly_len);
+                        for part in &self.reassembly {
+                            whole.extend_from_slice(part);
+                        }
+                        // One message held where its fragments were: never more.
+                        self.drop_reassembly();
+                        self.held_reliable += held(whole.len());
+                        self.inbox.push_back(Bytes::from(whole));
                     } else {
                         self.reassembly_next = Some((index + 1, count));
                     }
@@ -857,6 +993,77 @@ impl Channel {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A hand-made packet: header (no acks), then the sections, as a hostile peer may send
+    /// them (any id, any index and count, any length that fits).
+    fn raw_packet(seq: u16, sections: &[(u8, u16, u16, u16, usize)]) -> Vec<u8> {
+        let mut p = vec![FRAME_PLAIN];
+        p.extend_from_slice(&seq.to_le_bytes());
+        p.extend_from_slice(&[0; 8]);
+        for &(tag, id, index, count, len) in sections {
+            p.push(tag);
+            if tag != TAG_EVENT {
+                p.extend_from_slice(&id.to_le_bytes());
+            }
+            if tag == TAG_FRAGMENT {
+                p.extend_from_slice(&index.to_le_bytes());
+                p.extend_from_slice(&count.to_le_bytes());
+            }
+            put_varint(&mut p, len);
+            p.extend(std::iter::repeat_n(0xAB, len));
+        }
+        p
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Whatever a peer sends (reliable messages and fragments in and out of order, any
+        /// sizes, events), and whether or not the application reads, the bytes held never
+        /// pass `receive_bytes`, and the count is exact: what is held is what can be read.
+        #[test]
+        fn a_peer_cannot_make_a_channel_hold_more_than_its_receive_bytes(
+            packets in prop::collection::vec(
+                (
+                    prop::collection::vec(
+                        (0u8..4, 0u16..200, 0u16..70, 0u16..70, 0usize..1100),
+                        1..6,
+                    ),
+                    any::<bool>(),
+                ),
+                1..400,
+            ),
+            budget in 4usize..200_000,
+        ) {
+            let mut c = Channel::new(ChannelConfig { receive_bytes: budget, ..ChannelConfig::default() });
+            for (seq, (sections, read)) in packets.iter().enumerate() {
+                let sections: Vec<_> = sections
+                    .iter()
+                    .map(|&(k, id, index, count, len)| {
+                        let tag = [TAG_RELIABLE, TAG_FRAGMENT, TAG_FRAGMENT, TAG_EVENT][usize::from(k)];
+                        // Fragments mostly follow on from the next id, so that messages complete.
+                        let id = if tag == TAG_FRAGMENT { c.next_expected.wrapping_add(id % 8) } else { id };
+                        (tag, id, index, count.max(index + 1), len.min(1000))
+                    })
+                    .collect();
+                let packet = raw_packet(seq as u16, &sections);
+                if packet.len() <= 1200 {
+                    let _ = c.receive(Duration::from_millis(seq as u64), &packet);
+                }
+                prop_assert!(c.received_bytes_held() <= budget, "held {} of {}", c.received_bytes_held(), budget);
+                if *read {
+                    while c.recv_reliable().is_some() {}
+                    while c.recv_event().is_some() {}
+                }
+            }
+            // Emptied, only the window and a partial message remain counted.
+            while c.recv_reliable().is_some() {}
+            while c.recv_event().is_some() {}
+            let window: usize = c.window.iter().flatten().map(|(_, m)| held(m.data.len())).sum();
+            let partial: usize = c.reassembly.iter().map(|f| held(f.len())).sum();
+            prop_assert_eq!(c.received_bytes_held(), window + partial);
+        }
+    }
 
     /// Reliable messages whose ids wrap round u16 arrive once and in order, whatever the
     /// configured window and however the packets are reordered (a window of 1000 used to
