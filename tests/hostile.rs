@@ -274,11 +274,11 @@ async fn messages_on_the_framework_channel_are_dropped_at_once_and_counted() {
             hostile.update(now, &mut wire);
             if p.client.is_ready() && hostile.is_connected() {
                 let from = *flood_from.get_or_insert(Instant::now());
-                // Four seconds of 64 KiB messages, about 1000 packets a second (16 a frame).
+                // Four seconds of 4 KiB messages, about 1000 packets a second (16 a frame).
                 if from.elapsed() < Duration::from_secs(flood_secs) {
                     // A new message every fourth frame (nothing acknowledges them: the server
                     // answers nothing on that channel, so the old ones are sent again too).
-                    if frames % 4 == 0 && system.send_reliable(vec![7u8; 64 * 1024 - 64].into()).is_ok() {
+                    if frames % 4 == 0 && system.send_reliable(vec![7u8; 4 * 1024].into()).is_ok() {
                         sent += 1;
                     }
                     let mut packet = [0u8; 1200];
@@ -305,7 +305,7 @@ async fn messages_on_the_framework_channel_are_dropped_at_once_and_counted() {
     let dropped = m.player_drops(PacketDrop::UnexpectedSystemMessage);
     let applied = inputs.0.load(Ordering::Relaxed);
     println!(
-        "{frames} frames; {sent} messages of 64 KiB queued by the hostile client, {dropped} dropped whole; \
+        "{frames} frames; {sent} messages of 4 KiB queued by the hostile client, {dropped} dropped whole; \
          process RSS {rss_before} KiB before, {} KiB after",
         rss_kib()
     );
@@ -435,5 +435,159 @@ async fn a_client_sending_only_malformed_payloads_is_disconnected_and_a_burst_is
     assert_eq!(bursty, None, "bursts shorter than the run, between readable payloads, cost only the packets");
     assert!(m.player_drops(PacketDrop::Malformed) >= u64::from(MAX_MALFORMED_RUN), "each counted");
     assert!(m.render().contains("volley_disconnects_total{reason=\"malformed\"} 1"), "the disconnect counted");
+    server.shutdown().await;
+}
+
+/// Counts, per tick, the inputs each player's were applied, and keeps the most any player had
+/// in one tick.
+#[derive(Default, Clone)]
+struct PerTick {
+    this_tick: Arc<std::sync::Mutex<std::collections::HashMap<PlayerId, u32>>>,
+    most: Arc<AtomicU64>,
+    applied: Arc<std::sync::Mutex<std::collections::HashMap<PlayerId, u64>>>,
+}
+
+impl World for PerTick {
+    fn schema(&self) -> Schema {
+        Schema::new()
+    }
+    fn join(&mut self, _: PlayerId) {}
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, p: PlayerId, _: &[u8]) {
+        *self.this_tick.lock().unwrap().entry(p).or_default() += 1;
+        *self.applied.lock().unwrap().entry(p).or_default() += 1;
+    }
+    fn tick(&mut self, _: u32, _: Duration) {
+        let mut t = self.this_tick.lock().unwrap();
+        let most = t.values().copied().max().unwrap_or(0);
+        self.most.fetch_max(u64::from(most), Ordering::Relaxed);
+        t.clear();
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+/// A reliability frame made by hand, as a hostile client sends it (the layout of
+/// `protocol::reliability::channel`): a frame byte, the packet's sequence, no acks, then
+/// sections of (tag, id, index, count, bytes).
+fn frame(frame_byte: u8, seq: u16, state: Option<&[u8]>, fragments: &[(u16, u16, u16, usize)]) -> Vec<u8> {
+    let mut p = vec![frame_byte];
+    p.extend_from_slice(&seq.to_le_bytes());
+    p.extend_from_slice(&[0; 8]);
+    if let Some(s) = state {
+        p.push(0x01);
+        p.push(s.len() as u8);
+        p.extend_from_slice(s);
+    }
+    for &(id, index, count, len) in fragments {
+        p.push(0x04);
+        p.extend_from_slice(&id.to_le_bytes());
+        p.extend_from_slice(&index.to_le_bytes());
+        p.extend_from_slice(&count.to_le_bytes());
+        // The length as a varint (two bytes: 128 to 16 383).
+        p.push((len as u8 & 0x7F) | 0x80);
+        p.push((len >> 7) as u8);
+        p.extend(std::iter::repeat_n(7, len));
+    }
+    p
+}
+
+/// Hardening, the per-player memory budget: one authenticated client sends, at about 1000
+/// packets a second, 64 KiB messages on the framework's channel (in order, never
+/// acknowledged by anyone), fragments on the game's channel each waiting behind a gap it
+/// never fills, and four new inputs in every packet. Before the budget the server held up to
+/// 1024 such messages (64 MiB) and every fragment of its reorder window, and queued all its
+/// inputs; now it holds at most `GAME_CHANNEL_RECEIVE_BYTES + SYSTEM_CHANNEL_RECEIVE_BYTES` of
+/// its messages (`volley_player_received_bytes`), gives the world at most
+/// `MAX_INPUTS_PER_TICK` of its inputs a tick, and the other player plays on.
+/// `VOLLEY_HOSTILE_SECONDS=60` gives the one-minute figure (the attacker here holds nothing
+/// itself, so the process's RSS growth is the server's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_one_client_sends_is_held_within_its_budget() {
+    use volley::protocol::input::write_input_packet;
+    use volley::protocol::session::{Control, MAX_CONTROL_BYTES, PROTOCOL_VERSION};
+    use volley::server::{GAME_CHANNEL_RECEIVE_BYTES, MAX_INPUTS_PER_TICK, SYSTEM_CHANNEL_RECEIVE_BYTES};
+
+    let world = PerTick::default();
+    let server =
+        volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY), world.clone()).await.unwrap();
+    let addr = server.addr();
+    let flood_secs: u64 = std::env::var("VOLLEY_HOSTILE_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(4);
+    let m = server.metrics().clone();
+    // The most held at once, sampled every 5 ms while the flood lasts.
+    let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let sampler = {
+        let (m, sampling) = (m.clone(), sampling.clone());
+        tokio::spawn(async move {
+            let mut peak = 0;
+            while sampling.load(Ordering::Relaxed) {
+                peak = peak.max(m.totals().received_held);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            peak
+        })
+    };
+    let rss_before = rss_kib();
+    let (frames, player_id, hostile_goodbye, rss_during) = tokio::task::spawn_blocking(move || {
+        let mut p = Player::connect(addr, 1);
+        let mut hostile = Raw::connect(addr, 2);
+        let mut hello = [0u8; MAX_CONTROL_BYTES];
+        let n = Control::Hello { protocol_version: PROTOCOL_VERSION }.encode(&mut hello);
+        hostile.frame(&[&hello[..n]]);
+        let (mut frames, mut seq, mut input_seq) = (0u64, 0u16, 0u32);
+        // The framework's channel: 64 KiB messages, fragment after fragment, in order.
+        let (mut sys_id, mut sys_index) = (0u16, 0u16);
+        let mut rss_during = 0;
+        let start = Instant::now();
+        let mut input = Vec::new();
+        while start.elapsed() < Duration::from_secs(flood_secs) {
+            p.frame(frames as u8);
+            frames += 1;
+            let mut packets: Vec<Vec<u8>> = Vec::new();
+            for k in 0..16u16 {
+                seq = seq.wrapping_add(1);
+                input_seq += 4;
+                write_input_packet(&mut input, None, input_seq, &[(&b"a"[..], None); 4]);
+                if k % 2 == 0 {
+                    // The game's channel: ids 1 to 127 (id 0 never comes), 1000 bytes each.
+                    let id = 1 + (seq / 2 + frames as u16 * 8) % 127;
+                    packets.push(frame(0x01, seq, Some(&input), &[(id, 1, 2, 1000)]));
+                } else {
+                    packets.push(frame(0x11, seq, None, &[(sys_id, sys_index, 64, 1024)]));
+                    sys_id = sys_id.wrapping_add(1);
+                    sys_index = (sys_index + 1) % 64;
+                }
+            }
+            let refs: Vec<&[u8]> = packets.iter().map(Vec::as_slice).collect();
+            hostile.frame(&refs);
+            if frames % 60 == 0 {
+                rss_during = rss_during.max(rss_kib());
+            }
+            std::thread::sleep(Duration::from_millis(16));
+        }
+        (frames, p.client.client_index(), hostile.goodbye, rss_during)
+    })
+    .await
+    .unwrap();
+    sampling.store(false, Ordering::Relaxed);
+    let peak = sampler.await.unwrap();
+    let t = m.totals();
+    let most = world.most.load(Ordering::Relaxed);
+    let applied = world.applied.lock().unwrap().get(&player_id.unwrap()).copied().unwrap_or(0);
+    let budget = (GAME_CHANNEL_RECEIVE_BYTES + SYSTEM_CHANNEL_RECEIVE_BYTES) as u64;
+    println!(
+        "{frames} frames over {flood_secs} s; the hostile client's messages held at most {peak} bytes (budget {budget}); \
+         most inputs of one player in a tick {most}, {} dropped; the other player's inputs applied {applied}; \
+         process RSS {rss_before} KiB before, {rss_during} KiB at most during, {} KiB after ({} KiB the budget of \
+         one player)",
+        t.inputs_dropped,
+        rss_kib(),
+        ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY).player_budget().total() / 1024,
+    );
+    assert!(peak > 0, "the flood was held at all");
+    assert!(peak <= budget, "held {peak} bytes, more than the budget {budget}");
+    assert!(most <= u64::from(MAX_INPUTS_PER_TICK), "{most} inputs of one player in one tick");
+    assert!(t.inputs_dropped > 0, "the excess inputs were dropped and counted");
+    assert_eq!(hostile_goodbye, None, "flow control is not misbehaviour: the client is not cut off for it");
+    assert!(applied * 10 >= frames * 8, "the other player kept playing: {applied} inputs of {frames} frames");
     server.shutdown().await;
 }
