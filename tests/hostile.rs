@@ -526,14 +526,21 @@ async fn what_one_client_sends_is_held_within_its_budget() {
             peak
         })
     };
-    let rss_before = rss_kib();
-    let (frames, player_id, hostile_goodbye, rss_during) = tokio::task::spawn_blocking(move || {
+    let (frames, player_id, hostile_goodbye, rss_before, rss_during) = tokio::task::spawn_blocking(move || {
         let mut p = Player::connect(addr, 1);
         let mut hostile = Raw::connect(addr, 2);
         let mut hello = [0u8; MAX_CONTROL_BYTES];
         let n = Control::Hello { protocol_version: PROTOCOL_VERSION }.encode(&mut hello);
         hostile.frame(&[&hello[..n]]);
-        let (mut frames, mut seq, mut input_seq) = (0u64, 0u16, 0u32);
+        // Two seconds of play first, so the flood's growth is told from the start-up's.
+        for f in 0..120 {
+            p.frame(f as u8);
+            hostile.frame(&[]);
+            std::thread::sleep(Duration::from_millis(16));
+        }
+        let rss_before = rss_kib();
+        // The warm-up's frames count: the other player's inputs are counted from its start.
+        let (mut frames, mut seq, mut input_seq) = (120u64, 0u16, 0u32);
         // The framework's channel: 64 KiB messages, fragment after fragment, in order.
         let (mut sys_id, mut sys_index) = (0u16, 0u16);
         let mut rss_during = 0;
@@ -557,6 +564,10 @@ async fn what_one_client_sends_is_held_within_its_budget() {
                     sys_index = (sys_index + 1) % 64;
                 }
             }
+            // VOLLEY_HOSTILE_CONTROL=1: the same run without the flood (the RSS's own drift).
+            if std::env::var_os("VOLLEY_HOSTILE_CONTROL").is_some() {
+                packets.clear();
+            }
             let refs: Vec<&[u8]> = packets.iter().map(Vec::as_slice).collect();
             hostile.frame(&refs);
             if frames % 60 == 0 {
@@ -564,7 +575,7 @@ async fn what_one_client_sends_is_held_within_its_budget() {
             }
             std::thread::sleep(Duration::from_millis(16));
         }
-        (frames, p.client.client_index(), hostile.goodbye, rss_during)
+        (frames, p.client.client_index(), hostile.goodbye, rss_before, rss_during)
     })
     .await
     .unwrap();
@@ -577,8 +588,8 @@ async fn what_one_client_sends_is_held_within_its_budget() {
     println!(
         "{frames} frames over {flood_secs} s; the hostile client's messages held at most {peak} bytes (budget {budget}); \
          most inputs of one player in a tick {most}, {} dropped; the other player's inputs applied {applied}; \
-         process RSS {rss_before} KiB before, {rss_during} KiB at most during, {} KiB after ({} KiB the budget of \
-         one player)",
+         process RSS {rss_before} KiB as the flood began, {rss_during} KiB at most during it, {} KiB after ({} KiB \
+         the budget of one player)",
         t.inputs_dropped,
         rss_kib(),
         ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY).player_budget().total() / 1024,

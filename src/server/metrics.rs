@@ -413,6 +413,8 @@ pub struct ServerMetrics {
     pub(crate) reliable_queue: AtomicU64,
     /// Bytes of clients' messages held, over all players.
     pub(crate) received_held: AtomicU64,
+    /// Pending handshakes that gave way to a newer one from their IP.
+    handshakes_given_way: AtomicU64,
     /// Datagrams waiting in player actors' mailboxes, over all players.
     pub(crate) player_backlog: AtomicU64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
@@ -571,6 +573,7 @@ impl ServerMetrics {
             reliable_resends: AtomicU64::new(0),
             reliable_queue: AtomicU64::new(0),
             received_held: AtomicU64::new(0),
+            handshakes_given_way: AtomicU64::new(0),
             player_backlog: AtomicU64::new(0),
             snapshots_replaced: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
@@ -809,6 +812,11 @@ impl ServerMetrics {
         d("volley_datagrams_dropped_total", None, "Datagrams the server dropped, by reason.");
         d("volley_reliable_queue_messages", None, "Reliable messages waiting for an ack, over all players.");
         d(
+            "volley_pending_handshakes_given_way_total",
+            None,
+            "Pending handshakes dropped to make room for a newer request from the same IP (its share of the pending table was full).",
+        );
+        d(
             "volley_player_received_bytes",
             None,
             "Bytes of clients' messages the server holds (reorder windows, reassembly, not yet handed to a world), over all players.",
@@ -928,6 +936,7 @@ impl ServerMetrics {
         t[2].store(endpoint.connected as u64, Ordering::Relaxed);
         t[3].store(endpoint.connected_addresses as u64, Ordering::Relaxed);
         t[4].store(actors as u64, Ordering::Relaxed);
+        self.handshakes_given_way.store(endpoint.pending_given_way, Ordering::Relaxed);
     }
 
     /// The world's counts of its game's faults (all kinds but the relevancy's, which the
@@ -1417,6 +1426,7 @@ impl ServerMetrics {
         }
         self.gauge("volley_reliable_queue_messages", &[], get(&self.reliable_queue) as f64);
         self.gauge("volley_player_received_bytes", &[], get(&self.received_held) as f64);
+        self.counter("volley_pending_handshakes_given_way_total", &[], get(&self.handshakes_given_way));
         self.gauge("volley_mailbox_backlog_messages", &[("actor", "player")], get(&self.player_backlog) as f64);
         self.counter("volley_actor_failures_total", &[("actor", "player")], get(&self.actor_failures));
         self.gauge("volley_entities", &[], get(&self.entities) as f64);

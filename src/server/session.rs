@@ -132,7 +132,9 @@ impl PlayerBudget {
             system_channel: SYSTEM_CHANNEL_RECEIVE_BYTES,
             inputs: MAX_INPUTS_PER_TICK as usize * queued_input,
             messages: MAX_CLIENT_MESSAGES_PER_TICK as usize
-                * (queued_input + MAX_CLIENT_MESSAGE_BYTES + crate::protocol::reliability::channel::HELD_MESSAGE_OVERHEAD),
+                * (queued_input
+                    + MAX_CLIENT_MESSAGE_BYTES
+                    + crate::protocol::reliability::channel::HELD_MESSAGE_OVERHEAD),
             datagrams: player_queue * (crate::transport::batch::DATAGRAM_ROOM + DATAGRAM_OVERHEAD),
         }
     }
@@ -312,7 +314,10 @@ impl PlayerSession {
         Self {
             id: connection.client_index(),
             connection,
-            channel: Channel::new(ChannelConfig { receive_bytes: GAME_CHANNEL_RECEIVE_BYTES, ..ChannelConfig::default() }),
+            channel: Channel::new(ChannelConfig {
+                receive_bytes: GAME_CHANNEL_RECEIVE_BYTES,
+                ..ChannelConfig::default()
+            }),
             sender,
             dedup: InputDedup::default(),
             interest: Vec::new(),
@@ -440,6 +445,24 @@ impl PlayerSession {
         self.refused_inputs += fresh.truncate(room as usize) as u64;
         self.inputs_this_round += fresh.as_slice().len() as u32;
         if fresh.is_empty() { Incoming::Nothing } else { Incoming::Inputs(fresh) }
+    }
+
+    /// `n` inputs this session passed on were queued for the world in round `round`: if
+    /// that is not the round they were counted in (the world began a tick meanwhile), they
+    /// count in that one, so no tick takes more than [`MAX_INPUTS_PER_TICK`] of them.
+    pub fn inputs_landed(&mut self, round: u64, n: u32) {
+        if round != self.input_round {
+            self.input_round = round;
+            self.inputs_this_round = n;
+        }
+    }
+
+    /// The same for `n` messages ([`MAX_CLIENT_MESSAGES_PER_TICK`]).
+    pub fn messages_landed(&mut self, round: u64, n: u32) {
+        if round != self.message_round {
+            self.message_round = round;
+            self.messages_this_round = n;
+        }
     }
 
     /// Inputs dropped past [`MAX_INPUTS_PER_TICK`] since this was last asked.

@@ -311,12 +311,18 @@ impl PlayerShared {
         }
         let gone = match incoming {
             Incoming::Inputs(fresh) => {
-                let mut dropped = 0;
+                let (mut dropped, mut landed) = (0, None);
                 for i in fresh.as_slice() {
                     let input = ClientInput::new(id, i.seq, i.bytes, i.view, arrived);
-                    dropped += u64::from(!inputs.is_some_and(|q| q.push(input)));
+                    match inputs.and_then(|q| q.push(input)) {
+                        Some(r) => landed = Some((r, fresh.as_slice().len() as u32)),
+                        None => dropped += 1,
+                    }
                 }
                 env.metrics.record_inputs_dropped(dropped);
+                if let Some((r, n)) = landed {
+                    session.inputs_landed(r, n);
+                }
                 false
             }
             Incoming::Disconnected => true,
@@ -324,15 +330,19 @@ impl PlayerShared {
         };
         env.metrics.record_inputs_dropped(session.take_refused_inputs());
         // The client's messages for the world go with its inputs, bounded per tick.
-        let mut queued = 0;
-        let mut full = 0;
+        let (mut queued, mut full, mut landed) = (0, 0, None);
         let drops = session.take_messages(now, round, &mut tx, |data, reliable| {
-            if inputs.is_some_and(|q| q.push(ClientInput::message(id, data, reliable, arrived))) {
-                queued += 1;
-            } else {
-                full += 1;
+            match inputs.and_then(|q| q.push(ClientInput::message(id, data, reliable, arrived))) {
+                Some(r) => {
+                    queued += 1;
+                    landed = Some(r);
+                }
+                None => full += 1,
             }
         });
+        if let Some(r) = landed {
+            session.messages_landed(r, queued as u32);
+        }
         drop(route);
         env.metrics.record_client_messages(queued, drops, full);
         let held = session.received_bytes_held() as u64;

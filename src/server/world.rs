@@ -607,22 +607,25 @@ impl InputQueue {
         self.rounds.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Queues one input for the next tick; false (and nothing queued) when the queue is
-    /// full.
-    pub fn push(&self, input: ClientInput) -> bool {
+    /// Queues one input for the next tick, and says in which round ([`InputQueue::round`])
+    /// it was queued: exactly, as the round changes only under the queue's lock (a player
+    /// that read the round before a tick began learns here that its input went to the next).
+    /// `None` (and nothing queued) when the queue is full.
+    pub fn push(&self, input: ClientInput) -> Option<u64> {
         match self.queue.lock() {
             Ok(mut q) if q.len() < self.limit => {
                 q.push((input, Instant::now()));
-                true
+                Some(self.round())
             }
-            _ => false,
+            _ => None,
         }
     }
 
     /// Moves every queued input into `out`, with how long it took from the socket to here.
     fn drain_into(&self, out: &mut Vec<(ClientInput, Duration)>) {
-        self.rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut q) = self.queue.lock() {
+            // Under the lock: what was pushed in the round before is what is taken now.
+            self.rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             out.extend(q.drain(..).map(|(i, queued)| {
                 let waited = queued.saturating_duration_since(i.arrived);
                 (i, waited)
@@ -978,7 +981,7 @@ mod input_queue_tests {
     fn a_full_queue_refuses_inputs_until_the_world_drains_it() {
         let q = InputQueue::new(3);
         let at = Instant::now();
-        let pushed: Vec<bool> = (0..5u32).map(|seq| q.push(ClientInput::new(1, seq, &[seq as u8], None, at))).collect();
+        let pushed: Vec<bool> = (0..5u32).map(|seq| q.push(ClientInput::new(1, seq, &[seq as u8], None, at)).is_some()).collect();
         assert_eq!(pushed, [true, true, true, false, false]);
         let mut out = Vec::new();
         q.drain_into(&mut out);
@@ -987,7 +990,7 @@ mod input_queue_tests {
         let mut again = Vec::new();
         q.drain_into(&mut again);
         assert!(again.is_empty(), "drained");
-        assert!(q.push(ClientInput::new(1, 5, &[5], None, at)), "room again after a tick");
+        assert!(q.push(ClientInput::new(1, 5, &[5], None, at)).is_some(), "room again after a tick");
         let long = ClientInput::new(2, 6, &[9; MAX_INPUT_BYTES + 10], None, at);
         assert_eq!(long.bytes().len(), MAX_INPUT_BYTES, "no more than the wire carries");
     }

@@ -792,6 +792,7 @@ impl<C> Endpoint<C> {
             pending_ips: self.handshake.per_ip.len(),
             connected: self.slots.len(),
             connected_addresses: self.slots.addresses(),
+            pending_given_way: self.handshake.given_way,
         }
     }
 }
@@ -807,6 +808,9 @@ pub struct EndpointTables {
     pub connected: usize,
     /// Connected clients' addresses (the routing table).
     pub connected_addresses: usize,
+    /// Pending handshakes that gave way to a newer request of their IP so far (a running
+    /// count, [`Endpoint::pending_given_way`]).
+    pub pending_given_way: u64,
 }
 
 /// Single-threaded use: the endpoint keeps each client's [`Connection`] and authenticates its
