@@ -123,7 +123,7 @@ impl World for Hall {
         let m = worlds.spawn(WorldOptions::new("match").fallback(WorldId::ENTRY), game).unwrap();
         let delay = Duration::from_millis(500);
         let stands = WorldOptions::new("spectators").fallback(WorldId::ENTRY);
-        let s = worlds.spectate(m, delay, stands, Arc::new(Parity)).unwrap();
+        let s = worlds.spectate(m, Spectators::new(delay, Arc::new(Parity)), stands).unwrap();
         *self.seen.worlds.lock().unwrap() = Some((m, s));
     }
     fn leave(&mut self, _: PlayerId) {}
@@ -206,4 +206,125 @@ fn spectators_see_the_match_as_it_was_half_a_second_ago_and_follow_a_player_on_r
     for (p, _) in &ids {
         assert_eq!(s.home(*p), Some(WorldId::ENTRY), "player {p} is back in the hall");
     }
+}
+
+/// A match that keeps its players in two teams (by parity) and, every tenth tick, says
+/// something to everyone, to its watchers, to team 1, and to its first player alone.
+struct Chatter {
+    players: Vec<PlayerId>,
+    ticks: u32,
+    new: Vec<PlayerId>,
+}
+
+impl World for Chatter {
+    fn schema(&self) -> Schema {
+        schema()
+    }
+    fn join(&mut self, p: PlayerId) {
+        self.players.push(p);
+        self.new.push(p);
+    }
+    fn leave(&mut self, p: PlayerId) {
+        self.players.retain(|q| *q != p);
+    }
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {
+        self.ticks += 1;
+    }
+    fn messages(&mut self, out: &mut Outbox) {
+        for p in self.new.drain(..) {
+            out.set_team(p, Some((p % 2) as u16));
+        }
+        let n = self.ticks;
+        if n % 10 == 0
+            && let Some(first) = self.players.first()
+        {
+            out.reliable(Audience::All, format!("all {n}").into_bytes());
+            out.reliable(Audience::Watchers, format!("watchers {n}").into_bytes());
+            out.reliable(Audience::Team(1), format!("team {n}").into_bytes());
+            out.reliable(Audience::Player(*first), format!("player {first} {n}").into_bytes());
+        }
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+/// Starts a chattering match and three spectators' worlds of it, one for each [`Hearing`].
+struct ChatHall {
+    worlds: Arc<Mutex<Option<(WorldId, [WorldId; 3])>>>,
+}
+
+impl World for ChatHall {
+    fn schema(&self) -> Schema {
+        schema()
+    }
+    fn started(&mut self, _: WorldId, worlds: &Worlds) {
+        let game = Chatter { players: Vec::new(), ticks: 0, new: Vec::new() };
+        let m = worlds.spawn(WorldOptions::new("match").fallback(WorldId::ENTRY), game).unwrap();
+        let delay = Duration::from_millis(100);
+        let mut stands = [WorldId::ENTRY; 3];
+        for (i, hearing) in [Hearing::Public, Hearing::Followed, Hearing::Everything].into_iter().enumerate() {
+            let how = Spectators::new(delay, Arc::new(Everything)).hearing(hearing);
+            stands[i] = worlds.spectate(m, how, WorldOptions::new("spectators").fallback(WorldId::ENTRY)).unwrap();
+        }
+        *self.worlds.lock().unwrap() = Some((m, stands));
+    }
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {}
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+/// Spectators' worlds used to pass every team's messages to every spectator (and a player's
+/// own to whoever followed it): team chat reached the other team's friends in the stands.
+/// Now the stands hear what everyone and the watchers heard; a followed player's own messages
+/// reach its followers only with `Hearing::Followed`, and everything only with
+/// `Hearing::Everything`.
+#[test]
+fn team_and_player_messages_reach_only_the_spectators_allowed_to_hear_them() {
+    let worlds = Arc::new(Mutex::new(None));
+    let mut s = Stepper::new(ChatHall { worlds: worlds.clone() }, 60, 16).with_world_kinds(&KINDS);
+    // Two players, then a spectator in each of the three stands.
+    for i in 0..5 {
+        s.add_client_with(LinkProfile::PERFECT, 1 + i, [0; 256]);
+    }
+    s.run(20);
+    let (m, stands) = worlds.lock().unwrap().unwrap();
+    let ids: Vec<PlayerId> = s.clients.iter().map(|c| c.client.client_index().unwrap()).collect();
+    s.worlds().move_player(ids[0], m);
+    s.worlds().move_player(ids[1], m);
+    for (k, stand) in stands.iter().enumerate() {
+        s.worlds().move_player(ids[2 + k], *stand);
+    }
+    let mut heard: Vec<Vec<String>> = vec![Vec::new(); 5];
+    for step in 0..400 {
+        if step == 30 {
+            // The spectator in the `Followed` stands follows the match's first player.
+            let first = ids[0];
+            s.clients[3].client.channel().send_message(&SpectatorControl::Follow(Some(first))).unwrap();
+        }
+        s.step();
+        for (i, c) in s.clients.iter_mut().enumerate() {
+            while let Some(m) = c.client.channel().recv_reliable() {
+                if let Ok(text) = String::from_utf8(m.to_vec()) {
+                    heard[i].push(text);
+                }
+            }
+        }
+    }
+    let kinds = |i: usize| -> std::collections::BTreeSet<String> {
+        heard[i].iter().map(|t| t.split(' ').next().unwrap_or("").to_string()).collect()
+    };
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<std::collections::BTreeSet<_>>();
+    println!("heard: {:?}", (0..5).map(|i| (i, kinds(i), heard[i].len())).collect::<Vec<_>>());
+    // The players: the first (team 0) hears its own; the second is on team 1.
+    assert_eq!(kinds(0), set(&["all", "player", "watchers"]), "the first player");
+    assert_eq!(kinds(1), set(&["all", "team", "watchers"]), "the second player, on team 1");
+    assert_eq!(kinds(2), set(&["all", "watchers"]), "the public stands: no team chat, no private message");
+    assert_eq!(kinds(3), set(&["all", "player", "watchers"]), "following the first player: its own messages too");
+    assert_eq!(kinds(4), set(&["all", "player", "team", "watchers"]), "the casters' booth: everything");
+    let first = ids[0];
+    assert!(
+        heard[3].iter().filter(|t| t.starts_with("player")).all(|t| t.starts_with(&format!("player {first} "))),
+        "only the followed player's"
+    );
 }

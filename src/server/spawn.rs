@@ -416,25 +416,35 @@ impl Worlds {
         }
     }
 
-    /// Starts a spectators' world of world `source`: it shows `source` as it was `delay` ago
-    /// (at most [`MAX_DELAY`](super::spectate::MAX_DELAY)), so spectators cannot tell its
-    /// players what they cannot see yet. Move spectators into it like into any world
-    /// ([`Outbox::move_to`]); each may follow one of `source`'s players (seeing what `follow`,
-    /// the game's relevancy, shows that player) or see everything (see
-    /// [`SpectatorWorld`](super::spectate::SpectatorWorld)). It stops when `source` does
-    /// (give it a fallback in `options`).
+    /// Starts a spectators' world of world `source`: it shows `source` as it was
+    /// [`Spectators::delay`](super::spectate::Spectators) ago (at most
+    /// [`MAX_DELAY`](super::spectate::MAX_DELAY)), so spectators cannot tell its players what
+    /// they cannot see yet. Move spectators into it like into any world
+    /// ([`Outbox::move_to`]); each may follow one of `source`'s players (seeing what the game's
+    /// relevancy given in `how` shows that player) or see everything (see
+    /// [`SpectatorWorld`](super::spectate::SpectatorWorld)). They hear what `source` sent to
+    /// everyone and to its watchers; team and player messages only as
+    /// [`Hearing`](super::spectate::Hearing) allows. It stops when `source` does (give it a
+    /// fallback in `options`).
     ///
     /// ```no_run
     /// # use volley::prelude::*;
+    /// # use volley::server::spectate::{Hearing, Spectators};
     /// # use volley::server::{Everything, Worlds, WorldId, WorldOptions};
     /// # fn f(worlds: &Worlds, duel: WorldId) -> Result<(), volley::server::SpawnError> {
+    /// let delay = std::time::Duration::from_secs(3);
     /// let stands = worlds.spectate(
     ///     duel,
-    ///     std::time::Duration::from_secs(3),
+    ///     Spectators::new(delay, std::sync::Arc::new(Everything)),
     ///     WorldOptions::new("spectators").fallback(WorldId::ENTRY),
-    ///     std::sync::Arc::new(Everything),
     /// )?;
-    /// # let _ = stands; Ok(()) }
+    /// // The casters hear both teams.
+    /// let booth = worlds.spectate(
+    ///     duel,
+    ///     Spectators::new(delay, std::sync::Arc::new(Everything)).hearing(Hearing::Everything),
+    ///     WorldOptions::new("spectators").fallback(WorldId::ENTRY),
+    /// )?;
+    /// # let _ = (stands, booth); Ok(()) }
     /// ```
     ///
     /// # Errors
@@ -443,15 +453,13 @@ impl Worlds {
     pub fn spectate(
         &self,
         source: WorldId,
-        delay: Duration,
+        how: super::spectate::Spectators,
         options: WorldOptions,
-        follow: Arc<dyn Relevancy>,
     ) -> Result<WorldId, SpawnError> {
-        let delay = delay.min(super::spectate::MAX_DELAY);
-        let ticks = (delay.as_secs_f64() * f64::from(self.inner.server_hz)).round() as u32;
+        let ticks = (how.delay().as_secs_f64() * f64::from(self.inner.server_hz)).round() as u32;
         let (tx, rx) = std::sync::mpsc::sync_channel(super::spectate::FEED_QUEUE);
         self.tap(source, Box::new(super::spectate::Feed(tx)))?;
-        let world = super::spectate::SpectatorWorld::live((*self.inner.schema).clone(), rx, ticks, follow);
+        let world = super::spectate::SpectatorWorld::live((*self.inner.schema).clone(), rx, ticks, how);
         self.spawn(options, world)
     }
 

@@ -28,9 +28,86 @@ pub const FEED_QUEUE: usize = 64;
 /// The longest spectator delay.
 pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
+/// Which of the watched (or recorded) world's messages its spectators hear. What the world
+/// sent to everyone ([`Audience::All`]) or to its watchers ([`Audience::Watchers`]) reaches
+/// every spectator; what it sent to a team or to one player is private unless the spectators'
+/// world is told otherwise.
+///
+/// ```
+/// use volley::server::spectate::{Hearing, Spectators};
+/// # use std::sync::Arc;
+/// # use std::time::Duration;
+/// # struct Everyone;
+/// # impl volley::server::Relevancy for Everyone {
+/// #     fn interest(&self, w: &volley::protocol::snapshot::WorldSnapshot, _: u32, out: &mut Vec<volley::protocol::snapshot::Interest>) {
+/// #         volley::protocol::snapshot::Interest::everything(w, out)
+/// #     }
+/// # }
+/// // The public stands hear what everyone heard; the casters' booth hears both teams.
+/// let stands = Spectators::new(Duration::from_secs(2), Arc::new(Everyone));
+/// let booth = Spectators::new(Duration::from_secs(2), Arc::new(Everyone)).hearing(Hearing::Everything);
+/// assert_eq!(stands.hearing_of(), Hearing::Public);
+/// assert_eq!(booth.hearing_of(), Hearing::Everything);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hearing {
+    /// Only what everyone, or every watcher, was told (the default): team chat and messages
+    /// to one player stay with those they were sent to.
+    #[default]
+    Public,
+    /// Also what was sent to the player a spectator follows
+    /// ([`SpectatorControl::Follow`]), to that spectator.
+    Followed,
+    /// Everything the world sent: every team's messages and every player's, to every
+    /// spectator (a casters' or referees' world).
+    Everything,
+}
+
+/// How a running world is shown to spectators ([`Worlds::spectate`](super::Worlds::spectate)):
+/// how late, what a spectator following a player sees, and what they hear.
+#[derive(Clone)]
+pub struct Spectators {
+    delay: Duration,
+    follow: Arc<dyn Relevancy>,
+    hearing: Hearing,
+}
+
+impl std::fmt::Debug for Spectators {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spectators").field("delay", &self.delay).field("hearing", &self.hearing).finish_non_exhaustive()
+    }
+}
+
+impl Spectators {
+    /// Spectators `delay` behind the world (at most [`MAX_DELAY`]); one who follows a player
+    /// sees what `follow` (the game's relevancy) shows that player. They hear
+    /// [`Hearing::Public`].
+    pub fn new(delay: Duration, follow: Arc<dyn Relevancy>) -> Self {
+        Self { delay: delay.min(MAX_DELAY), follow, hearing: Hearing::Public }
+    }
+
+    /// What they hear.
+    pub fn hearing(mut self, hearing: Hearing) -> Self {
+        self.hearing = hearing;
+        self
+    }
+
+    /// What they hear, as set.
+    pub fn hearing_of(&self) -> Hearing {
+        self.hearing
+    }
+
+    /// How late they are.
+    pub fn delay(&self) -> Duration {
+        self.delay
+    }
+}
+
 /// A world showing recorded or delayed state (see the module docs).
 pub struct SpectatorWorld {
     schema: Schema,
+    /// Which messages viewers hear.
+    hearing: Hearing,
     source: Source,
     /// The game's relevancy, applied as the followed player.
     relevancy: Arc<dyn Relevancy>,
@@ -127,9 +204,15 @@ impl SpectatorWorld {
     }
 
     /// Shows the frames `feed` brings, `delay` server ticks late.
-    pub(crate) fn live(schema: Schema, feed: Receiver<Frame>, delay: u32, relevancy: Arc<dyn Relevancy>) -> Self {
+    pub(crate) fn live(schema: Schema, feed: Receiver<Frame>, delay: u32, how: Spectators) -> Self {
         let live = Live { feed, buffer: VecDeque::new(), delay, first: None };
-        Self::with_source(schema, Source::Live(live), relevancy, 0, None)
+        Self::with_source(schema, Source::Live(live), how.follow, 0, None).hearing(how.hearing)
+    }
+
+    /// What its viewers hear of the recorded messages ([`Hearing::Public`] unless set).
+    pub fn hearing(mut self, hearing: Hearing) -> Self {
+        self.hearing = hearing;
+        self
     }
 
     fn with_source(
@@ -141,6 +224,7 @@ impl SpectatorWorld {
     ) -> Self {
         Self {
             schema,
+            hearing: Hearing::Public,
             source,
             relevancy,
             following: Arc::default(),
@@ -348,18 +432,21 @@ impl World for SpectatorWorld {
         let following: BTreeMap<PlayerId, PlayerId> = self.following.read().map(|f| f.clone()).unwrap_or_default();
         for e in self.passed.drain(..) {
             let Event::Message { to, reliable, data } = e else { continue };
+            let everything = self.hearing == Hearing::Everything;
             match to {
-                Recipient::All | Recipient::Watchers | Recipient::Team(_) => {
-                    let to = Audience::All;
-                    if reliable { out.reliable(to, data) } else { out.event(to, data) }
-                }
-                Recipient::Player(p) => {
+                Recipient::All | Recipient::Watchers => {}
+                Recipient::Team(_) | Recipient::Player(_) if everything => {}
+                Recipient::Player(p) if self.hearing == Hearing::Followed => {
                     for (v, _) in following.iter().filter(|(_, f)| **f == p) {
                         let to = Audience::Player(*v);
                         if reliable { out.reliable(to, data.clone()) } else { out.event(to, data.clone()) }
                     }
+                    continue;
                 }
+                // Private to those it was sent to.
+                Recipient::Team(_) | Recipient::Player(_) => continue,
             }
+            if reliable { out.reliable(Audience::All, data) } else { out.event(Audience::All, data) }
         }
         let since = self.last_tick.unwrap_or(0);
         for v in std::mem::take(&mut self.status_due) {

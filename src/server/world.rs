@@ -981,7 +981,8 @@ mod input_queue_tests {
     fn a_full_queue_refuses_inputs_until_the_world_drains_it() {
         let q = InputQueue::new(3);
         let at = Instant::now();
-        let pushed: Vec<bool> = (0..5u32).map(|seq| q.push(ClientInput::new(1, seq, &[seq as u8], None, at)).is_some()).collect();
+        let pushed: Vec<bool> =
+            (0..5u32).map(|seq| q.push(ClientInput::new(1, seq, &[seq as u8], None, at)).is_some()).collect();
         assert_eq!(pushed, [true, true, true, false, false]);
         let mut out = Vec::new();
         q.drain_into(&mut out);

@@ -174,7 +174,8 @@ impl World for Lobby {
             self.stands = None;
             if let Some(m) = self.newest.filter(|m| running.contains(m)) {
                 let stands = WorldOptions::new("spectators").fallback(WorldId::ENTRY);
-                match worlds.spectate(m, self.rooms.spectator_delay, stands, Arena::new().relevancy()) {
+                match worlds.spectate(m, Spectators::new(self.rooms.spectator_delay, Arena::new().relevancy()), stands)
+                {
                     Ok(s) => self.stands = Some((m, s)),
                     Err(e) => tracing::warn!(error = %e, "no spectators' world started"),
                 }
