@@ -236,7 +236,7 @@ impl World for Chatter {
             out.set_team(p, Some((p % 2) as u16));
         }
         let n = self.ticks;
-        if n % 10 == 0
+        if n.is_multiple_of(10)
             && let Some(first) = self.players.first()
         {
             out.reliable(Audience::All, format!("all {n}").into_bytes());
@@ -248,9 +248,12 @@ impl World for Chatter {
     fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
 }
 
+/// The match and its three stands, once started.
+type Started = Arc<Mutex<Option<(WorldId, [WorldId; 3])>>>;
+
 /// Starts a chattering match and three spectators' worlds of it, one for each [`Hearing`].
 struct ChatHall {
-    worlds: Arc<Mutex<Option<(WorldId, [WorldId; 3])>>>,
+    worlds: Started,
 }
 
 impl World for ChatHall {
