@@ -99,6 +99,8 @@ pub struct GameClient {
     scoreboard: Scoreboard,
     /// Where the server last said the player is.
     world: Option<WorldNotice>,
+    /// Every notice not yet taken ([`GameClient::next_notice`]), oldest first.
+    notices: VecDeque<WorldNotice>,
     /// Where the replay or spectators' world it is in stands, if it is in one.
     spectator: Option<SpectatorStatus>,
     /// The protocol version its hello claims (tests make an old client with it).
@@ -137,6 +139,10 @@ impl Before {
 /// takes longer than that loses the oldest.
 pub const REPLAY_INPUTS: usize = 120;
 
+/// World notices a client keeps until they are taken ([`GameClient::next_notice`]); older ones
+/// give way.
+pub const MAX_NOTICES: usize = 64;
+
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
 /// but cannot happen for sizes we control).
 struct Via<'a, T: Transmit> {
@@ -174,6 +180,7 @@ impl GameClient {
             system_ack_due: false,
             scoreboard: Scoreboard::default(),
             world: None,
+            notices: VecDeque::new(),
             spectator: None,
             protocol_version: crate::protocol::session::PROTOCOL_VERSION,
             redirect: None,
@@ -285,6 +292,14 @@ impl GameClient {
     /// [`merged_id`](crate::protocol::snapshot::world::merged_id)`(n, local)`.
     pub fn world(&self) -> Option<&WorldNotice> {
         self.world.as_ref()
+    }
+
+    /// The next world notice not yet taken, oldest first: every world this client's player
+    /// entered, in order, even when several arrive between two frames (a match that ends as
+    /// it starts, a move and a move back), where [`GameClient::world`] shows only the newest.
+    /// The last [`MAX_NOTICES`] are kept.
+    pub fn next_notice(&mut self) -> Option<WorldNotice> {
+        self.notices.pop_front()
     }
 
     /// In a replay or a delayed spectators' world: the latest playback status (which
@@ -521,6 +536,10 @@ impl GameClient {
                     if let Some(notice) = WorldNotice::decode(&message) {
                         // A new world: its board (if any) comes whole next.
                         self.scoreboard = Scoreboard::default();
+                        if self.notices.len() == MAX_NOTICES {
+                            self.notices.pop_front();
+                        }
+                        self.notices.push_back(notice.clone());
                         self.world = Some(notice);
                         self.spectator = None;
                         continue;

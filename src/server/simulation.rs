@@ -87,6 +87,10 @@ pub(crate) struct Simulation {
     applied: BTreeMap<PlayerId, u32>,
     /// The players joined (a leave for one not here is not passed on).
     joined: std::collections::BTreeSet<PlayerId>,
+    /// Stop once empty ([`WorldOptions::stop_when_empty`](super::WorldOptions::stop_when_empty)),
+    /// and whether anyone has joined yet.
+    stop_when_empty: bool,
+    had_players: bool,
     /// Shut down: no more joins, leaves or ticks reach the world.
     shut_down: bool,
     /// The scoreboard's rows (name, fields) by player, when the world has one.
@@ -147,6 +151,8 @@ impl Simulation {
             dt,
             applied: BTreeMap::new(),
             joined: std::collections::BTreeSet::new(),
+            stop_when_empty: false,
+            had_players: false,
             shut_down: false,
             board: None,
             previous: None,
@@ -257,11 +263,18 @@ impl Simulation {
         self
     }
 
+    /// The world stops by itself once its last player has left.
+    pub fn with_stop_when_empty(mut self, on: bool) -> Self {
+        self.stop_when_empty = on;
+        self
+    }
+
     /// A player joined.
     pub fn join<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId, who: &JoinInfo) {
         if self.shut_down || !self.joined.insert(player) {
             return;
         }
+        self.had_players = true;
         if let Some(b) = &mut self.board {
             b.insert(player, (name_from_token(player, who), Vec::new()));
         }
@@ -427,6 +440,9 @@ impl Simulation {
         if self.guard(WorldFault::PanicInMessages, || world.messages(&mut outbox)).is_none() {
             // What it had sent before the panic may be half of something: none of it goes.
             outbox = Outbox::default();
+        }
+        if self.stop_when_empty && self.had_players && self.joined.is_empty() {
+            outbox.stop_world();
         }
         let asked = outbox.take_handoffs();
         self.start_handoffs(world, asked);

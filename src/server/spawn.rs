@@ -564,6 +564,7 @@ fn spawn_actor<W: World>(
     let inputs = InputQueue::new(b.input_limit);
     let kind = b.metrics.kind_index(&options.kind).unwrap_or(0);
     let record = options.record.clone().or_else(|| b.record.clone()).map(|dir| (dir, options.kind.clone()));
+    let options_stop = options.stop_when_empty;
     let new = NewWorld {
         id,
         options,
@@ -586,6 +587,7 @@ fn spawn_actor<W: World>(
         worlds,
         why: why.clone(),
         record,
+        stop_when_empty: options_stop,
     };
     let (broadcaster, actors) = (b.broadcaster.clone(), b.actors.clone());
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();

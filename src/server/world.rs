@@ -689,6 +689,8 @@ pub(crate) struct WorldArgs<W: World> {
     pub why: Arc<std::sync::Mutex<String>>,
     /// Record it into this folder (with its kind's name).
     pub record: Option<(std::path::PathBuf, String)>,
+    /// Stop once its last player has left.
+    pub stop_when_empty: bool,
 }
 
 /// The world actor's state.
@@ -756,6 +758,7 @@ impl<W: World> Actor for WorldActor<W> {
             worlds,
             why,
             record,
+            stop_when_empty,
         } = args;
         let stride = stride.max(1);
         let dt = clock.dt * stride;
@@ -777,8 +780,9 @@ impl<W: World> Actor for WorldActor<W> {
         if essential {
             metrics.set_tick_period(clock.dt);
         }
-        let mut sim =
-            Simulation::new(Arc::new(world.schema()), dt).with_scoreboard(!world.scoreboard_columns().is_empty());
+        let mut sim = Simulation::new(Arc::new(world.schema()), dt)
+            .with_scoreboard(!world.scoreboard_columns().is_empty())
+            .with_stop_when_empty(stop_when_empty);
         if let Some((dir, kind_name)) = record {
             let of = super::record::RecordingOf {
                 schema: sim.schema().clone(),

@@ -82,12 +82,21 @@ pub struct WorldOptions {
     /// Record it into a new file in this folder (see [`crate::protocol::recording`]);
     /// [`ServerConfig::record`](crate::server::ServerConfig::record) records every world.
     pub record: Option<std::path::PathBuf>,
+    /// It stops by itself once its last player has left ([`WorldOptions::stop_when_empty`]).
+    pub stop_when_empty: bool,
 }
 
 impl WorldOptions {
     /// A world of `kind`, at the server's tick rate, no fallback, watched by its players.
     pub fn new(kind: impl Into<String>) -> Self {
-        Self { kind: kind.into(), tick_rate_hz: None, fallback: None, watched_by_everyone: false, record: None }
+        Self {
+            kind: kind.into(),
+            tick_rate_hz: None,
+            fallback: None,
+            watched_by_everyone: false,
+            record: None,
+            stop_when_empty: false,
+        }
     }
 
     /// Its players go to `world` if it stops or fails.
@@ -112,6 +121,18 @@ impl WorldOptions {
     /// first tick until it stops; `volley replay FILE` plays it back.
     pub fn recorded(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.record = Some(dir.into());
+        self
+    }
+
+    /// It stops by itself at the end of the first tick after its last player has left (a
+    /// match everyone quit), as if it had called [`Outbox::stop_world`]: its
+    /// [`World::shutdown`] runs and whoever started it hears it stopped. A world no player
+    /// has joined yet does not stop; the entry world never does.
+    ///
+    /// [`Outbox::stop_world`]: crate::server::Outbox::stop_world
+    /// [`World::shutdown`]: crate::server::World::shutdown
+    pub fn stop_when_empty(mut self) -> Self {
+        self.stop_when_empty = true;
         self
     }
 }

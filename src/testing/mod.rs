@@ -454,7 +454,8 @@ impl<W: World> Stepper<W> {
                     let stride = u32::from(server / options.tick_rate_hz.unwrap_or(server).max(1)).max(1);
                     let dt = self.sim.dt() * stride;
                     let sim = Simulation::new(self.settings.schema.clone(), dt)
-                        .with_scoreboard(!world.scoreboard_columns().is_empty());
+                        .with_scoreboard(!world.scoreboard_columns().is_empty())
+                        .with_stop_when_empty(options.stop_when_empty);
                     let columns = world.scoreboard_columns();
                     if !columns.is_empty() {
                         self.boards.insert(id, BoardSender::new(columns));

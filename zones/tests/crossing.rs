@@ -225,10 +225,13 @@ async fn a_player_walks_over_the_border_and_no_input_is_lost() {
     let all: Vec<u32> = in_a.iter().chain(&in_b).copied().collect();
     assert!(all.len() + 3 >= w.sent.len(), "{} of {} inputs applied", all.len(), w.sent.len());
     assert_eq!(all, w.sent[..all.len()], "each input applied once, in order, across both zones");
-    // The crossing: zone 0 walked the player to the border (12 inputs from 97), zone 1 took
+    // The crossing: zone 0 walked the player to the border (12 inputs from 97; one or two
+    // more when they came in one tick's batch with the twelfth, as they do on a busy
+    // machine: the world applies a tick's inputs before it looks at the border), zone 1 took
     // it with the x zone 0 sent.
-    assert_eq!(in_a.len(), 12, "zone 0 applied the inputs up to the border");
-    assert_eq!(log.joins, vec![(0, 42, None), (1, 42, Some(START_X + 12.0 * STEP))]);
+    let k = in_a.len();
+    assert!((12..=14).contains(&k), "zone 0 applied the inputs up to the border: {k}");
+    assert_eq!(log.joins, vec![(0, 42, None), (1, 42, Some(START_X + k as f32 * STEP))]);
     assert_eq!(log.left.len(), 1, "zone 0's world saw the player leave");
     assert!(log.refused.is_empty(), "{:?}", log.refused);
 
