@@ -426,16 +426,19 @@ impl World for Room {
     fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
 }
 
-/// The entry world: starts two rooms and says which.
-struct TwoRooms(Arc<std::sync::Mutex<Vec<volley::server::WorldId>>>);
+/// The entry world: starts two rooms, "red" (stopping when empty if the flag says so) and
+/// "blue", and says which.
+struct TwoRooms(Arc<std::sync::Mutex<Vec<volley::server::WorldId>>>, bool);
 
 impl World for TwoRooms {
     fn schema(&self) -> Schema {
         Schema::new()
     }
     fn started(&mut self, _: volley::server::WorldId, worlds: &volley::server::Worlds) {
-        for kind in ["red", "blue"] {
-            let id = worlds.spawn(volley::server::WorldOptions::new(kind), Room).unwrap();
+        let red = volley::server::WorldOptions::new("red");
+        let red = if self.1 { red.stop_when_empty() } else { red };
+        for options in [red, volley::server::WorldOptions::new("blue")] {
+            let id = worlds.spawn(options, Room).unwrap();
             self.0.lock().unwrap().push(id);
         }
     }
@@ -451,7 +454,7 @@ impl World for TwoRooms {
 #[test]
 fn a_client_reads_every_world_notice_in_order_even_two_in_a_frame() {
     let rooms = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut s = Stepper::new(TwoRooms(rooms.clone()), 60, 4).with_world_kinds(&["hall", "red", "blue"]);
+    let mut s = Stepper::new(TwoRooms(rooms.clone(), false), 60, 4).with_world_kinds(&["hall", "red", "blue"]);
     s.add_client(LinkProfile::PERFECT);
     s.run(30);
     let first: Vec<String> = std::iter::from_fn(|| s.clients[0].client.next_notice()).map(|n| n.kind).collect();
@@ -469,34 +472,12 @@ fn a_client_reads_every_world_notice_in_order_even_two_in_a_frame() {
     assert_eq!(s.clients[0].client.world().map(|n| n.kind.as_str()), Some("blue"), "the newest");
 }
 
-/// Starts a room that stops when empty, and one that does not.
-struct Rooms(Arc<std::sync::Mutex<Vec<volley::server::WorldId>>>);
-
-impl World for Rooms {
-    fn schema(&self) -> Schema {
-        Schema::new()
-    }
-    fn started(&mut self, _: volley::server::WorldId, worlds: &volley::server::Worlds) {
-        let once = volley::server::WorldOptions::new("red").stop_when_empty();
-        let stays = volley::server::WorldOptions::new("blue");
-        for options in [once, stays] {
-            let id = worlds.spawn(options, Room).unwrap();
-            self.0.lock().unwrap().push(id);
-        }
-    }
-    fn join(&mut self, _: PlayerId) {}
-    fn leave(&mut self, _: PlayerId) {}
-    fn input(&mut self, _: PlayerId, _: &[u8]) {}
-    fn tick(&mut self, _: u32, _: Duration) {}
-    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
-}
-
 /// `WorldOptions::stop_when_empty`: a match everyone left stops by itself (each game used to
 /// count its players to call `stop_world`); before anyone has joined it waits.
 #[test]
 fn a_world_that_stops_when_empty_waits_for_its_first_player_and_stops_after_its_last() {
     let rooms = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut s = Stepper::new(Rooms(rooms.clone()), 60, 4).with_world_kinds(&["hall", "red", "blue"]);
+    let mut s = Stepper::new(TwoRooms(rooms.clone(), true), 60, 4).with_world_kinds(&["hall", "red", "blue"]);
     s.add_client(LinkProfile::PERFECT);
     s.add_client(LinkProfile::PERFECT);
     s.run(60);
@@ -504,7 +485,7 @@ fn a_world_that_stops_when_empty_waits_for_its_first_player_and_stops_after_its_
         let r = rooms.lock().unwrap();
         (r[0], r[1])
     };
-    let running = |s: &Stepper<Rooms>| s.world_list().iter().map(|(id, ..)| *id).collect::<Vec<_>>();
+    let running = |s: &Stepper<TwoRooms>| s.world_list().iter().map(|(id, ..)| *id).collect::<Vec<_>>();
     assert!(running(&s).contains(&red), "empty from the start, it waits for its first player");
     let players: Vec<u32> = s.clients.iter().map(|c| c.client.client_index().unwrap()).collect();
     for p in &players {
