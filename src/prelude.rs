@@ -56,7 +56,7 @@ pub use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder,
 pub use crate::protocol::system::{EnterReason, SpectatorControl, SpectatorStatus, WorldNotice};
 pub use crate::server::spectate::{Hearing, SpectatorWorld, Spectators};
 pub use crate::server::{
-    Audience, Everything, JoinInfo, Outbox, PlayerId, Relevancy, ServerConfig, ServerHandle, World, WorldFault,
+    Audience, Everything, JoinInfo, Origin, Outbox, PlayerId, Relevancy, ServerConfig, ServerHandle, World, WorldFault,
     WorldId, WorldOptions, Worlds, decode_message, start, unix_now,
 };
 pub use crate::testing::Stepper;

@@ -97,6 +97,8 @@ pub struct GameClient {
     system: Option<Box<Channel>>,
     system_ack_due: bool,
     scoreboard: Scoreboard,
+    /// The board of the last world with one that the player left.
+    previous_scoreboard: Scoreboard,
     /// Where the server last said the player is.
     world: Option<WorldNotice>,
     /// Every notice not yet taken ([`GameClient::next_notice`]), oldest first.
@@ -179,6 +181,7 @@ impl GameClient {
             system: None,
             system_ack_due: false,
             scoreboard: Scoreboard::default(),
+            previous_scoreboard: Scoreboard::default(),
             world: None,
             notices: VecDeque::new(),
             spectator: None,
@@ -283,6 +286,21 @@ impl GameClient {
     /// second. Empty until the first board arrives.
     pub fn scoreboard(&self) -> &Scoreboard {
         &self.scoreboard
+    }
+
+    /// The scoreboard of the last world with one that the player left, as it stood when it
+    /// left: a match's final board, once the player is back in the lobby. The server sends
+    /// a world's board to a player at once when the world moves or kicks it, or stops
+    /// ([`Outbox::move_to`], [`Outbox::kick`], [`Outbox::stop_world`]; a move from outside
+    /// the world, [`Worlds::move_player`], takes the board of at most half a second
+    /// before). Empty until then.
+    ///
+    /// [`Outbox::move_to`]: crate::server::Outbox::move_to
+    /// [`Outbox::kick`]: crate::server::Outbox::kick
+    /// [`Outbox::stop_world`]: crate::server::Outbox::stop_world
+    /// [`Worlds::move_player`]: crate::server::Worlds::move_player
+    pub fn previous_scoreboard(&self) -> &Scoreboard {
+        &self.previous_scoreboard
     }
 
     /// The world this client's player is in, as the server last said ([`WorldNotice`]: its
@@ -534,8 +552,11 @@ impl GameClient {
                 self.system_ack_due = true;
                 while let Some(message) = system.recv_reliable() {
                     if let Some(notice) = WorldNotice::decode(&message) {
-                        // A new world: its board (if any) comes whole next.
-                        self.scoreboard = Scoreboard::default();
+                        // A new world: its board (if any) comes whole next; the old one's is kept.
+                        let left = std::mem::take(&mut self.scoreboard);
+                        if !left.is_empty() {
+                            self.previous_scoreboard = left;
+                        }
                         if self.notices.len() == MAX_NOTICES {
                             self.notices.pop_front();
                         }

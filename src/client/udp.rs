@@ -81,11 +81,25 @@ impl UdpClient {
     /// Runs timers and sends `input` (when connected), then takes datagrams until `until`.
     /// Returns how many new snapshots arrived.
     pub async fn step(&mut self, input: &[u8], until: Instant) -> usize {
+        self.step_sending(Some(input), until).await
+    }
+
+    /// [`UdpClient::step`] for a client that sends no input (a spectator, or a player
+    /// between rounds): it still acknowledges what it receives, so its snapshots stay
+    /// deltas and its reliable messages arrive.
+    pub async fn step_watching(&mut self, until: Instant) -> usize {
+        self.step_sending(None, until).await
+    }
+
+    async fn step_sending(&mut self, input: Option<&[u8]>, until: Instant) -> usize {
         self.snapshots = 0;
         let now = (self.clock)();
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         self.client.update(now, &mut wire);
-        self.client.send_input(now, input, &mut wire);
+        match input {
+            Some(input) => self.client.send_input(now, input, &mut wire),
+            None => self.client.send_without_input(now, &mut wire),
+        }
         self.transmit(wire);
         let mut buf = [0u8; 1500];
         loop {

@@ -250,6 +250,8 @@ pub(crate) enum BroadcastMsg {
 pub(crate) struct NewWorld {
     /// Its number.
     pub id: WorldId,
+    /// The world that started it, if one did (it hears when this one stops).
+    pub parent: Option<WorldId>,
     /// How it runs.
     pub options: WorldOptions,
     /// Its game's relevancy.
@@ -382,6 +384,11 @@ impl BroadcastState {
                         p.tell(PlayerMsg::Close(end));
                     }
                 }
+                Effect::Stopped { to, world, why } => {
+                    if let Some(l) = self.worlds.get_mut(&to) {
+                        l.tell(WorldMsg::Stopped(world, why));
+                    }
+                }
             }
         }
         self.metrics.set_worlds(self.dir.worlds());
@@ -434,10 +441,10 @@ impl Actor for Broadcaster {
                 state.apply(effects);
             }
             BroadcastMsg::AddWorld(w) => {
-                let NewWorld { id, options, relevancy, inputs, board_columns } = *w;
+                let NewWorld { id, parent, options, relevancy, inputs, board_columns } = *w;
                 let board = (!board_columns.is_empty()).then(|| BoardSender::new(board_columns));
                 state.worlds.insert(id, WorldLink { inputs, actor: Err(Vec::new()), board });
-                state.dir.add_world(id, options, relevancy);
+                state.dir.add_world(id, options, relevancy, parent);
                 state.metrics.set_worlds(state.dir.worlds());
             }
             BroadcastMsg::WorldReady(id, actor) => {
@@ -787,6 +794,7 @@ mod tests {
         };
         let b = Actor::spawn(None, Broadcaster, args).await.unwrap().0;
         let entry = NewWorld {
+            parent: None,
             id: WorldId::ENTRY,
             options: WorldOptions::new("main"),
             relevancy: Arc::new(crate::server::Everything),

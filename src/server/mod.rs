@@ -197,11 +197,11 @@ pub use session::{
     MAX_CLIENT_MESSAGES_PER_TICK, MAX_FLOODING_TICKS, MAX_INPUTS_PER_TICK, MAX_MALFORMED_RUN, MessageDrops, PacketDrop,
     PlayerBudget, SYSTEM_CHANNEL_RECEIVE_BYTES,
 };
-pub use spawn::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WorldRef, Worlds};
+pub use spawn::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, WorldRef, Worlds};
 pub use world::{
     Audience, Everything, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Relevancy, World, WorldFault, decode_message,
 };
-pub use worlds::{WorldId, WorldOptions};
+pub use worlds::{Origin, WorldId, WorldOptions};
 
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::server::EndpointConfig;

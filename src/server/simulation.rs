@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::record::{Departure, HandoffEnd, Tap, message_event};
 use super::world::{Audience, BoardChange, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
+use super::worlds::WorldId;
 use crate::protocol::cut;
 use crate::protocol::input::ViewTime;
 use crate::protocol::recording::Event;
@@ -293,6 +294,15 @@ impl Simulation {
         self.guard(WorldFault::PanicInJoin, || world.join_with(player, &who));
     }
 
+    /// World `stopped`, which this world started, stopped (`why`): the game hears it (not
+    /// after the shutdown).
+    pub fn world_stopped<W: World + ?Sized>(&mut self, world: &mut W, stopped: WorldId, why: &str) {
+        if self.shut_down {
+            return;
+        }
+        self.guard(WorldFault::PanicInWorldStopped, || world.world_stopped(stopped, why));
+    }
+
     /// A player left (once for each join; a second leave, or one after the shutdown, is
     /// not passed on).
     pub fn leave<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId) {
@@ -468,7 +478,9 @@ impl Simulation {
         if self.panicking >= MAX_PANICKING_TICKS {
             return Err(WorldStopped(self.panicking));
         }
-        let board = self.board_update(tick, outbox.take_board());
+        // A player leaving (moved, kicked, or its world stopping) gets the board as it ends.
+        let final_board = outbox.sends_players_away();
+        let board = self.board_update(outbox.take_board(), final_board);
         if !self.taps.0.is_empty() {
             let mut events = std::mem::take(&mut self.events);
             events.extend(outbox.messages().iter().map(message_event));
@@ -479,8 +491,9 @@ impl Simulation {
         Ok(Stepped { snapshot, outbox, board })
     }
 
-    /// Applies the world's scoreboard changes; the rows when an update is due.
-    fn board_update(&mut self, tick: u32, changes: Vec<(PlayerId, BoardChange)>) -> Option<Vec<ScoreRow>> {
+    /// Applies the world's scoreboard changes; the rows when an update is due (every half
+    /// second, and at once when `now`).
+    fn board_update(&mut self, changes: Vec<(PlayerId, BoardChange)>, now: bool) -> Option<Vec<ScoreRow>> {
         let board = self.board.as_mut()?;
         for (p, change) in changes {
             let Some(row) = board.get_mut(&p) else { continue };
@@ -489,8 +502,7 @@ impl Simulation {
                 BoardChange::Name(n) => row.0 = n,
             }
         }
-        let _ = tick;
-        self.steps.is_multiple_of(u64::from(board_every(self.dt))).then(|| {
+        (now || self.steps.is_multiple_of(u64::from(board_every(self.dt)))).then(|| {
             board
                 .iter()
                 .map(|(p, (name, fields))| ScoreRow {

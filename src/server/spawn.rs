@@ -21,6 +21,7 @@ use super::world::{
 use super::worlds::{Numbers, WorldId, WorldOptions};
 use crate::protocol::input::ViewTime;
 use crate::protocol::snapshot::{EntityId, Schema, SnapshotBuilder};
+use crate::protocol::zone::ZoneId;
 
 /// Why a world could not be started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -127,11 +128,66 @@ impl<M> WorldRef<M> {
     }
 }
 
-/// A world and the queue of its game messages: the messages are handled at the start of
-/// each tick, then the world ticks.
-struct WithMessages<W, M> {
+/// A world that takes the game's messages of type `M` ([`Handles<M>`]): they are handed to
+/// it at the start of each tick, before [`World::tick`]. [`Worlds::spawn_handling`] wraps
+/// the worlds it starts in one; wrap the world you give [`start`](super::start) (or the
+/// [`Stepper`](crate::testing::Stepper)) yourself, so that the worlds it starts can reach
+/// it with [`Worlds::world_ref`].
+///
+/// ```no_run
+/// use volley::prelude::*;
+/// use volley::server::{Handles, WithMessages};
+///
+/// enum LobbyMsg {
+///     MatchOver { winner: PlayerId },
+/// }
+/// # struct Lobby;
+/// impl Handles<LobbyMsg> for Lobby {
+///     fn handle(&mut self, msg: LobbyMsg) {
+///         let LobbyMsg::MatchOver { winner } = msg;
+///         println!("player {winner} won");
+///     }
+/// }
+/// # impl World for Lobby {
+/// #     fn schema(&self) -> Schema { Schema::default() }
+/// #     fn leave(&mut self, _: PlayerId) {}
+/// #     fn input(&mut self, _: PlayerId, _: &[u8]) {}
+/// #     fn tick(&mut self, _: u32, _: std::time::Duration) {}
+/// #     fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+/// # }
+/// # async fn run(config: ServerConfig) -> Result<(), volley::server::StartError> {
+/// // A match reaches the lobby with `worlds.world_ref::<LobbyMsg>(WorldId::ENTRY)`.
+/// let server = volley::server::start(config, WithMessages::<_, LobbyMsg>::new(Lobby)).await?;
+/// # Ok(()) }
+/// ```
+pub struct WithMessages<W, M> {
     world: W,
     rx: tokio::sync::mpsc::Receiver<M>,
+    tx: tokio::sync::mpsc::Sender<M>,
+}
+
+impl<M: Send + 'static, W: Handles<M>> WithMessages<W, M> {
+    /// `world`, taking messages of type `M` (at most [`WORLD_MESSAGE_QUEUE`] waiting).
+    pub fn new(world: W) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(WORLD_MESSAGE_QUEUE);
+        Self { world, rx, tx }
+    }
+
+    /// The game's world.
+    pub fn world(&self) -> &W {
+        &self.world
+    }
+
+    /// The game's world.
+    pub fn world_mut(&mut self) -> &mut W {
+        &mut self.world
+    }
+}
+
+impl<W, M> std::fmt::Debug for WithMessages<W, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WithMessages").field("waiting", &self.rx.len()).finish_non_exhaustive()
+    }
 }
 
 impl<M: Send + 'static, W: Handles<M>> World for WithMessages<W, M> {
@@ -152,6 +208,12 @@ impl<M: Send + 'static, W: Handles<M>> World for WithMessages<W, M> {
     }
     fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
         self.world.message(player, message, reliable);
+    }
+    fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
+        self.world.handoff_refused(player, to, why);
+    }
+    fn world_stopped(&mut self, world: WorldId, why: &str) {
+        self.world.world_stopped(world, why);
     }
     fn tick(&mut self, tick: u32, dt: Duration) {
         while let Ok(m) = self.rx.try_recv() {
@@ -178,6 +240,7 @@ impl<M: Send + 'static, W: Handles<M>> World for WithMessages<W, M> {
         self.world.scoreboard_columns()
     }
     fn started(&mut self, me: WorldId, worlds: &Worlds) {
+        worlds.take_messages(me, self.tx.clone());
         self.world.started(me, worlds);
     }
 }
@@ -203,6 +266,12 @@ impl World for Box<dyn World> {
     }
     fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
         (**self).message(player, message, reliable);
+    }
+    fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
+        (**self).handoff_refused(player, to, why);
+    }
+    fn world_stopped(&mut self, world: WorldId, why: &str) {
+        (**self).world_stopped(world, why);
     }
     fn tick(&mut self, tick: u32, dt: Duration) {
         (**self).tick(tick, dt);
@@ -236,6 +305,9 @@ impl World for Box<dyn World> {
 #[derive(Clone)]
 pub struct Worlds {
     inner: Arc<Inner>,
+    /// The world this handle was given to ([`World::started`]), if one: the worlds it
+    /// starts are its.
+    me: Option<WorldId>,
 }
 
 impl std::fmt::Debug for Worlds {
@@ -253,6 +325,17 @@ struct Inner {
     /// What mints a connect token for another server of the same game (a zone's handoffs).
     keys: TokenKeys,
     backend: Backend,
+    /// Who started each world, and where the worlds that take messages take them.
+    links: Mutex<BTreeMap<WorldId, Link>>,
+}
+
+/// What the worlds know of one world.
+#[derive(Default)]
+struct Link {
+    /// The world that started it.
+    parent: Option<WorldId>,
+    /// Its messages' queue (a `tokio::sync::mpsc::Sender<M>`), if it takes messages.
+    mail: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// The server's protocol id and private key: a zone mints the connect token for the zone a
@@ -283,8 +366,8 @@ pub(crate) struct ActorBackend {
 
 /// What the stepper is asked to do at its next step.
 pub(crate) enum Request {
-    /// Start this world.
-    Spawn(WorldId, WorldOptions, Box<dyn World>),
+    /// Start this world (started by that one, if one did).
+    Spawn(WorldId, WorldOptions, Box<dyn World>, Option<WorldId>),
     /// Stop a world.
     Stop(WorldId),
     /// Move a player.
@@ -306,7 +389,8 @@ impl Worlds {
         backend: ActorBackend,
     ) -> Self {
         let backend = Backend::Actors(backend);
-        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, keys, backend }) }
+        let links = Mutex::default();
+        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, keys, backend, links }), me: None }
     }
 
     /// The stepper's handle.
@@ -318,7 +402,78 @@ impl Worlds {
         keys: TokenKeys,
     ) -> Self {
         let backend = Backend::Stepper(Mutex::new(Vec::new()));
-        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, keys, backend }) }
+        let links = Mutex::default();
+        Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, keys, backend, links }), me: None }
+    }
+
+    /// The handle world `me` gets: the worlds it starts are its own.
+    pub(crate) fn of(&self, me: WorldId) -> Self {
+        Self { inner: self.inner.clone(), me: Some(me) }
+    }
+
+    /// World `id` takes its messages through `tx`.
+    fn take_messages<M: Send + 'static>(&self, id: WorldId, tx: tokio::sync::mpsc::Sender<M>) {
+        if let Ok(mut l) = self.inner.links.lock() {
+            l.entry(id).or_default().mail = Some(Box::new(tx));
+        }
+    }
+
+    /// A new world `id`, started by this handle's world: nothing of an earlier world of
+    /// the same number is kept.
+    fn new_link(&self, id: WorldId) {
+        if let Ok(mut l) = self.inner.links.lock() {
+            l.insert(id, Link { parent: self.me, mail: None });
+        }
+    }
+
+    /// The world that started world `world` ([`Worlds::spawn`] on the handle
+    /// [`World::started`] gave it); `None` for the entry world, and for a world started
+    /// from outside every world ([`ServerHandle::worlds`](super::ServerHandle::worlds)).
+    /// It hears when `world` stops ([`World::world_stopped`]).
+    pub fn started_by(&self, world: WorldId) -> Option<WorldId> {
+        self.inner.links.lock().ok()?.get(&world)?.parent
+    }
+
+    /// World `world`, to send it messages of type `M`: `None` unless it takes them (it was
+    /// started with [`Worlds::spawn_handling`], or is wrapped in [`WithMessages`]) and
+    /// still runs. A match tells the lobby that started it how it ended:
+    ///
+    /// ```
+    /// # use volley::prelude::*;
+    /// # use volley::server::WorldRef;
+    /// enum LobbyMsg {
+    ///     Result { winner: Option<PlayerId> },
+    /// }
+    ///
+    /// struct Match {
+    ///     lobby: Option<WorldRef<LobbyMsg>>,
+    /// }
+    ///
+    /// impl World for Match {
+    ///     fn started(&mut self, me: WorldId, worlds: &Worlds) {
+    ///         self.lobby = worlds.started_by(me).and_then(|lobby| worlds.world_ref(lobby));
+    ///     }
+    ///     // ... and when it is over:
+    ///     fn messages(&mut self, out: &mut Outbox) {
+    ///         # let over = true;
+    ///         if over {
+    ///             if let Some(lobby) = &self.lobby {
+    ///                 let _ = lobby.send(LobbyMsg::Result { winner: None });
+    ///             }
+    ///             out.stop_world();
+    ///         }
+    ///     }
+    ///     # fn schema(&self) -> Schema { Schema::default() }
+    ///     # fn leave(&mut self, _: PlayerId) {}
+    ///     # fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    ///     # fn tick(&mut self, _: u32, _: std::time::Duration) {}
+    ///     # fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+    /// }
+    /// ```
+    pub fn world_ref<M: Send + 'static>(&self, world: WorldId) -> Option<WorldRef<M>> {
+        let links = self.inner.links.lock().ok()?;
+        let tx = links.get(&world)?.mail.as_ref()?.downcast_ref::<tokio::sync::mpsc::Sender<M>>()?;
+        (!tx.is_closed()).then(|| WorldRef { id: world, tx: tx.clone() })
     }
 
     /// What the stepper was asked since it last looked.
@@ -359,10 +514,11 @@ impl Worlds {
     pub fn spawn<W: World>(&self, options: WorldOptions, world: W) -> Result<WorldId, SpawnError> {
         let stride = self.check(&options, &world.schema())?;
         let id = self.inner.numbers.lock().ok().and_then(|mut n| n.take()).ok_or(SpawnError::TooMany)?;
+        self.new_link(id);
         match &self.inner.backend {
             Backend::Stepper(r) => {
                 if let Ok(mut r) = r.lock() {
-                    r.push(Request::Spawn(id, options, Box::new(world)));
+                    r.push(Request::Spawn(id, options, Box::new(world), self.me));
                 }
             }
             Backend::Actors(b) => {
@@ -382,8 +538,10 @@ impl Worlds {
         options: WorldOptions,
         world: W,
     ) -> Result<WorldRef<M>, SpawnError> {
-        let (tx, rx) = tokio::sync::mpsc::channel(WORLD_MESSAGE_QUEUE);
-        let id = self.spawn(options, WithMessages { world, rx })?;
+        let world = WithMessages::new(world);
+        let tx = world.tx.clone();
+        let id = self.spawn(options, world)?;
+        self.take_messages(id, tx.clone());
         Ok(WorldRef { id, tx })
     }
 
@@ -540,6 +698,7 @@ impl Worlds {
         let stride = self.check(&options, &world.schema())?;
         let id = self.inner.numbers.lock().ok().and_then(|mut n| n.take()).ok_or(SpawnError::TooMany)?;
         debug_assert_eq!(id, WorldId::ENTRY);
+        self.new_link(id);
         let Backend::Actors(b) = &self.inner.backend else { return Err(SpawnError::NotRunning) };
         spawn_actor(b, self.clone(), id, options, world, stride, true)?.ok_or(SpawnError::NotRunning)
     }
@@ -567,6 +726,7 @@ fn spawn_actor<W: World>(
     let options_stop = options.stop_when_empty;
     let new = NewWorld {
         id,
+        parent: worlds.me,
         options,
         relevancy: world.relevancy(),
         inputs: inputs.clone(),
@@ -617,4 +777,89 @@ fn spawn_actor<W: World>(
         }
     });
     Ok(essential.then_some(started_rx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the calls that have a default body (a wrapper that forgot to forward one
+    /// would call the default instead).
+    #[derive(Default, Clone)]
+    struct Calls(Arc<Mutex<Vec<String>>>);
+
+    impl Calls {
+        fn log(&self, line: String) {
+            self.0.lock().unwrap().push(line);
+        }
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    impl World for Calls {
+        fn schema(&self) -> Schema {
+            Schema::new()
+        }
+        fn leave(&mut self, _: PlayerId) {}
+        fn input(&mut self, _: PlayerId, _: &[u8]) {}
+        fn tick(&mut self, _: u32, _: Duration) {}
+        fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+        fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
+            self.log(format!("refused {player} {to} {why}"));
+        }
+        fn world_stopped(&mut self, world: WorldId, why: &str) {
+            self.log(format!("stopped {world} {why}"));
+        }
+        fn message(&mut self, player: PlayerId, _: &[u8], reliable: bool) {
+            self.log(format!("message {player} {reliable}"));
+        }
+        fn input_viewed(&mut self, player: PlayerId, _: &[u8], _: Option<ViewTime>) {
+            self.log(format!("input {player}"));
+        }
+        fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+            self.log(format!("join {player} {}", who.client_id));
+        }
+        fn shutdown(&mut self) {
+            self.log("shutdown".into());
+        }
+        fn avatar(&self, player: PlayerId) -> Option<EntityId> {
+            Some(player)
+        }
+        fn scoreboard_columns(&self) -> Vec<String> {
+            vec!["points".into()]
+        }
+    }
+
+    impl Handles<()> for Calls {
+        fn handle(&mut self, (): ()) {
+            self.log("handled".into());
+        }
+    }
+
+    fn exercise(w: &mut dyn World, calls: &Calls) {
+        let who = JoinInfo::new(7, [0; crate::protocol::netcode::USER_DATA_BYTES]);
+        w.join_with(6, &who);
+        w.input_viewed(6, b"x", None);
+        w.handoff_refused(1, 2, "full");
+        w.world_stopped(WorldId(3), "over");
+        w.message(4, b"hi", true);
+        w.shutdown();
+        assert_eq!(w.avatar(5), Some(5));
+        assert_eq!(w.scoreboard_columns(), ["points"]);
+        let want = ["join 6 7", "input 6", "refused 1 2 full", "stopped world 3 over", "message 4 true", "shutdown"];
+        assert_eq!(calls.take(), want);
+    }
+
+    #[test]
+    fn the_wrappers_forward_every_call() {
+        let calls = Calls::default();
+        exercise(&mut (Box::new(calls.clone()) as Box<dyn World>), &calls);
+        let mut wrapped = WithMessages::<_, ()>::new(calls.clone());
+        exercise(&mut wrapped, &calls);
+        wrapped.tx.try_send(()).unwrap();
+        wrapped.tick(1, Duration::from_millis(16));
+        assert_eq!(calls.take(), ["handled"]);
+        exercise(&mut (Box::new(WithMessages::<_, ()>::new(calls.clone())) as Box<dyn World>), &calls);
+    }
 }

@@ -49,6 +49,8 @@ pub enum WorldFault {
     PanicInSnapshot,
     /// [`World::handoff_refused`] panicked.
     PanicInHandoff,
+    /// [`World::world_stopped`] panicked.
+    PanicInWorldStopped,
     /// [`World::snapshot`] inserted two entities with the same id.
     DuplicateEntity,
     /// [`Relevancy::interest`] returned indices out of order, repeated or past the end.
@@ -57,7 +59,7 @@ pub enum WorldFault {
 
 impl WorldFault {
     /// Every kind, in label order.
-    pub const ALL: [WorldFault; 11] = [
+    pub const ALL: [WorldFault; 12] = [
         Self::PanicInJoin,
         Self::PanicInLeave,
         Self::PanicInInput,
@@ -67,6 +69,7 @@ impl WorldFault {
         Self::PanicInShutdown,
         Self::PanicInSnapshot,
         Self::PanicInHandoff,
+        Self::PanicInWorldStopped,
         Self::DuplicateEntity,
         Self::RelevancyOrder,
     ];
@@ -83,6 +86,7 @@ impl WorldFault {
             Self::PanicInShutdown => "panic_in_shutdown",
             Self::PanicInSnapshot => "panic_in_snapshot",
             Self::PanicInHandoff => "panic_in_handoff",
+            Self::PanicInWorldStopped => "panic_in_world_stopped",
             Self::DuplicateEntity => "duplicate_entity",
             Self::RelevancyOrder => "relevancy_order",
         }
@@ -121,12 +125,15 @@ pub struct JoinInfo {
     /// [`zone`](crate::server::zone)): the old zone's offer, with the game's state for the
     /// player. `None` for an ordinary join.
     pub handoff: Option<Arc<crate::protocol::zone::handoff::Offer>>,
+    /// Where it comes from: it just connected, was moved here from another world, or came
+    /// back because the world it was in stopped.
+    pub origin: super::worlds::Origin,
 }
 
 impl JoinInfo {
-    /// Who a player with this token's `client_id` and `user_data` is (not handed over).
+    /// Who a player with this token's `client_id` and `user_data` is, just connected.
     pub fn new(client_id: u64, user_data: [u8; USER_DATA_BYTES]) -> Self {
-        Self { client_id, user_data, handoff: None }
+        Self { client_id, user_data, handoff: None, origin: super::worlds::Origin::Connected }
     }
 }
 
@@ -177,8 +184,10 @@ pub struct Outbox {
     handoffs: Vec<(PlayerId, ZoneId, Vec<u8>)>,
     /// Scoreboard changes: a player's fields, or its name.
     board: Vec<(PlayerId, BoardChange)>,
-    /// Moves, watches, teams and a stop, in the order asked.
+    /// Moves, watches and a stop, in the order asked.
     changes: Vec<WorldChange>,
+    /// Teams, in the order asked (before the tick's messages).
+    teams: Vec<(PlayerId, Option<u16>)>,
     /// Messages on the framework's own channel (playback status).
     system: Vec<(Audience, bytes::Bytes)>,
 }
@@ -191,8 +200,6 @@ pub(crate) enum WorldChange {
     Move(PlayerId, WorldId),
     /// One of its players starts (true) or stops watching a world.
     Watch(PlayerId, WorldId, bool),
-    /// One of its players' team.
-    Team(PlayerId, Option<u16>),
     /// Stop this world.
     Stop,
 }
@@ -315,9 +322,25 @@ impl Outbox {
     }
 
     /// Puts `player` (one of this world's) in `team` (`None`: in none), for
-    /// [`Audience::Team`]. A move takes it out of its team.
+    /// [`Audience::Team`]. It holds for this tick's messages already, whichever order they
+    /// were queued in: a world gives a player that joined its team here, in the first
+    /// [`World::messages`] after [`World::join_with`], and its team hears what it sends the
+    /// team in the same call. A move takes the player out of its team.
+    ///
+    /// ```
+    /// # use volley::prelude::*;
+    /// # struct Game { joined: Vec<(PlayerId, u16)> }
+    /// # impl Game {
+    /// fn messages(&mut self, out: &mut Outbox) {
+    ///     for (player, team) in self.joined.drain(..) {
+    ///         out.set_team(player, Some(team));
+    ///         out.reliable(Audience::Team(team), format!("player {player} joins your team"));
+    ///     }
+    /// }
+    /// # }
+    /// ```
     pub fn set_team(&mut self, player: PlayerId, team: Option<u16>) {
-        self.changes.push(WorldChange::Team(player, team));
+        self.teams.push((player, team));
     }
 
     /// Stops this world after this tick: every player still in it leaves
@@ -351,6 +374,17 @@ impl Outbox {
     /// Ends `player`'s session as moved to another zone.
     pub(crate) fn moved(&mut self, player: PlayerId) {
         self.kicks.push((player, SessionEnd::Moved));
+    }
+
+    /// Whether it moves or kicks a player, or stops the world (its players' last
+    /// scoreboard is then due at once).
+    pub(crate) fn sends_players_away(&self) -> bool {
+        !self.kicks.is_empty() || self.changes.iter().any(|c| matches!(c, WorldChange::Move(..) | WorldChange::Stop))
+    }
+
+    /// Its players' new teams, in order (the shells apply them before its messages).
+    pub(crate) fn take_teams(&mut self) -> Vec<(PlayerId, Option<u16>)> {
+        std::mem::take(&mut self.teams)
     }
 
     pub(crate) fn take_changes(&mut self) -> Vec<WorldChange> {
@@ -440,6 +474,18 @@ pub trait World: Send + 'static {
     fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
         let _ = (player, to, why);
     }
+    /// World `world`, which this world started ([`Worlds::spawn`](crate::server::Worlds::spawn)
+    /// on the handle [`World::started`] gave it), stopped: it called
+    /// [`Outbox::stop_world`], was stopped, emptied ([`WorldOptions::stop_when_empty`]) or
+    /// failed; `why` is what its players were told. Called before its players arrive in
+    /// its fallback (their [`JoinInfo::origin`] is [`Origin::Returned`]), and before this
+    /// world's next tick. Nothing by default.
+    ///
+    /// [`WorldOptions::stop_when_empty`]: crate::server::WorldOptions::stop_when_empty
+    /// [`Origin::Returned`]: crate::server::Origin::Returned
+    fn world_stopped(&mut self, world: WorldId, why: &str) {
+        let _ = (world, why);
+    }
     /// Advances the simulation by `dt`.
     fn tick(&mut self, tick: u32, dt: Duration);
     /// Writes the replicated state.
@@ -512,6 +558,8 @@ pub(crate) enum WorldMsg {
     Stop,
     /// Hand every tick's frame to this tap from now on (a spectators' world's feed).
     Tap(super::record::TapBox),
+    /// A world this one started stopped, and why.
+    Stopped(WorldId, String),
 }
 
 /// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
@@ -801,6 +849,7 @@ impl<W: World> Actor for WorldActor<W> {
                 }
             }
         }
+        let worlds = worlds.of(id);
         sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));
         Ok(WorldState {
             sim,
@@ -848,6 +897,7 @@ impl<W: World> Actor for WorldActor<W> {
                 let _ = reply.send(());
             }
             WorldMsg::Tap(tap) => s.sim.add_tap(tap.0),
+            WorldMsg::Stopped(world, why) => s.sim.world_stopped(&mut s.world, world, &why),
             WorldMsg::Stop => {
                 if !s.essential {
                     s.sim.shutdown(&mut s.world);
@@ -928,6 +978,10 @@ fn step<W: World>(
         }
     };
     let changes = outbox.take_changes();
+    // Teams first: they hold for this tick's messages.
+    for (player, team) in outbox.take_teams() {
+        s.broadcaster.cast(BroadcastMsg::Team(id, player, team))?;
+    }
     for (to, data) in outbox.take_system() {
         s.broadcaster.cast(BroadcastMsg::System { world: id, to, data })?;
     }
@@ -957,7 +1011,6 @@ fn step<W: World>(
         let msg = match c {
             WorldChange::Move(player, to) => BroadcastMsg::Move { by: Some(id), player, to },
             WorldChange::Watch(player, world, on) => BroadcastMsg::Watch { by: Some(id), player, world, on },
-            WorldChange::Team(player, team) => BroadcastMsg::Team(id, player, team),
             WorldChange::Stop => {
                 stop = !s.essential;
                 continue;

@@ -57,6 +57,43 @@ impl std::fmt::Display for WorldId {
     }
 }
 
+/// Where a joining player comes from ([`JoinInfo::origin`]): a lobby re-queues a new
+/// arrival, but gives a player back from a match its results.
+///
+/// ```
+/// use volley::server::{JoinInfo, Origin, PlayerId};
+/// fn greet(player: PlayerId, who: &JoinInfo) -> String {
+///     match &who.origin {
+///         Origin::Connected => format!("welcome, player {player}"),
+///         Origin::Returned { from, why } => format!("back from {from} ({why})"),
+///         Origin::Moved { from } => format!("here from {from}"),
+///         Origin::HandedOver => "arrived from the next zone".to_owned(),
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Origin {
+    /// It has just connected to the server: this is its first world.
+    #[default]
+    Connected,
+    /// It has just connected, handed over by a neighbouring zone
+    /// ([`JoinInfo::handoff`] holds the old zone's offer).
+    HandedOver,
+    /// It was moved here from world `from` ([`Outbox::move_to`](crate::server::Outbox::move_to),
+    /// [`Worlds::move_player`](crate::server::Worlds::move_player)).
+    Moved {
+        /// The world it left.
+        from: WorldId,
+    },
+    /// World `from` stopped, and this is its fallback ([`WorldOptions::fallback`]).
+    Returned {
+        /// The world that stopped.
+        from: WorldId,
+        /// Why, as its players' clients are told.
+        why: String,
+    },
+}
+
 /// How a world runs: its kind (the label its figures carry), its tick rate, where its
 /// players go if it stops, and whether every player watches it.
 ///
@@ -276,6 +313,15 @@ pub(crate) enum Effect {
         /// What the client is told.
         notice: WorldNotice,
     },
+    /// Tell world `to` that world `world`, which it started, stopped.
+    Stopped {
+        /// The world that started it.
+        to: WorldId,
+        /// The world that stopped.
+        world: WorldId,
+        /// Why.
+        why: String,
+    },
     /// End the player's session (its world stopped and has no fallback).
     Close {
         /// The player.
@@ -288,6 +334,8 @@ pub(crate) enum Effect {
 /// A world as the directory knows it.
 struct Entry<P> {
     options: WorldOptions,
+    /// The world that started it, if one did.
+    parent: Option<WorldId>,
     relevancy: Arc<dyn Relevancy>,
     latest: Option<Arc<WorldSnapshot>>,
     /// Its players, grouped by the worlds they watch (one merged view per group and tick).
@@ -325,10 +373,17 @@ impl<P> Default for Directory<P> {
 }
 
 impl<P: Clone> Directory<P> {
-    /// Adds a world; players arrive in [`WorldId::ENTRY`].
-    pub fn add_world(&mut self, id: WorldId, options: WorldOptions, relevancy: Arc<dyn Relevancy>) {
+    /// Adds a world (started by world `parent`, if one did); players arrive in
+    /// [`WorldId::ENTRY`].
+    pub fn add_world(
+        &mut self,
+        id: WorldId,
+        options: WorldOptions,
+        relevancy: Arc<dyn Relevancy>,
+        parent: Option<WorldId>,
+    ) {
         let everyone = options.watched_by_everyone;
-        self.worlds.insert(id, Entry { options, relevancy, latest: None, groups: Vec::new() });
+        self.worlds.insert(id, Entry { options, parent, relevancy, latest: None, groups: Vec::new() });
         if everyone {
             let ids: Vec<PlayerId> = self.players.keys().copied().collect();
             for p in ids {
@@ -342,18 +397,23 @@ impl<P: Clone> Directory<P> {
         self.worlds.iter().map(|(id, e)| (*id, e.options.kind.as_str(), e.groups.iter().map(|g| g.members.len()).sum()))
     }
 
-    /// Removes a world (it stopped: `why` says how, for its players' clients). Its players
-    /// go to its fallback if that still runs, else their sessions end; nobody watches it
-    /// any more. Its `leave`s are its shell's business (the world is gone or shutting down).
+    /// Removes a world (it stopped: `why` says how, for its players' clients). The world
+    /// that started it hears it first; then its players go to its fallback if that still
+    /// runs, else their sessions end; nobody watches it any more. Its `leave`s are its
+    /// shell's business (the world is gone or shutting down).
     pub fn remove_world(&mut self, id: WorldId, why: &str) -> Vec<Effect> {
         let Some(entry) = self.worlds.remove(&id) else { return Vec::new() };
         let fallback = entry.options.fallback.filter(|f| *f != id && self.worlds.contains_key(f));
         let mut effects = Vec::new();
+        if let Some(to) = entry.parent.filter(|p| self.worlds.contains_key(p)) {
+            effects.push(Effect::Stopped { to, world: id, why: why.to_owned() });
+        }
         for g in entry.groups {
             for p in g.members.into_keys() {
                 match fallback {
                     Some(to) => {
-                        self.enter(p, to, EnterReason::WorldStopped(why.into()), &mut effects);
+                        let origin = Origin::Returned { from: id, why: why.to_owned() };
+                        self.enter(p, to, EnterReason::WorldStopped(why.into()), origin, &mut effects);
                     }
                     None => {
                         // It stays known (its session is closing) but in no running world.
@@ -407,12 +467,12 @@ impl<P: Clone> Directory<P> {
             return Vec::new();
         }
         let mut effects = vec![Effect::Leave { world: from, player }];
-        self.enter(player, to, EnterReason::Moved, &mut effects);
+        self.enter(player, to, EnterReason::Moved, Origin::Moved { from }, &mut effects);
         effects
     }
 
     /// Puts `player` (whose old world is left or gone) in `to`.
-    fn enter(&mut self, player: PlayerId, to: WorldId, reason: EnterReason, effects: &mut Vec<Effect>) {
+    fn enter(&mut self, player: PlayerId, to: WorldId, reason: EnterReason, origin: Origin, effects: &mut Vec<Effect>) {
         self.group_remove(player);
         let everyone = self.everyone_watches(to);
         let Some(m) = self.players.get_mut(&player) else { return };
@@ -427,7 +487,7 @@ impl<P: Clone> Directory<P> {
             }
         }
         m.watching.sort_unstable();
-        let who = m.who.clone();
+        let who = JoinInfo { origin, ..m.who.clone() };
         self.group_insert(player);
         effects.push(Effect::Join { world: to, player, who: Box::new(who) });
         let notice = self.notice(to, reason);
@@ -610,11 +670,13 @@ mod tests {
     #[test]
     fn players_move_watch_and_get_merged_views() {
         let mut d: Directory<()> = Directory::default();
-        d.add_world(WorldId::ENTRY, WorldOptions::new("lobby"), Arc::new(Everything));
-        d.add_world(WorldId(1), WorldOptions::new("global").watched_by_everyone(), Arc::new(Everything));
-        d.add_world(WorldId(2), WorldOptions::new("match").fallback(WorldId::ENTRY), Arc::new(Everything));
+        d.add_world(WorldId::ENTRY, WorldOptions::new("lobby"), Arc::new(Everything), None);
+        d.add_world(WorldId(1), WorldOptions::new("global").watched_by_everyone(), Arc::new(Everything), None);
+        let started_by = Some(WorldId::ENTRY);
+        d.add_world(WorldId(2), WorldOptions::new("match").fallback(WorldId::ENTRY), Arc::new(Everything), started_by);
         let fx = d.add_player(5, (), who(50));
-        assert!(matches!(&fx[..], [Effect::Join { world: WorldId(0), player: 5, .. }, Effect::Enter { .. }]));
+        assert!(matches!(&fx[..], [Effect::Join { world: WorldId(0), player: 5, who }, Effect::Enter { .. }]
+            if who.origin == Origin::Connected));
         assert_eq!(d.watching(5), [WorldId(1)], "the global world is watched by everyone");
         d.publish(WorldId(1), snap(3, &[1]), |_, _, _| panic!("nobody is in the global world"));
         let mut seen = Vec::new();
@@ -623,7 +685,8 @@ mod tests {
 
         let fx = d.move_player(5, WorldId(2));
         assert_eq!(fx[0], Effect::Leave { world: WorldId::ENTRY, player: 5 });
-        assert!(matches!(&fx[1], Effect::Join { world: WorldId(2), player: 5, who } if who.client_id == 50));
+        assert!(matches!(&fx[1], Effect::Join { world: WorldId(2), player: 5, who }
+            if who.client_id == 50 && who.origin == Origin::Moved { from: WorldId::ENTRY }));
         assert!(
             matches!(&fx[2], Effect::Enter { notice, .. } if notice.kind == "match" && notice.reason == EnterReason::Moved)
         );
@@ -633,8 +696,12 @@ mod tests {
         assert!(d.move_player(5, WorldId(9)).is_empty(), "no such world: nothing");
 
         let fx = d.remove_world(WorldId(2), "the match ended");
+        let why = String::from("the match ended");
+        assert_eq!(fx[0], Effect::Stopped { to: WorldId::ENTRY, world: WorldId(2), why: why.clone() }, "told first");
+        assert!(matches!(&fx[1], Effect::Join { world: WorldId(0), who, .. }
+            if who.origin == Origin::Returned { from: WorldId(2), why: why.clone() }));
         assert!(fx.iter().any(|e| matches!(e, Effect::Enter { world: WorldId(0), notice, .. }
-            if notice.reason == EnterReason::WorldStopped("the match ended".into()))));
+            if notice.reason == EnterReason::WorldStopped(why.clone()))));
         assert_eq!(d.home(5), Some(WorldId::ENTRY), "to the fallback");
         assert_eq!(d.remove_player(5), [Effect::Leave { world: WorldId::ENTRY, player: 5 }]);
     }
@@ -642,7 +709,7 @@ mod tests {
     #[test]
     fn a_world_without_fallback_closes_its_players() {
         let mut d: Directory<()> = Directory::default();
-        d.add_world(WorldId::ENTRY, WorldOptions::new("main"), Arc::new(Everything));
+        d.add_world(WorldId::ENTRY, WorldOptions::new("main"), Arc::new(Everything), None);
         d.add_player(1, (), who(1));
         assert_eq!(
             d.remove_world(WorldId::ENTRY, "failed"),

@@ -704,6 +704,7 @@ impl Tap for ZoneTap {
                 h.insert(border_id(slot, old), Hide::default());
             }
             who.handoff = Some(Arc::new(offer));
+            who.origin = super::worlds::Origin::HandedOver;
         }
     }
 

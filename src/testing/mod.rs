@@ -151,7 +151,7 @@ impl<W: World> Stepper<W> {
         let numbers = Arc::new(std::sync::Mutex::new(Numbers::default()));
         let entry = numbers.lock().ok().and_then(|mut n| n.take()).unwrap_or(WorldId::ENTRY);
         let mut dir = Directory::default();
-        dir.add_world(entry, WorldOptions::new("main"), world.relevancy());
+        dir.add_world(entry, WorldOptions::new("main"), world.relevancy(), None);
         Self {
             now,
             clients: Vec::new(),
@@ -197,7 +197,7 @@ impl<W: World> Stepper<W> {
         if let Some(first) = kinds.first() {
             let relevancy = self.world.relevancy();
             self.dir.remove_world(WorldId::ENTRY, "");
-            self.dir.add_world(WorldId::ENTRY, WorldOptions::new(first.clone()), relevancy);
+            self.dir.add_world(WorldId::ENTRY, WorldOptions::new(first.clone()), relevancy, None);
         }
         let hz = self.settings.params.tick_rate_hz;
         self.worlds = Worlds::stepper(self.numbers.clone(), kinds, hz, self.settings.schema.clone(), STEPPER_KEYS);
@@ -440,6 +440,14 @@ impl<W: World> Stepper<W> {
                         s.close(now, end, &mut wire);
                     }
                 }
+                Effect::Stopped { to: WorldId::ENTRY, world, why } => {
+                    self.sim.world_stopped(&mut self.world, world, &why);
+                }
+                Effect::Stopped { to, world, why } => {
+                    if let Some(h) = self.hosted.get_mut(&to) {
+                        h.sim.world_stopped(&mut h.world, world, &why);
+                    }
+                }
             }
         }
         self.send_from_server(wire);
@@ -449,7 +457,7 @@ impl<W: World> Stepper<W> {
     fn take_requests(&mut self) {
         for r in self.worlds.take_requests() {
             match r {
-                Request::Spawn(id, options, mut world) => {
+                Request::Spawn(id, options, mut world, parent) => {
                     let server = self.settings.params.tick_rate_hz;
                     let stride = u32::from(server / options.tick_rate_hz.unwrap_or(server).max(1)).max(1);
                     let dt = self.sim.dt() * stride;
@@ -460,9 +468,10 @@ impl<W: World> Stepper<W> {
                     if !columns.is_empty() {
                         self.boards.insert(id, BoardSender::new(columns));
                     }
-                    self.dir.add_world(id, options, world.relevancy());
+                    self.dir.add_world(id, options, world.relevancy(), parent);
                     let mut h = Hosted { world: Box::new(EmptyWorld), sim, stride, pending: Vec::new() };
-                    h.sim.guard(WorldFault::PanicInJoin, || world.started(id, &self.worlds));
+                    let worlds = self.worlds.of(id);
+                    h.sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));
                     h.world = world;
                     self.hosted.insert(id, h);
                 }
@@ -567,7 +576,7 @@ impl<W: World> Stepper<W> {
         }
         if !self.started {
             self.started = true;
-            let worlds = self.worlds.clone();
+            let worlds = self.worlds.of(WorldId::ENTRY);
             self.sim.guard(WorldFault::PanicInJoin, || self.world.started(WorldId::ENTRY, &worlds));
         }
         self.now += self.sim.dt();
@@ -666,6 +675,10 @@ impl<W: World> Stepper<W> {
         self.take_requests();
         let Stepped { snapshot, mut outbox, board } = stepped;
         let changes = outbox.take_changes();
+        // Teams first: they hold for this tick's messages.
+        for (player, team) in outbox.take_teams() {
+            self.dir.set_team(id, player, team);
+        }
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         for (to, data) in outbox.take_system() {
             let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
@@ -727,7 +740,6 @@ impl<W: World> Stepper<W> {
                 WorldChange::Watch(player, world, on) if self.dir.home(player) == Some(id) => {
                     self.dir.watch(player, world, on);
                 }
-                WorldChange::Team(player, team) => self.dir.set_team(id, player, team),
                 WorldChange::Stop => stop = id != WorldId::ENTRY,
                 _ => {}
             }

@@ -1,0 +1,363 @@
+//! Worlds that talk to each other, in the stepper and over real UDP, with the same game: a
+//! lobby (the entry world, taking typed messages) pairs its players into matches it starts;
+//! each match finds the lobby that started it ([`Worlds::started_by`], [`Worlds::world_ref`]),
+//! sends it the result, and stops; the lobby hears that it stopped
+//! ([`World::world_stopped`]) and tells a returning player from a new one
+//! ([`JoinInfo::origin`]); each client keeps the match's final scoreboard
+//! ([`GameClient::previous_scoreboard`]).
+//!
+//! What the worlds observed is logged (by pair of client ids, not world numbers or slots,
+//! which depend on arrival order over UDP) and the two logs are compared: the same lines,
+//! each shell in an order the framework guarantees (a stopped match is heard before its
+//! players arrive back). The one difference, named: over UDP the match's result message may
+//! reach the lobby before or after the news that it stopped (a message is handled at the
+//! lobby's next tick; the stop comes through the broadcaster), in the stepper always after.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use volley::prelude::*;
+use volley::server::{Handles, WithMessages, WorldRef};
+
+#[path = "support/udp.rs"]
+mod udp;
+
+/// Ticks a match lasts.
+const MATCH_TICKS: u32 = 40;
+
+type Log = Arc<Mutex<Vec<String>>>;
+
+fn log(log: &Log, line: String) {
+    log.lock().unwrap().push(line);
+}
+
+/// The pair a client plays in: clients 1 and 2, 3 and 4.
+fn pair(client: u64) -> String {
+    let first = (client - 1) / 2 * 2 + 1;
+    format!("{}+{}", first, first + 1)
+}
+
+fn origin(o: &Origin, matches: &BTreeMap<WorldId, String>) -> String {
+    match o {
+        Origin::Connected => "connected".into(),
+        Origin::HandedOver => "handed over".into(),
+        Origin::Moved { from } => {
+            format!("moved from {}", if *from == WorldId::ENTRY { "the lobby" } else { "a match" })
+        }
+        Origin::Returned { from, why } => {
+            format!("returned from match {} ({why})", matches.get(from).map_or("?", String::as_str))
+        }
+    }
+}
+
+enum LobbyMsg {
+    Result { pair: String, winner: u64 },
+}
+
+struct Lobby {
+    worlds: Option<Worlds>,
+    log: Log,
+    clients: BTreeMap<PlayerId, u64>,
+    /// Players waiting for their partner, by pair.
+    waiting: BTreeMap<String, Vec<PlayerId>>,
+    matches: BTreeMap<WorldId, String>,
+    moves: Vec<(PlayerId, WorldId)>,
+}
+
+impl Lobby {
+    fn new(log: Log) -> Self {
+        let (clients, waiting, matches, moves) = Default::default();
+        Self { worlds: None, log, clients, waiting, matches, moves }
+    }
+}
+
+impl Handles<LobbyMsg> for Lobby {
+    fn handle(&mut self, msg: LobbyMsg) {
+        let LobbyMsg::Result { pair, winner } = msg;
+        log(&self.log, format!("lobby: match {pair} says {winner} won"));
+    }
+}
+
+impl World for Lobby {
+    fn schema(&self) -> Schema {
+        Schema::new()
+    }
+    fn started(&mut self, _: WorldId, worlds: &Worlds) {
+        self.worlds = Some(worlds.clone());
+    }
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        self.clients.insert(player, who.client_id);
+        log(&self.log, format!("lobby: {} joins, {}", who.client_id, origin(&who.origin, &self.matches)));
+        // A player back from its match is not queued again.
+        if who.origin == Origin::Connected {
+            self.waiting.entry(pair(who.client_id)).or_default().push(player);
+        }
+    }
+    fn leave(&mut self, player: PlayerId) {
+        self.clients.remove(&player);
+    }
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn world_stopped(&mut self, world: WorldId, why: &str) {
+        let name = self.matches.get(&world).map_or("?", String::as_str);
+        log(&self.log, format!("lobby: match {name} stopped ({why})"));
+    }
+    fn tick(&mut self, _: u32, _: Duration) {
+        let full: Vec<String> = self.waiting.iter().filter(|(_, w)| w.len() == 2).map(|(k, _)| k.clone()).collect();
+        for name in full {
+            let players = self.waiting.remove(&name).unwrap();
+            let worlds = self.worlds.as_ref().unwrap();
+            let clients = players.iter().map(|p| (*p, self.clients[p])).collect();
+            let world = Match {
+                name: name.clone(),
+                log: self.log.clone(),
+                lobby: None,
+                clients,
+                points: BTreeMap::new(),
+                ticks: 0,
+            };
+            let id = worlds.spawn(WorldOptions::new("match").fallback(WorldId::ENTRY), world).unwrap();
+            self.matches.insert(id, name);
+            self.moves.extend(players.into_iter().map(|p| (p, id)));
+        }
+    }
+    fn messages(&mut self, out: &mut Outbox) {
+        for (p, to) in self.moves.drain(..) {
+            out.move_to(p, to);
+        }
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+struct Match {
+    name: String,
+    log: Log,
+    lobby: Option<WorldRef<LobbyMsg>>,
+    clients: BTreeMap<PlayerId, u64>,
+    points: BTreeMap<PlayerId, i32>,
+    ticks: u32,
+}
+
+impl World for Match {
+    fn schema(&self) -> Schema {
+        Schema::new()
+    }
+    fn started(&mut self, me: WorldId, worlds: &Worlds) {
+        let by = worlds.started_by(me);
+        self.lobby = by.and_then(|lobby| worlds.world_ref(lobby));
+        let reach = self.lobby.is_some();
+        log(&self.log, format!("match {}: started by {by:?}, reaches it: {reach}", self.name));
+    }
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        self.points.insert(player, 0);
+        log(
+            &self.log,
+            format!("match {}: {} joins, {}", self.name, who.client_id, origin(&who.origin, &BTreeMap::new())),
+        );
+    }
+    fn leave(&mut self, player: PlayerId) {
+        self.points.remove(&player);
+    }
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {
+        if self.points.len() < 2 {
+            return; // both players first
+        }
+        self.ticks += 1;
+        for (p, points) in &mut self.points {
+            *points += self.clients[p] as i32;
+        }
+    }
+    fn messages(&mut self, out: &mut Outbox) {
+        for (p, points) in &self.points {
+            out.set_score(*p, &[*points]);
+        }
+        if self.ticks == MATCH_TICKS {
+            let winner = self.points.iter().max_by_key(|(_, n)| **n).map(|(p, _)| self.clients[p]).unwrap();
+            let sent = self.lobby.as_ref().map(|l| l.send(LobbyMsg::Result { pair: self.name.clone(), winner }));
+            log(&self.log, format!("match {}: over, result sent: {sent:?}", self.name));
+            out.stop_world();
+        }
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+    fn scoreboard_columns(&self) -> Vec<String> {
+        vec!["points".into()]
+    }
+}
+
+const CLIENTS: u64 = 4;
+
+/// What every shell must show: the log's lines, and each client back in the lobby with its
+/// match's final board. Returns the log's lines sorted.
+fn check(lines: &[String], clients: &[(u64, &GameClient)]) -> Vec<String> {
+    let at = |line: &str| lines.iter().position(|l| l == line).unwrap_or_else(|| panic!("no {line:?} in {lines:#?}"));
+    for first in [1, 3] {
+        let name = pair(first);
+        at(&format!("match {name}: started by Some(WorldId(0)), reaches it: true"));
+        at(&format!("match {name}: over, result sent: Some(Ok(()))"));
+        let winner = first + 1; // more points a tick
+        at(&format!("lobby: match {name} says {winner} won"));
+        let stopped = at(&format!("lobby: match {name} stopped (the world stopped)"));
+        for c in [first, first + 1] {
+            let joined = at(&format!("lobby: {c} joins, connected"));
+            let played = at(&format!("match {name}: {c} joins, moved from the lobby"));
+            let back = at(&format!("lobby: {c} joins, returned from match {name} (the world stopped)"));
+            assert!(joined < played && played < stopped && stopped < back, "in order, for {c}: {lines:#?}");
+        }
+    }
+    assert_eq!(lines.len(), 4 * 2 + 4 * 3, "nothing else: {lines:#?}");
+    for (me, c) in clients {
+        let n = c.world().unwrap();
+        assert_eq!((n.world, n.kind.as_str()), (0, "lobby"), "back in the lobby");
+        assert!(c.scoreboard().is_empty(), "the lobby has no board");
+        let board = c.previous_scoreboard();
+        assert_eq!(board.columns(), ["points"]);
+        let mut points: Vec<i32> = board.rows().map(|r| r.fields[0]).collect();
+        points.sort_unstable();
+        // The final board: every tick counted (the last half-second update had fewer).
+        let me = *me as i32;
+        let first = (me - 1) / 2 * 2 + 1;
+        assert_eq!(points, [first * MATCH_TICKS as i32, (first + 1) * MATCH_TICKS as i32], "client {me}");
+    }
+    let mut sorted = lines.to_vec();
+    sorted.sort();
+    sorted
+}
+
+fn stepper_run() -> Vec<String> {
+    let lines = Log::default();
+    let mut s = Stepper::new(WithMessages::<_, LobbyMsg>::new(Lobby::new(lines.clone())), 60, 16)
+        .with_world_kinds(&["lobby", "match"]);
+    for c in 1..=CLIENTS {
+        s.add_client_with(LinkProfile::PERFECT, c, [0; 256]);
+    }
+    s.run(240);
+    let clients: Vec<(u64, &GameClient)> = s.clients.iter().zip(1..).map(|(c, id)| (id, &c.client)).collect();
+    let lines = lines.lock().unwrap().clone();
+    check(&lines, &clients)
+}
+
+#[test]
+fn in_the_stepper_a_match_reports_to_the_lobby_that_started_it() {
+    stepper_run();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_udp_the_worlds_talk_as_in_the_stepper() {
+    let key = [9u8; 32];
+    let lines = Log::default();
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
+    config.world_kinds = vec!["lobby".into(), "match".into()];
+    let lobby = WithMessages::<_, LobbyMsg>::new(Lobby::new(lines.clone()));
+    let server = start(config, lobby).await.unwrap();
+    let mut clients = Vec::new();
+    for c in 1..=CLIENTS {
+        clients.push(udp::client(&server, &key, c, "").await);
+    }
+    let mut next = tokio::time::Instant::now();
+    // Until every match is over and its players back (at most 10 s).
+    for _ in 0..100 {
+        udp::run(&mut clients, &mut next, 6).await;
+        let back = clients
+            .iter()
+            .all(|c| c.client.world().is_some_and(|n| n.kind == "lobby") && !c.client.previous_scoreboard().is_empty());
+        if back && lines.lock().unwrap().len() >= 20 {
+            break;
+        }
+    }
+    udp::run(&mut clients, &mut next, 30).await;
+    let udp_lines = lines.lock().unwrap().clone();
+    let all: Vec<(u64, &GameClient)> = clients.iter().zip(1..).map(|(c, id)| (id, &c.client)).collect();
+    let over_udp = check(&udp_lines, &all);
+    server.shutdown().await;
+    assert_eq!(over_udp, stepper_run(), "the same lines in both shells");
+}
+
+/// Gives each player that joined its team (odd client ids team 1, even team 2) in the same
+/// `messages` call as a message to that team.
+#[derive(Default)]
+struct Teams {
+    joined: Vec<(PlayerId, u16)>,
+}
+
+impl World for Teams {
+    fn schema(&self) -> Schema {
+        Schema::new()
+    }
+    fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
+        self.joined.push((player, 2 - (who.client_id % 2) as u16));
+    }
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {}
+    fn messages(&mut self, out: &mut Outbox) {
+        for (player, team) in self.joined.drain(..) {
+            // The message first: the team holds for the tick's messages all the same.
+            out.reliable(Audience::Team(team), format!("team {team}: welcome {player}"));
+            out.set_team(player, Some(team));
+        }
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+fn heard(c: &mut GameClient) -> Vec<String> {
+    std::iter::from_fn(|| c.channel().recv_reliable()).map(|m| String::from_utf8(m.to_vec()).unwrap()).collect()
+}
+
+/// What each client heard: its own welcome (it joined its team in that tick) and those of
+/// its team's later players, never the other team's.
+fn check_teams(heard: &[Vec<String>]) {
+    for (i, lines) in heard.iter().enumerate() {
+        let team = 2 - (i as u64 + 1) % 2;
+        assert!(!lines.is_empty(), "client {} heard its welcome: {heard:?}", i + 1);
+        assert!(lines.iter().all(|l| l.starts_with(&format!("team {team}:"))), "client {}: {lines:?}", i + 1);
+    }
+}
+
+#[test]
+fn a_team_set_at_join_hears_the_team_message_of_the_same_tick_in_the_stepper() {
+    let mut s = Stepper::new(Teams::default(), 60, 8);
+    for c in 1..=4 {
+        s.add_client_with(LinkProfile::PERFECT, c, [0; 256]);
+        s.run(10);
+    }
+    s.run(30);
+    let heard: Vec<Vec<String>> = s.clients.iter_mut().map(|c| heard(&mut c.client)).collect();
+    check_teams(&heard);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_team_set_at_join_hears_the_team_message_of_the_same_tick_over_udp() {
+    let key = [10u8; 32];
+    let server = start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), Teams::default()).await.unwrap();
+    let mut clients = Vec::new();
+    let mut next = tokio::time::Instant::now();
+    for c in 1..=4 {
+        clients.push(udp::client(&server, &key, c, "").await);
+        udp::run(&mut clients, &mut next, 10).await;
+    }
+    udp::run(&mut clients, &mut next, 60).await;
+    let heard: Vec<Vec<String>> = clients.iter_mut().map(|c| heard(&mut c.client)).collect();
+    check_teams(&heard);
+    server.shutdown().await;
+}
+
+/// A UDP client that sends no input (a spectator) still connects, gets its snapshots and its
+/// reliable messages: [`UdpClient::step_watching`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_udp_client_can_watch_without_sending_input() {
+    let key = [11u8; 32];
+    let server = start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), Teams::default()).await.unwrap();
+    let mut watcher = udp::client(&server, &key, 1, "").await;
+    let mut next = tokio::time::Instant::now();
+    let mut snapshots = 0;
+    for _ in 0..90 {
+        next += Duration::from_millis(16);
+        snapshots += watcher.step_watching(next).await;
+    }
+    assert!(snapshots >= 45, "snapshots while watching: {snapshots}");
+    assert_eq!(heard(&mut watcher.client), ["team 1: welcome 0"], "its welcome arrived");
+    assert_eq!(watcher.client.ended(), None);
+    server.shutdown().await;
+}
