@@ -256,7 +256,7 @@ fn runs_are_deterministic() {
 
 #[test]
 fn prediction_runs_ahead_of_snapshots_and_reconciles_to_the_server_state() {
-    use volley::client::predict::Reconciler;
+    use volley::client::predict::Prediction;
     use volley::protocol::snapshot::Replicate;
 
     let link =
@@ -266,7 +266,8 @@ fn prediction_runs_ahead_of_snapshots_and_reconciles_to_the_server_state() {
     let dt = 1.0 / 60.0;
     let step =
         |pos: &mut Vec2, dir: &Vec2| *pos = (*pos + *dir * 3.0 * dt).clamp(Vec2::splat(-99.0), Vec2::splat(99.0));
-    let mut predictor: Reconciler<Vec2> = Reconciler::new(120);
+    // Drawn as predicted (no smoothing), to compare with the server's state exactly.
+    let mut me: Prediction<Vec2, Vec2> = Prediction::new(120, Duration::ZERO);
     let (mut worst_moving, mut worst_lagging) = (0.0f32, 0.0f32);
     for t in 0..600u32 {
         // Steer in a circle for 8 s, then stand still for 2 s.
@@ -274,19 +275,18 @@ fn prediction_runs_ahead_of_snapshots_and_reconciles_to_the_server_state() {
         let input = [(dir.x * 127.0) as i8 as u8, (dir.y * 127.0) as i8 as u8];
         s.clients[0].input = Some(input.to_vec());
         s.step();
+        let now = s.now;
         let c = &mut s.clients[0];
         if !c.client.is_ready() {
             continue;
         }
         // What the server will apply (the bytes decoded the same way).
-        let sent = Vec2::new(f32::from(input[0] as i8), f32::from(input[1] as i8)) / 127.0;
-        predictor.record(c.client.input_seq(), sent);
-        let (Some(me), Some(latest)) = (c.client.client_index(), c.client.latest()) else { continue };
-        let Some(e) = latest.find(me).and_then(|i| latest.get(i)) else { continue };
-        let server_then = Dot::dequantize(e.words).position;
-        let applied = c.client.applied_input(latest.tick());
-        let predicted = predictor.reconcile(&server_then, applied, step);
-        let server_now = s.world.dots[&me].0;
+        me.sent(c.client.input_seq(), Vec2::new(f32::from(input[0] as i8), f32::from(input[1] as i8)) / 127.0);
+        let Some(id) = c.client.client_index() else { continue };
+        let mine = |w: &WorldSnapshot| w.find(id).and_then(|i| w.get(i)).map(|e| Dot::dequantize(e.words).position);
+        let Some(predicted) = me.update(&c.client, now, mine, step) else { continue };
+        let Some(server_then) = c.client.latest().and_then(mine) else { continue };
+        let server_now = s.world.dots[&id].0;
         if (120..480).contains(&t) {
             worst_moving = worst_moving.max(predicted.distance(server_now));
             worst_lagging = worst_lagging.max(server_then.distance(server_now));

@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
-use volley::protocol::recording::{Event, FrameIn, Header, Playhead, Recipient, RecordWriter, Recording};
+use volley::protocol::Audience;
+use volley::protocol::recording::{Event, FrameIn, Header, Playhead, RecordWriter, Recording};
 use volley::protocol::session::PROTOCOL_VERSION;
 use volley::protocol::snapshot::SnapshotBuilder;
 
@@ -34,7 +35,7 @@ fn recording(seed: &[u8]) -> Vec<u8> {
             let _ = b.insert(i * 2 + t % 3, &Thing { x: t * 31 + i, y: (i % 32) as u8 });
         }
         let snap = Arc::new(b.finish().expect("distinct ids"));
-        let events = [Event::Message { to: Recipient::All, reliable: t % 2 == 0, data: vec![t as u8; 3].into() }];
+        let events = [Event::Message { to: Audience::All, reliable: t % 2 == 0, data: vec![t as u8; 3].into() }];
         let gap = seed.first().is_some_and(|s| u32::from(*s) == t);
         file.extend(
             w.push(FrameIn { tick: t, snapshot: Some(&snap), events: &events, after_gap: gap }).unwrap_or_default(),

@@ -164,9 +164,174 @@ impl<T: Smoothable> Smoother<T> {
     }
 }
 
+/// Prediction of the player's own entity in one call a frame: the inputs recorded as they
+/// are sent, the newest snapshot's state of the entity with every input the server had not
+/// yet applied replayed on it ([`Reconciler`]), the correction faded ([`Smoother`]). When
+/// the player enters another world (a match, back to the lobby) the new world's state is
+/// drawn as it comes, not smoothed from the old one's, and an input the old world applied is
+/// never replayed on it (the new world's first snapshots may not have applied one yet).
+///
+/// The server's side of the contract, for the prediction to be exact: the world applies
+/// each input once, in [`World::input`](crate::server::World::input) (or `input_viewed`),
+/// with the same step the client replays, and nothing else moves the entity (its tick does
+/// not integrate it again). Then, at rest, the prediction is the server's state exactly;
+/// while moving it is ahead of the newest snapshot by the inputs still in flight.
+///
+/// ```
+/// use std::time::Duration;
+/// use glam::Vec2;
+/// use volley::client::predict::Prediction;
+///
+/// // One input a frame moves the player by its direction.
+/// let step = |pos: &mut Vec2, dir: &Vec2| *pos += *dir * 0.05;
+/// let mut me: Prediction<Vec2, Vec2> = Prediction::new(120, Duration::from_millis(80));
+/// let t = Duration::from_secs(1);
+/// // Frame 1: input 1 sent; the server's snapshot shows the player at the origin, no input applied.
+/// me.sent(1, Vec2::X);
+/// let drawn = me.reconcile_at(t, Some(0), Some(Vec2::ZERO), None, step);
+/// assert_eq!(drawn, Some(Vec2::new(0.05, 0.0)));
+/// // Frame 2: input 2 sent; the server has applied input 1.
+/// me.sent(2, Vec2::X);
+/// let drawn = me.reconcile_at(t, Some(0), Some(Vec2::new(0.05, 0.0)), Some(1), step);
+/// assert_eq!(drawn, Some(Vec2::new(0.1, 0.0)));
+/// ```
+///
+/// With a [`GameClient`](super::GameClient), each frame: `me.sent(client.input_seq(), input)`
+/// after sending it, then `me.update(&client, now, |snapshot| /* find your entity */, step)`.
+#[derive(Debug, Clone)]
+pub struct Prediction<S, I> {
+    inputs: Reconciler<I>,
+    capacity: usize,
+    smoother: Smoother<S>,
+    fresh: Smoother<S>,
+    /// The world the prediction is in (the client's notice), once known.
+    world: Option<u16>,
+    /// The last prediction, and the inputs sent since it was made.
+    last: Option<S>,
+    since: Vec<I>,
+    /// The newest input the server is known to have applied, in any world.
+    applied: Option<u32>,
+}
+
+impl<S: Smoothable, I: Clone> Prediction<S, I> {
+    /// Remembers at most `capacity` inputs not yet applied (a second's worth is plenty);
+    /// corrections fade by half every `half_life` (zero: drawn as predicted).
+    pub fn new(capacity: usize, half_life: Duration) -> Self {
+        let smoother = Smoother::new(half_life);
+        Self {
+            inputs: Reconciler::new(capacity),
+            capacity,
+            smoother,
+            fresh: smoother,
+            world: None,
+            last: None,
+            since: Vec::new(),
+            applied: None,
+        }
+    }
+
+    /// Corrections larger than `distance` snap at once (a respawn is not smoothed).
+    pub fn snap_beyond(mut self, distance: f32) -> Self {
+        self.smoother = self.smoother.snap_beyond(distance);
+        self.fresh = self.smoother;
+        self
+    }
+
+    /// The input just sent, with its sequence number
+    /// ([`GameClient::input_seq`](super::GameClient::input_seq) right after sending it).
+    pub fn sent(&mut self, seq: u32, input: I) {
+        self.inputs.record(seq, input.clone());
+        if self.last.is_some() && self.since.len() < self.capacity {
+            self.since.push(input);
+        }
+    }
+
+    /// Inputs sent that the server had not applied in the newest snapshot.
+    pub fn pending(&self) -> usize {
+        self.inputs.pending()
+    }
+
+    /// What to draw at `now`: [`Prediction::reconcile_at`] with the client's world, its
+    /// newest snapshot (`own` reads the player's state from it: `None` when its entity is
+    /// not there) and the newest input the server had applied in it.
+    pub fn update(
+        &mut self,
+        client: &super::GameClient,
+        now: Duration,
+        own: impl FnOnce(&crate::protocol::snapshot::WorldSnapshot) -> Option<S>,
+        step: impl FnMut(&mut S, &I),
+    ) -> Option<S> {
+        let world = client.world().map(|n| n.world);
+        let latest = client.latest();
+        let applied = latest.and_then(|l| client.applied_input(l.tick()));
+        let server = latest.and_then(own);
+        self.reconcile_at(now, world, server, applied, step)
+    }
+
+    /// What to draw at `now`, from the player's world, its state in the newest snapshot
+    /// (`server`; `None` keeps the last prediction, or nothing before the first) and the
+    /// newest input the server had applied there. A new world drops the
+    /// old one's smoothing: the first state in it is drawn as it comes.
+    pub fn reconcile_at(
+        &mut self,
+        now: Duration,
+        world: Option<u16>,
+        server: Option<S>,
+        applied: Option<u32>,
+        mut step: impl FnMut(&mut S, &I),
+    ) -> Option<S> {
+        if world != self.world {
+            self.world = world;
+            self.smoother = self.fresh;
+            self.last = None;
+            self.since.clear();
+        }
+        // Sequence numbers run on across worlds: what one world applied stays applied.
+        let applied = match (applied, self.applied) {
+            (Some(a), Some(b)) if (b.wrapping_sub(a) as i32) > 0 => Some(b),
+            (a, b) => a.or(b),
+        };
+        self.applied = applied;
+        let Some(server) = server else { return self.last.map(|l| self.smoother.show(now, l)) };
+        let predicted = self.inputs.reconcile(&server, applied, &mut step);
+        if let Some(mut before) = self.last {
+            // What the last prediction becomes with this frame's inputs: any difference from
+            // the new one is a correction, faded.
+            for input in &self.since {
+                step(&mut before, input);
+            }
+            self.smoother.correct(before, predicted);
+        }
+        self.since.clear();
+        self.last = Some(predicted);
+        Some(self.smoother.show(now, predicted))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prediction_moves_to_a_new_world_without_replaying_or_smoothing_the_old() {
+        let step = |x: &mut f32, d: &f32| *x += *d;
+        let t = Duration::from_secs(5);
+        let mut p: Prediction<f32, f32> = Prediction::new(16, Duration::from_millis(100));
+        for seq in 1..=3 {
+            p.sent(seq, 1.0);
+        }
+        // World 0 applied input 2: the server's 10 plus input 3.
+        assert_eq!(p.reconcile_at(t, Some(0), Some(10.0), Some(2), step), Some(11.0));
+        // A correction in the same world is smoothed: drawn where it was, fading.
+        p.sent(4, 1.0);
+        assert_eq!(p.reconcile_at(t, Some(0), Some(20.0), Some(3), step), Some(12.0));
+        // Moved to world 1, whose first snapshot has applied none of ours yet: inputs 1 to 3
+        // were applied in world 0 and are not replayed; the new state is not smoothed.
+        assert_eq!(p.reconcile_at(t, Some(1), Some(100.0), None, step), Some(101.0));
+        assert_eq!(p.pending(), 1);
+        // No state of its own in the newest snapshot: the last prediction is kept.
+        assert_eq!(p.reconcile_at(t, Some(1), None, None, step), Some(101.0));
+    }
 
     #[test]
     fn smoothing_fades_a_correction_without_lagging_motion_and_can_be_off() {

@@ -22,6 +22,25 @@ pub mod snapshot;
 pub mod system;
 pub mod zone;
 
+/// A connected player's id on its server: its netcode slot, stable while it is connected
+/// (one type for the server, the recordings and the zones).
+pub type PlayerId = u32;
+
+/// Who a message from a world goes to (what [`World::messages`](crate::server::World::messages)
+/// sends to, and what a recording keeps of each message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// Every player in this world (on a server with one world: every connected player).
+    All,
+    /// The players in this world whose team is this
+    /// ([`Outbox::set_team`](crate::server::Outbox::set_team)).
+    Team(u16),
+    /// Every player in this world and every player watching it (a global world's chat).
+    Watchers,
+    /// One player, in this world or watching it.
+    Player(PlayerId),
+}
+
 /// `text` cut to at most `max` bytes, at a character boundary (kick texts, scoreboard names).
 pub(crate) fn cut(text: &str, max: usize) -> &str {
     let mut end = text.len().min(max);

@@ -27,6 +27,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::Audience;
 use super::session::PROTOCOL_VERSION;
 use super::snapshot::{Interest, Schema, SenderConfig, SnapshotReceiver, SnapshotSender, WorldSnapshot};
 
@@ -75,19 +76,6 @@ pub struct Header {
     pub kind: String,
 }
 
-/// Who a recorded message went to (the server's `Audience`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Recipient {
-    /// The world's players.
-    All,
-    /// A team of them.
-    Team(u16),
-    /// Its players and those watching it.
-    Watchers,
-    /// One player.
-    Player(u32),
-}
-
 /// Something that happened in the recorded world during a tick.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -106,7 +94,7 @@ pub enum Event {
     /// The world sent a message.
     Message {
         /// To whom.
-        to: Recipient,
+        to: Audience,
         /// Reliably (else as an event).
         reliable: bool,
         /// The bytes.
@@ -461,10 +449,10 @@ fn encode_event(out: &mut Vec<u8>, e: &Event) {
         Event::Message { to, reliable, data } => {
             out.push(2);
             let (tag, arg) = match to {
-                Recipient::All => (0u8, 0u64),
-                Recipient::Team(t) => (1, u64::from(*t)),
-                Recipient::Watchers => (2, 0),
-                Recipient::Player(p) => (3, u64::from(*p)),
+                Audience::All => (0u8, 0u64),
+                Audience::Team(t) => (1, u64::from(*t)),
+                Audience::Watchers => (2, 0),
+                Audience::Player(p) => (3, u64::from(*p)),
             };
             out.push(tag | if *reliable { 0x80 } else { 0 });
             put_varint(out, arg);
@@ -491,10 +479,10 @@ fn decode_event(c: &mut Cursor<'_>, payload: &Bytes) -> Result<Event, RecordingE
             let tag = c.u8("recipient")?;
             let arg = c.varint("recipient")?;
             let to = match tag & 0x7f {
-                0 => Recipient::All,
-                1 => Recipient::Team(u16::try_from(arg).map_err(|_| c.corrupt("team"))?),
-                2 => Recipient::Watchers,
-                3 => Recipient::Player(u32::try_from(arg).map_err(|_| c.corrupt("player"))?),
+                0 => Audience::All,
+                1 => Audience::Team(u16::try_from(arg).map_err(|_| c.corrupt("team"))?),
+                2 => Audience::Watchers,
+                3 => Audience::Player(u32::try_from(arg).map_err(|_| c.corrupt("player"))?),
                 _ => return Err(c.corrupt("recipient")),
             };
             let n = c.len("message length")?;
@@ -910,7 +898,7 @@ mod tests {
         let mut ends = Vec::new();
         for t in 100..100 + n {
             let s = world(t, 5 + t % 7);
-            let ev = [Event::Message { to: Recipient::All, reliable: true, data: Bytes::from(vec![t as u8]) }];
+            let ev = [Event::Message { to: Audience::All, reliable: true, data: Bytes::from(vec![t as u8]) }];
             if let Some(c) = w.push(FrameIn { tick: t, snapshot: Some(&s), events: &ev, after_gap: false }) {
                 file.extend(c);
                 ends.push(file.len());

@@ -11,8 +11,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::metrics::ServerMetrics;
-use super::world::{Audience, JoinInfo, Outgoing, PlayerId};
-use crate::protocol::recording::{Event, FrameIn, Header, Recipient, RecordWriter};
+use super::world::{JoinInfo, Outgoing, PlayerId};
+use crate::protocol::recording::{Event, FrameIn, Header, RecordWriter};
 use crate::protocol::session::PROTOCOL_VERSION;
 use crate::protocol::snapshot::{Schema, WorldSnapshot};
 
@@ -81,13 +81,7 @@ impl std::fmt::Debug for TapBox {
 
 /// The recorded form of a message a world sent.
 pub(crate) fn message_event((to, data, reliable): &Outgoing) -> Event {
-    let to = match *to {
-        Audience::All => Recipient::All,
-        Audience::Team(t) => Recipient::Team(t),
-        Audience::Watchers => Recipient::Watchers,
-        Audience::Player(p) => Recipient::Player(p),
-    };
-    Event::Message { to, reliable: *reliable, data: data.clone() }
+    Event::Message { to: *to, reliable: *reliable, data: data.clone() }
 }
 
 /// Frames waiting for the writer, at most, per recording (four seconds of a world at 60 Hz).

@@ -454,6 +454,9 @@ impl Simulation {
         if self.stop_when_empty && self.had_players && self.joined.is_empty() {
             outbox.stop_world();
         }
+        // A player the game moves or kicks, or whose world it stops, gets the board as it
+        // ends (a player redirected to another zone leaves the game's board behind).
+        let final_board = outbox.sends_players_away();
         let asked = outbox.take_handoffs();
         self.start_handoffs(world, asked);
         for (player, notice) in redirects {
@@ -478,8 +481,6 @@ impl Simulation {
         if self.panicking >= MAX_PANICKING_TICKS {
             return Err(WorldStopped(self.panicking));
         }
-        // A player leaving (moved, kicked, or its world stopping) gets the board as it ends.
-        let final_board = outbox.sends_players_away();
         let board = self.board_update(outbox.take_board(), final_board);
         if !self.taps.0.is_empty() {
             let mut events = std::mem::take(&mut self.events);

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::record::Tap;
 use super::world::{Audience, Outbox, PlayerId, Relevancy, World};
-use crate::protocol::recording::{Event, Frame, Playhead, Recipient, Recording, RecordingError};
+use crate::protocol::recording::{Event, Frame, Playhead, Recording, RecordingError};
 use crate::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::system::{SpectatorControl, SpectatorStatus};
 
@@ -434,9 +434,9 @@ impl World for SpectatorWorld {
             let Event::Message { to, reliable, data } = e else { continue };
             let everything = self.hearing == Hearing::Everything;
             match to {
-                Recipient::All | Recipient::Watchers => {}
-                Recipient::Team(_) | Recipient::Player(_) if everything => {}
-                Recipient::Player(p) if self.hearing == Hearing::Followed => {
+                Audience::All | Audience::Watchers => {}
+                Audience::Team(_) | Audience::Player(_) if everything => {}
+                Audience::Player(p) if self.hearing == Hearing::Followed => {
                     for (v, _) in following.iter().filter(|(_, f)| **f == p) {
                         let to = Audience::Player(*v);
                         if reliable { out.reliable(to, data.clone()) } else { out.event(to, data.clone()) }
@@ -444,7 +444,7 @@ impl World for SpectatorWorld {
                     continue;
                 }
                 // Private to those it was sent to.
-                Recipient::Team(_) | Recipient::Player(_) => continue,
+                Audience::Team(_) | Audience::Player(_) => continue,
             }
             if reliable { out.reliable(Audience::All, data) } else { out.event(Audience::All, data) }
         }

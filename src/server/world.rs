@@ -18,8 +18,7 @@ use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::ZoneId;
 
-/// A connected player's id: its netcode slot, stable while it is connected.
-pub type PlayerId = u32;
+pub use crate::protocol::{Audience, PlayerId};
 
 /// A mistake in a game's code that the server survived: counted in
 /// `volley_world_errors_total{kind}` and logged (the first time, then at each power of two).
@@ -135,19 +134,6 @@ impl JoinInfo {
     pub fn new(client_id: u64, user_data: [u8; USER_DATA_BYTES]) -> Self {
         Self { client_id, user_data, handoff: None, origin: super::worlds::Origin::Connected }
     }
-}
-
-/// Who a message from a world goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Audience {
-    /// Every player in this world (on a server with one world: every connected player).
-    All,
-    /// The players in this world whose team is this ([`Outbox::set_team`]).
-    Team(u16),
-    /// Every player in this world and every player watching it (a global world's chat).
-    Watchers,
-    /// One player, in this world or watching it.
-    Player(PlayerId),
 }
 
 /// Decodes a message a client sent with `channel().send_message(&value)` (or

@@ -34,8 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::ZoneId;
 use crate::protocol::netcode::USER_DATA_BYTES;
 
-/// A player, as the server numbers it (the protocol's own name for the server's `PlayerId`).
-pub type PlayerId = u32;
+pub use crate::protocol::PlayerId;
 
 /// The first bytes of an offer.
 pub const OFFER_MAGIC: [u8; 4] = *b"VZO1";
