@@ -185,3 +185,53 @@ fn a_client_of_another_protocol_version_reads_why_and_leaves() {
     assert_eq!(stepper.clients[0].client.ended(), Some(end));
     assert_eq!(stepper.players(), 0, "it disconnected rather than hanging on unwelcomed");
 }
+
+/// Sends every player 16 reliable messages of 32 KiB a tick, from its third: more than a
+/// channel's reliable queue (256 KiB) can hold before an acknowledgement.
+#[derive(Default)]
+struct Firehose {
+    ticks: u32,
+}
+
+impl World for Firehose {
+    fn schema(&self) -> Schema {
+        Schema::new()
+    }
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, _: u32, _: Duration) {
+        self.ticks += 1;
+    }
+    fn messages(&mut self, out: &mut Outbox) {
+        if self.ticks >= 3 {
+            for _ in 0..16 {
+                out.reliable(Audience::All, vec![7u8; 32 * 1024]);
+            }
+        }
+    }
+    fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+}
+
+/// A reliable message the server cannot queue disconnects the player (nothing is lost
+/// silently, nothing arrives out of order), in the stepper as on the server: the rule lives
+/// in the session both run.
+#[test]
+fn a_player_too_far_behind_on_reliable_messages_is_told_so_in_the_stepper() {
+    let mut s = Stepper::new(Firehose::default(), 60, 4);
+    s.add_client(LinkProfile::PERFECT);
+    s.run(120);
+    assert_eq!(s.clients[0].client.ended(), Some(SessionEnd::TooFarBehind));
+    assert_eq!(s.players(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_udp_a_player_too_far_behind_on_reliable_messages_is_told_so() {
+    let key = [12u8; 32];
+    let server = start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), Firehose::default()).await.unwrap();
+    let mut clients = vec![client(&server, &key, 1, "").await];
+    let mut next = tokio::time::Instant::now();
+    run(&mut clients, &mut next, 120).await;
+    assert_eq!(clients[0].client.ended(), Some(SessionEnd::TooFarBehind));
+    assert!(disconnects(&server, "too_far_behind") >= 1.0);
+    server.shutdown().await;
+}

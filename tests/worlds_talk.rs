@@ -64,12 +64,14 @@ struct Lobby {
     waiting: BTreeMap<String, Vec<PlayerId>>,
     matches: BTreeMap<WorldId, String>,
     moves: Vec<(PlayerId, WorldId)>,
+    /// Record the matches into this folder.
+    record: Option<std::path::PathBuf>,
 }
 
 impl Lobby {
-    fn new(log: Log) -> Self {
+    fn new(log: Log, record: Option<std::path::PathBuf>) -> Self {
         let (clients, waiting, matches, moves) = Default::default();
-        Self { worlds: None, log, clients, waiting, matches, moves }
+        Self { worlds: None, log, clients, waiting, matches, moves, record }
     }
 }
 
@@ -117,7 +119,11 @@ impl World for Lobby {
                 points: BTreeMap::new(),
                 ticks: 0,
             };
-            let id = worlds.spawn(WorldOptions::new("match").fallback(WorldId::ENTRY), world).unwrap();
+            let mut options = WorldOptions::new("match").fallback(WorldId::ENTRY);
+            if let Some(dir) = &self.record {
+                options = options.recorded(dir);
+            }
+            let id = worlds.spawn(options, world).unwrap();
             self.matches.insert(id, name);
             self.moves.extend(players.into_iter().map(|p| (p, id)));
         }
@@ -225,14 +231,47 @@ fn check(lines: &[String], clients: &[(u64, &GameClient)]) -> Vec<String> {
     sorted
 }
 
+/// The matches' recordings in `dir`: each parses, and its last frame is the match's last
+/// tick.
+fn check_recordings(dir: &std::path::Path) {
+    let files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 2, "one recording a match: {files:?}");
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        let r = volley::protocol::recording::Recording::parse(bytes.into(), Some(&Schema::new())).unwrap();
+        assert_eq!(r.header().kind, "match");
+        assert!(!r.chunks().is_empty() && r.cut_off() == 0, "{f:?} is whole");
+    }
+}
+
 fn stepper_run() -> Vec<String> {
     let lines = Log::default();
-    let mut s = Stepper::new(WithMessages::<_, LobbyMsg>::new(Lobby::new(lines.clone())), 60, 16)
-        .with_world_kinds(&["lobby", "match"]);
+    let dir = std::env::temp_dir().join(format!("volley-worlds-talk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let lobby = Lobby::new(lines.clone(), Some(dir.clone()));
+    let mut s = Stepper::new(WithMessages::<_, LobbyMsg>::new(lobby), 60, 16).with_world_kinds(&["lobby", "match"]);
     for c in 1..=CLIENTS {
         s.add_client_with(LinkProfile::PERFECT, c, [0; 256]);
     }
-    s.run(240);
+    let mut most = 0;
+    for _ in 0..240 {
+        s.step();
+        let running = s.worlds().running();
+        assert_eq!(running.len(), s.world_list().len(), "the handle and the stepper agree");
+        most = most.max(running.len());
+    }
+    assert_eq!(most, 3, "the lobby and two matches ran at once");
+    assert_eq!(s.worlds().running(), [WorldId::ENTRY], "the matches stopped");
+    // The stepper records as the server does: each recorder's thread closes its file after
+    // its match stopped (at most 5 s).
+    for _ in 0..50 {
+        if std::panic::catch_unwind(|| check_recordings(&dir)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    check_recordings(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
     let clients: Vec<(u64, &GameClient)> = s.clients.iter().zip(1..).map(|(c, id)| (id, &c.client)).collect();
     let lines = lines.lock().unwrap().clone();
     check(&lines, &clients)
@@ -249,7 +288,7 @@ async fn over_udp_the_worlds_talk_as_in_the_stepper() {
     let lines = Log::default();
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
     config.world_kinds = vec!["lobby".into(), "match".into()];
-    let lobby = WithMessages::<_, LobbyMsg>::new(Lobby::new(lines.clone()));
+    let lobby = WithMessages::<_, LobbyMsg>::new(Lobby::new(lines.clone(), None));
     let server = start(config, lobby).await.unwrap();
     let mut clients = Vec::new();
     for c in 1..=CLIENTS {

@@ -211,6 +211,31 @@ pub(crate) struct RecordingOf<'a> {
     pub stride: u32,
 }
 
+/// Starts recording world `id` into a new file in `dir` as one of its taps
+/// ([`WorldOptions::recorded`](super::WorldOptions::recorded)), on the server and in the
+/// stepper alike: a folder that cannot be written is logged and counted, and the world runs
+/// on unrecorded.
+pub(crate) fn record_into(
+    taps: &mut impl FnMut(Box<dyn Tap>),
+    dir: &Path,
+    id: super::WorldId,
+    of: RecordingOf<'_>,
+    metrics: Option<Arc<ServerMetrics>>,
+) {
+    match Recorder::to_dir(dir, id.number(), of, metrics.clone()) {
+        Ok((recorder, path)) => {
+            tracing::info!(world = %id, path = %path.display(), "recording");
+            taps(Box::new(recorder));
+        }
+        Err(e) => {
+            if let Some(m) = metrics {
+                m.recording[3].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            tracing::error!(world = %id, dir = %dir.display(), error = %e, "the world cannot be recorded");
+        }
+    }
+}
+
 impl Recorder {
     /// Records into a new file in `dir` named after the world's kind, number and the time;
     /// returns the recorder and the file's path.

@@ -13,7 +13,7 @@ use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
-use crate::protocol::reliability::{Channel, ChannelConfig, QueueError};
+use crate::protocol::reliability::{Channel, ChannelConfig};
 use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
 use crate::protocol::snapshot::{EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender};
@@ -232,6 +232,8 @@ pub struct PlayerSession {
     /// The connection is over (the server disconnected it, the client did, or it timed
     /// out): no more snapshots, though the session lives until its actor has stopped.
     closed: bool,
+    /// A reliable message from the world did not fit: nothing more is queued.
+    cut_off: bool,
     params: SessionParams,
     snapshot_every: u32,
     /// The tick round of the client messages counted in `messages_this_round`.
@@ -325,6 +327,7 @@ impl PlayerSession {
             snapshot_buf: Vec::with_capacity(MAX_PAYLOAD_BYTES),
             welcomed: false,
             closed: false,
+            cut_off: false,
             params,
             snapshot_every: snapshot_every.max(1),
             message_round: 0,
@@ -559,12 +562,23 @@ impl PlayerSession {
         })
     }
 
-    /// Queues a message from the world.
-    ///
-    /// # Errors
-    /// When the queue is full or the message too large.
-    pub fn queue_message(&mut self, data: Bytes, reliable: bool) -> Result<(), QueueError> {
-        if reliable { self.channel.send_reliable(data) } else { self.channel.send_event(data) }
+    /// Queues a message from the world. An event that does not fit is not sent. A reliable
+    /// one that does not fit cuts the player off: it and every message after it are dropped
+    /// (none may arrive out of order), and this returns true, once: the caller closes the
+    /// session with [`SessionEnd::TooFarBehind`]. Every shell runs this rule.
+    pub fn queue_message(&mut self, data: Bytes, reliable: bool) -> bool {
+        if self.cut_off {
+            return false;
+        }
+        let queued = if reliable { self.channel.send_reliable(data) } else { self.channel.send_event(data) };
+        match queued {
+            Err(e) if reliable => {
+                tracing::warn!(player = self.id, error = %e, "reliable queue full; disconnecting");
+                self.cut_off = true;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Keep-alives and timeouts, and a goodbye's repeats; `Some` when the connection is

@@ -19,7 +19,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -93,9 +93,6 @@ pub(crate) struct PlayerShared {
     route: Mutex<Option<InputQueue>>,
     /// Datagrams cast to its actor and not yet taken.
     queued: AtomicUsize,
-    /// Its reliable queue overflowed and a disconnect is on its way: later messages from the
-    /// world are dropped without another warning each.
-    cut_off: AtomicBool,
     /// Its figures, by every path (for `/players`).
     pub figures: PlayerFigures,
 }
@@ -182,7 +179,6 @@ impl PlayerShared {
             inbox: PlayerInbox::default(),
             route: Mutex::new(None),
             queued: AtomicUsize::new(0),
-            cut_off: AtomicBool::new(false),
             figures: PlayerFigures::default(),
         }
     }
@@ -454,15 +450,7 @@ impl PlayerShared {
     /// player is cut off, so none arrives out of order). An event that does not fit is simply
     /// not sent.
     fn queue_message(&self, session: &mut PlayerSession, data: Bytes, reliable: bool) -> bool {
-        if self.cut_off.load(Ordering::Relaxed) {
-            return false;
-        }
-        if let Some(e) = session.queue_message(data, reliable).err().filter(|_| reliable) {
-            tracing::warn!(player = session.id(), error = %e, "reliable queue full; disconnecting");
-            self.cut_off.store(true, Ordering::Relaxed);
-            return true;
-        }
-        false
+        session.queue_message(data, reliable)
     }
 
     /// Encodes and sends this player's snapshot of `world` (with the inputs the tick

@@ -348,7 +348,8 @@ pub(crate) struct TokenKeys {
 
 enum Backend {
     Actors(ActorBackend),
-    Stepper(Mutex<Vec<Request>>),
+    /// What the stepper is asked at its next step, and the worlds it runs.
+    Stepper(Mutex<Vec<Request>>, Mutex<Vec<WorldId>>),
 }
 
 /// The actor server's side.
@@ -401,7 +402,7 @@ impl Worlds {
         schema: Arc<Schema>,
         keys: TokenKeys,
     ) -> Self {
-        let backend = Backend::Stepper(Mutex::new(Vec::new()));
+        let backend = Backend::Stepper(Mutex::new(Vec::new()), Mutex::new(vec![WorldId::ENTRY]));
         let links = Mutex::default();
         Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, keys, backend, links }), me: None }
     }
@@ -479,8 +480,18 @@ impl Worlds {
     /// What the stepper was asked since it last looked.
     pub(crate) fn take_requests(&self) -> Vec<Request> {
         match &self.inner.backend {
-            Backend::Stepper(r) => r.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default(),
+            Backend::Stepper(r, _) => r.lock().map(|mut r| std::mem::take(&mut *r)).unwrap_or_default(),
             Backend::Actors(_) => Vec::new(),
+        }
+    }
+
+    /// The stepper's worlds changed: these run now.
+    pub(crate) fn set_running(&self, ids: impl Iterator<Item = WorldId>) {
+        if let Backend::Stepper(_, running) = &self.inner.backend
+            && let Ok(mut r) = running.lock()
+        {
+            r.clear();
+            r.extend(ids);
         }
     }
 
@@ -516,7 +527,7 @@ impl Worlds {
         let id = self.inner.numbers.lock().ok().and_then(|mut n| n.take()).ok_or(SpawnError::TooMany)?;
         self.new_link(id);
         match &self.inner.backend {
-            Backend::Stepper(r) => {
+            Backend::Stepper(r, _) => {
                 if let Ok(mut r) = r.lock() {
                     r.push(Request::Spawn(id, options, Box::new(world), self.me));
                 }
@@ -549,7 +560,7 @@ impl Worlds {
     /// does not stop this way.
     pub fn stop(&self, id: WorldId) {
         match &self.inner.backend {
-            Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Stop(id))).unwrap_or(()),
+            Backend::Stepper(r, _) => r.lock().map(|mut r| r.push(Request::Stop(id))).unwrap_or(()),
             Backend::Actors(b) => {
                 if let Some(a) = b.actors.lock().ok().and_then(|a| a.get(&id).cloned()) {
                     let _ = a.cast(WorldMsg::Stop);
@@ -561,7 +572,7 @@ impl Worlds {
     /// Moves `player` to world `to`, from whatever world it is in (see [`Outbox::move_to`]).
     pub fn move_player(&self, player: PlayerId, to: WorldId) {
         match &self.inner.backend {
-            Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Move(player, to))).unwrap_or(()),
+            Backend::Stepper(r, _) => r.lock().map(|mut r| r.push(Request::Move(player, to))).unwrap_or(()),
             Backend::Actors(b) => drop(b.broadcaster.cast(BroadcastMsg::Move { by: None, player, to })),
         }
     }
@@ -569,7 +580,7 @@ impl Worlds {
     /// `player` starts (`on`) or stops watching world `world` (see [`Outbox::watch`]).
     pub fn watch(&self, player: PlayerId, world: WorldId, on: bool) {
         match &self.inner.backend {
-            Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Watch(player, world, on))).unwrap_or(()),
+            Backend::Stepper(r, _) => r.lock().map(|mut r| r.push(Request::Watch(player, world, on))).unwrap_or(()),
             Backend::Actors(b) => drop(b.broadcaster.cast(BroadcastMsg::Watch { by: None, player, world, on })),
         }
     }
@@ -674,7 +685,7 @@ impl Worlds {
     /// Hands world `source`'s frames to `tap` from its next tick.
     fn tap(&self, source: WorldId, tap: Box<dyn super::record::Tap>) -> Result<(), SpawnError> {
         match &self.inner.backend {
-            Backend::Stepper(r) => r.lock().map(|mut r| r.push(Request::Tap(source, tap))).unwrap_or(()),
+            Backend::Stepper(r, _) => r.lock().map(|mut r| r.push(Request::Tap(source, tap))).unwrap_or(()),
             Backend::Actors(b) => {
                 // Through the broadcaster, which holds it for a world whose actor is starting.
                 let tap = BroadcastMsg::Tap(source, super::record::TapBox(tap));
@@ -684,11 +695,11 @@ impl Worlds {
         Ok(())
     }
 
-    /// The worlds running (on the actor server; in the stepper, see its own accessors).
+    /// The worlds running, the entry world among them.
     pub fn running(&self) -> Vec<WorldId> {
         match &self.inner.backend {
             Backend::Actors(b) => b.actors.lock().map(|a| a.keys().copied().collect()).unwrap_or_default(),
-            Backend::Stepper(_) => Vec::new(),
+            Backend::Stepper(_, running) => running.lock().map(|r| r.clone()).unwrap_or_default(),
         }
     }
 

@@ -824,16 +824,7 @@ impl<W: World> Actor for WorldActor<W> {
                 tick_rate_hz: (1.0 / clock.dt.as_secs_f64()).round() as u16,
                 stride,
             };
-            match super::record::Recorder::to_dir(&dir, id.0, of, Some(metrics.clone())) {
-                Ok((recorder, path)) => {
-                    tracing::info!(world = %id, path = %path.display(), "recording");
-                    sim.add_tap(Box::new(recorder));
-                }
-                Err(e) => {
-                    metrics.recording[3].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    tracing::error!(world = %id, dir = %dir.display(), error = %e, "the world cannot be recorded");
-                }
-            }
+            super::record::record_into(&mut |tap| sim.add_tap(tap), &dir, id, of, Some(metrics.clone()));
         }
         let worlds = worlds.of(id);
         sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));

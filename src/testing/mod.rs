@@ -468,8 +468,18 @@ impl<W: World> Stepper<W> {
                     if !columns.is_empty() {
                         self.boards.insert(id, BoardSender::new(columns));
                     }
+                    let (record, kind) = (options.record.clone(), options.kind.clone());
                     self.dir.add_world(id, options, world.relevancy(), parent);
                     let mut h = Hosted { world: Box::new(EmptyWorld), sim, stride, pending: Vec::new() };
+                    if let Some(dir) = &record {
+                        let of = crate::server::record::RecordingOf {
+                            schema: self.settings.schema.clone(),
+                            kind: &kind,
+                            tick_rate_hz: server,
+                            stride,
+                        };
+                        crate::server::record::record_into(&mut |tap| h.sim.add_tap(tap), dir, id, of, None);
+                    }
                     let worlds = self.worlds.of(id);
                     h.sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));
                     h.world = world;
@@ -486,6 +496,7 @@ impl<W: World> Stepper<W> {
                 Request::Tap(id, tap) => self.add_tap(id, tap),
             }
         }
+        self.worlds.set_running(self.dir.worlds().map(|(id, _, _)| id));
     }
 
     fn add_tap(&mut self, id: WorldId, tap: Box<dyn crate::server::record::Tap>) {
@@ -528,6 +539,7 @@ impl<W: World> Stepper<W> {
         }
         self.boards.remove(&id);
         let effects = self.dir.remove_world(id, why);
+        self.worlds.set_running(self.dir.worlds().map(|(id, _, _)| id));
         self.apply(effects);
         if let Ok(mut n) = self.numbers.lock() {
             n.free(id);
@@ -613,6 +625,7 @@ impl<W: World> Stepper<W> {
                 // The entry world stopped: every player is told why, as the server tells them.
                 self.applied = applied;
                 let effects = self.dir.remove_world(WorldId::ENTRY, "the world's code kept failing");
+                self.worlds.set_running(self.dir.worlds().map(|(id, _, _)| id));
                 self.apply(effects);
                 return;
             }
@@ -689,12 +702,21 @@ impl<W: World> Stepper<W> {
             }
         }
         let (messages, kicks) = outbox.into_parts();
+        let mut cut_off = Vec::new();
         for (to, data, reliable) in messages {
             let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
             for p in to {
-                if let Some(s) = self.session(p) {
-                    let _ = s.queue_message(data.clone(), reliable);
+                if let Some(s) = self.session(p)
+                    && s.queue_message(data.clone(), reliable)
+                {
+                    cut_off.push(p);
                 }
+            }
+        }
+        // A reliable message that did not fit: the player is disconnected, as on the server.
+        for p in cut_off {
+            if let Some(s) = self.session(p) {
+                s.close(now, SessionEnd::TooFarBehind, &mut wire);
             }
         }
         if let (Some(rows), Some(sender)) = (board, self.boards.get_mut(&id)) {
