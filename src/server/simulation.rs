@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::record::{Departure, HandoffEnd, Tap, message_event};
-use super::world::{Audience, BoardChange, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldFault};
+use super::world::{
+    Audience, BoardChange, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, World, WorldChange, WorldFault,
+};
 use super::worlds::WorldId;
 use crate::protocol::cut;
 use crate::protocol::input::ViewTime;
@@ -66,6 +68,59 @@ pub(crate) struct Stepped {
     pub outbox: Outbox,
     /// The scoreboard's rows, when an update is due (pings 0: the shell knows them).
     pub board: Option<Vec<ScoreRow>>,
+}
+
+/// What a world's tick asks of the rest of the server, one command at a time, in the order
+/// [`Stepped::commands`] gives: the world actor hands each to the broadcaster, the
+/// [`Stepper`](crate::testing::Stepper) carries each out at once, so both keep one order.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// One of its players' team (before the messages: it holds for them).
+    Team(PlayerId, Option<u16>),
+    /// A message on the framework's channel.
+    System(Audience, bytes::Bytes),
+    /// A message from the game: audience, bytes, reliable.
+    Message(Audience, bytes::Bytes, bool),
+    /// The scoreboard's rows (before the kicks: a kicked player gets its last board).
+    Board(Vec<ScoreRow>),
+    /// End a player's session (only if it is still in this world).
+    Kick(PlayerId, crate::protocol::session::SessionEnd),
+    /// The tick's snapshot (after the messages: they travel with it).
+    Snapshot(Arc<WorldSnapshot>),
+    /// Move one of its players (after the snapshot: a moved player's last snapshot of this
+    /// world goes out before it leaves).
+    Move(PlayerId, WorldId),
+    /// One of its players starts (true) or stops watching a world.
+    Watch(PlayerId, WorldId, bool),
+    /// Stop this world, last of all.
+    Stop,
+}
+
+impl Stepped {
+    /// What the tick asks, in order (see [`Command`]).
+    pub fn commands(self) -> Vec<Command> {
+        let Stepped { snapshot, mut outbox, board } = self;
+        let changes = outbox.take_changes();
+        let mut out: Vec<Command> = outbox.take_teams().into_iter().map(|(p, t)| Command::Team(p, t)).collect();
+        out.extend(outbox.take_system().into_iter().map(|(to, data)| Command::System(to, data)));
+        let (messages, kicks) = outbox.into_parts();
+        out.extend(messages.into_iter().map(|(to, data, reliable)| Command::Message(to, data, reliable)));
+        out.extend(board.map(Command::Board));
+        out.extend(kicks.into_iter().map(|(p, end)| Command::Kick(p, end)));
+        out.extend(snapshot.map(Command::Snapshot));
+        let mut stop = false;
+        for c in changes {
+            match c {
+                WorldChange::Move(p, to) => out.push(Command::Move(p, to)),
+                WorldChange::Watch(p, w, on) => out.push(Command::Watch(p, w, on)),
+                WorldChange::Stop => stop = true,
+            }
+        }
+        if stop {
+            out.push(Command::Stop);
+        }
+        out
+    }
 }
 
 /// Ticks between two scoreboard updates: half a second.

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::broadcaster::BroadcastMsg;
 use super::metrics::ServerMetrics;
-use super::simulation::{Simulation, Stepped, TickInput};
+use super::simulation::{Command, Simulation, TickInput};
 use super::worlds::WorldId;
 use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
 use crate::protocol::netcode::USER_DATA_BYTES;
@@ -940,7 +940,7 @@ fn step<W: World>(
     s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
     s.metrics.add_world_faults(s.sim.new_faults());
     let id = s.id;
-    let Stepped { snapshot, mut outbox, board } = match stepped {
+    let stepped = match stepped {
         Ok(stepped) => stepped,
         Err(stopped) => {
             // Its players go to its fallback, or are told why, before anything else.
@@ -954,41 +954,27 @@ fn step<W: World>(
             return Ok(false);
         }
     };
-    let changes = outbox.take_changes();
-    // Teams first: they hold for this tick's messages.
-    for (player, team) in outbox.take_teams() {
-        s.broadcaster.cast(BroadcastMsg::Team(id, player, team))?;
-    }
-    for (to, data) in outbox.take_system() {
-        s.broadcaster.cast(BroadcastMsg::System { world: id, to, data })?;
-    }
-    let (messages, kicks) = outbox.into_parts();
-    for (to, data, reliable) in messages {
-        s.broadcaster.cast(BroadcastMsg::Message { world: id, to, data, reliable })?;
-    }
-    for (player, end) in kicks {
-        s.broadcaster.cast(BroadcastMsg::Kick(id, player, end))?;
-    }
-    if let Some(rows) = board {
-        s.broadcaster.cast(BroadcastMsg::Board(id, rows))?;
-    }
-    // No snapshot when the game's snapshot panicked: the players wait for the next tick's.
-    if let Some(snapshot) = snapshot {
-        if s.essential {
-            s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
-        }
-        let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
-        let applied: AppliedInputs = Arc::new(Applied { newest: s.sim.applied_inputs().collect(), fresh, started });
-        s.broadcaster.cast(BroadcastMsg::Snapshot(id, snapshot, applied))?;
-    }
-    // Directory changes after the tick's snapshot: a moved player's last snapshot of this
-    // world goes out before it leaves.
+    // Each command to the broadcaster, in the one order the stepper keeps too.
     let mut stop = false;
-    for c in changes {
+    for c in stepped.commands() {
         let msg = match c {
-            WorldChange::Move(player, to) => BroadcastMsg::Move { by: Some(id), player, to },
-            WorldChange::Watch(player, world, on) => BroadcastMsg::Watch { by: Some(id), player, world, on },
-            WorldChange::Stop => {
+            Command::Team(player, team) => BroadcastMsg::Team(id, player, team),
+            Command::System(to, data) => BroadcastMsg::System { world: id, to, data },
+            Command::Message(to, data, reliable) => BroadcastMsg::Message { world: id, to, data, reliable },
+            Command::Board(rows) => BroadcastMsg::Board(id, rows),
+            Command::Kick(player, end) => BroadcastMsg::Kick(id, player, end),
+            Command::Snapshot(snapshot) => {
+                if s.essential {
+                    s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                let fresh: Vec<(PlayerId, Duration)> = std::mem::take(&mut fresh).into_iter().collect();
+                let newest = s.sim.applied_inputs().collect();
+                let applied: AppliedInputs = Arc::new(Applied { newest, fresh, started });
+                BroadcastMsg::Snapshot(id, snapshot, applied)
+            }
+            Command::Move(player, to) => BroadcastMsg::Move { by: Some(id), player, to },
+            Command::Watch(player, world, on) => BroadcastMsg::Watch { by: Some(id), player, world, on },
+            Command::Stop => {
                 stop = !s.essential;
                 continue;
             }

@@ -18,9 +18,8 @@ use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 pub use crate::server::record::SharedBuffer;
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
-use crate::server::simulation::{Simulation, Stepped, TickInput};
+use crate::server::simulation::{Command, Simulation, Stepped, TickInput};
 use crate::server::spawn::Request;
-use crate::server::world::WorldChange;
 use crate::server::worlds::{Directory, Effect, Numbers, View};
 use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions, Worlds};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
@@ -686,31 +685,79 @@ impl<W: World> Stepper<W> {
         let now = self.now;
         // Worlds it started exist before its moves into them, as on the server.
         self.take_requests();
-        let Stepped { snapshot, mut outbox, board } = stepped;
-        let changes = outbox.take_changes();
-        // Teams first: they hold for this tick's messages.
-        for (player, team) in outbox.take_teams() {
-            self.dir.set_team(id, player, team);
-        }
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        for (to, data) in outbox.take_system() {
-            let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
-            for p in to {
-                if let Some(s) = self.session(p) {
-                    s.send_notice(now, data.clone(), &mut wire);
-                }
-            }
-        }
-        let (messages, kicks) = outbox.into_parts();
         let mut cut_off = Vec::new();
-        for (to, data, reliable) in messages {
-            let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
-            for p in to {
-                if let Some(s) = self.session(p)
-                    && s.queue_message(data.clone(), reliable)
-                {
-                    cut_off.push(p);
+        let mut stop = false;
+        // Each command carried out at once, in the order the world actor hands them to the
+        // broadcaster.
+        for c in stepped.commands() {
+            match c {
+                Command::Team(player, team) => self.dir.set_team(id, player, team),
+                Command::System(to, data) => {
+                    let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
+                    for p in to {
+                        if let Some(s) = self.session(p) {
+                            s.send_notice(now, data.clone(), &mut wire);
+                        }
+                    }
                 }
+                Command::Message(to, data, reliable) => {
+                    let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
+                    for p in to {
+                        if let Some(s) = self.session(p)
+                            && s.queue_message(data.clone(), reliable)
+                        {
+                            cut_off.push(p);
+                        }
+                    }
+                }
+                Command::Board(rows) => {
+                    let Some(sender) = self.boards.get_mut(&id) else { continue };
+                    // Each row's ping from its session, as the broadcaster reads it from the player's.
+                    let pings: BTreeMap<PlayerId, u16> = self
+                        .sessions
+                        .iter()
+                        .map(|(_, o)| {
+                            (o.value.id(), o.value.channel().link().rtt().as_millis().min(u128::from(u16::MAX)) as u16)
+                        })
+                        .collect();
+                    let rows =
+                        rows.into_iter().map(|r| ScoreRow { ping_ms: pings.get(&r.player).copied().unwrap_or(0), ..r });
+                    let updates = sender.update(rows);
+                    let members: Vec<PlayerId> = self.dir.members(id).map(|(p, _)| p).collect();
+                    for (_, o) in self.sessions.iter_mut() {
+                        if members.contains(&o.value.id()) {
+                            o.value.queue_board(now, &updates, &mut wire);
+                        }
+                    }
+                }
+                Command::Kick(player, end) => {
+                    if self.dir.home(player) == Some(id)
+                        && let Some(s) = self.session(player)
+                    {
+                        s.close(now, end, &mut wire);
+                    }
+                }
+                Command::Snapshot(snapshot) => {
+                    let mut out = Vec::new();
+                    self.dir.publish(id, snapshot, |view, p, _| out.push((p, view.clone())));
+                    for (p, view) in out {
+                        sends.push((p, view, newest.get(&p).copied()));
+                    }
+                }
+                Command::Move(player, to) => {
+                    if self.dir.home(player) == Some(id) {
+                        self.send_from_server(std::mem::take(&mut wire));
+                        let effects = self.dir.move_player(player, to);
+                        self.apply(effects);
+                    }
+                }
+                Command::Watch(player, world, on) => {
+                    if self.dir.home(player) == Some(id) {
+                        self.dir.watch(player, world, on);
+                    }
+                }
+                Command::Stop => stop = id != WorldId::ENTRY,
             }
         }
         // A reliable message that did not fit: the player is disconnected, as on the server.
@@ -719,53 +766,7 @@ impl<W: World> Stepper<W> {
                 s.close(now, SessionEnd::TooFarBehind, &mut wire);
             }
         }
-        if let (Some(rows), Some(sender)) = (board, self.boards.get_mut(&id)) {
-            // Each row's ping from its session, as the broadcaster reads it from the player's.
-            let pings: BTreeMap<PlayerId, u16> = self
-                .sessions
-                .iter()
-                .map(|(_, o)| {
-                    (o.value.id(), o.value.channel().link().rtt().as_millis().min(u128::from(u16::MAX)) as u16)
-                })
-                .collect();
-            let rows = rows.into_iter().map(|r| ScoreRow { ping_ms: pings.get(&r.player).copied().unwrap_or(0), ..r });
-            let updates = sender.update(rows);
-            let members: Vec<PlayerId> = self.dir.members(id).map(|(p, _)| p).collect();
-            for (_, o) in self.sessions.iter_mut() {
-                if members.contains(&o.value.id()) {
-                    o.value.queue_board(now, &updates, &mut wire);
-                }
-            }
-        }
-        for (player, end) in kicks {
-            if self.dir.home(player) == Some(id)
-                && let Some(s) = self.session(player)
-            {
-                s.close(now, end, &mut wire);
-            }
-        }
         self.send_from_server(wire);
-        if let Some(snapshot) = snapshot {
-            let mut out = Vec::new();
-            self.dir.publish(id, snapshot, |view, p, _| out.push((p, view.clone())));
-            for (p, view) in out {
-                sends.push((p, view, newest.get(&p).copied()));
-            }
-        }
-        let mut stop = false;
-        for c in changes {
-            match c {
-                WorldChange::Move(player, to) if self.dir.home(player) == Some(id) => {
-                    let effects = self.dir.move_player(player, to);
-                    self.apply(effects);
-                }
-                WorldChange::Watch(player, world, on) if self.dir.home(player) == Some(id) => {
-                    self.dir.watch(player, world, on);
-                }
-                WorldChange::Stop => stop = id != WorldId::ENTRY,
-                _ => {}
-            }
-        }
         if stop {
             self.end_world(id, "the world stopped", true);
         }
