@@ -7,11 +7,11 @@
 //! | [`World`] | your simulation: `join_with`/`leave`, `input`/`input_viewed`, `message`, `tick`, `messages`, `snapshot`, `relevancy`, `shutdown` (called in that order, documented on the trait) |
 //! | [`Outbox`] | what the world sends after a tick: reliable messages and events to [`Audience::All`] or one player, and kicks ([`Outbox::kick`], with the reason the client reads) |
 //! | [`decode_message`] | a client's typed message, as [`World::message`] receives it |
-//! | [`JoinInfo`], [`PlayerId`] | who joined (the connect token's client id and user data), and its id |
+//! | [`JoinInfo`], [`PlayerId`], [`Origin`] | who joined (the connect token's client id and user data), its id, and where it comes from (connected, moved, back from a stopped world, handed over) |
 //! | [`Relevancy`], [`Everything`] | who sees what |
 //! | [`ServerConfig`], [`start`], [`ServerHandle`] | running it: `start(config, world).await`, then `shutdown().await` |
 //! | [`Worlds`], [`WorldOptions`], [`WorldId`] | more worlds while it runs (lobbies, matches, a global world): start and stop them, move players between them without reconnecting ([`Outbox::move_to`]), let players watch other worlds ([`Outbox::watch`]) |
-//! | [`Handles`], [`WorldRef`] | a world that takes the game's own typed messages (from a matchmaker, a stats actor) |
+//! | [`Handles`], [`WorldRef`], [`WithMessages`] | a world that takes the game's own typed messages (from a matchmaker, a stats actor, another world: [`Worlds::world_ref`], [`Worlds::started_by`]); [`World::world_stopped`] tells a world that one it started stopped |
 //! | [`spectate::SpectatorWorld`], [`Worlds::spectate`], [`WorldOptions::recorded`], [`ServerConfig::record`] | recordings of worlds, replays of them, and live spectators a delay behind (see the README's "Replays and spectators") |
 //! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
 //! | [`lagcomp`] | a history to judge inputs against what the client saw |
