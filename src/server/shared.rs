@@ -383,7 +383,7 @@ impl PlayerShared {
             let cut_off = batches
                 .iter()
                 .flat_map(|b| b.iter())
-                .fold(false, |cut, (data, reliable)| self.queue_message(session, data.clone(), *reliable) || cut);
+                .fold(false, |cut, (data, reliable)| session.queue_message(data.clone(), *reliable) || cut);
             self.send_snapshot(session, env, &world, &applied);
             cut_off
         });
@@ -424,7 +424,7 @@ impl PlayerShared {
         let mut cut_off = false;
         for batch in batches.drain(..) {
             for (data, reliable) in batch.iter() {
-                cut_off |= self.queue_message(session, data.clone(), *reliable);
+                cut_off |= session.queue_message(data.clone(), *reliable);
             }
         }
         cut_off
@@ -442,15 +442,7 @@ impl PlayerShared {
     ) -> bool {
         let cut_off = self.queue_batches(session, upto, batches);
         self.inbox.messages.fetch_sub(1, Ordering::Relaxed);
-        self.queue_message(session, data, reliable) || cut_off
-    }
-
-    /// Queues a message from the world on the session; true when a reliable one could not be
-    /// queued, and the player must now be disconnected (messages after it are dropped: the
-    /// player is cut off, so none arrives out of order). An event that does not fit is simply
-    /// not sent.
-    fn queue_message(&self, session: &mut PlayerSession, data: Bytes, reliable: bool) -> bool {
-        session.queue_message(data, reliable)
+        session.queue_message(data, reliable) || cut_off
     }
 
     /// Encodes and sends this player's snapshot of `world` (with the inputs the tick

@@ -452,6 +452,11 @@ impl<W: World> Stepper<W> {
         self.send_from_server(wire);
     }
 
+    /// The worlds running changed: the game's handle lists them ([`Worlds::running`]).
+    fn worlds_changed(&self) {
+        self.worlds.set_running(self.dir.worlds().map(|(id, _, _)| id));
+    }
+
     /// What the game asked of its worlds since the last step.
     fn take_requests(&mut self) {
         for r in self.worlds.take_requests() {
@@ -495,7 +500,7 @@ impl<W: World> Stepper<W> {
                 Request::Tap(id, tap) => self.add_tap(id, tap),
             }
         }
-        self.worlds.set_running(self.dir.worlds().map(|(id, _, _)| id));
+        self.worlds_changed();
     }
 
     fn add_tap(&mut self, id: WorldId, tap: Box<dyn crate::server::record::Tap>) {
@@ -538,7 +543,7 @@ impl<W: World> Stepper<W> {
         }
         self.boards.remove(&id);
         let effects = self.dir.remove_world(id, why);
-        self.worlds.set_running(self.dir.worlds().map(|(id, _, _)| id));
+        self.worlds_changed();
         self.apply(effects);
         if let Ok(mut n) = self.numbers.lock() {
             n.free(id);
@@ -624,7 +629,7 @@ impl<W: World> Stepper<W> {
                 // The entry world stopped: every player is told why, as the server tells them.
                 self.applied = applied;
                 let effects = self.dir.remove_world(WorldId::ENTRY, "the world's code kept failing");
-                self.worlds.set_running(self.dir.worlds().map(|(id, _, _)| id));
+                self.worlds_changed();
                 self.apply(effects);
                 return;
             }
