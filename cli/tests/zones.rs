@@ -71,6 +71,11 @@ fn four_zone_processes_hand_players_over_without_losing_an_input() {
     let (required, across) = (n("checked against every zone's state:"), n("within view required ("));
     assert!(checked >= 200.0 * 60.0 * 30.0, "at least half the snapshots of 200 bots over 60 s: {oracle}");
     assert!(unchecked <= checked / 100.0, "the oracle kept up: {oracle}");
+    // Judged by older frames than the window when the bus was behind (a clean-clone CI run
+    // whose handoffs took up to a second failed on a fixed window); seldom, or the border
+    // is not working.
+    let late = n("required missing; ");
+    assert!(late <= checked / 20.0, "the zones held their neighbours' frames in time: {oracle}");
     assert!(
         across >= required / 10.0 && across >= 100_000.0,
         "much of what the bots had to see was across a border: {oracle}"

@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
     // The same bytes as a whole zone's state frame (what the oracle reads off the bus).
     if let Ok(f) = StateFrame::decode(data, &schema) {
         assert!(f.players.len() <= volley::protocol::zone::MAX_STATE_PLAYERS);
+        assert!(f.held.len() <= volley::protocol::zone::MAX_STATE_NEIGHBOURS);
     }
     // A valid frame from the input's first bytes, then damaged by the rest.
     let Some((&n, rest)) = data.split_first() else { return };

@@ -302,6 +302,9 @@ pub(crate) struct Ticked {
     unix_micros: u64,
     /// Who each player is (player id, client id), when the zone publishes its state.
     players: Option<Vec<(u32, u64)>>,
+    /// The oldest and newest frame of each neighbour its players' views may merge at this
+    /// tick, when the zone publishes its state ([`StateFrame::held`]).
+    held: Vec<(ZoneId, u32, u32)>,
 }
 
 /// Why a received frame was not used.
@@ -395,7 +398,7 @@ impl ZoneLink {
     fn tick_of(&mut self, t: &Ticked) -> ZoneTick {
         let frames = self.frames_of(&t.snapshot);
         let state = t.players.as_ref().and_then(|players| {
-            StateFrame::encode(self.me, t.unix_micros, players, &t.snapshot, &self.schema)
+            StateFrame::encode(self.me, t.unix_micros, players, &t.held, &t.snapshot, &self.schema)
                 .map_err(|e| tracing::warn!(zone = self.me, error = %e, "the zone's state could not be encoded"))
                 .ok()
                 .map(bytes::Bytes::from)
@@ -621,6 +624,40 @@ pub(crate) struct ZoneTap {
     pub refused: Vec<HandoffEnd>,
     /// Border entities not to show (shared with the border world).
     pub hidden: Hidden,
+    /// The neighbours' frames the border world's two newest snapshots were made of, when the
+    /// zone publishes its state (shared with the border world).
+    pub shown: Option<Shown>,
+}
+
+/// What the border world's views are made of, for [`StateFrame::held`] (kept only when the
+/// zone publishes its state; shared with the border world).
+pub(crate) type Shown = Arc<Mutex<ShownFrames>>;
+
+/// See [`Shown`].
+#[derive(Debug, Default)]
+pub(crate) struct ShownFrames {
+    /// The tick of each neighbour's frame in the border world's newest snapshot, and in the
+    /// one before (the players' views merge the newest the broadcaster has: it may be the
+    /// one before).
+    snapshots: [Vec<(ZoneId, u32)>; 2],
+    /// The newest frame heard from each neighbour (the border world's next snapshot, which
+    /// a view may merge before the zone's next tick, is made of it).
+    heard: BTreeMap<ZoneId, u32>,
+}
+
+impl ShownFrames {
+    /// Each neighbour both of the border world's newest snapshots hold: the older frame of
+    /// the two, and the newest heard (a view merged now holds one in between).
+    fn held(&self) -> Vec<(ZoneId, u32, u32)> {
+        let [newest, before] = &self.snapshots;
+        newest
+            .iter()
+            .filter_map(|(z, t)| {
+                let old = before.iter().find(|(b, _)| b == z)?.1.min(*t);
+                Some((*z, old, self.heard.get(z).copied().unwrap_or(*t).max(*t)))
+            })
+            .collect()
+    }
 }
 
 /// Border entities (border ids) not shown to the zone's players: players handed over to
@@ -780,7 +817,8 @@ impl Tap for ZoneTap {
         } else {
             (0, None)
         };
-        match self.tx.try_send(Ticked { snapshot: snapshot.clone(), unix_micros, players }) {
+        let held = self.shown.as_ref().and_then(|s| s.lock().ok().map(|s| s.held())).unwrap_or_default();
+        match self.tx.try_send(Ticked { snapshot: snapshot.clone(), unix_micros, players, held }) {
             Ok(()) => true,
             Err(tokio::sync::mpsc::error::TrySendError::Full(_)) => {
                 self.counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
@@ -813,6 +851,8 @@ pub(crate) struct BorderWorld {
     ticks: u64,
     /// Handed-in players not to show from their old zone's frames.
     hidden: Hidden,
+    /// The frames its snapshots were made of, when the zone publishes its state.
+    shown: Option<Shown>,
 }
 
 impl BorderWorld {
@@ -835,6 +875,7 @@ impl BorderWorld {
             heard: BTreeMap::new(),
             ticks: 0,
             hidden,
+            shown: None,
         }
     }
 }
@@ -885,6 +926,11 @@ impl BorderWorld {
         if !self.heard.contains_key(&zone) {
             tracing::info!(zone = self.me, neighbour = zone, "border entities from a neighbour");
         }
+        if let Some(shown) = &self.shown
+            && let Ok(mut shown) = shown.lock()
+        {
+            shown.heard.insert(zone, frame.tick);
+        }
         self.heard.insert(zone, Heard { frame, at: self.ticks });
     }
 
@@ -923,6 +969,12 @@ impl BorderWorld {
                 }
                 h.frame.tick.wrapping_sub(until) >= 1 << 31
             });
+        }
+        if let Some(shown) = &self.shown
+            && let Ok(mut shown) = shown.lock()
+        {
+            let now = self.heard.iter().map(|(z, h)| (*z, h.frame.tick)).collect();
+            shown.snapshots[1] = std::mem::replace(&mut shown.snapshots[0], now);
         }
         for (zone, h) in &self.heard {
             // Frames come from neighbours only (the inbox checks).
@@ -1022,8 +1074,10 @@ pub(crate) fn parts(
     let newest = Arc::new(RwLock::new(None));
     let counters = Arc::new(ZoneCounters::default());
     let hidden = Hidden::default();
-    let world =
+    let mut world =
         BorderWorld::new((*schema).clone(), options, newest.clone(), fade_ticks, counters.clone(), hidden.clone());
+    let shown = options.publish_state.then(Shown::default);
+    world.shown = shown.clone();
     let (me, layout, game) = (options.me, options.layout.clone(), options.game.clone());
     let (public_addr, handoff_timeout) = (options.public_addr, options.handoff_timeout);
     let (arrival_wait, max_arrivals) = (options.arrival_wait, options.max_arrivals);
@@ -1057,6 +1111,7 @@ pub(crate) fn parts(
             who: BTreeMap::new(),
             refused: Vec::new(),
             hidden,
+            shown,
         };
         let departures = Some(departures);
         let encoder = BorderEncoder::new(layout.clone(), me, schema.clone());

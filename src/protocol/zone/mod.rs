@@ -444,7 +444,7 @@ impl BorderFrame {
 }
 
 /// The first bytes of a state frame.
-pub const STATE_MAGIC: [u8; 4] = *b"VZS1";
+pub const STATE_MAGIC: [u8; 4] = *b"VZS2";
 
 /// Bytes of a state frame's header: magic, wall-clock time, player count.
 pub const STATE_HEADER: usize = 4 + 8 + 2;
@@ -465,13 +465,22 @@ pub struct StateFrame {
     /// Who each player of the zone is: its id in the zone (its avatar's, in a game that
     /// numbers avatars by player) and the client id of its connect token, ascending by id.
     pub players: Vec<(u32, u64)>,
+    /// For each neighbour, the ticks of the oldest and the newest of its frames that the
+    /// views of the zone's players made at this tick may hold (a neighbour not every view
+    /// holds a frame of is left out): an observer judges the border entities a view shows by
+    /// these, whatever the bus's delay. At most [`MAX_STATE_NEIGHBOURS`].
+    pub held: Vec<(ZoneId, u32, u32)>,
     /// Every entity of the zone at the tick.
     pub frame: BorderFrame,
 }
 
+/// Neighbours a state frame names in [`StateFrame::held`], at most.
+pub const MAX_STATE_NEIGHBOURS: usize = 255;
+
 impl StateFrame {
-    /// Encodes zone `zone`'s `snapshot` with the time and players (at most
-    /// [`MAX_STATE_PLAYERS`] of them).
+    /// Encodes zone `zone`'s `snapshot` with the time, players (at most
+    /// [`MAX_STATE_PLAYERS`] of them) and the neighbours' frames held (at most
+    /// [`MAX_STATE_NEIGHBOURS`]).
     ///
     /// # Errors
     /// [`BorderError::Encode`] when the codec cannot take the snapshot whole.
@@ -479,18 +488,26 @@ impl StateFrame {
         zone: ZoneId,
         unix_micros: u64,
         players: &[(u32, u64)],
+        held: &[(ZoneId, u32, u32)],
         snapshot: &Arc<WorldSnapshot>,
         schema: &Arc<Schema>,
     ) -> Result<Vec<u8>, BorderError> {
         let players = &players[..players.len().min(MAX_STATE_PLAYERS)];
+        let held = &held[..held.len().min(MAX_STATE_NEIGHBOURS)];
         let frame = BorderFrame::encode(zone, snapshot, schema)?;
-        let mut out = Vec::with_capacity(STATE_HEADER + players.len() * 12 + frame.len());
+        let mut out = Vec::with_capacity(STATE_HEADER + players.len() * 12 + 1 + held.len() * 10 + frame.len());
         out.extend_from_slice(&STATE_MAGIC);
         out.extend_from_slice(&unix_micros.to_le_bytes());
         out.extend_from_slice(&(players.len() as u16).to_le_bytes());
         for (id, client) in players {
             out.extend_from_slice(&id.to_le_bytes());
             out.extend_from_slice(&client.to_le_bytes());
+        }
+        out.push(held.len() as u8);
+        for (z, oldest, newest) in held {
+            out.extend_from_slice(&z.to_le_bytes());
+            out.extend_from_slice(&oldest.to_le_bytes());
+            out.extend_from_slice(&newest.to_le_bytes());
         }
         out.extend_from_slice(&frame);
         Ok(out)
@@ -522,8 +539,18 @@ impl StateFrame {
                 (u32::from_le_bytes(id), u64::from_le_bytes(client))
             })
             .collect();
-        let frame = BorderFrame::decode(&bytes[STATE_HEADER + n * 12..], schema)?;
-        Ok(Self { unix_micros: u64::from_le_bytes(t), players, frame })
+        let rest = &bytes[STATE_HEADER + n * 12..];
+        let (&count, rest) = rest.split_first().ok_or(BorderError::NotAFrame)?;
+        let list = rest.get(..usize::from(count) * 10).ok_or(BorderError::NotAFrame)?;
+        let held = list
+            .chunks_exact(10)
+            .map(|c| {
+                let tick = |i: usize| u32::from_le_bytes([c[i], c[i + 1], c[i + 2], c[i + 3]]);
+                (u16::from_le_bytes([c[0], c[1]]), tick(2), tick(6))
+            })
+            .collect();
+        let frame = BorderFrame::decode(&rest[list.len()..], schema)?;
+        Ok(Self { unix_micros: u64::from_le_bytes(t), players, held, frame })
     }
 }
 
@@ -690,10 +717,13 @@ mod tests {
         fn a_state_frame_round_trips_and_broken_ones_are_refused() {
             let schema = schema();
             let s = snapshot(&schema, 12, &[(1, 10), (2, 20), (1 << 16, 5)]);
-            let bytes = StateFrame::encode(2, 1_700_000_000_123_456, &[(1, 1_000_001), (2, 7)], &s, &schema).unwrap();
+            let held = [(0, 11, 12), (3, 4_000_000_000, 4_000_000_002)];
+            let bytes =
+                StateFrame::encode(2, 1_700_000_000_123_456, &[(1, 1_000_001), (2, 7)], &held, &s, &schema).unwrap();
             let f = StateFrame::decode(&bytes, &schema).unwrap();
             assert_eq!((f.unix_micros, f.frame.zone, f.frame.tick), (1_700_000_000_123_456, 2, 12));
             assert_eq!(f.players, vec![(1, 1_000_001), (2, 7)]);
+            assert_eq!(f.held, held);
             assert_eq!(f.frame.snapshot.ids(), s.ids());
             assert_eq!(StateFrame::decode(&bytes[..STATE_HEADER + 5], &schema), Err(BorderError::NotAFrame));
             let mut many = bytes.clone();
