@@ -6,12 +6,18 @@
 //! ([`JoinInfo::origin`]); each client keeps the match's final scoreboard
 //! ([`GameClient::previous_scoreboard`]).
 //!
+//! Four pairs play: two matches run their course, one match's code starts panicking every
+//! tick (the server stops it after [`MAX_PANICKING_TICKS`] and returns its players to the
+//! lobby, saying why), and one match kicks a player and plays on with the other.
+//!
 //! What the worlds observed is logged (by pair of client ids, not world numbers or slots,
 //! which depend on arrival order over UDP) and the two logs are compared: the same lines,
 //! each shell in an order the framework guarantees (a stopped match is heard before its
-//! players arrive back). The one difference, named: over UDP the match's result message may
-//! reach the lobby before or after the news that it stopped (a message is handled at the
-//! lobby's next tick; the stop comes through the broadcaster), in the stepper always after.
+//! players arrive back). So is what each client received: its world notices in order, how
+//! its session ended, its scoreboard and the previous one. The one difference, named: over
+//! UDP the match's result message may reach the lobby before or after the news that it
+//! stopped (a message is handled at the lobby's next tick; the stop comes through the
+//! broadcaster), in the stepper always after.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -19,13 +25,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use volley::prelude::*;
-use volley::server::{Handles, WithMessages, WorldRef};
+use volley::protocol::scoreboard::Scoreboard;
+use volley::server::{Handles, MAX_PANICKING_TICKS, WithMessages, WorldRef};
 
 #[path = "support/udp.rs"]
 mod udp;
 
 /// Ticks a match lasts.
 const MATCH_TICKS: u32 = 40;
+
+/// The match tick at which the pair 5+6's match starts panicking, and at which the pair
+/// 7+8's kicks 8.
+const TROUBLE_AT: u32 = 10;
 
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -117,6 +128,7 @@ impl World for Lobby {
                 lobby: None,
                 clients,
                 points: BTreeMap::new(),
+                started: false,
                 ticks: 0,
             };
             let mut options = WorldOptions::new("match").fallback(WorldId::ENTRY);
@@ -142,6 +154,8 @@ struct Match {
     lobby: Option<WorldRef<LobbyMsg>>,
     clients: BTreeMap<PlayerId, u64>,
     points: BTreeMap<PlayerId, i32>,
+    /// Both players have joined.
+    started: bool,
     ticks: u32,
 }
 
@@ -164,11 +178,16 @@ impl World for Match {
     }
     fn leave(&mut self, player: PlayerId) {
         self.points.remove(&player);
+        log(&self.log, format!("match {}: {} leaves", self.name, self.clients[&player]));
     }
     fn input(&mut self, _: PlayerId, _: &[u8]) {}
     fn tick(&mut self, _: u32, _: Duration) {
-        if self.points.len() < 2 {
+        self.started |= self.points.len() == 2;
+        if !self.started {
             return; // both players first
+        }
+        if self.name == "5+6" && self.ticks >= TROUBLE_AT {
+            panic!("match {} breaks", self.name);
         }
         self.ticks += 1;
         for (p, points) in &mut self.points {
@@ -178,6 +197,12 @@ impl World for Match {
     fn messages(&mut self, out: &mut Outbox) {
         for (p, points) in &self.points {
             out.set_score(*p, &[*points]);
+        }
+        if self.name == "7+8" && self.ticks == TROUBLE_AT {
+            if let Some((&p, _)) = self.clients.iter().find(|(_, c)| **c == 8) {
+                out.kick(p, "a test");
+                log(&self.log, format!("match {}: kicks 8", self.name));
+            }
         }
         if self.ticks == MATCH_TICKS {
             let winner = self.points.iter().max_by_key(|(_, n)| **n).map(|(p, _)| self.clients[p]).unwrap();
@@ -192,12 +217,45 @@ impl World for Match {
     }
 }
 
-const CLIENTS: u64 = 4;
+const CLIENTS: u64 = 8;
+
+/// What a client received: its world notices in order, how its session ended, its scoreboard
+/// and the previous one (rows sorted).
+fn received(id: u64, c: &mut GameClient) -> String {
+    let mut notices = Vec::new();
+    while let Some(n) = c.next_notice() {
+        notices.push(format!("{} ({:?})", n.kind, n.reason));
+    }
+    let rows = |b: &Scoreboard| {
+        let mut r: Vec<Vec<i32>> = b.rows().map(|r| r.fields.clone()).collect();
+        r.sort();
+        r
+    };
+    format!(
+        "client {id}: notices {notices:?}; ended {:?}; board {:?}; previous board {:?}",
+        c.ended(),
+        rows(c.scoreboard()),
+        rows(c.previous_scoreboard())
+    )
+}
 
 /// What every shell must show: the log's lines, and each client back in the lobby with its
-/// match's final board. Returns the log's lines sorted.
+/// match's final board (but the kicked one). Returns the log's lines sorted.
 fn check(lines: &[String], clients: &[(u64, &GameClient)]) -> Vec<String> {
     let at = |line: &str| lines.iter().position(|l| l == line).unwrap_or_else(|| panic!("no {line:?} in {lines:#?}"));
+    // The match that panics: stopped with why, its players back with it.
+    let failing = "the world's code kept failing";
+    let stopped = at(&format!("lobby: match 5+6 stopped ({failing})"));
+    for c in [5, 6] {
+        assert!(at(&format!("lobby: {c} joins, returned from match 5+6 ({failing})")) > stopped, "{lines:#?}");
+    }
+    // The match that kicks 8: 8 leaves it, 7 plays on alone and wins.
+    assert!(at("match 7+8: kicks 8") < at("match 7+8: 8 leaves"), "{lines:#?}");
+    at("lobby: match 7+8 says 7 won");
+    assert!(
+        at("lobby: match 7+8 stopped (the world stopped)")
+            < at("lobby: 7 joins, returned from match 7+8 (the world stopped)")
+    );
     for first in [1, 3] {
         let name = pair(first);
         at(&format!("match {name}: started by Some(WorldId(0)), reaches it: true"));
@@ -212,8 +270,7 @@ fn check(lines: &[String], clients: &[(u64, &GameClient)]) -> Vec<String> {
             assert!(joined < played && played < stopped && stopped < back, "in order, for {c}: {lines:#?}");
         }
     }
-    assert_eq!(lines.len(), 4 * 2 + 4 * 3, "nothing else: {lines:#?}");
-    for (me, c) in clients {
+    for (me, c) in clients.iter().filter(|(id, _)| *id <= 4) {
         let n = c.world().unwrap();
         assert_eq!((n.world, n.kind.as_str()), (0, "lobby"), "back in the lobby");
         assert!(c.scoreboard().is_empty(), "the lobby has no board");
@@ -235,7 +292,7 @@ fn check(lines: &[String], clients: &[(u64, &GameClient)]) -> Vec<String> {
 /// tick.
 fn check_recordings(dir: &std::path::Path) {
     let files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    assert_eq!(files.len(), 2, "one recording a match: {files:?}");
+    assert_eq!(files.len(), 4, "one recording a match: {files:?}");
     for f in files {
         let bytes = std::fs::read(&f).unwrap();
         let r = volley::protocol::recording::Recording::parse(bytes.into(), Some(&Schema::new())).unwrap();
@@ -244,7 +301,20 @@ fn check_recordings(dir: &std::path::Path) {
     }
 }
 
-fn stepper_run() -> Vec<String> {
+/// [`check_recordings`] once each recorder's thread has closed its file after its match
+/// stopped (at most 5 s); then the folder goes.
+fn check_recordings_soon(dir: &std::path::Path) {
+    for _ in 0..50 {
+        if std::panic::catch_unwind(|| check_recordings(dir)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    check_recordings(dir);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn stepper_run() -> (Vec<String>, Vec<String>) {
     let lines = Log::default();
     let dir = std::env::temp_dir().join(format!("volley-worlds-talk-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -254,32 +324,40 @@ fn stepper_run() -> Vec<String> {
         s.add_client_with(LinkProfile::PERFECT, c, [0; 256]);
     }
     let mut most = 0;
-    for _ in 0..240 {
+    for _ in 0..(MAX_PANICKING_TICKS + 120) {
         s.step();
         let running = s.worlds().running();
         assert_eq!(running.len(), s.world_list().len(), "the handle and the stepper agree");
         most = most.max(running.len());
     }
-    assert_eq!(most, 3, "the lobby and two matches ran at once");
+    assert_eq!(most, 5, "the lobby and four matches ran at once");
     assert_eq!(s.worlds().running(), [WorldId::ENTRY], "the matches stopped");
-    // The stepper records as the server does: each recorder's thread closes its file after
-    // its match stopped (at most 5 s).
-    for _ in 0..50 {
-        if std::panic::catch_unwind(|| check_recordings(&dir)).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    check_recordings(&dir);
-    let _ = std::fs::remove_dir_all(&dir);
+    // The stepper records as the server does.
+    check_recordings_soon(&dir);
     let clients: Vec<(u64, &GameClient)> = s.clients.iter().zip(1..).map(|(c, id)| (id, &c.client)).collect();
     let lines = lines.lock().unwrap().clone();
-    check(&lines, &clients)
+    let lines = check(&lines, &clients);
+    (lines, s.clients.iter_mut().zip(1..).map(|(c, id)| received(id, &mut c.client)).collect())
 }
 
 #[test]
 fn in_the_stepper_a_match_reports_to_the_lobby_that_started_it() {
-    stepper_run();
+    let (lines, received) = stepper_run();
+    for r in &received {
+        eprintln!("{r}");
+    }
+    // Per pair: two joins in the lobby and two in the match, a start; per match that ends: a
+    // result sent and heard, two leaves (one for 5+6, which stopped failing: no leave), a
+    // stop heard, two returns; the kick.
+    assert_eq!(lines.len(), 44, "nothing else: {lines:#?}");
+    // The kicked player keeps the board as it was kicked (sent before the kick), and its
+    // partner's final board has only itself.
+    assert!(
+        received[7].ends_with("ended Some(Kicked(\"a test\")); board [[70], [80]]; previous board []"),
+        "{}",
+        received[7]
+    );
+    assert!(received[6].ends_with("previous board [[280]]"), "{}", received[6]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -288,20 +366,25 @@ async fn over_udp_the_worlds_talk_as_in_the_stepper() {
     let lines = Log::default();
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
     config.world_kinds = vec!["lobby".into(), "match".into()];
-    let lobby = WithMessages::<_, LobbyMsg>::new(Lobby::new(lines.clone(), None));
+    let dir = std::env::temp_dir().join(format!("volley-worlds-talk-udp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let lobby = WithMessages::<_, LobbyMsg>::new(Lobby::new(lines.clone(), Some(dir.clone())));
     let server = start(config, lobby).await.unwrap();
     let mut clients = Vec::new();
     for c in 1..=CLIENTS {
         clients.push(udp::client(&server, &key, c, "").await);
     }
     let mut next = tokio::time::Instant::now();
-    // Until every match is over and its players back (at most 10 s).
-    for _ in 0..100 {
+    let (in_the_stepper, received_in_the_stepper) = stepper_run();
+    // Until every match is over and its players back (at most 15 s: the panicking match
+    // takes MAX_PANICKING_TICKS ticks to stop).
+    for _ in 0..160 {
         udp::run(&mut clients, &mut next, 6).await;
         let back = clients
             .iter()
+            .filter(|c| c.client.ended().is_none())
             .all(|c| c.client.world().is_some_and(|n| n.kind == "lobby") && !c.client.previous_scoreboard().is_empty());
-        if back && lines.lock().unwrap().len() >= 20 {
+        if back && lines.lock().unwrap().len() >= in_the_stepper.len() {
             break;
         }
     }
@@ -309,8 +392,12 @@ async fn over_udp_the_worlds_talk_as_in_the_stepper() {
     let udp_lines = lines.lock().unwrap().clone();
     let all: Vec<(u64, &GameClient)> = clients.iter().zip(1..).map(|(c, id)| (id, &c.client)).collect();
     let over_udp = check(&udp_lines, &all);
+    let received_over_udp: Vec<String> =
+        clients.iter_mut().zip(1..).map(|(c, id)| received(id, &mut c.client)).collect();
     server.shutdown().await;
-    assert_eq!(over_udp, stepper_run(), "the same lines in both shells");
+    tokio::task::spawn_blocking(move || check_recordings_soon(&dir)).await.unwrap();
+    assert_eq!(over_udp, in_the_stepper, "the same lines in both shells");
+    assert_eq!(received_over_udp, received_in_the_stepper, "each client received the same in both shells");
 }
 
 /// Gives each player that joined its team (odd client ids team 1, even team 2) in the same
