@@ -198,11 +198,12 @@ impl World for Match {
         for (p, points) in &self.points {
             out.set_score(*p, &[*points]);
         }
-        if self.name == "7+8" && self.ticks == TROUBLE_AT {
-            if let Some((&p, _)) = self.clients.iter().find(|(_, c)| **c == 8) {
-                out.kick(p, "a test");
-                log(&self.log, format!("match {}: kicks 8", self.name));
-            }
+        if self.name == "7+8"
+            && self.ticks == TROUBLE_AT
+            && let Some((&p, _)) = self.clients.iter().find(|(_, c)| **c == 8)
+        {
+            out.kick(p, "a test");
+            log(&self.log, format!("match {}: kicks 8", self.name));
         }
         if self.ticks == MATCH_TICKS {
             let winner = self.points.iter().max_by_key(|(_, n)| **n).map(|(p, _)| self.clients[p]).unwrap();
