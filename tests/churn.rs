@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use volley::server::ServerConfig;
 use volley::server::metrics::TABLES;
-use volley::server::scrape::Scrape;
 use volley_arena::Arena;
 use volley_arena::bots::{Churn, SwarmConfig, SwarmProgress, run_swarm};
 
@@ -30,7 +29,7 @@ async fn tables_return_to_one_entry_per_player_through_churn_and_the_feed_stays_
     // Churns at 3 s and 6 s; two seconds after the second, everything has settled (the
     // socket actor refreshes its table gauges once a second).
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let scrape = Scrape::parse(&server.metrics().render());
+    let scrape = server.metrics().render();
     let totals = server.metrics().totals();
     stop_tx.send(true).unwrap();
     let report = swarm.await.unwrap();
@@ -45,7 +44,11 @@ async fn tables_return_to_one_entry_per_player_through_churn_and_the_feed_stays_
     assert_eq!(report.connected(), all, "every bot connected, the new ones too");
     assert_eq!(totals.players, bots as u64);
     assert_eq!(totals.connects, all as u64);
-    let table = |t: &str| scrape.value("volley_table_entries", &format!("table=\"{t}\"")).unwrap();
+    let table = |t: &str| -> f64 {
+        let series = format!("volley_table_entries{{table=\"{t}\"}} ");
+        let line = scrape.lines().find(|l| l.starts_with(&series)).unwrap_or_else(|| panic!("{series} in {scrape}"));
+        line[series.len()..].trim().parse().unwrap()
+    };
     for t in &TABLES[2..] {
         assert_eq!(table(t), bots as f64, "{t}: one entry per player");
     }

@@ -9,11 +9,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::scrape::{Scrape, ServerFigures};
 use clap::{Parser, Subcommand};
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{self, USER_DATA_BYTES};
 use volley::server::metrics::TABLES;
-use volley::server::scrape::{Scrape, ServerFigures};
 use volley::server::{ServerConfig, ServerMetrics};
 use volley::transport::conditioner::LinkProfile;
 use volley::util::hex;
@@ -23,6 +23,7 @@ use volley_arena::rooms::{Lobby, RoomFigures, Rooms};
 
 mod fleet;
 mod oracle;
+mod scrape;
 mod zones;
 
 /// volley: an authoritative real-time multiplayer game server framework.

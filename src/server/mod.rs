@@ -15,7 +15,7 @@
 //! | [`spectate::SpectatorWorld`], [`Worlds::spectate`], [`WorldOptions::recorded`], [`ServerConfig::record`] | recordings of worlds, replays of them, and live spectators a delay behind (see the README's "Replays and spectators") |
 //! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
 //! | [`lagcomp`] | a history to judge inputs against what the client saw |
-//! | [`metrics`], [`admin`], [`scrape`] | for operators: Prometheus figures, the admin listener, reading `/metrics` |
+//! | [`metrics`], [`admin`] | for operators: Prometheus figures, the admin listener |
 //!
 //! `volley::prelude` re-exports the first rows; the guides are the README's "Writing your own
 //! world" and "Lobbies, matches and shared worlds", `examples/tag` a complete game and
@@ -174,7 +174,6 @@ pub mod lagcomp;
 pub mod metrics;
 pub(crate) mod player;
 pub(crate) mod record;
-pub mod scrape;
 pub(crate) mod session;
 pub(crate) mod shared;
 pub(crate) mod simulation;
