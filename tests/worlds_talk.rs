@@ -8,7 +8,10 @@
 //!
 //! Four pairs play: two matches run their course, one match's code starts panicking every
 //! tick (the server stops it after [`MAX_PANICKING_TICKS`] and returns its players to the
-//! lobby, saying why), and one match kicks a player and plays on with the other.
+//! lobby, saying why), and one match kicks a player and plays on with the other. Each match
+//! puts its players in teams and sends a message to all, to each player and to a team; a
+//! ninth client watches the first match from the stands (a spectators' world with a delay),
+//! hearing only what all heard.
 //!
 //! What the worlds observed is logged (by pair of client ids, not world numbers or slots,
 //! which depend on arrival order over UDP) and the two logs are compared: the same lines,
@@ -77,12 +80,14 @@ struct Lobby {
     moves: Vec<(PlayerId, WorldId)>,
     /// Record the matches into this folder.
     record: Option<std::path::PathBuf>,
+    /// The spectator (client 9), until it goes to the stands of match 1+2.
+    spectator: Option<PlayerId>,
 }
 
 impl Lobby {
     fn new(log: Log, record: Option<std::path::PathBuf>) -> Self {
         let (clients, waiting, matches, moves) = Default::default();
-        Self { worlds: None, log, clients, waiting, matches, moves, record }
+        Self { worlds: None, log, clients, waiting, matches, moves, record, spectator: None }
     }
 }
 
@@ -103,8 +108,10 @@ impl World for Lobby {
     fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
         self.clients.insert(player, who.client_id);
         log(&self.log, format!("lobby: {} joins, {}", who.client_id, origin(&who.origin, &self.matches)));
-        // A player back from its match is not queued again.
-        if who.origin == Origin::Connected {
+        // A player back from its match is not queued again; the spectator is not queued.
+        if who.client_id == SPECTATOR {
+            self.spectator = Some(player).filter(|_| who.origin == Origin::Connected);
+        } else if who.origin == Origin::Connected {
             self.waiting.entry(pair(who.client_id)).or_default().push(player);
         }
     }
@@ -139,6 +146,16 @@ impl World for Lobby {
             self.matches.insert(id, name);
             self.moves.extend(players.into_iter().map(|p| (p, id)));
         }
+        // The stands of match 1+2, once it runs and the spectator is here.
+        let first = self.matches.iter().find(|(_, n)| *n == "1+2").map(|(id, _)| *id);
+        if let (Some(m), Some(spectator)) = (first, self.spectator) {
+            let worlds = self.worlds.as_ref().unwrap();
+            let how = Spectators::new(Duration::from_millis(100), Arc::new(AllOfIt));
+            let stands = worlds.spectate(m, how, WorldOptions::new("spectators").fallback(WorldId::ENTRY)).unwrap();
+            self.matches.insert(stands, "stands of 1+2".into());
+            self.moves.push((spectator, stands));
+            self.spectator = None;
+        }
     }
     fn messages(&mut self, out: &mut Outbox) {
         for (p, to) in self.moves.drain(..) {
@@ -147,6 +164,22 @@ impl World for Lobby {
     }
     fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
 }
+
+/// Every entity to every spectator.
+struct AllOfIt;
+
+impl Relevancy for AllOfIt {
+    fn interest(&self, world: &WorldSnapshot, _: PlayerId, out: &mut Vec<Interest>) {
+        out.clear();
+        out.extend((0..world.len() as u32).map(|index| Interest { index, priority: 1.0 }));
+    }
+}
+
+/// The kinds of world the game names.
+const KINDS: [&str; 3] = ["lobby", "match", "spectators"];
+
+/// The client that watches.
+const SPECTATOR: u64 = 9;
 
 struct Match {
     name: String,
@@ -198,6 +231,19 @@ impl World for Match {
         for (p, points) in &self.points {
             out.set_score(*p, &[*points]);
         }
+        // Teams (odd client ids team 1), then a message to all, to each player, to team 1.
+        if self.ticks == 1 {
+            for (p, c) in &self.clients {
+                out.set_team(*p, Some((*c % 2) as u16));
+            }
+        }
+        if self.ticks == 5 {
+            out.reliable(Audience::All, format!("{}: all", self.name).into_bytes());
+            for (p, c) in &self.clients {
+                out.reliable(Audience::Player(*p), format!("{}: to {c}", self.name).into_bytes());
+            }
+            out.reliable(Audience::Team(1), format!("{}: team 1", self.name).into_bytes());
+        }
         if self.name == "7+8"
             && self.ticks == TROUBLE_AT
             && let Some((&p, _)) = self.clients.iter().find(|(_, c)| **c == 8)
@@ -218,7 +264,7 @@ impl World for Match {
     }
 }
 
-const CLIENTS: u64 = 8;
+const CLIENTS: u64 = 9;
 
 /// What a client received: its world notices in order, how its session ended, its scoreboard
 /// and the previous one (rows sorted).
@@ -227,13 +273,17 @@ fn received(id: u64, c: &mut GameClient) -> String {
     while let Some(n) = c.next_notice() {
         notices.push(format!("{} ({:?})", n.kind, n.reason));
     }
+    let mut heard = Vec::new();
+    while let Some(m) = c.channel().recv_reliable() {
+        heard.push(String::from_utf8_lossy(&m).into_owned());
+    }
     let rows = |b: &Scoreboard| {
         let mut r: Vec<Vec<i32>> = b.rows().map(|r| r.fields.clone()).collect();
         r.sort();
         r
     };
     format!(
-        "client {id}: notices {notices:?}; ended {:?}; board {:?}; previous board {:?}",
+        "client {id}: notices {notices:?}; heard {heard:?}; ended {:?}; board {:?}; previous board {:?}",
         c.ended(),
         rows(c.scoreboard()),
         rows(c.previous_scoreboard())
@@ -250,6 +300,14 @@ fn check(lines: &[String], clients: &[(u64, &GameClient)]) -> Vec<String> {
     for c in [5, 6] {
         assert!(at(&format!("lobby: {c} joins, returned from match 5+6 ({failing})")) > stopped, "{lines:#?}");
     }
+    // The spectator back from the stands once they stopped after their match.
+    assert!(
+        at("lobby: match stands of 1+2 stopped (the world stopped)")
+            > at("lobby: match 1+2 stopped (the world stopped)")
+    );
+    assert!(
+        at("lobby: 9 joins, returned from match stands of 1+2 (the world stopped)") > at("lobby: 9 joins, connected")
+    );
     // The match that kicks 8: 8 leaves it, 7 plays on alone and wins.
     assert!(at("match 7+8: kicks 8") < at("match 7+8: 8 leaves"), "{lines:#?}");
     at("lobby: match 7+8 says 7 won");
@@ -320,7 +378,7 @@ fn stepper_run() -> (Vec<String>, Vec<String>) {
     let dir = std::env::temp_dir().join(format!("volley-worlds-talk-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let lobby = Lobby::new(lines.clone(), Some(dir.clone()));
-    let mut s = Stepper::new(WithMessages::<_, LobbyMsg>::new(lobby), 60, 16).with_world_kinds(&["lobby", "match"]);
+    let mut s = Stepper::new(WithMessages::<_, LobbyMsg>::new(lobby), 60, 16).with_world_kinds(&KINDS);
     for c in 1..=CLIENTS {
         s.add_client_with(LinkProfile::PERFECT, c, [0; 256]);
     }
@@ -331,7 +389,7 @@ fn stepper_run() -> (Vec<String>, Vec<String>) {
         assert_eq!(running.len(), s.world_list().len(), "the handle and the stepper agree");
         most = most.max(running.len());
     }
-    assert_eq!(most, 5, "the lobby and four matches ran at once");
+    assert!(most >= 5, "the lobby and four matches ran at once: {most}");
     assert_eq!(s.worlds().running(), [WorldId::ENTRY], "the matches stopped");
     // The stepper records as the server does.
     check_recordings_soon(&dir);
@@ -349,8 +407,12 @@ fn in_the_stepper_a_match_reports_to_the_lobby_that_started_it() {
     }
     // Per pair: two joins in the lobby and two in the match, a start; per match that ends: a
     // result sent and heard, two leaves (one for 5+6, which stopped failing: no leave), a
-    // stop heard, two returns; the kick.
-    assert_eq!(lines.len(), 44, "nothing else: {lines:#?}");
+    // stop heard, two returns; the kick; the spectator's join, its stands' stop and its return.
+    assert_eq!(lines.len(), 47, "nothing else: {lines:#?}");
+    // From the stands, only what all heard: no team chat, no other player's message.
+    assert!(received[8].contains("heard [\"1+2: all\"]"), "{}", received[8]);
+    assert!(received[0].contains("heard [\"1+2: all\", \"1+2: to 1\", \"1+2: team 1\"]"), "{}", received[0]);
+    assert!(received[1].contains("heard [\"1+2: all\", \"1+2: to 2\"]"), "{}", received[1]);
     // The kicked player keeps the board as it was kicked (sent before the kick), and its
     // partner's final board has only itself.
     assert!(
@@ -366,7 +428,7 @@ async fn over_udp_the_worlds_talk_as_in_the_stepper() {
     let key = [9u8; 32];
     let lines = Log::default();
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
-    config.world_kinds = vec!["lobby".into(), "match".into()];
+    config.world_kinds = KINDS.iter().map(|k| k.to_string()).collect();
     let dir = std::env::temp_dir().join(format!("volley-worlds-talk-udp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let lobby = WithMessages::<_, LobbyMsg>::new(Lobby::new(lines.clone(), Some(dir.clone())));
@@ -381,10 +443,10 @@ async fn over_udp_the_worlds_talk_as_in_the_stepper() {
     // takes MAX_PANICKING_TICKS ticks to stop).
     for _ in 0..160 {
         udp::run(&mut clients, &mut next, 6).await;
-        let back = clients
-            .iter()
-            .filter(|c| c.client.ended().is_none())
-            .all(|c| c.client.world().is_some_and(|n| n.kind == "lobby") && !c.client.previous_scoreboard().is_empty());
+        let back = clients.iter().zip(1..).filter(|(c, _)| c.client.ended().is_none()).all(|(c, id)| {
+            let board = id == SPECTATOR || !c.client.previous_scoreboard().is_empty();
+            c.client.world().is_some_and(|n| n.kind == "lobby") && board
+        });
         if back && lines.lock().unwrap().len() >= in_the_stepper.len() {
             break;
         }
