@@ -11,7 +11,8 @@ use super::batcher::SnapshotBatcher;
 use super::metrics::ServerMetrics;
 use super::player::PlayerMsg;
 use super::shared::{Direct, MAX_PENDING_MESSAGES, MessageBatch, PlayerRef, SnapshotEnv};
-use super::world::{AppliedInputs, Audience, InputQueue, JoinInfo, PlayerId, WorldMsg};
+use super::world::{Audience, JoinInfo, PlayerId};
+use super::world_actor::{AppliedInputs, InputQueue, WorldMsg};
 use super::worlds::{Directory, Effect, Numbers, WorldId, WorldOptions};
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::SessionEnd;
@@ -768,7 +769,7 @@ mod tests {
             broadcaster.cast(msg(to, s)).unwrap();
         }
         // The tick's snapshot hands out what is batched.
-        let applied = Arc::new(super::super::world::Applied {
+        let applied = Arc::new(super::super::world_actor::Applied {
             newest: Vec::new(),
             fresh: Vec::new(),
             started: tokio::time::Instant::now(),

@@ -181,6 +181,7 @@ pub(crate) mod socket;
 pub mod spawn;
 pub mod spectate;
 pub mod world;
+pub(crate) mod world_actor;
 pub(crate) mod worlds;
 pub mod zone;
 
@@ -368,7 +369,7 @@ pub struct ServerHandle {
     addr: SocketAddr,
     socket: ActorRef<socket::SocketMsg>,
     worlds: Worlds,
-    actors: Arc<std::sync::Mutex<std::collections::BTreeMap<WorldId, ActorRef<world::WorldMsg>>>>,
+    actors: Arc<std::sync::Mutex<std::collections::BTreeMap<WorldId, ActorRef<world_actor::WorldMsg>>>>,
     /// True once the root watcher saw the world, broadcaster or socket actor end.
     ended: tokio::sync::watch::Receiver<bool>,
     /// Set by [`ServerHandle::shutdown`], so the actors' ends are not taken for failures.
@@ -417,10 +418,10 @@ impl ServerHandle {
         }
         let left = ServerMetrics::get(&self.metrics.players);
         // After the leaves already in their mailboxes; the players still there leave first.
-        let worlds: Vec<(WorldId, ActorRef<world::WorldMsg>)> =
+        let worlds: Vec<(WorldId, ActorRef<world_actor::WorldMsg>)> =
             self.actors.lock().map(|a| a.iter().map(|(id, a)| (*id, a.clone())).collect()).unwrap_or_default();
         for (id, w) in &worlds {
-            if let Err(e) = w.call(world::WorldMsg::Shutdown, Some(self.grace)).await {
+            if let Err(e) = w.call(world_actor::WorldMsg::Shutdown, Some(self.grace)).await {
                 tracing::warn!(world = %id, error = %e, "a world's shutdown did not finish within the grace period");
             }
         }
@@ -554,7 +555,7 @@ pub async fn start_with<W: World>(
     // Sixteen inputs a player between two ticks (a client sends one a tick, repeated ones are
     // dropped before they get here), room for 256 at least.
     let actors = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
-    let clock = world::TickClock {
+    let clock = world_actor::TickClock {
         epoch: tokio::time::Instant::now(),
         dt: Duration::from_secs(1) / u32::from(config.tick_rate_hz),
     };

@@ -15,9 +15,8 @@ use ractor::{Actor, ActorRef};
 
 use super::broadcaster::{BroadcastMsg, NewWorld};
 use super::metrics::ServerMetrics;
-use super::world::{
-    InputQueue, JoinInfo, Outbox, PlayerId, Relevancy, TickClock, World, WorldActor, WorldArgs, WorldMsg,
-};
+use super::world::{JoinInfo, Outbox, PlayerId, Relevancy, World};
+use super::world_actor::{InputQueue, TickClock, WorldActor, WorldArgs, WorldMsg};
 use super::worlds::{Numbers, WorldId, WorldOptions};
 use crate::protocol::input::ViewTime;
 use crate::protocol::snapshot::{EntityId, Schema, SnapshotBuilder};

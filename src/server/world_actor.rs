@@ -1,0 +1,523 @@
+//! The world actor: the thin shell that runs a [`World`] at its fixed timestep. It queues
+//! the players' inputs ([`InputQueue`]), steps the shared [`Simulation`] each tick and hands
+//! each of the tick's commands to the broadcaster. What a game writes lives in
+//! [`world`](super::world); this module is machinery.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::time::Instant;
+
+use super::broadcaster::BroadcastMsg;
+use super::metrics::ServerMetrics;
+use super::simulation::{Command, Simulation, TickInput};
+use super::world::{JoinInfo, PlayerId, World, WorldFault};
+use super::worlds::WorldId;
+use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
+
+/// What a tick did with the players' inputs.
+#[derive(Debug, Clone)]
+pub(crate) struct Applied {
+    /// Per player, the sequence of the newest input applied by this tick (sorted by player).
+    pub newest: Vec<(PlayerId, u32)>,
+    /// Per player whose input this tick applied (sorted by player): how long the newest of
+    /// them took from arriving at the socket to reaching the world, before the tick began.
+    pub fresh: Vec<(PlayerId, Duration)>,
+    /// When the tick began.
+    pub started: Instant,
+}
+
+/// A tick's [`Applied`], shared by every player actor.
+pub(crate) type AppliedInputs = Arc<Applied>;
+
+/// Messages to the world actor.
+#[derive(Debug)]
+pub(crate) enum WorldMsg {
+    /// A player joined, and who it is.
+    Join(PlayerId, Box<JoinInfo>),
+    /// A player left.
+    Leave(PlayerId),
+    /// Time to step (sent by the actor's timer).
+    Tick,
+    /// The server is shutting down: every player still joined leaves, then
+    /// [`World::shutdown`] runs; the reply says it has.
+    Shutdown(ractor::RpcReplyPort<()>),
+    /// Stop this world: every player still joined leaves, [`World::shutdown`] runs, and the
+    /// actor stops (its players go to its fallback).
+    Stop,
+    /// Hand every tick's frame to this tap from now on (a spectators' world's feed).
+    Tap(super::record::TapBox),
+    /// A world this one started stopped, and why.
+    Stopped(WorldId, String),
+}
+
+/// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
+pub(crate) struct WorldActor<W: World>(std::marker::PhantomData<fn() -> W>);
+
+impl<W: World> Default for WorldActor<W> {
+    fn default() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+/// One input on its way to the world. Its bytes are held inline (at most
+/// [`MAX_INPUT_BYTES`], as on the wire), so queueing one allocates nothing.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientInput {
+    /// Who sent it.
+    pub player: PlayerId,
+    /// Its sequence number.
+    pub seq: u32,
+    /// What the client was drawing when it made it.
+    pub view: Option<ViewTime>,
+    /// When its datagram arrived at the socket.
+    pub arrived: Instant,
+    bytes: [u8; MAX_INPUT_BYTES],
+    len: u8,
+    /// Not an input but a message from the client (its bytes, reliable or an event).
+    pub message: Option<(Bytes, bool)>,
+}
+
+impl ClientInput {
+    /// An input of `bytes` (cut to [`MAX_INPUT_BYTES`]; the wire carries no more).
+    pub fn new(player: PlayerId, seq: u32, bytes: &[u8], view: Option<ViewTime>, arrived: Instant) -> Self {
+        let len = bytes.len().min(MAX_INPUT_BYTES);
+        let mut inline = [0u8; MAX_INPUT_BYTES];
+        inline[..len].copy_from_slice(&bytes[..len]);
+        Self { player, seq, view, arrived, bytes: inline, len: len as u8, message: None }
+    }
+
+    /// A message from the client for the world, queued among its inputs.
+    pub fn message(player: PlayerId, data: Bytes, reliable: bool, arrived: Instant) -> Self {
+        Self {
+            player,
+            seq: 0,
+            view: None,
+            arrived,
+            bytes: [0; MAX_INPUT_BYTES],
+            len: 0,
+            message: Some((data, reliable)),
+        }
+    }
+
+    /// The input as the client encoded it.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len).min(MAX_INPUT_BYTES)]
+    }
+}
+
+/// Inputs the player actors hand to the world without going through its mailbox: the world
+/// takes them all at the start of each tick. Under load the world's mailbox then carries only
+/// ticks, joins and leaves, so inputs never wait behind thousands of messages (each player
+/// actor pushes its own inputs in order, so per-player order holds).
+///
+/// Bounded: a world that stalls (a blocking tick) does not let inputs pile up without limit;
+/// past the limit new inputs are refused, and the player actor counts them
+/// (`volley_inputs_dropped_total`). Clients repeat their recent inputs, so once the world runs
+/// again most refused ones arrive anyway.
+#[derive(Debug, Clone)]
+pub(crate) struct InputQueue {
+    queue: Arc<std::sync::Mutex<Vec<Queued>>>,
+    limit: usize,
+    /// Times the world has taken the queue: the tick round client messages are counted in.
+    rounds: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// A queued input and when it was queued.
+type Queued = (ClientInput, Instant);
+
+impl Default for InputQueue {
+    /// Room for 64 Ki inputs.
+    fn default() -> Self {
+        Self::new(64 * 1024)
+    }
+}
+
+impl InputQueue {
+    /// A queue that holds at most `limit` inputs between two ticks.
+    pub fn new(limit: usize) -> Self {
+        Self { queue: Arc::default(), limit: limit.max(1), rounds: Arc::default() }
+    }
+
+    /// Times the world has taken the queue (a player's messages are counted per round).
+    pub fn round(&self) -> u64 {
+        self.rounds.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Queues one input for the next tick, and says in which round ([`InputQueue::round`])
+    /// it was queued: exactly, as the round changes only under the queue's lock (a player
+    /// that read the round before a tick began learns here that its input went to the next).
+    /// `None` (and nothing queued) when the queue is full.
+    pub fn push(&self, input: ClientInput) -> Option<u64> {
+        match self.queue.lock() {
+            Ok(mut q) if q.len() < self.limit => {
+                q.push((input, Instant::now()));
+                Some(self.round())
+            }
+            _ => None,
+        }
+    }
+
+    /// Moves every queued input into `out`, with how long it took from the socket to here.
+    fn drain_into(&self, out: &mut Vec<(ClientInput, Duration)>) {
+        if let Ok(mut q) = self.queue.lock() {
+            // Under the lock: what was pushed in the round before is what is taken now.
+            self.rounds.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            out.extend(q.drain(..).map(|(i, queued)| {
+                let waited = queued.saturating_duration_since(i.arrived);
+                (i, waited)
+            }));
+        }
+    }
+}
+
+/// The server's tick clock: every world numbers its ticks on it, so that a player's
+/// snapshots never go backwards when it moves between worlds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TickClock {
+    /// When tick 0 was.
+    pub epoch: Instant,
+    /// The server's tick period.
+    pub dt: Duration,
+}
+
+impl TickClock {
+    /// The tick that was due at `t` (the newest not after it).
+    pub fn tick_at(&self, t: Instant) -> u32 {
+        let d = t.saturating_duration_since(self.epoch).as_nanos() / self.dt.as_nanos().max(1);
+        u32::try_from(d).unwrap_or(u32::MAX)
+    }
+
+    /// When tick `n` is due.
+    pub fn at(&self, n: u32) -> Instant {
+        self.epoch + self.dt * n
+    }
+
+    /// The first tick after `t` that a world stepping every `stride` ticks runs.
+    pub fn next_after(&self, t: Instant, stride: u32) -> u32 {
+        let stride = stride.max(1);
+        (self.tick_at(t) / stride + 1) * stride
+    }
+}
+
+/// Starting arguments.
+pub(crate) struct WorldArgs<W: World> {
+    /// The game.
+    pub world: W,
+    /// Its number.
+    pub id: WorldId,
+    /// The server's clock.
+    pub clock: TickClock,
+    /// Server ticks per tick of this world.
+    pub stride: u32,
+    /// The essential world (the entry world): its failure fails the server.
+    pub essential: bool,
+    /// Its kind's index among the declared kinds (figures).
+    pub kind: usize,
+    /// Where snapshots go.
+    pub broadcaster: ActorRef<BroadcastMsg>,
+    /// Figures.
+    pub metrics: Arc<ServerMetrics>,
+    /// Where player actors leave inputs.
+    pub inputs: InputQueue,
+    /// The server's worlds, for [`World::started`].
+    pub worlds: super::spawn::Worlds,
+    /// Why it ended, for whoever watches it end.
+    pub why: Arc<std::sync::Mutex<String>>,
+    /// Record it into this folder (with its kind's name).
+    pub record: Option<(std::path::PathBuf, String)>,
+    /// Stop once its last player has left.
+    pub stop_when_empty: bool,
+}
+
+/// The world actor's state.
+pub(crate) struct WorldState<W: World> {
+    world: W,
+    id: WorldId,
+    /// The tick step (shared with the stepper).
+    sim: Simulation,
+    clock: TickClock,
+    stride: u32,
+    essential: bool,
+    kind: usize,
+    /// The next tick to run (on the server's clock).
+    next: u32,
+    /// When the previous tick took its inputs: an input that arrived before then waited past a
+    /// tick that could have applied it.
+    last_drain: Option<Instant>,
+    /// Inputs for the next tick, and how long they took from the socket to the world.
+    pending: Vec<(ClientInput, Duration)>,
+    broadcaster: ActorRef<BroadcastMsg>,
+    metrics: Arc<ServerMetrics>,
+    inputs: InputQueue,
+    why: Arc<std::sync::Mutex<String>>,
+    timer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl TickInput for (ClientInput, Duration) {
+    fn player(&self) -> PlayerId {
+        self.0.player
+    }
+    fn seq(&self) -> u32 {
+        self.0.seq
+    }
+    fn bytes(&self) -> &[u8] {
+        self.0.bytes()
+    }
+    fn view(&self) -> Option<ViewTime> {
+        self.0.view
+    }
+    fn message(&self) -> Option<(&[u8], bool)> {
+        self.0.message.as_ref().map(|(m, r)| (&m[..], *r))
+    }
+}
+
+impl<W: World> Actor for WorldActor<W> {
+    type Msg = WorldMsg;
+    type State = WorldState<W>;
+    type Arguments = WorldArgs<W>;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<WorldMsg>,
+        args: WorldArgs<W>,
+    ) -> Result<WorldState<W>, ActorProcessingErr> {
+        let WorldArgs {
+            mut world,
+            id,
+            clock,
+            stride,
+            essential,
+            kind,
+            broadcaster,
+            metrics,
+            inputs,
+            worlds,
+            why,
+            record,
+            stop_when_empty,
+        } = args;
+        let stride = stride.max(1);
+        let dt = clock.dt * stride;
+        let next = clock.next_after(Instant::now(), stride);
+        // The timer fires on the server's clock, so worlds tick in step with each other.
+        let timer = tokio::spawn({
+            let me = myself.clone();
+            async move {
+                let mut every = tokio::time::interval_at(clock.at(next), dt);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                loop {
+                    every.tick().await;
+                    if me.cast(WorldMsg::Tick).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        if essential {
+            metrics.set_tick_period(clock.dt);
+        }
+        let mut sim = Simulation::new(Arc::new(world.schema()), dt)
+            .with_scoreboard(!world.scoreboard_columns().is_empty())
+            .with_stop_when_empty(stop_when_empty);
+        if let Some((dir, kind_name)) = record {
+            let of = super::record::RecordingOf {
+                schema: sim.schema().clone(),
+                kind: &kind_name,
+                tick_rate_hz: (1.0 / clock.dt.as_secs_f64()).round() as u16,
+                stride,
+            };
+            super::record::record_into(&mut |tap| sim.add_tap(tap), &dir, id, of, Some(metrics.clone()));
+        }
+        let worlds = worlds.of(id);
+        sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));
+        Ok(WorldState {
+            sim,
+            world,
+            id,
+            clock,
+            stride,
+            essential,
+            kind,
+            next,
+            last_drain: None,
+            pending: Vec::new(),
+            broadcaster,
+            metrics,
+            inputs,
+            why,
+            timer: Some(timer),
+        })
+    }
+
+    async fn post_stop(&self, _: ActorRef<WorldMsg>, s: &mut WorldState<W>) -> Result<(), ActorProcessingErr> {
+        if let Some(t) = s.timer.take() {
+            t.abort();
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<WorldMsg>,
+        msg: WorldMsg,
+        s: &mut WorldState<W>,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            WorldMsg::Join(p, who) => s.sim.join(&mut s.world, p, &who),
+            WorldMsg::Leave(p) => {
+                // Its inputs still queued go with it (its slot may soon be someone else's).
+                s.inputs.drain_into(&mut s.pending);
+                s.pending.retain(|(i, _)| i.player != p);
+                s.sim.leave(&mut s.world, p);
+            }
+            WorldMsg::Shutdown(reply) => {
+                s.sim.shutdown(&mut s.world);
+                s.metrics.add_world_faults(s.sim.new_faults());
+                let _ = reply.send(());
+            }
+            WorldMsg::Tap(tap) => s.sim.add_tap(tap.0),
+            WorldMsg::Stopped(world, why) => s.sim.world_stopped(&mut s.world, world, &why),
+            WorldMsg::Stop => {
+                if !s.essential {
+                    s.sim.shutdown(&mut s.world);
+                    s.metrics.add_world_faults(s.sim.new_faults());
+                    set_why(&s.why, "the world was stopped");
+                    myself.stop(None);
+                }
+            }
+            WorldMsg::Tick => {
+                // Fixed timestep: run every tick that is due (at most 5, then resynchronize).
+                let now = Instant::now();
+                let mut ran = 0;
+                while s.clock.at(s.next) <= now && ran < 5 {
+                    let lateness = now.saturating_duration_since(s.clock.at(s.next));
+                    let tick = s.next;
+                    if !step(s, &myself, tick, lateness)? {
+                        return Ok(());
+                    }
+                    s.next += s.stride;
+                    ran += 1;
+                }
+                if s.clock.at(s.next) <= now {
+                    s.metrics.tick_overruns.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    s.metrics.record_world_overrun(s.kind);
+                    s.next = s.clock.next_after(now, s.stride);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn set_why(why: &std::sync::Mutex<String>, text: &str) {
+    if let Ok(mut w) = why.lock() {
+        *w = text.to_owned();
+    }
+}
+
+/// Runs tick `tick`; false when the world stopped (it failed, or the game stopped it).
+fn step<W: World>(
+    s: &mut WorldState<W>,
+    myself: &ActorRef<WorldMsg>,
+    tick: u32,
+    lateness: Duration,
+) -> Result<bool, ActorProcessingErr> {
+    let started = Instant::now();
+    let previous_drain = s.last_drain.replace(started);
+    s.inputs.drain_into(&mut s.pending);
+    let mut fresh = std::collections::BTreeMap::new();
+    let dt = s.clock.dt;
+    let latest = s.sim.tick();
+    let world_dt = s.sim.dt();
+    let metrics = &s.metrics;
+    s.sim.set_next_tick(tick);
+    let stepped = s.sim.step(&mut s.world, s.pending.drain(..), |(input, handling), view| {
+        if let Some(v) = view {
+            metrics.record_view_age((f64::from(latest) - v.ticks()).max(0.0) * dt.as_secs_f64());
+        }
+        let next_tick = previous_drain.is_none_or(|d| input.arrived >= d);
+        metrics.record_input(started.saturating_duration_since(input.arrived), world_dt, next_tick);
+        fresh.insert(input.player, *handling); // the newest input of each player wins
+    });
+    s.metrics.player_ticks.fetch_add(s.sim.players(), std::sync::atomic::Ordering::Relaxed);
+    s.metrics.add_world_faults(s.sim.new_faults());
+    let id = s.id;
+    let stepped = match stepped {
+        Ok(stepped) => stepped,
+        Err(stopped) => {
+            // Its players go to its fallback, or are told why, before anything else.
+            set_why(&s.why, "the world's code kept failing");
+            if s.essential {
+                let _ = s.broadcaster.cast(BroadcastMsg::WorldEnded(id, "the world's code kept failing".into()));
+                return Err(stopped.into());
+            }
+            tracing::error!(world = %id, "a world's code kept failing; it is stopped, and its players moved");
+            myself.stop(None);
+            return Ok(false);
+        }
+    };
+    // Each command to the broadcaster, in the one order the stepper keeps too.
+    let mut stop = false;
+    for c in stepped.commands() {
+        let msg = match c {
+            Command::Team(player, team) => BroadcastMsg::Team(id, player, team),
+            Command::System(to, data) => BroadcastMsg::System { world: id, to, data },
+            Command::Message(to, data, reliable) => BroadcastMsg::Message { world: id, to, data, reliable },
+            Command::Board(rows) => BroadcastMsg::Board(id, rows),
+            Command::Kick(player, end) => BroadcastMsg::Kick(id, player, end),
+            Command::Snapshot(snapshot) => {
+                if s.essential {
+                    s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                let fresh: Vec<(PlayerId, Duration)> = std::mem::take(&mut fresh).into_iter().collect();
+                let newest = s.sim.applied_inputs().collect();
+                let applied: AppliedInputs = Arc::new(Applied { newest, fresh, started });
+                BroadcastMsg::Snapshot(id, snapshot, applied)
+            }
+            Command::Move(player, to) => BroadcastMsg::Move { by: Some(id), player, to },
+            Command::Watch(player, world, on) => BroadcastMsg::Watch { by: Some(id), player, world, on },
+            Command::Stop => {
+                stop = !s.essential;
+                continue;
+            }
+        };
+        s.broadcaster.cast(msg)?;
+    }
+    let took = started.elapsed();
+    s.metrics.record_tick(took, lateness);
+    s.metrics.record_world_tick(s.kind, took);
+    if stop {
+        s.sim.shutdown(&mut s.world);
+        set_why(&s.why, "the world stopped");
+        myself.stop(None);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod input_queue_tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_refuses_inputs_until_the_world_drains_it() {
+        let q = InputQueue::new(3);
+        let at = Instant::now();
+        let pushed: Vec<bool> =
+            (0..5u32).map(|seq| q.push(ClientInput::new(1, seq, &[seq as u8], None, at)).is_some()).collect();
+        assert_eq!(pushed, [true, true, true, false, false]);
+        let mut out = Vec::new();
+        q.drain_into(&mut out);
+        assert_eq!(out.iter().map(|(i, _)| i.seq).collect::<Vec<_>>(), [0, 1, 2], "the oldest kept, in order");
+        assert_eq!(out[2].0.bytes(), [2], "the bytes travel with it");
+        let mut again = Vec::new();
+        q.drain_into(&mut again);
+        assert!(again.is_empty(), "drained");
+        assert!(q.push(ClientInput::new(1, 5, &[5], None, at)).is_some(), "room again after a tick");
+        let long = ClientInput::new(2, 6, &[9; MAX_INPUT_BYTES + 10], None, at);
+        assert_eq!(long.bytes().len(), MAX_INPUT_BYTES, "no more than the wire carries");
+    }
+}
