@@ -20,6 +20,9 @@
 //! `volley-cli`).
 //!
 //! See `README.md` for the guide and `BENCHMARKS.md` for measured figures.
+// Every `pub` item is reachable from outside the crate, or says `pub(crate)` (issue 38: a
+// curated surface; tools/layers.py shows the layers).
+#![cfg_attr(not(test), warn(unreachable_pub))]
 
 pub mod client;
 pub mod prelude;

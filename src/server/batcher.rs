@@ -56,7 +56,7 @@ pub(crate) struct SnapshotBatcher {
 impl SnapshotBatcher {
     /// A batcher sending on `socket`, `batch` datagrams per system call at most (1: every
     /// datagram is sent as soon as it is left here).
-    pub fn new(socket: Arc<UdpSocket>, metrics: Arc<ServerMetrics>, batch: usize) -> Self {
+    pub(crate) fn new(socket: Arc<UdpSocket>, metrics: Arc<ServerMetrics>, batch: usize) -> Self {
         Self {
             socket,
             metrics,
@@ -71,7 +71,7 @@ impl SnapshotBatcher {
     /// Server tick `tick`'s fan-out woke `woken` more player actors. At a new tick, anything
     /// still queued from the last one (an actor that stopped before its turn) goes now and
     /// the count starts again; another world's snapshot of the same tick adds to it.
-    pub fn begin_tick(&self, tick: u32, woken: usize) {
+    pub(crate) fn begin_tick(&self, tick: u32, woken: usize) {
         if self.tick.swap(tick, Ordering::AcqRel) == tick {
             self.expected.fetch_add(woken as i64, Ordering::AcqRel);
             return;
@@ -82,7 +82,7 @@ impl SnapshotBatcher {
 
     /// A player actor has handled its wake-up (whether or not it sent anything); the last of
     /// the tick sends what is queued.
-    pub fn done(&self) {
+    pub(crate) fn done(&self) {
         if self.expected.fetch_sub(1, Ordering::AcqRel) <= 1 {
             self.flush();
         }
@@ -111,7 +111,7 @@ impl SnapshotBatcher {
     }
 
     /// Sends whatever is queued.
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         let taken = match self.pending.lock() {
             Ok(mut p) if p.used > 0 => self.take(&mut p),
             _ => return,
@@ -160,7 +160,7 @@ pub(crate) struct BatchTx<'a> {
 
 impl<'a> BatchTx<'a> {
     /// Queues on `batcher`; `effect` marks the datagrams as carrying an input's effect.
-    pub fn new(batcher: &'a SnapshotBatcher, effect: Option<(Duration, Instant)>) -> Self {
+    pub(crate) fn new(batcher: &'a SnapshotBatcher, effect: Option<(Duration, Instant)>) -> Self {
         Self { batcher, effect, sent: 0, bytes: 0 }
     }
 }

@@ -56,7 +56,7 @@ pub(crate) const FAN_OUT_PER_CORE: usize = 4;
 impl FanOut {
     /// A relay that keeps `window` player actors woken at once (at least one); the batcher,
     /// if any, is told of a player actor that could not be woken.
-    pub fn new(window: usize, batcher: Option<Arc<SnapshotBatcher>>) -> Self {
+    pub(crate) fn new(window: usize, batcher: Option<Arc<SnapshotBatcher>>) -> Self {
         Self {
             pending: Mutex::new(VecDeque::new()),
             window: window.max(1),
@@ -75,14 +75,14 @@ impl FanOut {
     /// alone; batches to everyone are queued with the snapshot): the same code the actor
     /// runs, without its wake-up. Up to [`DIRECT_BURST`] in a row, then the chain wakes the
     /// next player actor as before; and only in the first half of the tick period.
-    pub fn with_direct(mut self, env: SnapshotEnv) -> Self {
+    pub(crate) fn with_direct(mut self, env: SnapshotEnv) -> Self {
         self.direct_us = u64::try_from(env.tick_period.as_micros() / 2).unwrap_or(u64::MAX);
         self.direct = Some(env);
         self
     }
 
     /// A window of [`FAN_OUT_PER_CORE`] for each core this machine has.
-    pub fn per_core(batcher: Option<Arc<SnapshotBatcher>>) -> Self {
+    pub(crate) fn per_core(batcher: Option<Arc<SnapshotBatcher>>) -> Self {
         let cores = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
         Self::new(FAN_OUT_PER_CORE * cores, batcher)
     }
@@ -119,7 +119,7 @@ impl FanOut {
     /// A player actor woken with `generation` has sent its snapshot: it passes the wake-up
     /// on, if its chain is still current (first sending a burst of snapshots itself, where
     /// it may).
-    pub fn finished(&self, generation: u32) {
+    pub(crate) fn finished(&self, generation: u32) {
         self.wake_next(generation, DIRECT_BURST);
     }
 

@@ -85,10 +85,10 @@ pub(crate) fn message_event((to, data, reliable): &Outgoing) -> Event {
 }
 
 /// Frames waiting for the writer, at most, per recording (four seconds of a world at 60 Hz).
-pub const RECORDER_QUEUE: usize = 256;
+pub(crate) const RECORDER_QUEUE: usize = 256;
 
 /// Seconds between keyframes in a recording.
-pub const KEYFRAME_SECONDS: u32 = 2;
+pub(crate) const KEYFRAME_SECONDS: u32 = 2;
 
 /// How often the writer thread takes what the recordings queued.
 const WRITER_PERIOD: std::time::Duration = std::time::Duration::from_millis(10);
@@ -239,7 +239,7 @@ pub(crate) fn record_into(
 impl Recorder {
     /// Records into a new file in `dir` named after the world's kind, number and the time;
     /// returns the recorder and the file's path.
-    pub fn to_dir(
+    pub(crate) fn to_dir(
         dir: &Path,
         world: u16,
         of: RecordingOf<'_>,
@@ -255,7 +255,7 @@ impl Recorder {
     }
 
     /// Records into `out` (a file, or memory for tests).
-    pub fn start(
+    pub(crate) fn start(
         mut out: impl Write + Send + 'static,
         of: RecordingOf<'_>,
         metrics: Option<Arc<ServerMetrics>>,

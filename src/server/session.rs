@@ -21,7 +21,7 @@ use crate::protocol::system::WorldNotice;
 
 /// What a datagram meant.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Incoming<'a> {
+pub(crate) enum Incoming<'a> {
     /// Nothing for anyone else (a keep-alive, a control message, a dropped packet).
     Nothing,
     /// New inputs for the world, oldest first, with their sequence numbers (borrowed from
@@ -201,7 +201,7 @@ struct Closing {
 
 /// What [`PlayerSession::on_snapshot`] sent.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SentSnapshot {
+pub(crate) struct SentSnapshot {
     /// The snapshot encoder's figures.
     pub encode: EncodeStats,
     /// Bytes of the state section (the applied-input sequence and the encoded snapshot).
@@ -218,7 +218,7 @@ pub struct SentSnapshot {
 
 /// One player's connection, reliability, snapshot history and input de-duplication.
 #[derive(Debug)]
-pub struct PlayerSession {
+pub(crate) struct PlayerSession {
     id: PlayerId,
     connection: Connection,
     channel: Channel,
@@ -276,7 +276,7 @@ impl std::fmt::Debug for dyn Relevancy {
 /// What every player's session on one server starts with (the socket actor and the
 /// stepper open sessions from the same settings).
 #[derive(Clone)]
-pub struct SessionSettings {
+pub(crate) struct SessionSettings {
     /// The replicated kinds.
     pub schema: Arc<Schema>,
     /// What the session announces to the client.
@@ -300,14 +300,14 @@ impl std::fmt::Debug for SessionSettings {
 
 impl SessionSettings {
     /// A session for an accepted connection.
-    pub fn open(&self, connection: Connection) -> PlayerSession {
+    pub(crate) fn open(&self, connection: Connection) -> PlayerSession {
         PlayerSession::new(connection, self)
     }
 }
 
 impl PlayerSession {
     /// A session for an accepted connection.
-    pub fn new(connection: Connection, settings: &SessionSettings) -> Self {
+    pub(crate) fn new(connection: Connection, settings: &SessionSettings) -> Self {
         let SessionSettings { schema, params, snapshot_every, sender, predictor } = settings.clone();
         let mut sender = SnapshotSender::new(schema, sender);
         if let Some(p) = predictor {
@@ -344,17 +344,17 @@ impl PlayerSession {
     }
 
     /// The player's id (its slot).
-    pub fn id(&self) -> PlayerId {
+    pub(crate) fn id(&self) -> PlayerId {
         self.id
     }
 
     /// The netcode connection.
-    pub fn connection(&self) -> &Connection {
+    pub(crate) fn connection(&self) -> &Connection {
         &self.connection
     }
 
     /// The reliability channel (link estimates, counters).
-    pub fn channel(&self) -> &Channel {
+    pub(crate) fn channel(&self) -> &Channel {
         &self.channel
     }
 
@@ -363,7 +363,7 @@ impl PlayerSession {
     /// round are returned, the rest dropped ([`PlayerSession::take_refused_inputs`]). A
     /// client that has sent [`MAX_MALFORMED_RUN`] unreadable payloads in a row is told
     /// goodbye ([`SessionEnd::Malformed`]) as its next datagram comes.
-    pub fn on_datagram<'a>(
+    pub(crate) fn on_datagram<'a>(
         &'a mut self,
         now: Duration,
         round: u64,
@@ -453,7 +453,7 @@ impl PlayerSession {
     /// `n` inputs this session passed on were queued for the world in round `round`: if
     /// that is not the round they were counted in (the world began a tick meanwhile), they
     /// count in that one, so no tick takes more than [`MAX_INPUTS_PER_TICK`] of them.
-    pub fn inputs_landed(&mut self, round: u64, n: u32) {
+    pub(crate) fn inputs_landed(&mut self, round: u64, n: u32) {
         if round != self.input_round {
             self.input_round = round;
             self.inputs_this_round = n;
@@ -461,7 +461,7 @@ impl PlayerSession {
     }
 
     /// The same for `n` messages ([`MAX_CLIENT_MESSAGES_PER_TICK`]).
-    pub fn messages_landed(&mut self, round: u64, n: u32) {
+    pub(crate) fn messages_landed(&mut self, round: u64, n: u32) {
         if round != self.message_round {
             self.message_round = round;
             self.messages_this_round = n;
@@ -469,13 +469,13 @@ impl PlayerSession {
     }
 
     /// Inputs dropped past [`MAX_INPUTS_PER_TICK`] since this was last asked.
-    pub fn take_refused_inputs(&mut self) -> u64 {
+    pub(crate) fn take_refused_inputs(&mut self) -> u64 {
         std::mem::take(&mut self.refused_inputs)
     }
 
     /// Bytes of the client's messages held on the session's two channels (at most
     /// [`GAME_CHANNEL_RECEIVE_BYTES`] + [`SYSTEM_CHANNEL_RECEIVE_BYTES`]).
-    pub fn received_bytes_held(&self) -> usize {
+    pub(crate) fn received_bytes_held(&self) -> usize {
         self.channel.received_bytes_held() + self.system.as_ref().map_or(0, |s| s.channel.received_bytes_held())
     }
 
@@ -487,7 +487,7 @@ impl PlayerSession {
     /// connection. A client that overflows the limit in [`MAX_FLOODING_TICKS`] rounds, each
     /// within [`FLOOD_MEMORY_TICKS`] of the last, is told goodbye
     /// ([`SessionEnd::Flooding`], see [`PlayerSession::close`]).
-    pub fn take_messages(
+    pub(crate) fn take_messages(
         &mut self,
         now: Duration,
         round: u64,
@@ -531,7 +531,7 @@ impl PlayerSession {
     /// world's relevancy in the view decides what of it the player sees.
     /// `applied_input` is the sequence of this player's newest input the world applied by
     /// this tick: the client's prediction replays its inputs after it.
-    pub fn on_snapshot(
+    pub(crate) fn on_snapshot(
         &mut self,
         now: Duration,
         view: &View,
@@ -566,7 +566,7 @@ impl PlayerSession {
     /// one that does not fit cuts the player off: it and every message after it are dropped
     /// (none may arrive out of order), and this returns true, once: the caller closes the
     /// session with [`SessionEnd::TooFarBehind`]. Every shell runs this rule.
-    pub fn queue_message(&mut self, data: Bytes, reliable: bool) -> bool {
+    pub(crate) fn queue_message(&mut self, data: Bytes, reliable: bool) -> bool {
         if self.cut_off {
             return false;
         }
@@ -584,7 +584,7 @@ impl PlayerSession {
     /// Keep-alives and timeouts, and a goodbye's repeats; `Some` when the connection is
     /// over: it timed out, or the goodbye went unanswered for [`GOODBYE_TIMEOUT`] (the
     /// netcode disconnect packets then went out).
-    pub fn heartbeat(&mut self, now: Duration, tx: &mut impl Transmit) -> Option<DisconnectReason> {
+    pub(crate) fn heartbeat(&mut self, now: Duration, tx: &mut impl Transmit) -> Option<DisconnectReason> {
         if self.closed {
             return None;
         }
@@ -617,7 +617,7 @@ impl PlayerSession {
     /// [`PlayerSession::heartbeat`] sends the netcode disconnect packets. From now on no
     /// snapshot goes out and nothing from the client reaches the world. A second close
     /// changes nothing.
-    pub fn close(&mut self, now: Duration, end: SessionEnd, tx: &mut impl Transmit) {
+    pub(crate) fn close(&mut self, now: Duration, end: SessionEnd, tx: &mut impl Transmit) {
         if self.closed || self.closing.is_some() {
             return;
         }
@@ -628,7 +628,7 @@ impl PlayerSession {
     /// Queues the scoreboard's update for this client (the whole board the first time, then
     /// each delta) on the framework's channel and sends it. Unacknowledged updates are sent
     /// again by [`PlayerSession::heartbeat`].
-    pub fn queue_board(&mut self, now: Duration, updates: &BoardUpdates, tx: &mut impl Transmit) {
+    pub(crate) fn queue_board(&mut self, now: Duration, updates: &BoardUpdates, tx: &mut impl Transmit) {
         if !self.welcomed || self.closed || self.closing.is_some() {
             return;
         }
@@ -659,7 +659,7 @@ impl PlayerSession {
 
     /// The player is now in another world: its client is told (on the framework's channel),
     /// and gets that world's whole scoreboard next, if it has one.
-    pub fn enter_world(&mut self, now: Duration, notice: &WorldNotice, tx: &mut impl Transmit) {
+    pub(crate) fn enter_world(&mut self, now: Duration, notice: &WorldNotice, tx: &mut impl Transmit) {
         if self.closed || self.closing.is_some() {
             return;
         }
@@ -672,7 +672,7 @@ impl PlayerSession {
     }
 
     /// Sends `data` reliably on the framework's channel (a playback status).
-    pub fn send_notice(&mut self, now: Duration, data: bytes::Bytes, tx: &mut impl Transmit) {
+    pub(crate) fn send_notice(&mut self, now: Duration, data: bytes::Bytes, tx: &mut impl Transmit) {
         if self.closed || self.closing.is_some() {
             return;
         }
@@ -697,7 +697,7 @@ impl PlayerSession {
     }
 
     /// Why the server is closing this session, once [`PlayerSession::close`] was called.
-    pub fn ending(&self) -> Option<&SessionEnd> {
+    pub(crate) fn ending(&self) -> Option<&SessionEnd> {
         self.closing.as_ref().map(|c| &c.end)
     }
 

@@ -61,7 +61,7 @@ pub(crate) struct PlayerRef {
 
 impl PlayerRef {
     /// Casts what a direct path asked for (see [`Direct::Tell`]).
-    pub fn tell(&self, msg: PlayerMsg) {
+    pub(crate) fn tell(&self, msg: PlayerMsg) {
         let _ = self.actor.cast(msg);
     }
 }
@@ -159,7 +159,7 @@ pub(crate) struct SnapshotEnv {
 
 impl PlayerShared {
     /// The shared state of a new session.
-    pub fn new(session: PlayerSession) -> Arc<Self> {
+    pub(crate) fn new(session: PlayerSession) -> Arc<Self> {
         let c = session.connection();
         let (id, addr, client_id) = (c.client_index(), c.addr(), c.client_id());
         Arc::new(Self::with(Some(Mutex::new(session)), id, addr, client_id))
@@ -185,35 +185,35 @@ impl PlayerShared {
     }
 
     /// Its slot, which is also its id in the world.
-    pub fn id(&self) -> PlayerId {
+    pub(crate) fn id(&self) -> PlayerId {
         self.id
     }
 
     /// From now on its inputs and messages go to `inputs` (its world's queue).
-    pub fn route_to(&self, inputs: InputQueue) {
+    pub(crate) fn route_to(&self, inputs: InputQueue) {
         if let Ok(mut r) = self.route.lock() {
             *r = Some(inputs);
         }
     }
 
     /// Its address.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// Its netcode client id.
-    pub fn client_id(&self) -> u64 {
+    pub(crate) fn client_id(&self) -> u64 {
         self.client_id
     }
 
     /// What the broadcaster left for it.
-    pub fn inbox(&self) -> &PlayerInbox {
+    pub(crate) fn inbox(&self) -> &PlayerInbox {
         &self.inbox
     }
 
     /// The session for the actor, waiting for whoever holds it; an error once a panic
     /// poisoned it (the actor then fails and the socket actor cleans up, as for any failure).
-    pub fn session(&self) -> Result<MutexGuard<'_, PlayerSession>, ActorProcessingErr> {
+    pub(crate) fn session(&self) -> Result<MutexGuard<'_, PlayerSession>, ActorProcessingErr> {
         let Some(session) = &self.session else { return Err("a player without a session".into()) };
         session.lock().map_err(|_| ActorProcessingErr::from("a panic outside the player actor poisoned its session"))
     }
@@ -230,7 +230,7 @@ impl PlayerShared {
 
     /// The socket's direct path: takes one datagram here when the session is free and no
     /// datagram waits for the actor (so order is kept). `Busy`: queue it for the actor.
-    pub fn try_take_datagram(
+    pub(crate) fn try_take_datagram(
         &self,
         env: &DatagramEnv<'_>,
         now: Duration,
@@ -251,7 +251,7 @@ impl PlayerShared {
 
     /// Counts a datagram about to be cast to the actor; false (drop it) when `limit` wait
     /// already.
-    pub fn queue_datagram(&self, limit: usize, metrics: &ServerMetrics) -> bool {
+    pub(crate) fn queue_datagram(&self, limit: usize, metrics: &ServerMetrics) -> bool {
         if self.queued.load(Ordering::Relaxed) >= limit {
             return false;
         }
@@ -262,20 +262,20 @@ impl PlayerShared {
     }
 
     /// The actor took a queued datagram out of its mailbox.
-    pub fn dequeue_datagram(&self, metrics: &ServerMetrics) {
+    pub(crate) fn dequeue_datagram(&self, metrics: &ServerMetrics) {
         self.queued.fetch_sub(1, Ordering::AcqRel);
         metrics.sub_player_backlog(1);
     }
 
     /// Forgets the datagrams its (failed) actor never took out of its mailbox.
-    pub fn strand_queued(&self, metrics: &ServerMetrics) {
+    pub(crate) fn strand_queued(&self, metrics: &ServerMetrics) {
         metrics.sub_player_backlog(self.queued.swap(0, Ordering::AcqRel) as u64);
     }
 
     /// Takes one datagram from the player's address (`now` in the netcode clock, `arrived`
     /// when it came): decrypts it, processes its acks, and queues its new inputs for the
     /// world. True when the client said goodbye. Both paths run this.
-    pub fn take_datagram(
+    pub(crate) fn take_datagram(
         &self,
         session: &mut PlayerSession,
         env: &DatagramEnv<'_>,
@@ -351,7 +351,7 @@ impl PlayerShared {
     }
 
     /// Counts what `tx` sent to this player as control traffic.
-    pub fn count_sent(&self, metrics: &ServerMetrics, tx: &UdpTx<'_>) {
+    pub(crate) fn count_sent(&self, metrics: &ServerMetrics, tx: &UdpTx<'_>) {
         count_control(metrics, tx);
         self.figures.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
     }
@@ -362,7 +362,7 @@ impl PlayerShared {
     /// everyone left before it) when the session is free and nothing waits for the actor
     /// that must go first (a datagram, a message to this player alone). `Busy`: wake the
     /// actor for it.
-    pub fn try_send_snapshot(&self, env: &SnapshotEnv) -> Direct {
+    pub(crate) fn try_send_snapshot(&self, env: &SnapshotEnv) -> Direct {
         let Some(session) = self.try_session() else { return Direct::Busy };
         let mut batches = Vec::new();
         let taken = {
@@ -403,7 +403,7 @@ impl PlayerShared {
     /// The actor's path: takes the waiting snapshot, if any, with the batches left before
     /// it, queues those, and sends the snapshot. True when a reliable message could not be
     /// queued (the player must be disconnected).
-    pub fn send_waiting_snapshot(
+    pub(crate) fn send_waiting_snapshot(
         &self,
         session: &mut PlayerSession,
         env: &SnapshotEnv,
@@ -420,7 +420,12 @@ impl PlayerShared {
 
     /// Queues the batches to everyone left before the `upto`-th (reusing `batches`); true
     /// when a reliable message could not be queued.
-    pub fn queue_batches(&self, session: &mut PlayerSession, upto: u64, batches: &mut Vec<MessageBatch>) -> bool {
+    pub(crate) fn queue_batches(
+        &self,
+        session: &mut PlayerSession,
+        upto: u64,
+        batches: &mut Vec<MessageBatch>,
+    ) -> bool {
         self.inbox.take_batches(upto, batches);
         let mut cut_off = false;
         for batch in batches.drain(..) {
@@ -433,7 +438,7 @@ impl PlayerShared {
 
     /// The actor handled a message cast to it alone: queues it after the batches left
     /// before it. True when a reliable message could not be queued.
-    pub fn queue_own_message(
+    pub(crate) fn queue_own_message(
         &self,
         session: &mut PlayerSession,
         data: Bytes,
@@ -555,7 +560,7 @@ impl PlayerInbox {
     /// Leaves this tick's snapshot (the broadcaster): `Some(true)` when the slot was empty
     /// (wake the actor), `Some(false)` when it replaced an older one, `None` when its actor
     /// panicked holding the lock (it is being cleaned up).
-    pub fn deliver(&self, snapshot: Arc<View>, applied: AppliedInputs) -> Option<bool> {
+    pub(crate) fn deliver(&self, snapshot: Arc<View>, applied: AppliedInputs) -> Option<bool> {
         let left = self.left();
         let mut slot = self.snapshot.lock().ok()?;
         Some(slot.replace((snapshot, applied, left)).is_none())
@@ -568,7 +573,7 @@ impl PlayerInbox {
     }
 
     /// Leaves a batch of messages to everyone (the broadcaster).
-    pub fn leave(&self, batch: MessageBatch) -> bool {
+    pub(crate) fn leave(&self, batch: MessageBatch) -> bool {
         let Ok(mut b) = self.batches.lock() else { return false };
         b.queue.push_back(batch);
         b.left += 1;
@@ -577,13 +582,13 @@ impl PlayerInbox {
 
     /// How many batches have been left so far: a snapshot or message handed over now comes
     /// after them.
-    pub fn left(&self) -> u64 {
+    pub(crate) fn left(&self) -> u64 {
         self.batches.lock().map_or(0, |b| b.left)
     }
 
     /// Moves the batches left before the `upto`-th into `into`, in order (a snapshot or
     /// message handed over after them is handled after them; later ones wait their turn).
-    pub fn take_batches(&self, upto: u64, into: &mut Vec<MessageBatch>) {
+    pub(crate) fn take_batches(&self, upto: u64, into: &mut Vec<MessageBatch>) {
         let before = into.len();
         if let Ok(mut b) = self.batches.lock() {
             b.pop_until(upto, into);
@@ -594,7 +599,7 @@ impl PlayerInbox {
 
     /// Like [`PlayerInbox::take_batches`], but only if nothing else is waiting for the actor
     /// (no message to this player alone): false, and nothing taken, otherwise.
-    pub fn take_batches_alone(&self, upto: u64, into: &mut Vec<MessageBatch>) -> bool {
+    pub(crate) fn take_batches_alone(&self, upto: u64, into: &mut Vec<MessageBatch>) -> bool {
         let Ok(mut b) = self.batches.lock() else { return false };
         let due = usize::try_from(upto.saturating_sub(b.taken)).unwrap_or(usize::MAX);
         let n: usize = b.queue.iter().take(due).map(|batch| batch.len()).sum();

@@ -98,7 +98,7 @@ pub(crate) enum Command {
 
 impl Stepped {
     /// What the tick asks, in order (see [`Command`]).
-    pub fn commands(self) -> Vec<Command> {
+    pub(crate) fn commands(self) -> Vec<Command> {
         let Stepped { snapshot, mut outbox, board } = self;
         let changes = outbox.take_changes();
         let mut out: Vec<Command> = outbox.take_teams().into_iter().map(|(p, t)| Command::Team(p, t)).collect();
@@ -194,11 +194,11 @@ fn name_from_token(player: PlayerId, who: &JoinInfo) -> String {
 /// The world panicked in [`MAX_PANICKING_TICKS`] ticks in a row: it is stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the world panicked in {0} ticks in a row; it is stopped")]
-pub struct WorldStopped(pub u32);
+pub(crate) struct WorldStopped(pub u32);
 
 impl Simulation {
     /// A simulation of `schema`'s kinds, `dt` a tick.
-    pub fn new(schema: Arc<Schema>, dt: Duration) -> Self {
+    pub(crate) fn new(schema: Arc<Schema>, dt: Duration) -> Self {
         Self {
             schema,
             tick: 0,
@@ -309,24 +309,24 @@ impl Simulation {
     }
 
     /// Hands every tick's frame to `tap` from the next step on, until it says it is done.
-    pub fn add_tap(&mut self, tap: Box<dyn Tap>) {
+    pub(crate) fn add_tap(&mut self, tap: Box<dyn Tap>) {
         self.taps.0.push(tap);
     }
 
     /// Keeps a scoreboard (the world has columns for one).
-    pub fn with_scoreboard(mut self, on: bool) -> Self {
+    pub(crate) fn with_scoreboard(mut self, on: bool) -> Self {
         self.board = on.then(BTreeMap::new);
         self
     }
 
     /// The world stops by itself once its last player has left.
-    pub fn with_stop_when_empty(mut self, on: bool) -> Self {
+    pub(crate) fn with_stop_when_empty(mut self, on: bool) -> Self {
         self.stop_when_empty = on;
         self
     }
 
     /// A player joined.
-    pub fn join<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId, who: &JoinInfo) {
+    pub(crate) fn join<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId, who: &JoinInfo) {
         if self.shut_down || !self.joined.insert(player) {
             return;
         }
@@ -351,7 +351,7 @@ impl Simulation {
 
     /// World `stopped`, which this world started, stopped (`why`): the game hears it (not
     /// after the shutdown).
-    pub fn world_stopped<W: World + ?Sized>(&mut self, world: &mut W, stopped: WorldId, why: &str) {
+    pub(crate) fn world_stopped<W: World + ?Sized>(&mut self, world: &mut W, stopped: WorldId, why: &str) {
         if self.shut_down {
             return;
         }
@@ -360,7 +360,7 @@ impl Simulation {
 
     /// A player left (once for each join; a second leave, or one after the shutdown, is
     /// not passed on).
-    pub fn leave<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId) {
+    pub(crate) fn leave<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId) {
         if !self.joined.remove(&player) {
             return;
         }
@@ -379,7 +379,7 @@ impl Simulation {
 
     /// The server is shutting down: every player still joined leaves, then
     /// [`World::shutdown`] runs, once.
-    pub fn shutdown<W: World + ?Sized>(&mut self, world: &mut W) {
+    pub(crate) fn shutdown<W: World + ?Sized>(&mut self, world: &mut W) {
         if self.shut_down {
             return;
         }
@@ -396,7 +396,7 @@ impl Simulation {
     /// The next step runs tick `tick` (on the server's clock: every world of a server
     /// numbers its ticks the same way), if that is after the last; by default each step
     /// runs the tick after the last.
-    pub fn set_next_tick(&mut self, tick: u32) {
+    pub(crate) fn set_next_tick(&mut self, tick: u32) {
         if tick > self.tick {
             self.next = Some(tick);
         }
@@ -404,7 +404,7 @@ impl Simulation {
 
     /// Runs a call into the game's code, catching a panic: counted and logged as `fault`.
     /// `None` after a panic.
-    pub fn guard<R>(&mut self, fault: WorldFault, f: impl FnOnce() -> R) -> Option<R> {
+    pub(crate) fn guard<R>(&mut self, fault: WorldFault, f: impl FnOnce() -> R) -> Option<R> {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
             Ok(r) => Some(r),
             Err(payload) => {
@@ -421,7 +421,7 @@ impl Simulation {
 
     /// Counts a fault of the game's code, and logs it the first time and at each power of
     /// two (a fault every tick does not flood the log).
-    pub fn record(&mut self, fault: WorldFault, why: &str) {
+    pub(crate) fn record(&mut self, fault: WorldFault, why: &str) {
         let i = WorldFault::ALL.iter().position(|f| *f == fault).unwrap_or(0);
         self.faults[i] += 1;
         let n = self.faults[i];
@@ -438,14 +438,14 @@ impl Simulation {
 
     /// Faults survived since the last call, by kind (a server's worlds each add theirs to
     /// the server's figures).
-    pub fn new_faults(&mut self) -> impl Iterator<Item = (WorldFault, u64)> + '_ {
+    pub(crate) fn new_faults(&mut self) -> impl Iterator<Item = (WorldFault, u64)> + '_ {
         let now = self.faults;
         let before = std::mem::replace(&mut self.reported, now);
         WorldFault::ALL.iter().copied().zip(now.into_iter().zip(before).map(|(n, b)| n - b))
     }
 
     /// Faults of the game's code survived so far, by kind.
-    pub fn faults(&self) -> impl Iterator<Item = (WorldFault, u64)> + '_ {
+    pub(crate) fn faults(&self) -> impl Iterator<Item = (WorldFault, u64)> + '_ {
         WorldFault::ALL.iter().copied().zip(self.faults.iter().copied())
     }
 
@@ -456,7 +456,7 @@ impl Simulation {
     ///
     /// # Errors
     /// When the world has panicked in [`MAX_PANICKING_TICKS`] ticks in a row.
-    pub fn step<W: World + ?Sized, I: TickInput>(
+    pub(crate) fn step<W: World + ?Sized, I: TickInput>(
         &mut self,
         world: &mut W,
         inputs: impl IntoIterator<Item = I>,
@@ -582,32 +582,32 @@ impl Simulation {
     }
 
     /// The world's replicated kinds.
-    pub fn schema(&self) -> &Arc<Schema> {
+    pub(crate) fn schema(&self) -> &Arc<Schema> {
         &self.schema
     }
 
     /// Ticks run.
-    pub fn tick(&self) -> u32 {
+    pub(crate) fn tick(&self) -> u32 {
         self.tick
     }
 
     /// The tick period.
-    pub fn dt(&self) -> Duration {
+    pub(crate) fn dt(&self) -> Duration {
         self.dt
     }
 
     /// The newest snapshot.
-    pub fn latest(&self) -> Option<&Arc<WorldSnapshot>> {
+    pub(crate) fn latest(&self) -> Option<&Arc<WorldSnapshot>> {
         self.previous.as_ref()
     }
 
     /// Players joined.
-    pub fn players(&self) -> u64 {
+    pub(crate) fn players(&self) -> u64 {
         self.joined.len() as u64
     }
 
     /// Per player, the sequence of the newest applied input (sorted by player).
-    pub fn applied_inputs(&self) -> impl Iterator<Item = (PlayerId, u32)> + '_ {
+    pub(crate) fn applied_inputs(&self) -> impl Iterator<Item = (PlayerId, u32)> + '_ {
         self.applied.iter().map(|(p, q)| (*p, *q))
     }
 }

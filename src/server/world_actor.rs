@@ -82,7 +82,7 @@ pub(crate) struct ClientInput {
 
 impl ClientInput {
     /// An input of `bytes` (cut to [`MAX_INPUT_BYTES`]; the wire carries no more).
-    pub fn new(player: PlayerId, seq: u32, bytes: &[u8], view: Option<ViewTime>, arrived: Instant) -> Self {
+    pub(crate) fn new(player: PlayerId, seq: u32, bytes: &[u8], view: Option<ViewTime>, arrived: Instant) -> Self {
         let len = bytes.len().min(MAX_INPUT_BYTES);
         let mut inline = [0u8; MAX_INPUT_BYTES];
         inline[..len].copy_from_slice(&bytes[..len]);
@@ -90,7 +90,7 @@ impl ClientInput {
     }
 
     /// A message from the client for the world, queued among its inputs.
-    pub fn message(player: PlayerId, data: Bytes, reliable: bool, arrived: Instant) -> Self {
+    pub(crate) fn message(player: PlayerId, data: Bytes, reliable: bool, arrived: Instant) -> Self {
         Self {
             player,
             seq: 0,
@@ -103,7 +103,7 @@ impl ClientInput {
     }
 
     /// The input as the client encoded it.
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len).min(MAX_INPUT_BYTES)]
     }
 }
@@ -137,12 +137,12 @@ impl Default for InputQueue {
 
 impl InputQueue {
     /// A queue that holds at most `limit` inputs between two ticks.
-    pub fn new(limit: usize) -> Self {
+    pub(crate) fn new(limit: usize) -> Self {
         Self { queue: Arc::default(), limit: limit.max(1), rounds: Arc::default() }
     }
 
     /// Times the world has taken the queue (a player's messages are counted per round).
-    pub fn round(&self) -> u64 {
+    pub(crate) fn round(&self) -> u64 {
         self.rounds.load(std::sync::atomic::Ordering::Relaxed)
     }
 
@@ -150,7 +150,7 @@ impl InputQueue {
     /// it was queued: exactly, as the round changes only under the queue's lock (a player
     /// that read the round before a tick began learns here that its input went to the next).
     /// `None` (and nothing queued) when the queue is full.
-    pub fn push(&self, input: ClientInput) -> Option<u64> {
+    pub(crate) fn push(&self, input: ClientInput) -> Option<u64> {
         match self.queue.lock() {
             Ok(mut q) if q.len() < self.limit => {
                 q.push((input, Instant::now()));
@@ -185,18 +185,18 @@ pub(crate) struct TickClock {
 
 impl TickClock {
     /// The tick that was due at `t` (the newest not after it).
-    pub fn tick_at(&self, t: Instant) -> u32 {
+    pub(crate) fn tick_at(&self, t: Instant) -> u32 {
         let d = t.saturating_duration_since(self.epoch).as_nanos() / self.dt.as_nanos().max(1);
         u32::try_from(d).unwrap_or(u32::MAX)
     }
 
     /// When tick `n` is due.
-    pub fn at(&self, n: u32) -> Instant {
+    pub(crate) fn at(&self, n: u32) -> Instant {
         self.epoch + self.dt * n
     }
 
     /// The first tick after `t` that a world stepping every `stride` ticks runs.
-    pub fn next_after(&self, t: Instant, stride: u32) -> u32 {
+    pub(crate) fn next_after(&self, t: Instant, stride: u32) -> u32 {
         let stride = stride.max(1);
         (self.tick_at(t) / stride + 1) * stride
     }

@@ -185,7 +185,7 @@ pub(crate) struct Numbers {
 
 impl Numbers {
     /// A free number (`None`: every number is in use).
-    pub fn take(&mut self) -> Option<WorldId> {
+    pub(crate) fn take(&mut self) -> Option<WorldId> {
         for _ in 0..WORLD_NUMBERS {
             let n = self.next;
             self.next = ((u32::from(n) + 1) % WORLD_NUMBERS) as u16;
@@ -197,7 +197,7 @@ impl Numbers {
     }
 
     /// Gives a number back.
-    pub fn free(&mut self, id: WorldId) {
+    pub(crate) fn free(&mut self, id: WorldId) {
         self.in_use.remove(&id.0);
     }
 }
@@ -260,7 +260,7 @@ impl View {
     /// `player`'s interest in the merged snapshot: each world's relevancy on its own part,
     /// tidied (true when a game's list needed it), shifted to the part's place. `scratch` is
     /// reused between calls.
-    pub fn interest(&self, player: PlayerId, out: &mut Vec<Interest>, scratch: &mut Vec<Interest>) -> bool {
+    pub(crate) fn interest(&self, player: PlayerId, out: &mut Vec<Interest>, scratch: &mut Vec<Interest>) -> bool {
         out.clear();
         if let [p] = &self.parts[..] {
             p.relevancy.interest(&p.snapshot, player, out);
@@ -375,7 +375,7 @@ impl<P> Default for Directory<P> {
 impl<P: Clone> Directory<P> {
     /// Adds a world (started by world `parent`, if one did); players arrive in
     /// [`WorldId::ENTRY`].
-    pub fn add_world(
+    pub(crate) fn add_world(
         &mut self,
         id: WorldId,
         options: WorldOptions,
@@ -393,7 +393,7 @@ impl<P: Clone> Directory<P> {
     }
 
     /// The worlds, with their kinds and how many players are in each.
-    pub fn worlds(&self) -> impl Iterator<Item = (WorldId, &str, usize)> + '_ {
+    pub(crate) fn worlds(&self) -> impl Iterator<Item = (WorldId, &str, usize)> + '_ {
         self.worlds.iter().map(|(id, e)| (*id, e.options.kind.as_str(), e.groups.iter().map(|g| g.members.len()).sum()))
     }
 
@@ -401,7 +401,7 @@ impl<P: Clone> Directory<P> {
     /// that started it hears it first; then its players go to its fallback if that still
     /// runs, else their sessions end; nobody watches it any more. Its `leave`s are its
     /// shell's business (the world is gone or shutting down).
-    pub fn remove_world(&mut self, id: WorldId, why: &str) -> Vec<Effect> {
+    pub(crate) fn remove_world(&mut self, id: WorldId, why: &str) -> Vec<Effect> {
         let Some(entry) = self.worlds.remove(&id) else { return Vec::new() };
         let fallback = entry.options.fallback.filter(|f| *f != id && self.worlds.contains_key(f));
         let mut effects = Vec::new();
@@ -432,7 +432,7 @@ impl<P: Clone> Directory<P> {
 
     /// A player connected: it goes to [`WorldId::ENTRY`] and watches every world watched by
     /// everyone. Its session ends at once if the entry world is gone.
-    pub fn add_player(&mut self, player: PlayerId, handle: P, who: JoinInfo) -> Vec<Effect> {
+    pub(crate) fn add_player(&mut self, player: PlayerId, handle: P, who: JoinInfo) -> Vec<Effect> {
         if !self.worlds.contains_key(&WorldId::ENTRY) {
             let m = Member { home: WorldId::ENTRY, watching: Vec::new(), who, team: None, handle };
             self.players.insert(player, m);
@@ -450,7 +450,7 @@ impl<P: Clone> Directory<P> {
     }
 
     /// A player left the server: its world's `leave`.
-    pub fn remove_player(&mut self, player: PlayerId) -> Vec<Effect> {
+    pub(crate) fn remove_player(&mut self, player: PlayerId) -> Vec<Effect> {
         self.group_remove(player);
         match self.players.remove(&player) {
             Some(m) if self.worlds.contains_key(&m.home) => vec![Effect::Leave { world: m.home, player }],
@@ -461,7 +461,7 @@ impl<P: Clone> Directory<P> {
     /// Moves a player to world `to` (nothing if it is not here, already there, or `to`
     /// does not run): it leaves its world, joins `to` with the same [`JoinInfo`], its
     /// inputs go there, and its client is told.
-    pub fn move_player(&mut self, player: PlayerId, to: WorldId) -> Vec<Effect> {
+    pub(crate) fn move_player(&mut self, player: PlayerId, to: WorldId) -> Vec<Effect> {
         let Some(from) = self.players.get(&player).map(|m| m.home) else { return Vec::new() };
         if from == to || !self.worlds.contains_key(&to) {
             return Vec::new();
@@ -509,7 +509,7 @@ impl<P: Clone> Directory<P> {
 
     /// `player` watches world `world` (`on`), or stops watching it; false when nothing
     /// changed (no such player or world, or it is the player's own world).
-    pub fn watch(&mut self, player: PlayerId, world: WorldId, on: bool) -> bool {
+    pub(crate) fn watch(&mut self, player: PlayerId, world: WorldId, on: bool) -> bool {
         let Some(m) = self.players.get(&player) else { return false };
         if m.home == world || (on && !self.worlds.contains_key(&world)) || m.watching.contains(&world) == on {
             return false;
@@ -529,7 +529,7 @@ impl<P: Clone> Directory<P> {
 
     /// Puts `player` in a team of its world (`None`: none), for [`Audience::Team`]; only
     /// `world` may, and only for its own players.
-    pub fn set_team(&mut self, world: WorldId, player: PlayerId, team: Option<u16>) {
+    pub(crate) fn set_team(&mut self, world: WorldId, player: PlayerId, team: Option<u16>) {
         if let Some(m) = self.players.get_mut(&player).filter(|m| m.home == world) {
             m.team = team;
         }
@@ -563,7 +563,7 @@ impl<P: Clone> Directory<P> {
     /// World `world` made `snapshot`: it is kept as its newest, and `each(view, player,
     /// handle)` is called for every player in it with that player's merged view (shared by
     /// the players who watch the same worlds).
-    pub fn publish(
+    pub(crate) fn publish(
         &mut self,
         world: WorldId,
         snapshot: Arc<WorldSnapshot>,
@@ -601,22 +601,22 @@ impl<P: Clone> Directory<P> {
     }
 
     /// The world a player is in.
-    pub fn home(&self, player: PlayerId) -> Option<WorldId> {
+    pub(crate) fn home(&self, player: PlayerId) -> Option<WorldId> {
         self.players.get(&player).map(|m| m.home)
     }
 
     /// The worlds a player watches.
-    pub fn watching(&self, player: PlayerId) -> &[WorldId] {
+    pub(crate) fn watching(&self, player: PlayerId) -> &[WorldId] {
         self.players.get(&player).map_or(&[], |m| &m.watching)
     }
 
     /// How the shell reaches a player.
-    pub fn handle(&self, player: PlayerId) -> Option<&P> {
+    pub(crate) fn handle(&self, player: PlayerId) -> Option<&P> {
         self.players.get(&player).map(|m| &m.handle)
     }
 
     /// Players on the server.
-    pub fn player_count(&self) -> usize {
+    pub(crate) fn player_count(&self) -> usize {
         self.players.len()
     }
 
@@ -624,7 +624,7 @@ impl<P: Clone> Directory<P> {
     /// players, [`Audience::Team`] those of them in the team, [`Audience::Watchers`] its
     /// players and every player watching it, [`Audience::Player`] one player in it or
     /// watching it.
-    pub fn audience(&self, world: WorldId, to: Audience) -> Box<dyn Iterator<Item = (PlayerId, &P)> + '_> {
+    pub(crate) fn audience(&self, world: WorldId, to: Audience) -> Box<dyn Iterator<Item = (PlayerId, &P)> + '_> {
         let sees = move |m: &Member<P>| m.home == world || m.watching.contains(&world);
         match to {
             // The world's own groups: no walk over every player of the server.
@@ -642,7 +642,7 @@ impl<P: Clone> Directory<P> {
     }
 
     /// The players in `world`.
-    pub fn members(&self, world: WorldId) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
+    pub(crate) fn members(&self, world: WorldId) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
         self.worlds
             .get(&world)
             .into_iter()

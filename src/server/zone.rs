@@ -856,7 +856,7 @@ pub(crate) struct BorderWorld {
 }
 
 impl BorderWorld {
-    pub fn new(
+    pub(crate) fn new(
         schema: Schema,
         options: &ZoneOptions,
         home: Arc<RwLock<Option<Arc<WorldSnapshot>>>>,

@@ -511,7 +511,7 @@ pub(crate) fn flag_context(previous: bool, base: &[u32], older: Option<&[u32]>) 
 
 impl Models {
     /// Forgets what the previous packet taught.
-    pub fn start_packet(&mut self) {
+    pub(super) fn start_packet(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         self.gap = ComponentModel::default();
         self.op = [Prob::EVEN; 2];
@@ -525,7 +525,7 @@ impl Models {
     }
 
     /// The models of kind `id` (laid out for `kind`) in this packet.
-    pub fn kind(&mut self, id: KindId, kind: &KindSchema) -> &mut KindModels {
+    pub(super) fn kind(&mut self, id: KindId, kind: &KindSchema) -> &mut KindModels {
         let i = usize::from(id);
         if self.kinds.len() <= i {
             self.kinds.resize_with(i + 1, KindModels::default);
