@@ -17,19 +17,38 @@ ALLOWED = os.path.join(ROOT, "tools", "layers.allowed")
 
 
 def modules():
-    return sorted(f[:-3] for f in os.listdir(SERVER) if f.endswith(".rs") and f != "mod.rs")
+    """The server's modules: its files and its folders (a folder is one module)."""
+    out = []
+    for f in os.listdir(SERVER):
+        if f.endswith(".rs") and f != "mod.rs":
+            out.append(f[:-3])
+        elif os.path.isdir(os.path.join(SERVER, f)):
+            out.append(f)
+    return sorted(out)
+
+
+def sources(m):
+    """The text of module `m`'s files, without comments (a doc link is not an import) and
+    without its tests (tests may reach anywhere)."""
+    path = os.path.join(SERVER, m)
+    files = [path + ".rs"] if os.path.isfile(path + ".rs") else [
+        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".rs")
+    ]
+    for name in files:
+        text = open(name, encoding="utf-8").read()
+        text = re.split(r"#\[cfg\(test\)\]\s*mod \w+", text)[0]
+        yield name, re.sub(r"//[^\n]*", "", text)
 
 
 def edges(mods):
     out = set()
-    pat = re.compile(r"\b(?:super|crate::server)::(\w+)")
+    # From inside a folder module, `super::super::x` reaches the server's module x.
+    pat = re.compile(r"\b(?:super(?:::super)?|crate::server)::(\w+)")
     for m in mods:
-        text = open(os.path.join(SERVER, m + ".rs"), encoding="utf-8").read()
-        # Tests may reach anywhere.
-        text = re.split(r"#\[cfg\(test\)\]\s*mod \w+", text)[0]
-        for target in pat.findall(text):
-            if target in mods and target != m:
-                out.add((m, target))
+        for _, text in sources(m):
+            for target in pat.findall(text):
+                if target in mods and target != m:
+                    out.add((m, target))
     return out
 
 

@@ -11,9 +11,9 @@ use super::batcher::SnapshotBatcher;
 use super::metrics::ServerMetrics;
 use super::player::PlayerMsg;
 use super::shared::{Direct, MAX_PENDING_MESSAGES, MessageBatch, PlayerRef, SnapshotEnv};
-use super::world::{Audience, JoinInfo, PlayerId};
+use super::world::{Audience, JoinInfo, Numbers, PlayerId, WorldId, WorldOptions};
 use super::world_actor::{AppliedInputs, InputQueue, WorldMsg};
-use super::worlds::{Directory, Effect, Numbers, WorldId, WorldOptions};
+use super::worlds::{Directory, Effect};
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::WorldSnapshot;
@@ -197,7 +197,7 @@ pub(crate) enum BroadcastMsg {
         reliable: bool,
     },
     /// Hand a world's frames to a tap (a spectators' world's feed), once its actor runs.
-    Tap(WorldId, super::record::TapBox),
+    Tap(WorldId, super::world::TapBox),
     /// A message on the framework's channel from a world (playback status).
     System {
         /// The world that sends it.

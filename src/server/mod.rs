@@ -178,7 +178,7 @@ pub(crate) mod session;
 pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
-pub mod spawn;
+pub(crate) mod spawn;
 pub mod spectate;
 pub mod world;
 pub(crate) mod world_actor;
@@ -198,11 +198,11 @@ pub use session::{
     MAX_CLIENT_MESSAGES_PER_TICK, MAX_FLOODING_TICKS, MAX_INPUTS_PER_TICK, MAX_MALFORMED_RUN, MessageDrops, PacketDrop,
     PlayerBudget, SYSTEM_CHANNEL_RECEIVE_BYTES,
 };
-pub use spawn::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, WorldRef, Worlds};
 pub use world::{
-    Audience, Everything, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Relevancy, World, WorldFault, decode_message,
+    Audience, Everything, Handles, JoinInfo, MAX_PANICKING_TICKS, Origin, Outbox, PlayerId, Relevancy, SendError,
+    SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, World, WorldFault, WorldId, WorldOptions, WorldRef, Worlds,
+    decode_message,
 };
-pub use worlds::{Origin, WorldId, WorldOptions};
 
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::server::EndpointConfig;
@@ -542,7 +542,7 @@ pub async fn start_with<W: World>(
         tick_period: Duration::from_secs(1) / u32::from(config.tick_rate_hz.max(1)),
     };
     let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(env.clone()));
-    let numbers = Arc::new(std::sync::Mutex::new(worlds::Numbers::default()));
+    let numbers = Arc::new(std::sync::Mutex::new(world::Numbers::default()));
     let broadcast_args = broadcaster::BroadcastArgs {
         metrics: metrics.clone(),
         batcher: Some(batcher.clone()),
@@ -559,22 +559,23 @@ pub async fn start_with<W: World>(
         epoch: tokio::time::Instant::now(),
         dt: Duration::from_secs(1) / u32::from(config.tick_rate_hz),
     };
-    let worlds = Worlds::actors(
+    let host = spawn::ActorBackend {
+        broadcaster: broadcaster.clone(),
+        metrics: metrics.clone(),
+        clock,
+        input_limit: config.max_players.saturating_mul(16).max(256),
+        actors: actors.clone(),
+        record: config.record.clone(),
+    };
+    let worlds = Worlds::new(
         numbers,
         config.world_kinds.clone(),
         config.tick_rate_hz,
         schema.clone(),
-        spawn::TokenKeys { protocol_id: config.protocol_id, private_key: config.private_key },
-        spawn::ActorBackend {
-            broadcaster: broadcaster.clone(),
-            metrics: metrics.clone(),
-            clock,
-            input_limit: config.max_players.saturating_mul(16).max(256),
-            actors: actors.clone(),
-            record: config.record.clone(),
-        },
+        world::TokenKeys { protocol_id: config.protocol_id, private_key: config.private_key },
+        Box::new(host.clone()),
     );
-    let started = worlds.spawn_entry(entry, world).map_err(|e| StartError::Config(e.to_string()))?;
+    let started = spawn::spawn_entry(&host, &worlds, entry, world).map_err(|e| StartError::Config(e.to_string()))?;
     let (_entry, world_task) = started
         .await
         .map_err(|_| StartError::Spawn("world", "the world's actor did not start".into()))?

@@ -15,8 +15,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use super::record::Tap;
-use super::world::{Audience, Outbox, PlayerId, Relevancy, World};
+use super::world::{Audience, Outbox, PlayerId, Relevancy, SpawnError, Tap, World, WorldId, WorldOptions, Worlds};
 use crate::protocol::recording::{Event, Frame, Playhead, Recording, RecordingError};
 use crate::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::system::{SpectatorControl, SpectatorStatus};
@@ -490,3 +489,53 @@ impl Tap for Feed {
         }
     }
 }
+impl Worlds {
+    /// Starts a spectators' world of world `source`: it shows `source` as it was
+    /// [`Spectators::delay`](Spectators) ago (at most
+    /// [`MAX_DELAY`](MAX_DELAY)), so spectators cannot tell its players what
+    /// they cannot see yet. Move spectators into it like into any world
+    /// ([`Outbox::move_to`]); each may follow one of `source`'s players (seeing what the game's
+    /// relevancy given in `how` shows that player) or see everything (see
+    /// [`SpectatorWorld`](SpectatorWorld)). They hear what `source` sent to
+    /// everyone and to its watchers; team and player messages only as
+    /// [`Hearing`](Hearing) allows. It stops when `source` does (give it a
+    /// fallback in `options`).
+    ///
+    /// ```no_run
+    /// # use volley::prelude::*;
+    /// # use volley::server::spectate::{Hearing, Spectators};
+    /// # use volley::server::{Everything, Worlds, WorldId, WorldOptions};
+    /// # fn f(worlds: &Worlds, duel: WorldId) -> Result<(), volley::server::SpawnError> {
+    /// let delay = std::time::Duration::from_secs(3);
+    /// let stands = worlds.spectate(
+    ///     duel,
+    ///     Spectators::new(delay, std::sync::Arc::new(Everything)),
+    ///     WorldOptions::new("spectators").fallback(WorldId::ENTRY),
+    /// )?;
+    /// // The casters hear both teams.
+    /// let booth = worlds.spectate(
+    ///     duel,
+    ///     Spectators::new(delay, std::sync::Arc::new(Everything)).hearing(Hearing::Everything),
+    ///     WorldOptions::new("spectators").fallback(WorldId::ENTRY),
+    /// )?;
+    /// # let _ = (stands, booth); Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Worlds::spawn`]. When `source` is not running, the spectators' world starts and
+    /// ends at once (its players, if any, go to its fallback).
+    pub fn spectate(
+        &self,
+        source: WorldId,
+        how: Spectators,
+        options: WorldOptions,
+    ) -> Result<WorldId, SpawnError> {
+        let ticks = (how.delay().as_secs_f64() * f64::from(self.server_hz())).round() as u32;
+        let (tx, rx) = std::sync::mpsc::sync_channel(FEED_QUEUE);
+        self.tap(source, Box::new(Feed(tx)))?;
+        let world = SpectatorWorld::live((**self.schema()).clone(), rx, ticks, how);
+        self.spawn(options, world)
+    }
+
+}
+

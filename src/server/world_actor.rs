@@ -13,8 +13,7 @@ use tokio::time::Instant;
 use super::broadcaster::BroadcastMsg;
 use super::metrics::ServerMetrics;
 use super::simulation::{Command, Simulation, TickInput};
-use super::world::{JoinInfo, PlayerId, World, WorldFault};
-use super::worlds::WorldId;
+use super::world::{JoinInfo, PlayerId, World, WorldFault, WorldId};
 use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
 
 /// What a tick did with the players' inputs.
@@ -48,7 +47,7 @@ pub(crate) enum WorldMsg {
     /// actor stops (its players go to its fallback).
     Stop,
     /// Hand every tick's frame to this tap from now on (a spectators' world's feed).
-    Tap(super::record::TapBox),
+    Tap(super::world::TapBox),
     /// A world this one started stopped, and why.
     Stopped(WorldId, String),
 }
@@ -223,7 +222,7 @@ pub(crate) struct WorldArgs<W: World> {
     /// Where player actors leave inputs.
     pub inputs: InputQueue,
     /// The server's worlds, for [`World::started`].
-    pub worlds: super::spawn::Worlds,
+    pub worlds: super::world::Worlds,
     /// Why it ended, for whoever watches it end.
     pub why: Arc<std::sync::Mutex<String>>,
     /// Record it into this folder (with its kind's name).

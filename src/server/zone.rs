@@ -33,9 +33,10 @@ use std::time::Duration;
 
 use glam::Vec2;
 
-use super::record::{Departure, HandoffEnd, Tap};
-use super::spawn::{Handles, TokenKeys, WorldRef};
-use super::world::{JoinInfo, PlayerId, Relevancy, World};
+use super::world::{
+    Departure, HandoffEnd, Handles, JoinInfo, PlayerId, Relevancy, SpawnError, Tap, TokenKeys, World, WorldId, WorldOptions,
+    WorldRef, Worlds,
+};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departures, Offer, Outcome};
@@ -219,51 +220,7 @@ pub struct Departing {
     pub offer: bytes::Bytes,
 }
 
-/// A zone's figures: plain counters, read by the server's metrics and by tests.
-#[derive(Debug, Default)]
-pub struct ZoneCounters {
-    /// Frames published to neighbours.
-    pub frames_out: AtomicU64,
-    /// Border entities published (summed over frames).
-    pub entities_out: AtomicU64,
-    /// Frames from neighbours handed to the border world.
-    pub frames_in: AtomicU64,
-    /// Frames from neighbours refused (not a frame, another schema, broken, not a neighbour).
-    pub frames_refused: AtomicU64,
-    /// Ticks whose border entities were not published: the bus shell was behind, or the
-    /// border world's queue was full.
-    pub frames_dropped: AtomicU64,
-    /// Times a neighbour's entities faded because it went quiet.
-    pub fades: AtomicU64,
-    /// Border entities shown now (all neighbours).
-    pub entities_in: AtomicU64,
-    /// Handoffs out, by outcome ([`Outcome::label`]: accepted, refused, timed out).
-    pub handoffs_out: [AtomicU64; 3],
-    /// Handoffs out that were accepted: their total time from offer to answer, microseconds.
-    pub handoff_us: AtomicU64,
-    /// Offers from neighbours accepted, and refused.
-    pub handoffs_in: [AtomicU64; 2],
-    /// Of players handed over to this zone, inputs that never came between the old zone's
-    /// newest applied one and the first applied here (a handoff that loses nothing adds 0).
-    pub inputs_lost: AtomicU64,
-    /// Of players handed over to this zone, inputs applied by both zones.
-    pub inputs_repeated: AtomicU64,
-    /// CPU time spent picking, coding and decoding border frames (off the tick's path, in
-    /// the bus shell's tasks: the threads' own time, not the wall clock's), nanoseconds.
-    pub work_ns: AtomicU64,
-    /// CPU time spent choosing each player's border entities (the border world's relevancy,
-    /// on the players' send path), nanoseconds. A call takes a microsecond or two, so one
-    /// call in [`RELEVANCY_TIMED_EVERY`] is timed (the thread's own time) and counted that
-    /// many times: an estimate that the scheduler's turns do not inflate.
-    pub relevancy_ns: AtomicU64,
-    /// CPU time of the border world's own work (storing frames, its ticks, its snapshots'
-    /// entities), nanoseconds.
-    pub world_ns: AtomicU64,
-    /// 1 while the bus shell is connected to the bus.
-    pub bus_up: AtomicU64,
-    /// The bus shell's newest round trip to the bus, microseconds.
-    pub bus_rtt_us: AtomicU64,
-}
+pub use crate::protocol::zone::ZoneCounters;
 
 /// Adds the thread's CPU time since `began` (a [`thread_cpu_time`] reading) to `counter`, in
 /// nanoseconds.
@@ -741,7 +698,7 @@ impl Tap for ZoneTap {
                 h.insert(border_id(slot, old), Hide::default());
             }
             who.handoff = Some(Arc::new(offer));
-            who.origin = super::worlds::Origin::HandedOver;
+            who.origin = super::world::Origin::HandedOver;
         }
     }
 
@@ -1120,6 +1077,57 @@ pub(crate) fn parts(
         (link, tap)
     };
     (world, build)
+}
+
+impl Worlds {
+    /// Makes world `source` zone `zone.me` of a map split among several servers (see
+    /// [`zone`](super::zone)): its snapshots are tapped for the neighbours, and a border world
+    /// of kind `border.kind` (declared in the server's world kinds, like any world's) starts,
+    /// watched by every player, showing what the neighbours share. The returned
+    /// [`ZoneLink`](ZoneLink) is the bus's side: hand it to a bus shell (the
+    /// `volley-zones` crate's, on NATS).
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use volley::prelude::*;
+    /// # use volley::protocol::zone::ZoneLayout;
+    /// # use volley::server::zone::{ZoneGame, ZoneOptions};
+    /// # use volley::server::{WorldId, WorldOptions, Worlds};
+    /// # fn f(worlds: &Worlds, game: Arc<dyn ZoneGame>) -> Result<(), Box<dyn std::error::Error>> {
+    /// let layout = ZoneLayout::grid(glam::Vec2::ZERO, glam::Vec2::splat(1000.0), 2, 2, 60.0)?;
+    /// let link = worlds.zone(WorldId::ENTRY, ZoneOptions::new(layout, 0, game), WorldOptions::new("border"))?;
+    /// # let _ = link; Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Worlds::spawn`] for the border world; [`SpawnError::Zone`] when `zone.me` is not
+    /// in the layout.
+    pub fn zone(
+        &self,
+        source: WorldId,
+        zone: ZoneOptions,
+        border: WorldOptions,
+    ) -> Result<ZoneLink, SpawnError> {
+        if usize::from(zone.me) >= zone.layout.len() {
+            return Err(SpawnError::Zone(format!("zone {} is not in a layout of {}", zone.me, zone.layout.len())));
+        }
+        let neighbours = zone.layout.neighbours(zone.me).len();
+        if neighbours > crate::protocol::zone::MAX_NEIGHBOURS {
+            let most = crate::protocol::zone::MAX_NEIGHBOURS;
+            return Err(SpawnError::Zone(format!("zone {} has {neighbours} neighbours; at most {most}", zone.me)));
+        }
+        let border = border.watched_by_everyone();
+        let stride = self.check(&border, self.schema())?;
+        let hz = f64::from(self.server_hz()) / f64::from(stride);
+        let fade_ticks = (zone.fade_after.as_secs_f64() * hz).ceil() as u64;
+        let (world, build) = parts(self.schema().clone(), &zone, fade_ticks, self.keys());
+        let border = self.spawn_handling(border, world)?;
+        let (link, tap) = build(border);
+        self.tap(source, Box::new(tap))?;
+        self.host().add_zone(link.counters().clone());
+        Ok(link)
+    }
+
 }
 
 #[cfg(test)]

@@ -19,15 +19,15 @@ use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 pub use crate::server::record::SharedBuffer;
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::simulation::{Command, Simulation, Stepped, TickInput};
-use crate::server::spawn::Request;
-use crate::server::worlds::{Directory, Effect, Numbers, View};
+use crate::server::world::{Numbers, Request, TokenKeys};
+use crate::server::worlds::{Directory, Effect, View};
 use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions, Worlds};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
 /// What the stepper's zones mint handoff tokens with.
-const STEPPER_KEYS: crate::server::spawn::TokenKeys =
-    crate::server::spawn::TokenKeys { protocol_id: crate::DEFAULT_PROTOCOL_ID, private_key: KEY };
+const STEPPER_KEYS: TokenKeys =
+    TokenKeys { protocol_id: crate::DEFAULT_PROTOCOL_ID, private_key: KEY };
 const SERVER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 40_000);
 
 /// A client in the stepper.
@@ -454,7 +454,7 @@ impl<W: World> Stepper<W> {
 
     /// The worlds running changed: the game's handle lists them ([`Worlds::running`]).
     fn worlds_changed(&self) {
-        self.worlds.set_running(self.dir.worlds().map(|(id, _, _)| id));
+        self.worlds.set_running(&mut self.dir.worlds().map(|(id, _, _)| id));
     }
 
     /// What the game asked of its worlds since the last step.
@@ -503,7 +503,7 @@ impl<W: World> Stepper<W> {
         self.worlds_changed();
     }
 
-    fn add_tap(&mut self, id: WorldId, tap: Box<dyn crate::server::record::Tap>) {
+    fn add_tap(&mut self, id: WorldId, tap: Box<dyn crate::server::world::Tap>) {
         if id == WorldId::ENTRY {
             self.sim.add_tap(tap);
         } else if let Some(h) = self.hosted.get_mut(&id) {

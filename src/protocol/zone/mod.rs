@@ -23,6 +23,7 @@
 pub mod handoff;
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use glam::Vec2;
 
@@ -552,6 +553,52 @@ impl StateFrame {
         let frame = BorderFrame::decode(&rest[list.len()..], schema)?;
         Ok(Self { unix_micros: u64::from_le_bytes(t), players, held, frame })
     }
+}
+
+/// A zone's figures: plain counters, read by the server's metrics and by tests.
+#[derive(Debug, Default)]
+pub struct ZoneCounters {
+    /// Frames published to neighbours.
+    pub frames_out: AtomicU64,
+    /// Border entities published (summed over frames).
+    pub entities_out: AtomicU64,
+    /// Frames from neighbours handed to the border world.
+    pub frames_in: AtomicU64,
+    /// Frames from neighbours refused (not a frame, another schema, broken, not a neighbour).
+    pub frames_refused: AtomicU64,
+    /// Ticks whose border entities were not published: the bus shell was behind, or the
+    /// border world's queue was full.
+    pub frames_dropped: AtomicU64,
+    /// Times a neighbour's entities faded because it went quiet.
+    pub fades: AtomicU64,
+    /// Border entities shown now (all neighbours).
+    pub entities_in: AtomicU64,
+    /// Handoffs out, by outcome ([`Outcome::label`](handoff::Outcome::label): accepted, refused, timed out).
+    pub handoffs_out: [AtomicU64; 3],
+    /// Handoffs out that were accepted: their total time from offer to answer, microseconds.
+    pub handoff_us: AtomicU64,
+    /// Offers from neighbours accepted, and refused.
+    pub handoffs_in: [AtomicU64; 2],
+    /// Of players handed over to this zone, inputs that never came between the old zone's
+    /// newest applied one and the first applied here (a handoff that loses nothing adds 0).
+    pub inputs_lost: AtomicU64,
+    /// Of players handed over to this zone, inputs applied by both zones.
+    pub inputs_repeated: AtomicU64,
+    /// CPU time spent picking, coding and decoding border frames (off the tick's path, in
+    /// the bus shell's tasks: the threads' own time, not the wall clock's), nanoseconds.
+    pub work_ns: AtomicU64,
+    /// CPU time spent choosing each player's border entities (the border world's relevancy,
+    /// on the players' send path), nanoseconds. A call takes a microsecond or two, so one
+    /// call in [`RELEVANCY_TIMED_EVERY`](crate::server::zone::RELEVANCY_TIMED_EVERY) is timed (the thread's own time) and counted that
+    /// many times: an estimate that the scheduler's turns do not inflate.
+    pub relevancy_ns: AtomicU64,
+    /// CPU time of the border world's own work (storing frames, its ticks, its snapshots'
+    /// entities), nanoseconds.
+    pub world_ns: AtomicU64,
+    /// 1 while the bus shell is connected to the bus.
+    pub bus_up: AtomicU64,
+    /// The bus shell's newest round trip to the bus, microseconds.
+    pub bus_rtt_us: AtomicU64,
 }
 
 #[cfg(test)]

@@ -1,12 +1,31 @@
-//! What a game writes: the [`World`] trait that plugs its own simulation in, the [`Outbox`]
-//! its tick fills, who a joining player is ([`JoinInfo`]) and who sees what ([`Relevancy`]).
-//! No actor here: the world actor that runs a `World` is machinery of its own (the server's
-//! private `world_actor` module).
+//! The game's API: what a game writes — the [`World`] trait that plugs its own simulation
+//! in, the [`Outbox`] its tick fills, who a joining player is ([`JoinInfo`]) and who sees
+//! what ([`Relevancy`]) — and what it calls: [`Worlds`] to start, stop and connect worlds,
+//! [`WorldOptions`], [`WorldRef`] for typed messages between worlds.
+//!
+//! This layer imports no actor and no other server module: the world actor that runs a
+//! `World`, the stepper, and the extensions (recording, spectating, zones) all build on it.
+//! `tools/layers.py` checks that in CI.
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `mod.rs` | [`World`], [`Outbox`], [`JoinInfo`], [`Relevancy`], [`WorldFault`] |
+//! | `options.rs` | [`WorldId`], [`WorldOptions`], [`Origin`] |
+//! | `handle.rs` | [`Worlds`] and the host it asks (the actor server's or the stepper's), [`WorldRef`], [`Handles`], [`WithMessages`] |
+//! | `tap.rs` | taps: what takes a world's frames on the tick's path (recorder, spectators' feed, zone), with hooks on joins and handoffs |
+
+mod handle;
+mod options;
+mod tap;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::worlds::WorldId;
+pub use handle::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, WorldRef, Worlds};
+pub(crate) use handle::{Host, Request, TokenKeys};
+pub use options::{Origin, WorldId, WorldOptions};
+pub(crate) use options::Numbers;
+pub(crate) use tap::{Departure, HandoffEnd, Tap, TapBox, message_event};
 use crate::protocol::input::ViewTime;
 use crate::protocol::netcode::USER_DATA_BYTES;
 use crate::protocol::session::SessionEnd;
@@ -121,13 +140,13 @@ pub struct JoinInfo {
     pub handoff: Option<Arc<crate::protocol::zone::handoff::Offer>>,
     /// Where it comes from: it just connected, was moved here from another world, or came
     /// back because the world it was in stopped.
-    pub origin: super::worlds::Origin,
+    pub origin: Origin,
 }
 
 impl JoinInfo {
     /// Who a player with this token's `client_id` and `user_data` is, just connected.
     pub fn new(client_id: u64, user_data: [u8; USER_DATA_BYTES]) -> Self {
-        Self { client_id, user_data, handoff: None, origin: super::worlds::Origin::Connected }
+        Self { client_id, user_data, handoff: None, origin: Origin::Connected }
     }
 }
 
@@ -502,7 +521,7 @@ pub trait World: Send + 'static {
     /// Keep `worlds` to start, stop and talk to other worlds and to move players
     /// ([`Worlds`](crate::server::Worlds): a lobby starts its matches with it). Nothing by
     /// default.
-    fn started(&mut self, me: WorldId, worlds: &super::spawn::Worlds) {
+    fn started(&mut self, me: WorldId, worlds: &Worlds) {
         let _ = (me, worlds);
     }
 }
