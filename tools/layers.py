@@ -1,11 +1,21 @@
 #!/usr/bin/env python3
-"""The server's module graph: which of `src/server/`'s modules import which.
+"""The server's layers, checked: which of `src/server/`'s modules import which.
 
-Prints the strongly connected components (import circles) and checks them against
-`tools/layers.allowed`, the circle as it stands (issue 38 is to break it up): the check fails
-when a module joins a circle or a new import between two of the circle's modules appears, and
-says which. `--write` records the current edges as allowed (after removing imports, to ratchet
-down). Imports are read from `use super::x`, `super::x::` paths and `crate::server::x`.
+Each module of `src/server/` (a file, or a folder: one module) belongs to one layer, and may
+import only modules of its own layer or of a layer below it:
+
+| layer | modules | what |
+| --- | --- | --- |
+| 0 game API | world, lagcomp | what a game writes and calls; imports no other server module |
+| 1 cores and extensions | inputs, session, simulation, worlds; spectate, zone | sans-IO: one tick, one player's session, the directory of worlds; the extensions built on the game API |
+| 2 shells | admin, batcher, broadcaster, metrics, player, record, shared, socket, spawn, world_actor | the actors, the threads and their figures |
+
+The check fails on any import circle among the modules (whatever the layers), on an import
+of a higher layer (a game-API module importing an actor, a core importing a shell), and on a
+module that is in no layer (place a new module in `LAYERS` below). Imports are read from
+`super::x` paths (`super::super::x` from inside a folder) and `crate::server::x`, outside
+comments (a doc link is not an import) and outside `#[cfg(test)] mod` blocks (tests may
+reach anywhere). `--graph` prints every module's imports.
 """
 import os
 import re
@@ -13,7 +23,15 @@ import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SERVER = os.path.join(ROOT, "src", "server")
-ALLOWED = os.path.join(ROOT, "tools", "layers.allowed")
+
+LAYERS = [
+    ("game API", ["world", "lagcomp"]),
+    ("cores and extensions", ["inputs", "session", "simulation", "worlds", "spectate", "zone"]),
+    (
+        "shells",
+        ["admin", "batcher", "broadcaster", "metrics", "player", "record", "shared", "socket", "spawn", "world_actor"],
+    ),
+]
 
 
 def modules():
@@ -28,12 +46,12 @@ def modules():
 
 
 def sources(m):
-    """The text of module `m`'s files, without comments (a doc link is not an import) and
-    without its tests (tests may reach anywhere)."""
+    """The text of module `m`'s files, without comments and without its tests."""
     path = os.path.join(SERVER, m)
-    files = [path + ".rs"] if os.path.isfile(path + ".rs") else [
-        os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".rs")
-    ]
+    if os.path.isfile(path + ".rs"):
+        files = [path + ".rs"]
+    else:
+        files = [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".rs")]
     for name in files:
         text = open(name, encoding="utf-8").read()
         text = re.split(r"#\[cfg\(test\)\]\s*mod \w+", text)[0]
@@ -42,7 +60,6 @@ def sources(m):
 
 def edges(mods):
     out = set()
-    # From inside a folder module, `super::super::x` reaches the server's module x.
     pat = re.compile(r"\b(?:super(?:::super)?|crate::server)::(\w+)")
     for m in mods:
         for _, text in sources(m):
@@ -89,32 +106,27 @@ def circles(mods, es):
 def main():
     mods = modules()
     es = edges(mods)
-    comps = circles(mods, es)
-    in_circle = {m for c in comps for m in c}
-    circle_edges = sorted((f, t) for (f, t) in es if f in in_circle and t in in_circle)
-    for c in comps:
-        print(f"import circle of {len(c)} of {len(mods)} server modules: {' '.join(c)}")
-    print(f"{len(circle_edges)} imports inside circles")
-    if "--write" in sys.argv:
-        with open(ALLOWED, "w", encoding="utf-8") as f:
-            f.write("# Imports inside src/server's import circle, as they stand; tools/layers.py fails on any new one.\n")
-            for a, b in circle_edges:
-                f.write(f"{a} -> {b}\n")
-        print(f"wrote {ALLOWED}")
-        return 0
-    allowed = set()
-    for line in open(ALLOWED, encoding="utf-8"):
-        line = line.strip()
-        if line and not line.startswith("#"):
-            a, b = (x.strip() for x in line.split("->"))
-            allowed.add((a, b))
-    new = [e for e in circle_edges if e not in allowed]
-    gone = sorted(allowed - set(circle_edges))
-    for a, b in new:
-        print(f"error: {a} imports {b}, inside an import circle: a new circle edge (break it instead)")
-    if gone:
-        print(f"{len(gone)} allowed circle imports are gone: run tools/layers.py --write to ratchet down")
-    return 1 if new else 0
+    layer = {m: i for i, (_, ms) in enumerate(LAYERS) for m in ms}
+    errors = []
+    for m in mods:
+        if m not in layer:
+            errors.append(f"src/server/{m} is in no layer: add it to LAYERS in tools/layers.py")
+    for c in circles(mods, es):
+        errors.append(f"import circle among {len(c)} server modules: {' '.join(c)}")
+    for a, b in sorted(es):
+        if a in layer and b in layer and layer[b] > layer[a]:
+            errors.append(
+                f"{a} ({LAYERS[layer[a]][0]}) imports {b} ({LAYERS[layer[b]][0]}): a layer may import only its own and those below"
+            )
+    for name in sorted(set(layer) - set(mods)):
+        errors.append(f"LAYERS names {name}, which is not a module of src/server")
+    if "--graph" in sys.argv:
+        for m in mods:
+            print(f"{m} -> {' '.join(sorted(t for f, t in es if f == m))}")
+    for e in errors:
+        print(f"error: {e}")
+    print(f"{len(mods)} server modules in {len(LAYERS)} layers, {len(es)} imports between them: {len(errors)} errors")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

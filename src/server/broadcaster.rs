@@ -8,15 +8,15 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::batcher::SnapshotBatcher;
+use super::inputs::InputQueue;
 use super::metrics::ServerMetrics;
-use super::player::PlayerMsg;
-use super::shared::{Direct, MAX_PENDING_MESSAGES, MessageBatch, PlayerRef, SnapshotEnv};
-use super::world::{Audience, JoinInfo, Numbers, PlayerId, WorldId, WorldOptions};
-use super::world_actor::{AppliedInputs, InputQueue, WorldMsg};
+use super::shared::{
+    BroadcastMsg, Direct, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, SnapshotEnv, WorldMsg,
+};
+use super::world::{Audience, Numbers, PlayerId, WorldId};
 use super::worlds::{Directory, Effect};
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::SessionEnd;
-use crate::protocol::snapshot::WorldSnapshot;
 use bytes::Bytes;
 
 /// Wakes a tick's player actors a few at a time: each one that finishes its snapshot wakes
@@ -173,94 +173,6 @@ impl FanOut {
             }
         }
     }
-}
-
-/// Messages to the broadcaster.
-#[derive(Debug)]
-pub(crate) enum BroadcastMsg {
-    /// A player connected: to send snapshots to, through its slot, and who it is.
-    Add(PlayerId, Arc<PlayerRef>, Box<JoinInfo>),
-    /// A player that left.
-    Remove(PlayerId),
-    /// A world's tick: its snapshot, shared (never copied per player), and each of its
-    /// players' newest applied input.
-    Snapshot(WorldId, Arc<WorldSnapshot>, AppliedInputs),
-    /// A message from a world to players.
-    Message {
-        /// The world that sends it.
-        world: WorldId,
-        /// Who gets it.
-        to: Audience,
-        /// The bytes.
-        data: Bytes,
-        /// Reliable (else an unreliable event).
-        reliable: bool,
-    },
-    /// Hand a world's frames to a tap (a spectators' world's feed), once its actor runs.
-    Tap(WorldId, super::world::TapBox),
-    /// A message on the framework's channel from a world (playback status).
-    System {
-        /// The world that sends it.
-        world: WorldId,
-        /// Who gets it.
-        to: Audience,
-        /// The bytes.
-        data: Bytes,
-    },
-    /// A world ends one of its players' sessions, saying why (kicked, with the world's
-    /// words; moved to another zone).
-    Kick(WorldId, PlayerId, SessionEnd),
-    /// A world's scoreboard rows, for its next update (the broadcaster adds each player's
-    /// ping).
-    Board(WorldId, Vec<ScoreRow>),
-    /// A world is starting (its actor is on its way: what is for it waits until then).
-    AddWorld(Box<NewWorld>),
-    /// A world's actor runs.
-    WorldReady(WorldId, ActorRef<WorldMsg>),
-    /// A world stopped (why, for its players' clients): its players go to its fallback.
-    WorldEnded(WorldId, String),
-    /// Move a player to a world (`by`: only if it is in that world, the one asking).
-    Move {
-        /// The world asking, if a world asks.
-        by: Option<WorldId>,
-        /// The player.
-        player: PlayerId,
-        /// Where to.
-        to: WorldId,
-    },
-    /// A player starts or stops watching a world (`by`: only if it is in that world).
-    Watch {
-        /// The world asking, if a world asks.
-        by: Option<WorldId>,
-        /// The player.
-        player: PlayerId,
-        /// The world watched.
-        world: WorldId,
-        /// Start (else stop).
-        on: bool,
-    },
-    /// A world puts one of its players in a team.
-    Team(WorldId, PlayerId, Option<u16>),
-    /// Fails the broadcaster (supervision tests force each failure with these).
-    #[doc(hidden)]
-    InjectFault,
-}
-
-/// A world on its way in.
-#[derive(Debug)]
-pub(crate) struct NewWorld {
-    /// Its number.
-    pub id: WorldId,
-    /// The world that started it, if one did (it hears when this one stops).
-    pub parent: Option<WorldId>,
-    /// How it runs.
-    pub options: WorldOptions,
-    /// Its game's relevancy.
-    pub relevancy: Arc<dyn super::world::Relevancy>,
-    /// Where its players' inputs go.
-    pub inputs: InputQueue,
-    /// Its scoreboard's columns (none: no scoreboard).
-    pub board_columns: Vec<String>,
 }
 
 /// The broadcaster actor. Each player actor encodes its own delta, so the encoding spreads
@@ -562,7 +474,9 @@ impl Actor for Broadcaster {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::snapshot::WorldSnapshot;
     use crate::server::shared::PlayerShared;
+    use crate::server::world::{JoinInfo, WorldOptions};
     use std::sync::atomic::{AtomicBool, AtomicUsize};
     use tokio::sync::Notify;
 
@@ -769,7 +683,7 @@ mod tests {
             broadcaster.cast(msg(to, s)).unwrap();
         }
         // The tick's snapshot hands out what is batched.
-        let applied = Arc::new(super::super::world_actor::Applied {
+        let applied = Arc::new(crate::server::inputs::Applied {
             newest: Vec::new(),
             fresh: Vec::new(),
             started: tokio::time::Instant::now(),

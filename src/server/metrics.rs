@@ -20,8 +20,9 @@ use serde::Serialize;
 
 use crate::protocol::netcode::{DisconnectReason, DropReason};
 use crate::protocol::session::SessionEnd;
+use crate::protocol::zone::ZoneCounters;
 use crate::server::world::WorldFault;
-use crate::server::zone::ZoneCounters;
+use crate::transport::udp::UdpTx;
 
 const RING: usize = 1024;
 
@@ -1468,6 +1469,14 @@ fn fix_seconds(text: String) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Counts what `tx` sent as control traffic, and what it failed to send.
+pub(crate) fn count_control(metrics: &ServerMetrics, tx: &UdpTx<'_>) {
+    if tx.sent > 0 {
+        metrics.record_sent(SentKind::Control, tx.sent, tx.bytes);
+    }
+    metrics.record_drop(DatagramDrop::SendFailed, tx.dropped);
 }
 
 #[cfg(test)]

@@ -170,6 +170,7 @@
 pub mod admin;
 pub(crate) mod batcher;
 pub(crate) mod broadcaster;
+pub(crate) mod inputs;
 pub mod lagcomp;
 pub mod metrics;
 pub(crate) mod player;
@@ -369,12 +370,12 @@ pub struct ServerHandle {
     addr: SocketAddr,
     socket: ActorRef<socket::SocketMsg>,
     worlds: Worlds,
-    actors: Arc<std::sync::Mutex<std::collections::BTreeMap<WorldId, ActorRef<world_actor::WorldMsg>>>>,
+    actors: Arc<std::sync::Mutex<std::collections::BTreeMap<WorldId, ActorRef<shared::WorldMsg>>>>,
     /// True once the root watcher saw the world, broadcaster or socket actor end.
     ended: tokio::sync::watch::Receiver<bool>,
     /// Set by [`ServerHandle::shutdown`], so the actors' ends are not taken for failures.
     stopping: Arc<std::sync::atomic::AtomicBool>,
-    broadcaster: ActorRef<broadcaster::BroadcastMsg>,
+    broadcaster: ActorRef<shared::BroadcastMsg>,
     metrics: Arc<ServerMetrics>,
     grace: Duration,
     admin_addr: Option<SocketAddr>,
@@ -418,10 +419,10 @@ impl ServerHandle {
         }
         let left = ServerMetrics::get(&self.metrics.players);
         // After the leaves already in their mailboxes; the players still there leave first.
-        let worlds: Vec<(WorldId, ActorRef<world_actor::WorldMsg>)> =
+        let worlds: Vec<(WorldId, ActorRef<shared::WorldMsg>)> =
             self.actors.lock().map(|a| a.iter().map(|(id, a)| (*id, a.clone())).collect()).unwrap_or_default();
         for (id, w) in &worlds {
-            if let Err(e) = w.call(world_actor::WorldMsg::Shutdown, Some(self.grace)).await {
+            if let Err(e) = w.call(shared::WorldMsg::Shutdown, Some(self.grace)).await {
                 tracing::warn!(world = %id, error = %e, "a world's shutdown did not finish within the grace period");
             }
         }
@@ -456,7 +457,7 @@ impl ServerHandle {
     pub fn inject_fault(&self, fault: Fault) {
         match fault {
             Fault::ReceiveLoop => drop(self.socket.cast(socket::SocketMsg::InjectFault)),
-            Fault::Broadcaster => drop(self.broadcaster.cast(broadcaster::BroadcastMsg::InjectFault)),
+            Fault::Broadcaster => drop(self.broadcaster.cast(shared::BroadcastMsg::InjectFault)),
         }
     }
 }

@@ -12,48 +12,20 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::Bytes;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
-use super::broadcaster::{BroadcastMsg, FanOut};
+use super::broadcaster::FanOut;
 use super::metrics::{EndReason, PlayerStats, ServerMetrics};
 use super::session::PlayerSession;
-use super::shared::{DatagramEnv, MessageBatch, PlayerRef, PlayerShared, SnapshotEnv};
-use super::socket::SocketCtl;
+use super::shared::{
+    BroadcastMsg, DatagramEnv, MessageBatch, PlayerMsg, PlayerRef, PlayerShared, SnapshotEnv, SocketCtl,
+};
 use super::world::JoinInfo;
 use crate::protocol::netcode::DisconnectReason;
-use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::SessionEnd;
-use crate::protocol::system::WorldNotice;
 use crate::transport::udp::UdpTx;
-
-/// Messages to a player actor.
-#[derive(Debug)]
-pub(crate) enum PlayerMsg {
-    /// A datagram from this player's address (owned: it is decrypted in place).
-    Datagram(Vec<u8>, Instant),
-    /// The client said goodbye in a datagram the socket actor took.
-    PeerGone,
-    /// The player's snapshot slot holds a new tick's world snapshot and the inputs it
-    /// applied; the number is the fan-out's generation, passed back when done.
-    SnapshotReady(u32),
-    /// Time to check timeouts and send keep-alives.
-    Heartbeat,
-    /// The scoreboard's next update.
-    Board(Arc<BoardUpdates>),
-    /// End the connection, telling the client why (the goodbye is repeated until the
-    /// client answers or a second has passed; then the actor stops).
-    Close(SessionEnd),
-    /// A message from the world: (bytes, reliable, how many message batches to everyone
-    /// the broadcaster had left in the inbox before it).
-    Message(Bytes, bool, u64),
-    /// The player is now in this world (its client is told).
-    Enter(Box<WorldNotice>),
-    /// A message for the client on the framework's channel (a playback status).
-    System(Bytes),
-}
 
 /// What a player actor starts with.
 pub(crate) struct PlayerArgs {

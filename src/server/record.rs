@@ -16,7 +16,6 @@ use crate::protocol::recording::{Event, FrameIn, Header, RecordWriter};
 use crate::protocol::session::PROTOCOL_VERSION;
 use crate::protocol::snapshot::{Schema, WorldSnapshot};
 
-
 /// Frames waiting for the writer, at most, per recording (four seconds of a world at 60 Hz).
 pub(crate) const RECORDER_QUEUE: usize = 256;
 

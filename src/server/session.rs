@@ -126,7 +126,7 @@ pub struct PlayerBudget {
 impl PlayerBudget {
     /// The budget of a server whose player actors queue at most `player_queue` datagrams.
     pub(crate) fn new(player_queue: usize) -> Self {
-        let queued_input = std::mem::size_of::<(super::world_actor::ClientInput, std::time::Instant)>();
+        let queued_input = std::mem::size_of::<(super::inputs::ClientInput, std::time::Instant)>();
         Self {
             game_channel: GAME_CHANNEL_RECEIVE_BYTES,
             system_channel: SYSTEM_CHANNEL_RECEIVE_BYTES,

@@ -1,4 +1,6 @@
-//! What more than one task knows of one player, and the one protocol for touching it.
+//! What the actors share: the messages they send each other (to a player, to the
+//! broadcaster, to a world, to the socket's receive loop), and what more than one task knows
+//! of one player, with the one protocol for touching it.
 //!
 //! A player's state is used by three tasks: its own actor, the socket actor's receive loop
 //! (which takes the player's datagrams itself when it may) and a fan-out chain (which sends
@@ -24,19 +26,20 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ractor::{ActorProcessingErr, ActorRef};
+use ractor::{ActorId, ActorProcessingErr, ActorRef};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::batcher::{BatchTx, SnapshotBatcher};
-use super::metrics::{DeliveryPath, ReceivedKind, SentKind, ServerMetrics};
-use super::player::PlayerMsg;
+use super::inputs::{AppliedInputs, ClientInput, InputQueue};
+use super::metrics::{DeliveryPath, ReceivedKind, SentKind, ServerMetrics, count_control};
 use super::session::{Incoming, PlayerSession};
-use super::socket::count_control;
-use super::world::{PlayerId, WorldFault};
-use super::world_actor::{AppliedInputs, ClientInput, InputQueue};
+use super::world::{Audience, JoinInfo, PlayerId, Relevancy, TapBox, WorldFault, WorldId, WorldOptions};
 use super::worlds::View;
+use crate::protocol::scoreboard::{BoardUpdates, ScoreRow};
 use crate::protocol::session::SessionEnd;
+use crate::protocol::snapshot::WorldSnapshot;
+use crate::protocol::system::WorldNotice;
 use crate::transport::udp::UdpTx;
 
 /// World messages that may wait for one player actor.
@@ -49,6 +52,167 @@ pub(crate) type MessageBatch = Arc<[(Bytes, bool)]>;
 /// The newest undelivered snapshot, the inputs its tick applied, and how many message
 /// batches were left before it.
 pub(crate) type PendingSnapshot = (Arc<View>, AppliedInputs, u64);
+
+// ----- the actors' messages -----
+
+/// Messages to a player actor.
+#[derive(Debug)]
+pub(crate) enum PlayerMsg {
+    /// A datagram from this player's address (owned: it is decrypted in place).
+    Datagram(Vec<u8>, Instant),
+    /// The client said goodbye in a datagram the socket actor took.
+    PeerGone,
+    /// The player's snapshot slot holds a new tick's world snapshot and the inputs it
+    /// applied; the number is the fan-out's generation, passed back when done.
+    SnapshotReady(u32),
+    /// Time to check timeouts and send keep-alives.
+    Heartbeat,
+    /// The scoreboard's next update.
+    Board(Arc<BoardUpdates>),
+    /// End the connection, telling the client why (the goodbye is repeated until the
+    /// client answers or a second has passed; then the actor stops).
+    Close(SessionEnd),
+    /// A message from the world: (bytes, reliable, how many message batches to everyone
+    /// the broadcaster had left in the inbox before it).
+    Message(Bytes, bool, u64),
+    /// The player is now in this world (its client is told).
+    Enter(Box<WorldNotice>),
+    /// A message for the client on the framework's channel (a playback status).
+    System(Bytes),
+}
+
+/// Messages to the broadcaster.
+#[derive(Debug)]
+pub(crate) enum BroadcastMsg {
+    /// A player connected: to send snapshots to, through its slot, and who it is.
+    Add(PlayerId, Arc<PlayerRef>, Box<JoinInfo>),
+    /// A player that left.
+    Remove(PlayerId),
+    /// A world's tick: its snapshot, shared (never copied per player), and each of its
+    /// players' newest applied input.
+    Snapshot(WorldId, Arc<WorldSnapshot>, AppliedInputs),
+    /// A message from a world to players.
+    Message {
+        /// The world that sends it.
+        world: WorldId,
+        /// Who gets it.
+        to: Audience,
+        /// The bytes.
+        data: Bytes,
+        /// Reliable (else an unreliable event).
+        reliable: bool,
+    },
+    /// Hand a world's frames to a tap (a spectators' world's feed), once its actor runs.
+    Tap(WorldId, TapBox),
+    /// A message on the framework's channel from a world (playback status).
+    System {
+        /// The world that sends it.
+        world: WorldId,
+        /// Who gets it.
+        to: Audience,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// A world ends one of its players' sessions, saying why (kicked, with the world's
+    /// words; moved to another zone).
+    Kick(WorldId, PlayerId, SessionEnd),
+    /// A world's scoreboard rows, for its next update (the broadcaster adds each player's
+    /// ping).
+    Board(WorldId, Vec<ScoreRow>),
+    /// A world is starting (its actor is on its way: what is for it waits until then).
+    AddWorld(Box<NewWorld>),
+    /// A world's actor runs.
+    WorldReady(WorldId, ActorRef<WorldMsg>),
+    /// A world stopped (why, for its players' clients): its players go to its fallback.
+    WorldEnded(WorldId, String),
+    /// Move a player to a world (`by`: only if it is in that world, the one asking).
+    Move {
+        /// The world asking, if a world asks.
+        by: Option<WorldId>,
+        /// The player.
+        player: PlayerId,
+        /// Where to.
+        to: WorldId,
+    },
+    /// A player starts or stops watching a world (`by`: only if it is in that world).
+    Watch {
+        /// The world asking, if a world asks.
+        by: Option<WorldId>,
+        /// The player.
+        player: PlayerId,
+        /// The world watched.
+        world: WorldId,
+        /// Start (else stop).
+        on: bool,
+    },
+    /// A world puts one of its players in a team.
+    Team(WorldId, PlayerId, Option<u16>),
+    /// Fails the broadcaster (supervision tests force each failure with these).
+    #[doc(hidden)]
+    InjectFault,
+}
+
+/// A world on its way in.
+#[derive(Debug)]
+pub(crate) struct NewWorld {
+    /// Its number.
+    pub id: WorldId,
+    /// The world that started it, if one did (it hears when this one stops).
+    pub parent: Option<WorldId>,
+    /// How it runs.
+    pub options: WorldOptions,
+    /// Its game's relevancy.
+    pub relevancy: Arc<dyn Relevancy>,
+    /// Where its players' inputs go.
+    pub inputs: InputQueue,
+    /// Its scoreboard's columns (none: no scoreboard).
+    pub board_columns: Vec<String>,
+}
+
+/// Messages to the world actor.
+#[derive(Debug)]
+pub(crate) enum WorldMsg {
+    /// A player joined, and who it is.
+    Join(PlayerId, Box<JoinInfo>),
+    /// A player left.
+    Leave(PlayerId),
+    /// Time to step (sent by the actor's timer).
+    Tick,
+    /// The server is shutting down: every player still joined leaves, then
+    /// [`World::shutdown`] runs; the reply says it has.
+    Shutdown(ractor::RpcReplyPort<()>),
+    /// Stop this world: every player still joined leaves, [`World::shutdown`] runs, and the
+    /// actor stops (its players go to its fallback).
+    Stop,
+    /// Hand every tick's frame to this tap from now on (a spectators' world's feed).
+    Tap(TapBox),
+    /// A world this one started stopped, and why.
+    Stopped(WorldId, String),
+}
+
+/// Control messages to the receive loop.
+#[derive(Debug)]
+pub(crate) enum SocketCtl {
+    /// A player actor ended: free its address, id and slot.
+    Release {
+        /// Its address.
+        addr: SocketAddr,
+        /// Its netcode client id.
+        client_id: u64,
+        /// Its slot.
+        slot: u32,
+    },
+    /// A player actor failed (panicked) without cleaning up.
+    Failed(ActorId),
+    /// Disconnect every player (graceful shutdown).
+    DisconnectAll,
+    /// Stop receiving.
+    Stop,
+    /// Panic in the receive loop (supervision tests force each failure with these).
+    InjectFault,
+}
+
+// ----- one player's shared state -----
 
 /// A player as the socket actor and the broadcaster hold it: its actor and its shared state.
 #[derive(Debug, Clone)]

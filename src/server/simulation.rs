@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::world::{Audience, BoardChange, Departure, HandoffEnd, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Tap, World, WorldChange, WorldFault, WorldId, message_event};
+use super::world::{
+    Audience, BoardChange, Departure, HandoffEnd, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Tap, World,
+    WorldChange, WorldFault, WorldId, message_event,
+};
 use crate::protocol::cut;
 use crate::protocol::input::ViewTime;
 use crate::protocol::recording::Event;

@@ -21,38 +21,16 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::broadcaster::{BroadcastMsg, FanOut};
-use super::metrics::{DatagramDrop, EndReason, ReceivedKind, SentKind, ServerMetrics};
-use super::player::{PlayerActor, PlayerArgs, PlayerMsg, PlayerShell};
+use super::broadcaster::FanOut;
+use super::metrics::{DatagramDrop, EndReason, ReceivedKind, ServerMetrics, count_control};
+use super::player::{PlayerActor, PlayerArgs, PlayerShell};
 use super::session::SessionSettings;
-use super::shared::{DatagramEnv, Direct, PlayerRef, PlayerShared, SnapshotEnv};
+use super::shared::{BroadcastMsg, DatagramEnv, Direct, PlayerMsg, PlayerRef, PlayerShared, SnapshotEnv, SocketCtl};
 use crate::protocol::netcode::server::{Connection, Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::slots::Occupant;
 use crate::protocol::session::SessionEnd;
 use crate::transport::batch::{BATCH, RecvBatch};
 use crate::transport::udp::UdpTx;
-
-/// Control messages to the receive loop.
-#[derive(Debug)]
-pub(crate) enum SocketCtl {
-    /// A player actor ended: free its address, id and slot.
-    Release {
-        /// Its address.
-        addr: SocketAddr,
-        /// Its netcode client id.
-        client_id: u64,
-        /// Its slot.
-        slot: u32,
-    },
-    /// A player actor failed (panicked) without cleaning up.
-    Failed(ActorId),
-    /// Disconnect every player (graceful shutdown).
-    DisconnectAll,
-    /// Stop receiving.
-    Stop,
-    /// Panic in the receive loop (supervision tests force each failure with these).
-    InjectFault,
-}
 
 /// Messages to the socket actor.
 #[derive(Debug)]
@@ -334,12 +312,4 @@ fn route_datagram(args: &SocketArgs, player: &PlayerRef, datagram: &mut [u8], no
         }
         Direct::Busy => args.metrics.record_drop(DatagramDrop::QueueFull, 1),
     }
-}
-
-/// Counts what `tx` sent as control traffic, and what it failed to send.
-pub(crate) fn count_control(metrics: &ServerMetrics, tx: &UdpTx<'_>) {
-    if tx.sent > 0 {
-        metrics.record_sent(SentKind::Control, tx.sent, tx.bytes);
-    }
-    metrics.record_drop(DatagramDrop::SendFailed, tx.dropped);
 }

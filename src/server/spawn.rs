@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorRef};
 
-use super::broadcaster::{BroadcastMsg, NewWorld};
+use super::inputs::InputQueue;
 use super::metrics::ServerMetrics;
+use super::shared::{BroadcastMsg, NewWorld, WorldMsg};
 use super::world::{Host, PlayerId, SpawnError, Tap, World, WorldId, WorldOptions, Worlds};
-use super::world_actor::{InputQueue, TickClock, WorldActor, WorldArgs, WorldMsg};
+use super::world_actor::{TickClock, WorldActor, WorldArgs};
 use crate::protocol::zone::ZoneCounters;
 
 /// The actor server's side.
@@ -155,4 +156,3 @@ fn spawn_actor<W: World>(
     });
     Ok(essential.then_some(started_rx))
 }
-

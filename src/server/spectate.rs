@@ -524,18 +524,11 @@ impl Worlds {
     /// # Errors
     /// As [`Worlds::spawn`]. When `source` is not running, the spectators' world starts and
     /// ends at once (its players, if any, go to its fallback).
-    pub fn spectate(
-        &self,
-        source: WorldId,
-        how: Spectators,
-        options: WorldOptions,
-    ) -> Result<WorldId, SpawnError> {
+    pub fn spectate(&self, source: WorldId, how: Spectators, options: WorldOptions) -> Result<WorldId, SpawnError> {
         let ticks = (how.delay().as_secs_f64() * f64::from(self.server_hz())).round() as u32;
         let (tx, rx) = std::sync::mpsc::sync_channel(FEED_QUEUE);
         self.tap(source, Box::new(Feed(tx)))?;
         let world = SpectatorWorld::live((**self.schema()).clone(), rx, ticks, how);
         self.spawn(options, world)
     }
-
 }
-

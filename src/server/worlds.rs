@@ -484,8 +484,8 @@ impl<P: Clone> Directory<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::world::Numbers;
     use crate::server::Everything;
+    use crate::server::world::Numbers;
 
     fn who(n: u64) -> JoinInfo {
         JoinInfo::new(n, [0; crate::protocol::netcode::USER_DATA_BYTES])

@@ -34,8 +34,8 @@ use std::time::Duration;
 use glam::Vec2;
 
 use super::world::{
-    Departure, HandoffEnd, Handles, JoinInfo, PlayerId, Relevancy, SpawnError, Tap, TokenKeys, World, WorldId, WorldOptions,
-    WorldRef, Worlds,
+    Departure, Handles, HandoffEnd, JoinInfo, PlayerId, Relevancy, SpawnError, Tap, TokenKeys, World, WorldId,
+    WorldOptions, WorldRef, Worlds,
 };
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
@@ -1102,12 +1102,7 @@ impl Worlds {
     /// # Errors
     /// As [`Worlds::spawn`] for the border world; [`SpawnError::Zone`] when `zone.me` is not
     /// in the layout.
-    pub fn zone(
-        &self,
-        source: WorldId,
-        zone: ZoneOptions,
-        border: WorldOptions,
-    ) -> Result<ZoneLink, SpawnError> {
+    pub fn zone(&self, source: WorldId, zone: ZoneOptions, border: WorldOptions) -> Result<ZoneLink, SpawnError> {
         if usize::from(zone.me) >= zone.layout.len() {
             return Err(SpawnError::Zone(format!("zone {} is not in a layout of {}", zone.me, zone.layout.len())));
         }
@@ -1127,7 +1122,6 @@ impl Worlds {
         self.host().add_zone(link.counters().clone());
         Ok(link)
     }
-
 }
 
 #[cfg(test)]

@@ -26,8 +26,7 @@ use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
 /// What the stepper's zones mint handoff tokens with.
-const STEPPER_KEYS: TokenKeys =
-    TokenKeys { protocol_id: crate::DEFAULT_PROTOCOL_ID, private_key: KEY };
+const STEPPER_KEYS: TokenKeys = TokenKeys { protocol_id: crate::DEFAULT_PROTOCOL_ID, private_key: KEY };
 const SERVER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 40_000);
 
 /// A client in the stepper.

@@ -341,7 +341,6 @@ pub(crate) struct TokenKeys {
     pub private_key: crate::protocol::netcode::Key,
 }
 
-
 /// Where a server's worlds run: the actor server's side, or the stepper's [`Queued`]
 /// requests. [`Worlds`] asks it, whichever it is.
 pub(crate) trait Host: Send + Sync {
@@ -395,7 +394,14 @@ impl Queued {
 }
 
 impl Host for Queued {
-    fn spawn(&self, worlds: &Worlds, id: WorldId, options: WorldOptions, world: Box<dyn World>, _: u32) -> Result<(), SpawnError> {
+    fn spawn(
+        &self,
+        worlds: &Worlds,
+        id: WorldId,
+        options: WorldOptions,
+        world: Box<dyn World>,
+        _: u32,
+    ) -> Result<(), SpawnError> {
         self.push(Request::Spawn(id, options, world, worlds.me()));
         Ok(())
     }

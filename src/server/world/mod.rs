@@ -21,16 +21,16 @@ mod tap;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use handle::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, WorldRef, Worlds};
-pub(crate) use handle::{Host, Request, TokenKeys};
-pub use options::{Origin, WorldId, WorldOptions};
-pub(crate) use options::Numbers;
-pub(crate) use tap::{Departure, HandoffEnd, Tap, TapBox, message_event};
 use crate::protocol::input::ViewTime;
 use crate::protocol::netcode::USER_DATA_BYTES;
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::ZoneId;
+pub use handle::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, WorldRef, Worlds};
+pub(crate) use handle::{Host, Request, TokenKeys};
+pub(crate) use options::Numbers;
+pub use options::{Origin, WorldId, WorldOptions};
+pub(crate) use tap::{Departure, HandoffEnd, Tap, TapBox, message_event};
 
 pub use crate::protocol::{Audience, PlayerId};
 
