@@ -50,7 +50,7 @@ step "format"
 cargo fmt --all -- --check
 
 step "layers"
-# src/server's import circle may only shrink (issue 38): no new import inside it.
+# src/server's three layers: no import circle, no import of a higher layer (docs/architecture.md).
 python3 tools/layers.py
 
 step "clippy"

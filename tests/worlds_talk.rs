@@ -17,7 +17,8 @@
 //! which depend on arrival order over UDP) and the two logs are compared: the same lines,
 //! each shell in an order the framework guarantees (a stopped match is heard before its
 //! players arrive back). So is what each client received: its world notices in order, how
-//! its session ended, its scoreboard and the previous one. The one difference, named: over
+//! its session ended, its scoreboard and the previous one (the spectator's: the match's board,
+//! mirrored by the stands as late as their frames). The one difference, named: over
 //! UDP the match's result message may reach the lobby before or after the news that it
 //! stopped (a message is handled at the lobby's next tick; the stop comes through the
 //! broadcaster), in the stepper always after.
@@ -28,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use volley::prelude::*;
+use volley::protocol::recording::Event;
 use volley::protocol::scoreboard::Scoreboard;
 use volley::server::{Handles, MAX_PANICKING_TICKS, WithMessages, WorldRef};
 
@@ -357,6 +359,13 @@ fn check_recordings(dir: &std::path::Path) {
         let r = volley::protocol::recording::Recording::parse(bytes.into(), Some(&Schema::new())).unwrap();
         assert_eq!(r.header().kind, "match");
         assert!(!r.chunks().is_empty() && r.cut_off() == 0, "{f:?} is whole");
+        // The board goes into the recording (a replay shows it): its columns, and its rows
+        // each half second.
+        assert_eq!(r.header().columns, ["points"]);
+        let mut p = volley::protocol::recording::Playhead::new(r, Arc::new(Schema::new())).unwrap();
+        let mut boards = p.frame().events.iter().filter(|e| matches!(e, Event::Board(_))).count();
+        p.advance_to(u32::MAX, |f| boards += f.events.iter().filter(|e| matches!(e, Event::Board(_))).count()).unwrap();
+        assert!(boards >= 1, "{f:?} holds the board");
     }
 }
 
@@ -411,6 +420,9 @@ fn in_the_stepper_a_match_reports_to_the_lobby_that_started_it() {
     assert_eq!(lines.len(), 47, "nothing else: {lines:#?}");
     // From the stands, only what all heard: no team chat, no other player's message.
     assert!(received[8].contains("heard [\"1+2: all\"]"), "{}", received[8]);
+    // The stands showed the match's board, as late as its frames: the final one last.
+    let (one, two) = (MATCH_TICKS, 2 * MATCH_TICKS);
+    assert!(received[8].ends_with(&format!("board []; previous board [[{one}], [{two}]]")), "{}", received[8]);
     assert!(received[0].contains("heard [\"1+2: all\", \"1+2: to 1\", \"1+2: team 1\"]"), "{}", received[0]);
     assert!(received[1].contains("heard [\"1+2: all\", \"1+2: to 2\"]"), "{}", received[1]);
     // The kicked player keeps the board as it was kicked (sent before the kick), and its

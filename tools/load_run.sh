@@ -5,12 +5,15 @@
 # runs in the same hour (the machine's system calls vary from day to day):
 #
 #     bash tools/load_run.sh OLD_BIN 1000; bash tools/load_run.sh NEW_BIN 1000; ...
+#
+# The server runs the arena's rooms (a lobby and matches, the default); SERVER_ARGS adds
+# flags to it, e.g. SERVER_ARGS="--match-size 0" for one arena world.
 set -euo pipefail
 BIN=${1:?usage: tools/load_run.sh BIN [PLAYERS]}
 N=${2:-1000}
 KEY=0101010101010101010101010101010101010101010101010101010101010101
 LOG=$(mktemp -d)
-"$BIN" server --private-key "$KEY" --max-players $((N * 2)) --duration 46 >"$LOG/server.log" 2>&1 &
+"$BIN" server --private-key "$KEY" --max-players $((N * 2)) --duration 46 ${SERVER_ARGS:-} >"$LOG/server.log" 2>&1 &
 SERVER=$!
 sleep 2
 "$BIN" bots --private-key "$KEY" --bots "$N" --duration 40 --admin 127.0.0.1:9100 >"$LOG/bots.log" 2>&1 || true

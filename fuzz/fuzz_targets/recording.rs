@@ -26,6 +26,7 @@ fn recording(seed: &[u8]) -> Vec<u8> {
         started_unix_ms: 0,
         keyframe_every: 8,
         kind: "fuzz".into(),
+        columns: vec!["points".into()],
     };
     let (mut w, mut file) = RecordWriter::new(schema.clone(), &header);
     for t in 1..40u32 {

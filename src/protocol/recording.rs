@@ -7,9 +7,9 @@
 //! | part | bytes | what |
 //! | --- | --- | --- |
 //! | magic | 8 | `VOLLEYRP` |
-//! | format | 2 | [`FORMAT_VERSION`] (little-endian, as every number here) |
+//! | format | 2 | [`FORMAT_VERSION`] (little-endian, as every number here); format 1 (no scoreboard) is read too |
 //! | header length | 4 | at most [`MAX_HEADER_BYTES`] |
-//! | header | n | protocol version (u16), schema fingerprint (u64, [`Schema::fingerprint`]), server tick rate (u16), stride (u16: server ticks per world tick), start time (u64, ms since the Unix epoch), keyframe interval (u32, ticks), kind (u8 length, UTF-8) |
+//! | header | n | protocol version (u16), schema fingerprint (u64, [`Schema::fingerprint`]), server tick rate (u16), stride (u16: server ticks per world tick), start time (u64, ms since the Unix epoch), keyframe interval (u32, ticks), kind (u8 length, UTF-8), scoreboard columns (u8 count, then each: u8 length, UTF-8; format 2 only) |
 //! | header checksum | 4 | CRC-32 of the header |
 //! | chunks | … | until the end of the file |
 //!
@@ -20,6 +20,12 @@
 //! against the frame before), snapshot length (varint) and bytes (the snapshot codec's, as
 //! a client that sees everything receives them), event count (varint), events ([`Event`]).
 //!
+//! An event: kind (u8), then for a join (0) the player and its client id (varints), a leave
+//! (1) the player, a message (2) the audience (u8: 0 all, 1 team, 2 watchers, 3 player; bit 7
+//! set when reliable), its argument (varint), length (varint) and bytes, a note (3) length
+//! and UTF-8, and the scoreboard (4, format 2) the length (varint) of its rows, each a
+//! [`ScoreRow`] in postcard (player, name, fields; ping 0), as the board's full update has them.
+//!
 //! A file cut off (a crash) plays up to its last complete chunk; a chunk whose checksum
 //! fails, a wrong magic, format, protocol or schema is an error ([`RecordingError`]).
 
@@ -28,13 +34,16 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::Audience;
+use super::scoreboard::{MAX_ROWS, ScoreRow};
 use super::session::PROTOCOL_VERSION;
 use super::snapshot::{Interest, Schema, SenderConfig, SnapshotReceiver, SnapshotSender, WorldSnapshot};
 
 /// The file's first bytes.
 pub const MAGIC: &[u8; 8] = b"VOLLEYRP";
 /// The version of the file layout this build writes and reads.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
+/// The oldest file layout this build reads (format 1: no scoreboard).
+pub const OLDEST_FORMAT: u16 = 1;
 /// The longest header read.
 pub const MAX_HEADER_BYTES: usize = 1024;
 /// The largest chunk (raw or compressed) read or written; a writer closes a chunk before
@@ -74,6 +83,8 @@ pub struct Header {
     pub keyframe_every: u32,
     /// The recorded world's kind.
     pub kind: String,
+    /// The recorded world's scoreboard columns (none: it has no scoreboard).
+    pub columns: Vec<String>,
 }
 
 /// Something that happened in the recorded world during a tick.
@@ -102,6 +113,9 @@ pub enum Event {
     },
     /// The recorder's own remark (it fell behind and kept keyframes only, say).
     Note(String),
+    /// The scoreboard as it stood (every row; sent every half second, and when players are
+    /// sent away). Pings are not recorded.
+    Board(Vec<ScoreRow>),
 }
 
 /// Why a recording cannot be read.
@@ -256,6 +270,13 @@ impl Header {
         let kind = super::cut(&self.kind, 64);
         h.push(kind.len() as u8);
         h.extend_from_slice(kind.as_bytes());
+        let columns = &self.columns[..self.columns.len().min(super::scoreboard::MAX_FIELDS)];
+        h.push(columns.len() as u8);
+        for c in columns {
+            let c = super::cut(c, super::scoreboard::MAX_NAME_BYTES);
+            h.push(c.len() as u8);
+            h.extend_from_slice(c.as_bytes());
+        }
         let mut out = Vec::with_capacity(h.len() + 18);
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
@@ -282,7 +303,7 @@ impl Header {
         }
         let mut c = Cursor { data, at: MAGIC.len(), base: 0 };
         let format = c.u16("format").map_err(|_| RecordingError::Truncated)?;
-        if format != FORMAT_VERSION {
+        if !(OLDEST_FORMAT..=FORMAT_VERSION).contains(&format) {
             return Err(RecordingError::Format { found: format });
         }
         let n = c.u32("header length").map_err(|_| RecordingError::Truncated)? as usize;
@@ -307,7 +328,19 @@ impl Header {
                 let n = c.u8("kind")? as usize;
                 String::from_utf8_lossy(c.take(n, "kind")?).into_owned()
             },
+            columns: Vec::new(),
         };
+        let mut header = header;
+        if format >= 2 {
+            let n = c.u8("columns")? as usize;
+            if n > super::scoreboard::MAX_FIELDS {
+                return Err(c.corrupt("columns"));
+            }
+            for _ in 0..n {
+                let len = c.u8("column")? as usize;
+                header.columns.push(String::from_utf8_lossy(c.take(len, "column")?).into_owned());
+            }
+        }
         if header.tick_rate_hz == 0 || header.stride == 0 {
             return Err(RecordingError::Corrupt { offset: 14, what: "tick rate" });
         }
@@ -465,6 +498,12 @@ fn encode_event(out: &mut Vec<u8>, e: &Event) {
             put_varint(out, t.len() as u64);
             out.extend_from_slice(t.as_bytes());
         }
+        Event::Board(rows) => {
+            out.push(4);
+            let rows = postcard::to_allocvec(&rows[..rows.len().min(MAX_ROWS)]).unwrap_or_default();
+            put_varint(out, rows.len() as u64);
+            out.extend_from_slice(&rows);
+        }
     }
 }
 
@@ -494,6 +533,18 @@ fn decode_event(c: &mut Cursor<'_>, payload: &Bytes) -> Result<Event, RecordingE
             let n = c.len("note length")?;
             let t = c.take(n, "note")?;
             Event::Note(super::cut(&String::from_utf8_lossy(t), MAX_NOTE_BYTES).to_owned())
+        }
+        4 => {
+            let n = c.len("board length")?;
+            let b = c.take(n, "board")?;
+            let mut rows: Vec<ScoreRow> = postcard::from_bytes(b).map_err(|_| c.corrupt("board"))?;
+            if rows.len() > MAX_ROWS {
+                return Err(c.corrupt("board rows"));
+            }
+            for r in &mut rows {
+                r.ping_ms = 0;
+            }
+            Event::Board(rows)
         }
         _ => return Err(c.corrupt("event kind")),
     })
@@ -888,6 +939,7 @@ mod tests {
             started_unix_ms: 1,
             keyframe_every: 10,
             kind: "match".into(),
+            columns: vec!["kills".into(), "deaths".into()],
         }
     }
 
@@ -933,6 +985,44 @@ mod tests {
         assert_eq!(*q.frame().snapshot, *worlds[33]);
         q.seek(105).unwrap();
         assert_eq!(*q.frame().snapshot, *worlds[5]);
+    }
+
+    #[test]
+    fn the_scoreboard_and_its_columns_play_back_and_format_1_still_reads() {
+        let (mut w, mut file) = RecordWriter::new(schema(), &header());
+        let rows = vec![
+            ScoreRow { player: 3, name: "ann".into(), fields: vec![5, -2], ping_ms: 40 },
+            ScoreRow { player: 9, name: "bo".into(), fields: vec![1, 0], ping_ms: 7 },
+        ];
+        let s = world(100, 3);
+        let ev = [Event::Board(rows.clone()), Event::Left { player: 9 }];
+        if let Some(c) = w.push(FrameIn { tick: 100, snapshot: Some(&s), events: &ev, after_gap: false }) {
+            file.extend(c);
+        }
+        file.extend(w.finish().unwrap());
+        let rec = Recording::parse(Bytes::from(file), Some(&schema())).unwrap();
+        assert_eq!(rec.header().columns, ["kills", "deaths"]);
+        let p = Playhead::new(rec, schema()).unwrap();
+        // Pings are not recorded.
+        let want: Vec<ScoreRow> = rows.into_iter().map(|r| ScoreRow { ping_ms: 0, ..r }).collect();
+        assert_eq!(p.frame().events, [Event::Board(want), Event::Left { player: 9 }]);
+
+        // A format-1 header (no columns) still reads, with no columns.
+        let v2 = header().encode();
+        let len = u32::from_le_bytes(v2[10..14].try_into().unwrap()) as usize;
+        let columns = 1 + "kills".len() + 1 + "deaths".len() + 1;
+        let h = &v2[14..14 + len - columns];
+        let mut v1 = MAGIC.to_vec();
+        v1.extend_from_slice(&1u16.to_le_bytes());
+        v1.extend_from_slice(&(h.len() as u32).to_le_bytes());
+        v1.extend_from_slice(h);
+        v1.extend_from_slice(&crc32fast::hash(h).to_le_bytes());
+        let (old, _) = Header::decode(&v1).unwrap();
+        assert_eq!(old, Header { columns: Vec::new(), ..header() });
+        // Format 3 is not this build's.
+        let mut v3 = v2.clone();
+        v3[8..10].copy_from_slice(&3u16.to_le_bytes());
+        assert_eq!(Header::decode(&v3), Err(RecordingError::Format { found: 3 }));
     }
 
     #[test]

@@ -80,6 +80,11 @@ impl BoardSender {
         Self { columns, last: BTreeMap::new() }
     }
 
+    /// Its columns.
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+
     /// The next update from the board now: every row's name, fields and ping (a ping that
     /// moved by less than [`PING_STEP_MS`] keeps its last value).
     pub fn update(&mut self, rows: impl IntoIterator<Item = ScoreRow>) -> BoardUpdates {

@@ -144,6 +144,13 @@
 //! | `simulation::Command` (`Stepped::commands`) | what a tick asks of the rest of the server, in one order: teams, framework messages, the game's messages, the scoreboard, kicks, the snapshot, moves and watches, a stop | the world actor (one broadcaster message each), the stepper (carried out at once) |
 //! | [`RecordWriter`](crate::protocol::recording::RecordWriter), [`Playhead`](crate::protocol::recording::Playhead) | the recording file: frames to chunks, chunks to the state at any tick | the recorder thread, replay worlds, the `recording` fuzz target, tests |
 //! | `worlds::Directory` | who is in which world and watches which, each world's newest snapshot, the merged view of each group of players, and the effects of a move, a join, a world's end (`join`/`leave` calls, the client's notice, its input queue) | broadcaster, stepper |
+//! | [`Worlds`] over `world::Host` | starting, stopping, moving and watching, asked the same way whatever runs the worlds: `spawn::ActorBackend` (actors, the broadcaster) or the stepper's queued requests | the game, both shells |
+//!
+//! The modules form three layers with no import circle, checked by `tools/layers.py`: the
+//! game API ([`world`], [`lagcomp`]: imports no other server module), the sans-IO cores and
+//! the extensions on the game API (`inputs`, `session`, `simulation`, `worlds`; [`spectate`],
+//! [`zone`]), and the shells (the actors, their messages in `shared`, the batcher, the
+//! recorder thread, the metrics, the admin endpoint).
 //!
 //! # Supervision tree
 //!

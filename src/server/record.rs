@@ -137,6 +137,8 @@ pub(crate) struct RecordingOf<'a> {
     pub schema: Arc<Schema>,
     /// Its kind.
     pub kind: &'a str,
+    /// Its scoreboard's columns (none: no scoreboard).
+    pub columns: Vec<String>,
     /// The server's tick rate.
     pub tick_rate_hz: u16,
     /// Server ticks per world tick.
@@ -201,6 +203,7 @@ impl Recorder {
             started_unix_ms: unix_ms(),
             keyframe_every,
             kind: of.kind.to_owned(),
+            columns: of.columns.clone(),
         };
         let (writer, head) = RecordWriter::new(of.schema, &header);
         out.write_all(&head)?;
@@ -320,7 +323,7 @@ mod tests {
         let stalled = Arc::new(AtomicBool::new(false));
         let out = SharedBuffer::default();
         let disk = SlowDisk { out: out.clone(), stalled: stalled.clone() };
-        let of = RecordingOf { schema: schema.clone(), kind: "test", tick_rate_hz: 60, stride: 1 };
+        let of = RecordingOf { schema: schema.clone(), kind: "test", columns: Vec::new(), tick_rate_hz: 60, stride: 1 };
         let mut rec = Recorder::start(disk, of, None).unwrap();
         stalled.store(true, Ordering::Relaxed);
         let frame = |t: u32| {

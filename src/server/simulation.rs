@@ -150,6 +150,9 @@ pub(crate) struct Simulation {
     shut_down: bool,
     /// The scoreboard's rows (name, fields) by player, when the world has one.
     board: Option<BTreeMap<PlayerId, (String, Vec<i32>)>>,
+    /// The other world's board this world shows ([`Outbox::mirror_board`]) instead of its
+    /// own, as it last came.
+    mirrored: Option<Vec<ScoreRow>>,
     previous: Option<Arc<WorldSnapshot>>,
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
     faults: [u64; WorldFault::ALL.len()],
@@ -210,6 +213,7 @@ impl Simulation {
             had_players: false,
             shut_down: false,
             board: None,
+            mirrored: None,
             previous: None,
             faults: [0; WorldFault::ALL.len()],
             reported: [0; WorldFault::ALL.len()],
@@ -535,10 +539,13 @@ impl Simulation {
         if self.panicking >= MAX_PANICKING_TICKS {
             return Err(WorldStopped(self.panicking));
         }
-        let board = self.board_update(outbox.take_board(), final_board);
+        let mirror = outbox.take_mirror();
+        let board = self.board_update(outbox.take_board(), final_board, mirror);
         if !self.taps.0.is_empty() {
             let mut events = std::mem::take(&mut self.events);
             events.extend(outbox.messages().iter().map(message_event));
+            // The board as it stood, whenever it was due (recordings and spectators mirror it).
+            events.extend(board.iter().map(|rows| Event::Board(rows.clone())));
             self.taps.0.retain_mut(|t| t.frame(tick, snapshot.as_ref(), &events));
             events.clear();
             self.events = events;
@@ -547,9 +554,23 @@ impl Simulation {
     }
 
     /// Applies the world's scoreboard changes; the rows when an update is due (every half
-    /// second, and at once when `now`).
-    fn board_update(&mut self, changes: Vec<(PlayerId, BoardChange)>, now: bool) -> Option<Vec<ScoreRow>> {
+    /// second, and at once when `now`). A world that mirrors another's board (`mirror`)
+    /// shows those rows when they come, and its own players' never again.
+    fn board_update(
+        &mut self,
+        changes: Vec<(PlayerId, BoardChange)>,
+        now: bool,
+        mirror: Option<Vec<ScoreRow>>,
+    ) -> Option<Vec<ScoreRow>> {
         let board = self.board.as_mut()?;
+        if let Some(rows) = mirror {
+            self.mirrored = Some(rows.clone());
+            return Some(rows);
+        }
+        if let Some(rows) = &self.mirrored {
+            // Players sent away get it as it stands.
+            return now.then(|| rows.clone());
+        }
         for (p, change) in changes {
             let Some(row) = board.get_mut(&p) else { continue };
             match change {

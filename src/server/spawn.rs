@@ -79,6 +79,7 @@ pub(crate) fn spawn_entry<W: World>(
     let stride = worlds.check(&options, &world.schema())?;
     let id = worlds.take_number()?;
     debug_assert_eq!(id, WorldId::ENTRY);
+    worlds.set_columns(id, world.scoreboard_columns());
     spawn_actor(host, worlds.clone(), id, options, world, stride, true)?.ok_or(SpawnError::NotRunning)
 }
 

@@ -8,7 +8,10 @@
 //!
 //! Both kinds run the same world: frames in (from a [`Playhead`], or from the watched world's
 //! tap), the frame due at each tick copied into its snapshot. Viewers who see all of it from
-//! the same baseline share one encode of it (the sender's shared packets).
+//! the same baseline share one encode of it (the sender's shared packets). The watched
+//! world's scoreboard comes with its frames (every half second, and as players are sent
+//! away): such a world shows it as its own, with the watched world's columns, as late as
+//! the frames.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
@@ -105,6 +108,8 @@ impl Spectators {
 /// A world showing recorded or delayed state (see the module docs).
 pub struct SpectatorWorld {
     schema: Schema,
+    /// The watched world's scoreboard columns (its board is shown as this world's).
+    columns: Vec<String>,
     /// Which messages viewers hear.
     hearing: Hearing,
     source: Source,
@@ -199,13 +204,25 @@ impl SpectatorWorld {
         let head = Playhead::new(recording, Arc::new(schema.clone()))?;
         let at = u64::from(head.frame().tick) * 4;
         let shown = Some(head.frame().snapshot.clone());
-        Ok(Self::with_source(schema, Source::File(Box::new(head)), relevancy, at, shown))
+        let columns = head.recording().header().columns.clone();
+        let mut world = Self::with_source(schema, Source::File(Box::new(head)), relevancy, at, shown);
+        world.columns = columns;
+        Ok(world)
     }
 
-    /// Shows the frames `feed` brings, `delay` server ticks late.
-    pub(crate) fn live(schema: Schema, feed: Receiver<Frame>, delay: u32, how: Spectators) -> Self {
+    /// Shows the frames `feed` brings, `delay` server ticks late; `columns` are the watched
+    /// world's scoreboard columns.
+    pub(crate) fn live(
+        schema: Schema,
+        feed: Receiver<Frame>,
+        delay: u32,
+        how: Spectators,
+        columns: Vec<String>,
+    ) -> Self {
         let live = Live { feed, buffer: VecDeque::new(), delay, first: None };
-        Self::with_source(schema, Source::Live(live), how.follow, 0, None).hearing(how.hearing)
+        let mut world = Self::with_source(schema, Source::Live(live), how.follow, 0, None).hearing(how.hearing);
+        world.columns = columns;
+        world
     }
 
     /// What its viewers hear of the recorded messages ([`Hearing::Public`] unless set).
@@ -223,6 +240,7 @@ impl SpectatorWorld {
     ) -> Self {
         Self {
             schema,
+            columns: Vec::new(),
             hearing: Hearing::Public,
             source,
             relevancy,
@@ -423,6 +441,10 @@ impl World for SpectatorWorld {
         }
     }
 
+    fn scoreboard_columns(&self) -> Vec<String> {
+        self.columns.clone()
+    }
+
     fn relevancy(&self) -> Arc<dyn Relevancy> {
         Arc::new(Follow { following: self.following.clone(), inner: self.relevancy.clone() })
     }
@@ -430,7 +452,15 @@ impl World for SpectatorWorld {
     fn messages(&mut self, out: &mut Outbox) {
         let following: BTreeMap<PlayerId, PlayerId> = self.following.read().map(|f| f.clone()).unwrap_or_default();
         for e in self.passed.drain(..) {
-            let Event::Message { to, reliable, data } = e else { continue };
+            let (to, reliable, data) = match e {
+                Event::Message { to, reliable, data } => (to, reliable, data),
+                // The watched world's board, as late as its frames.
+                Event::Board(rows) => {
+                    out.mirror_board(rows);
+                    continue;
+                }
+                _ => continue,
+            };
             let everything = self.hearing == Hearing::Everything;
             match to {
                 Audience::All | Audience::Watchers => {}
@@ -497,7 +527,7 @@ impl Worlds {
     /// ([`Outbox::move_to`]); each may follow one of `source`'s players (seeing what the game's
     /// relevancy given in `how` shows that player) or see everything (see
     /// [`SpectatorWorld`](SpectatorWorld)). They hear what `source` sent to
-    /// everyone and to its watchers; team and player messages only as
+    /// everyone and to its watchers, and see its scoreboard; team and player messages only as
     /// [`Hearing`](Hearing) allows. It stops when `source` does (give it a
     /// fallback in `options`).
     ///
@@ -528,7 +558,7 @@ impl Worlds {
         let ticks = (how.delay().as_secs_f64() * f64::from(self.server_hz())).round() as u32;
         let (tx, rx) = std::sync::mpsc::sync_channel(FEED_QUEUE);
         self.tap(source, Box::new(Feed(tx)))?;
-        let world = SpectatorWorld::live((**self.schema()).clone(), rx, ticks, how);
+        let world = SpectatorWorld::live((**self.schema()).clone(), rx, ticks, how, self.columns_of(source));
         self.spawn(options, world)
     }
 }

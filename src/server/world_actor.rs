@@ -178,6 +178,7 @@ impl<W: World> Actor for WorldActor<W> {
             let of = super::record::RecordingOf {
                 schema: sim.schema().clone(),
                 kind: &kind_name,
+                columns: world.scoreboard_columns(),
                 tick_rate_hz: (1.0 / clock.dt.as_secs_f64()).round() as u16,
                 stride,
             };

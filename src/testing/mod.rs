@@ -26,6 +26,11 @@ use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
 /// What the stepper's zones mint handoff tokens with.
+/// World `id`'s scoreboard columns, from its board (none: no board).
+fn columns_of(boards: &BTreeMap<WorldId, BoardSender>, id: WorldId) -> Vec<String> {
+    boards.get(&id).map(|b| b.columns().to_vec()).unwrap_or_default()
+}
+
 const STEPPER_KEYS: TokenKeys = TokenKeys { protocol_id: crate::DEFAULT_PROTOCOL_ID, private_key: KEY };
 const SERVER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 40_000);
 
@@ -150,6 +155,8 @@ impl<W: World> Stepper<W> {
         let entry = numbers.lock().ok().and_then(|mut n| n.take()).unwrap_or(WorldId::ENTRY);
         let mut dir = Directory::default();
         dir.add_world(entry, WorldOptions::new("main"), world.relevancy(), None);
+        let worlds = Worlds::stepper(numbers.clone(), vec!["main".into()], hz, schema.clone(), STEPPER_KEYS);
+        worlds.set_columns(entry, columns_of(&boards, entry));
         Self {
             now,
             clients: Vec::new(),
@@ -159,7 +166,7 @@ impl<W: World> Stepper<W> {
             pending_inputs: Vec::new(),
             hosted: BTreeMap::new(),
             dir,
-            worlds: Worlds::stepper(numbers.clone(), vec!["main".into()], hz, schema.clone(), STEPPER_KEYS),
+            worlds,
             numbers,
             server_tick: 0,
             started: false,
@@ -199,6 +206,7 @@ impl<W: World> Stepper<W> {
         }
         let hz = self.settings.params.tick_rate_hz;
         self.worlds = Worlds::stepper(self.numbers.clone(), kinds, hz, self.settings.schema.clone(), STEPPER_KEYS);
+        self.worlds.set_columns(WorldId::ENTRY, columns_of(&self.boards, WorldId::ENTRY));
         self
     }
 
@@ -469,7 +477,7 @@ impl<W: World> Stepper<W> {
                         .with_stop_when_empty(options.stop_when_empty);
                     let columns = world.scoreboard_columns();
                     if !columns.is_empty() {
-                        self.boards.insert(id, BoardSender::new(columns));
+                        self.boards.insert(id, BoardSender::new(columns.clone()));
                     }
                     let (record, kind) = (options.record.clone(), options.kind.clone());
                     self.dir.add_world(id, options, world.relevancy(), parent);
@@ -478,6 +486,7 @@ impl<W: World> Stepper<W> {
                         let of = crate::server::record::RecordingOf {
                             schema: self.settings.schema.clone(),
                             kind: &kind,
+                            columns: columns.clone(),
                             tick_rate_hz: server,
                             stride,
                         };
@@ -522,6 +531,7 @@ impl<W: World> Stepper<W> {
         let of = crate::server::record::RecordingOf {
             schema: self.settings.schema.clone(),
             kind: "recorded",
+            columns: columns_of(&self.boards, id),
             tick_rate_hz: self.settings.params.tick_rate_hz,
             stride,
         };

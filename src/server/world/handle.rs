@@ -22,7 +22,7 @@ use crate::protocol::zone::{ZoneCounters, ZoneId};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SpawnError {
     /// Its kind is not one the server declared
-    /// ([`ServerConfig::world_kinds`](super::ServerConfig::world_kinds)).
+    /// ([`ServerConfig::world_kinds`](crate::server::ServerConfig::world_kinds)).
     #[error("world kind {0:?} is not declared in the server's world kinds")]
     UnknownKind(String),
     /// Its tick rate does not divide the server's.
@@ -125,7 +125,7 @@ impl<M> WorldRef<M> {
 
 /// A world that takes the game's messages of type `M` ([`Handles<M>`]): they are handed to
 /// it at the start of each tick, before [`World::tick`]. [`Worlds::spawn_handling`] wraps
-/// the worlds it starts in one; wrap the world you give [`start`](super::start) (or the
+/// the worlds it starts in one; wrap the world you give [`start`](crate::server::start) (or the
 /// [`Stepper`](crate::testing::Stepper)) yourself, so that the worlds it starts can reach
 /// it with [`Worlds::world_ref`].
 ///
@@ -331,6 +331,8 @@ struct Link {
     parent: Option<WorldId>,
     /// Its messages' queue (a `tokio::sync::mpsc::Sender<M>`), if it takes messages.
     mail: Option<Box<dyn std::any::Any + Send + Sync>>,
+    /// Its scoreboard's columns.
+    columns: Vec<String>,
 }
 
 /// The server's protocol id and private key: a zone mints the connect token for the zone a
@@ -491,13 +493,13 @@ impl Worlds {
     /// the same number is kept.
     fn new_link(&self, id: WorldId) {
         if let Ok(mut l) = self.inner.links.lock() {
-            l.insert(id, Link { parent: self.me, mail: None });
+            l.insert(id, Link { parent: self.me, mail: None, columns: Vec::new() });
         }
     }
 
     /// The world that started world `world` ([`Worlds::spawn`] on the handle
     /// [`World::started`] gave it); `None` for the entry world, and for a world started
-    /// from outside every world ([`ServerHandle::worlds`](super::ServerHandle::worlds)).
+    /// from outside every world ([`ServerHandle::worlds`](crate::server::ServerHandle::worlds)).
     /// It hears when `world` stops ([`World::world_stopped`]).
     pub fn started_by(&self, world: WorldId) -> Option<WorldId> {
         self.inner.links.lock().ok()?.get(&world)?.parent
@@ -612,8 +614,21 @@ impl Worlds {
     pub fn spawn<W: World>(&self, options: WorldOptions, world: W) -> Result<WorldId, SpawnError> {
         let stride = self.check(&options, &world.schema())?;
         let id = self.take_number()?;
+        self.set_columns(id, world.scoreboard_columns());
         self.inner.host.spawn(self, id, options, Box::new(world), stride)?;
         Ok(id)
+    }
+
+    /// World `id`'s scoreboard has these columns.
+    pub(crate) fn set_columns(&self, id: WorldId, columns: Vec<String>) {
+        if let Ok(mut l) = self.inner.links.lock() {
+            l.entry(id).or_default().columns = columns;
+        }
+    }
+
+    /// World `id`'s scoreboard columns (none: it has no board, or is not known).
+    pub(crate) fn columns_of(&self, id: WorldId) -> Vec<String> {
+        self.inner.links.lock().ok().and_then(|l| Some(l.get(&id)?.columns.clone())).unwrap_or_default()
     }
 
     /// A free world number, for a world this handle's world starts.

@@ -190,6 +190,8 @@ pub struct Outbox {
     teams: Vec<(PlayerId, Option<u16>)>,
     /// Messages on the framework's own channel (playback status).
     system: Vec<(Audience, bytes::Bytes)>,
+    /// Another world's scoreboard, shown as this world's (a spectators' world).
+    mirror: Option<Vec<crate::protocol::scoreboard::ScoreRow>>,
 }
 
 /// Something a world asked of the server's directory of worlds ([`Outbox::move_to`] and
@@ -401,6 +403,17 @@ impl Outbox {
         std::mem::take(&mut self.board)
     }
 
+    /// Shows `rows` (another world's scoreboard: a spectators' world mirrors its source's)
+    /// as this world's board, from now on instead of its own players' rows.
+    pub(crate) fn mirror_board(&mut self, rows: Vec<crate::protocol::scoreboard::ScoreRow>) {
+        self.mirror = Some(rows);
+    }
+
+    /// Takes the board to mirror, if one came.
+    pub(crate) fn take_mirror(&mut self) -> Option<Vec<crate::protocol::scoreboard::ScoreRow>> {
+        self.mirror.take()
+    }
+
     /// Queues a reliable message.
     pub fn reliable(&mut self, to: Audience, data: impl Into<bytes::Bytes>) {
         self.items.push((to, data.into(), true));
@@ -519,7 +532,7 @@ pub trait World: Send + 'static {
     }
     /// The world starts, as world `me` of its server: called once, before anything else.
     /// Keep `worlds` to start, stop and talk to other worlds and to move players
-    /// ([`Worlds`](crate::server::Worlds): a lobby starts its matches with it). Nothing by
+    /// ([`Worlds`]: a lobby starts its matches with it). Nothing by
     /// default.
     fn started(&mut self, me: WorldId, worlds: &Worlds) {
         let _ = (me, worlds);

@@ -27,7 +27,7 @@ impl std::fmt::Display for WorldId {
     }
 }
 
-/// Where a joining player comes from ([`JoinInfo::origin`]): a lobby re-queues a new
+/// Where a joining player comes from ([`JoinInfo::origin`](super::JoinInfo::origin)): a lobby re-queues a new
 /// arrival, but gives a player back from a match its results.
 ///
 /// ```
@@ -47,7 +47,7 @@ pub enum Origin {
     #[default]
     Connected,
     /// It has just connected, handed over by a neighbouring zone
-    /// ([`JoinInfo::handoff`] holds the old zone's offer).
+    /// ([`JoinInfo::handoff`](super::JoinInfo::handoff) holds the old zone's offer).
     HandedOver,
     /// It was moved here from world `from` ([`Outbox::move_to`](crate::server::Outbox::move_to),
     /// [`Worlds::move_player`](crate::server::Worlds::move_player)).
@@ -82,7 +82,7 @@ pub struct WorldOptions {
     /// Ticks per second: the server's (`None`) or a divisor of it.
     pub tick_rate_hz: Option<u16>,
     /// Where its players go when it stops or fails (told why); with none they are
-    /// disconnected ([`SessionEnd::WorldStopped`]).
+    /// disconnected ([`SessionEnd::WorldStopped`](crate::protocol::session::SessionEnd::WorldStopped)).
     pub fallback: Option<WorldId>,
     /// Every player watches it, whatever world it is in (a global world: chat, events).
     pub watched_by_everyone: bool,
