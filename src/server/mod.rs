@@ -208,7 +208,7 @@ pub use session::{
 };
 pub use world::{
     Audience, Everything, Handles, JoinInfo, MAX_PANICKING_TICKS, Origin, Outbox, PlayerId, Relevancy, SendError,
-    SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, World, WorldFault, WorldId, WorldOptions, WorldRef, Worlds,
+    SpawnError, Tap, WORLD_MESSAGE_QUEUE, WithMessages, World, WorldFault, WorldId, WorldOptions, WorldRef, Worlds,
     decode_message,
 };
 

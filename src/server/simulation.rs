@@ -343,9 +343,9 @@ impl Simulation {
         }
         self.events.push(Event::Joined { player, client_id: who.client_id });
         let mut who = who.clone();
-        for t in &mut self.taps.0 {
-            t.joining(player, &mut who);
-        }
+        let mut taps = std::mem::take(&mut self.taps.0);
+        taps.retain_mut(|t| self.guard(WorldFault::PanicInTap, || t.joining(player, &mut who)).is_some());
+        self.taps.0 = taps;
         if let Some(h) = &who.handoff {
             self.arrived.insert(player, h.last_applied);
         }
@@ -546,7 +546,13 @@ impl Simulation {
             events.extend(outbox.messages().iter().map(message_event));
             // The board as it stood, whenever it was due (recordings and spectators mirror it).
             events.extend(board.iter().map(|rows| Event::Board(rows.clone())));
-            self.taps.0.retain_mut(|t| t.frame(tick, snapshot.as_ref(), &events));
+            // A tap that panics is dropped (a game's extension is game code: counted, and the
+            // world goes on).
+            let mut taps = std::mem::take(&mut self.taps.0);
+            taps.retain_mut(|t| {
+                self.guard(WorldFault::PanicInTap, || t.frame(tick, snapshot.as_ref(), &events)).unwrap_or(false)
+            });
+            self.taps.0 = taps;
             events.clear();
             self.events = events;
         }

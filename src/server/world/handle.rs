@@ -670,8 +670,15 @@ impl Worlds {
         self.inner.host.watch(player, world, on);
     }
 
-    /// Hands world `source`'s frames to `tap` from its next tick.
-    pub(crate) fn tap(&self, source: WorldId, tap: Box<dyn Tap>) -> Result<(), SpawnError> {
+    /// Attaches an extension to world `source`: `tap` gets its frame at every tick from its
+    /// next one (see [`Tap`]), until it says it is done or the world stops. How recording,
+    /// spectators and zones attach; an anti-cheat check or an analytics exporter attaches
+    /// the same way.
+    ///
+    /// # Errors
+    /// [`SpawnError::NotRunning`] when the server is shutting down. A world that is not
+    /// running drops the tap.
+    pub fn tap(&self, source: WorldId, tap: Box<dyn Tap>) -> Result<(), SpawnError> {
         self.inner.host.tap(source, tap)
     }
 

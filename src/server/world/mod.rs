@@ -12,7 +12,7 @@
 //! | `mod.rs` | [`World`], [`Outbox`], [`JoinInfo`], [`Relevancy`], [`WorldFault`] |
 //! | `options.rs` | [`WorldId`], [`WorldOptions`], [`Origin`] |
 //! | `handle.rs` | [`Worlds`] and the host it asks (the actor server's or the stepper's), [`WorldRef`], [`Handles`], [`WithMessages`] |
-//! | `tap.rs` | taps: what takes a world's frames on the tick's path (recorder, spectators' feed, zone), with hooks on joins and handoffs |
+//! | `tap.rs` | [`Tap`], the extension interface: what takes a world's frames on the tick's path (recorder, spectators' feed, zone, your own), with hooks on joins and handoffs |
 
 mod handle;
 mod options;
@@ -30,7 +30,8 @@ pub use handle::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessag
 pub(crate) use handle::{Host, Request, TokenKeys};
 pub(crate) use options::Numbers;
 pub use options::{Origin, WorldId, WorldOptions};
-pub(crate) use tap::{Departure, HandoffEnd, Tap, TapBox, message_event};
+pub use tap::{Departure, HandoffEnd, Tap};
+pub(crate) use tap::{TapBox, message_event};
 
 pub use crate::protocol::{Audience, PlayerId};
 
@@ -64,6 +65,8 @@ pub enum WorldFault {
     PanicInHandoff,
     /// [`World::world_stopped`] panicked.
     PanicInWorldStopped,
+    /// A [`Tap`] panicked taking a frame or a join: it is dropped, the world goes on.
+    PanicInTap,
     /// [`World::snapshot`] inserted two entities with the same id.
     DuplicateEntity,
     /// [`Relevancy::interest`] returned indices out of order, repeated or past the end.
@@ -72,7 +75,7 @@ pub enum WorldFault {
 
 impl WorldFault {
     /// Every kind, in label order.
-    pub const ALL: [WorldFault; 12] = [
+    pub const ALL: [WorldFault; 13] = [
         Self::PanicInJoin,
         Self::PanicInLeave,
         Self::PanicInInput,
@@ -83,6 +86,7 @@ impl WorldFault {
         Self::PanicInSnapshot,
         Self::PanicInHandoff,
         Self::PanicInWorldStopped,
+        Self::PanicInTap,
         Self::DuplicateEntity,
         Self::RelevancyOrder,
     ];
@@ -100,6 +104,7 @@ impl WorldFault {
             Self::PanicInSnapshot => "panic_in_snapshot",
             Self::PanicInHandoff => "panic_in_handoff",
             Self::PanicInWorldStopped => "panic_in_world_stopped",
+            Self::PanicInTap => "panic_in_tap",
             Self::DuplicateEntity => "duplicate_entity",
             Self::RelevancyOrder => "relevancy_order",
         }

@@ -1,5 +1,6 @@
-//! Taps: what takes a world's frames on the tick's path (a recorder, a spectators' feed, a
-//! zone's border), and the hooks a tap has on a world's joins and handoffs.
+//! Taps: the extension interface. A tap takes a world's frames on the tick's path — the
+//! recorder, the spectators' feed and a zone's border are taps — with hooks on its joins
+//! and handoffs; a game adds its own ([`Worlds::tap`](super::Worlds::tap)).
 
 use std::sync::Arc;
 
@@ -7,10 +8,37 @@ use super::{JoinInfo, Outgoing, PlayerId};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::WorldSnapshot;
 
-/// Something that takes a world's frames, one per tick, on the tick's path (so it must not
-/// block).
-pub(crate) trait Tap: Send {
-    /// The frame of `tick`; false once the tap is done with (its writer or reader is gone).
+/// An extension on a world: it takes the world's frame at every tick — the snapshot (shared
+/// with the players, never copied) and what happened: joins, leaves, the world's messages
+/// with their audiences, the scoreboard — on the tick's path, so it must not block (hand the
+/// work to a thread of your own through a bounded queue, as the recorder does). Recording,
+/// spectators and zones are taps; attach your own with [`Worlds::tap`](super::Worlds::tap),
+/// in the stepper as on the server. A tap that panics is a game fault like any other
+/// (caught, counted; the world goes on without the tick's frame).
+///
+/// An analytics exporter, counting the messages a world sends:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use volley::protocol::recording::Event;
+/// use volley::protocol::snapshot::WorldSnapshot;
+/// use volley::server::Tap;
+///
+/// struct Analytics(Arc<AtomicU64>);
+///
+/// impl Tap for Analytics {
+///     fn frame(&mut self, _tick: u32, _snapshot: Option<&Arc<WorldSnapshot>>, events: &[Event]) -> bool {
+///         let sent = events.iter().filter(|e| matches!(e, Event::Message { .. })).count();
+///         self.0.fetch_add(sent as u64, Ordering::Relaxed);
+///         true // keep tapping
+///     }
+/// }
+/// // worlds.tap(WorldId::ENTRY, Box::new(Analytics(counter.clone())))?;
+/// ```
+pub trait Tap: Send {
+    /// The frame of `tick`: its snapshot (`None` when the game's snapshot panicked) and
+    /// what happened since the last frame. False once the tap is done with: it is dropped.
     fn frame(&mut self, tick: u32, snapshot: Option<&Arc<WorldSnapshot>>, events: &[Event]) -> bool;
 
     /// A player is joining the world: a tap may add to who it is before the world hears
@@ -42,10 +70,12 @@ pub(crate) trait Tap: Send {
     }
 }
 
-/// A player the world hands to another zone, as its tap sees it.
+/// A player the world hands to another zone, as its tap sees it ([`Tap::handing_off`]).
 #[derive(Debug, Clone)]
-pub(crate) struct Departure {
+pub struct Departure {
+    /// The player.
     pub player: PlayerId,
+    /// The zone it goes to.
     pub to: crate::protocol::zone::ZoneId,
     /// The game's state for it.
     pub state: Vec<u8>,
@@ -53,11 +83,13 @@ pub(crate) struct Departure {
     pub last_applied: Option<u32>,
 }
 
-/// How a handoff ended: the connect token for the new zone (accepted), or why the player
-/// stays.
+/// How a handoff ended ([`Tap::poll_handoffs`]): the connect token for the new zone
+/// (accepted), or why the player stays.
 #[derive(Debug, Clone)]
-pub(crate) struct HandoffEnd {
+pub struct HandoffEnd {
+    /// The player.
     pub player: PlayerId,
+    /// The connect token for the new zone, or why the handoff failed.
     pub token: Result<Vec<u8>, String>,
 }
 
