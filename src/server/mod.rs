@@ -13,6 +13,7 @@
 //! | [`Worlds`], [`WorldOptions`], [`WorldId`] | more worlds while it runs (lobbies, matches, a global world): start and stop them, move players between them without reconnecting ([`Outbox::move_to`]), let players watch other worlds ([`Outbox::watch`]) |
 //! | [`Handles`], [`WorldRef`], [`WithMessages`] | a world that takes the game's own typed messages (from a matchmaker, a stats actor, another world: [`Worlds::world_ref`], [`Worlds::started_by`]); [`World::world_stopped`] tells a world that one it started stopped |
 //! | [`spectate::SpectatorWorld`], [`Worlds::spectate`], [`WorldOptions::recorded`], [`ServerConfig::record`] | recordings of worlds, replays of them, and live spectators a delay behind (see the README's "Replays and spectators") |
+//! | [`Tap`], [`Worlds::tap`] | your own extension on a world (an anti-cheat check, an analytics exporter): each tick's snapshot, joins, leaves, messages and board, as recording, spectators and zones get them |
 //! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
 //! | [`lagcomp`] | a history to judge inputs against what the client saw |
 //! | [`metrics`], [`admin`] | for operators: Prometheus figures, the admin listener |
@@ -55,79 +56,19 @@
 //!
 //! # Runtime semantics
 //!
-//! - **Ordering.** Each actor handles one message at a time, in the order received. A
-//!   player's datagrams are taken in arrival order: by the socket actor itself, through the
-//!   player's shared state (`shared::PlayerShared`: its session behind a lock, with the
-//!   rules for who may use it), when the player actor is not using the session and has no
-//!   datagram waiting, else cast to the player actor behind the ones waiting. Either way the same code runs on the same session, so an input
-//!   reaches the world without waking the player actor in the common case. Its inputs reach
-//!   the world in the
-//!   order the client sent them (sequence-numbered, repeats skipped) and are applied at the
-//!   next tick, before [`World::tick`], each with the view the client made it with
-//!   ([`World::input_viewed`]; never a view after the newest snapshot made). Player actors hand inputs to the world through a
-//!   shared queue the world empties at each tick, not through its mailbox, so inputs never
-//!   wait behind other players' messages; a leaving player's queued inputs are dropped.
-//! - **Backpressure.** ractor mailboxes are unbounded, so the socket bounds what it queues:
-//!   at most `player_queue` datagrams wait for any one player actor; more are dropped and
-//!   counted. Handshake packets are rate-limited per address and in total, and no actor or
-//!   memory exists for an address until it answers the challenge. At most 1024 world
-//!   messages wait for one player actor: beyond that its events are dropped, and a reliable
-//!   message that cannot be queued disconnects it rather than being lost silently.
-//! - **Ack processing never waits for the fan-out.** Acks and inputs are taken as they
-//!   arrive (by the socket actor, or by the player actor when it holds the session: for the
-//!   few microseconds of its own snapshot). Each player's snapshot is encoded for it alone;
-//!   the broadcaster only clones an `Arc` per player. The
-//!   player actors of a tick are woken a few at a time (`broadcaster::FanOut`: four per
-//!   core; each that finishes wakes the next), so the runtime's queues never hold a whole
-//!   tick of snapshot work in front of a player actor woken by an input or an ack. A woken
-//!   chain first sends up to 16 snapshots of the players after it itself, through the same
-//!   code, for each player whose session is free and whose actor has nothing waiting (no
-//!   datagram, no message to it alone; batches to everyone go out with the snapshot):
-//!   those players cost no wake-up at all. A chain that meets a busy player wakes its
-//!   actor, which sends its own snapshot after what waits before it. Chains send snapshots
-//!   themselves only in the first half of the tick period: a fan-out that runs longer (an
-//!   overloaded server) goes back to one short task per player, so the socket and the
-//!   world get their turns between them.
-//! - **World messages keep the world's order.** Messages to one player are cast to its
-//!   actor. Messages to everyone are gathered per tick and left in each player's inbox as
-//!   one shared batch, without a cast of their own: the actor takes the batches left before
-//!   whatever wakes it next (the tick's snapshot, which they then go out with, or a message
-//!   to it alone, which they then precede), so every player sees them in the order the world
-//!   sent them, interleaved correctly with its own messages.
-//! - **Snapshots are newest-wins.** The broadcaster leaves each tick's snapshot in a
-//!   one-place slot per player and wakes the player actor only if the slot was empty: a
-//!   player actor that falls behind skips to the newest tick (counted in
-//!   `volley_snapshots_replaced_total`) instead of queueing stale snapshots.
-//! - **Batched system calls.** The socket takes up to 32 datagrams per `recvmmsg`; the
-//!   player actors leave their encrypted snapshots with the `batcher::SnapshotBatcher`,
-//!   which sends them 32 per `sendmmsg` (`send_batch`), and sends the rest as soon as the
-//!   last player actor woken for the tick is done. Control packets are sent at once.
-//! - **Overload.** When a tick runs late the world runs the ticks that are due (at most five
-//!   at once) and then skips ahead, counting an overrun.
-//! - **Client messages.** A client's reliable messages and events travel with its inputs:
-//!   whoever takes its datagram (socket actor or player actor) hands them to the world's
-//!   input queue, at most `session::MAX_CLIENT_MESSAGES_PER_TICK` a player and tick (the
-//!   rest dropped and counted), and the world calls [`World::message`] for each, in arrival
-//!   order among that player's inputs, before the tick.
-//! - **Game faults.** A mistake in the game's code costs what it touched, never the tick:
-//!   a panic in a [`World`] method is caught (an input that panicked is dropped, a snapshot
-//!   that panicked means none that tick), a repeated entity id keeps the first entity, and a
-//!   relevancy list out of order is sorted. Each is logged (the first time, then at each
-//!   power of two) and counted in `volley_world_errors_total{kind}` ([`WorldFault`]); the
-//!   [`Stepper`](crate::testing::Stepper) runs the same step and counts the same.
-//! - **Failure.** See the supervision tree below. A player actor that fails (a panic in
-//!   it, or in the game's relevancy code that it runs) is cleaned up alone by the socket
-//!   actor: the client is sent the netcode disconnect packets, and the address, slot and
-//!   world membership are released. No other player notices. A panic while the socket
-//!   actor takes a player's datagram, or while a fan-out chain sends a player's snapshot, is
-//!   caught there; it leaves that player's session poisoned, so its actor fails at its next
-//!   message and is cleaned up the same way. Any essential part that ends outside a
-//!   shutdown fails the server: `/healthz` answers 503 naming it, [`ServerHandle::wait`]
-//!   returns, and the `volley` program exits non-zero.
-//! - **Shutdown.** [`ServerHandle::shutdown`] asks every player actor to send its client the
-//!   disconnect packets, waits for them to go (up to the grace period), runs every world's
-//!   [`World::shutdown`] (after its players' leaves), then stops the worlds, broadcaster and
-//!   socket, in that order.
+//! | rule | what holds | how |
+//! | --- | --- | --- |
+//! | ordering | each actor handles one message at a time, in the order received; a player's datagrams are taken in arrival order; its inputs reach the world in the order the client sent them (sequence-numbered, repeats skipped) and are applied at the next tick, before [`World::tick`], each with the view the client made it with ([`World::input_viewed`]; never one after the newest snapshot made) | the socket actor takes a datagram itself through the player's shared state (`shared::PlayerShared`) when the player actor is not using the session and has none waiting, else casts it behind those waiting (the same code either way); inputs go to the world through a queue it empties each tick, not its mailbox; a leaving player's queued inputs are dropped |
+//! | backpressure | memory per client is bounded whatever it sends | at most `player_queue` datagrams wait for a player actor (more are dropped and counted); handshakes are rate-limited per address and in total, and nothing exists for an address until it answers the challenge; at most 1024 world messages wait for a player actor (then its events are dropped, and a reliable message that cannot be queued disconnects it rather than being lost) |
+//! | acks never wait for the fan-out | acks and inputs are taken as they arrive | the player actors of a tick are woken a few at a time (`broadcaster::FanOut`: four per core, each that finishes wakes the next); a woken chain sends up to 16 snapshots of the players after it itself (same code, for players whose session is free and whose actor has nothing waiting), only in the first half of the tick period; each snapshot is encoded for its player alone, the broadcaster clones an `Arc` per player |
+//! | world messages keep the world's order | every player sees the world's messages in the order sent, its own interleaved correctly | messages to one player are cast to its actor; messages to everyone are left in each player's inbox as one shared batch per tick, which the actor takes before whatever wakes it next |
+//! | snapshots are newest-wins | a player actor that falls behind skips to the newest tick | each tick's snapshot goes into a one-place slot per player (the actor is woken only if it was empty); replaced ones count in `volley_snapshots_replaced_total` |
+//! | batched system calls | datagrams move 32 per system call | `recvmmsg` on the socket; snapshots leave through `batcher::SnapshotBatcher` (`sendmmsg`), the rest as soon as the last player actor woken for the tick is done; control packets at once |
+//! | overload | a late world catches up, then skips | the ticks due run (at most five at once), then an overrun is counted |
+//! | client messages | a client's messages reach the world with its inputs, bounded | at most `session::MAX_CLIENT_MESSAGES_PER_TICK` a player and tick (the rest dropped and counted); [`World::message`] for each, in arrival order among that player's inputs, before the tick |
+//! | game faults | a mistake in the game's code costs what it touched, never the tick | a panic in a [`World`] method or a [`Tap`] is caught (an input that panicked is dropped, a snapshot that panicked means none that tick, a tap that panicked is dropped); a repeated entity id keeps the first; a relevancy list out of order is sorted; each logged (first time, then each power of two) and counted in `volley_world_errors_total{kind}` ([`WorldFault`]); the [`Stepper`](crate::testing::Stepper) counts the same |
+//! | failure | one player's failure costs that player; an essential part's, the server | a player actor that fails (a panic in it, or in the relevancy it runs) is cleaned up alone by the socket actor (disconnect packets, address, slot and world membership released); a panic on the socket's or a chain's direct path is caught there and poisons that player's session, so its actor fails next; an essential part that ends outside a shutdown fails the server (`/healthz` 503 naming it, [`ServerHandle::wait`] returns, `volley` exits non-zero); see the supervision tree below |
+//! | shutdown | clients are told, worlds hear the end | [`ServerHandle::shutdown`] has every player actor send the disconnect packets and waits for them (up to the grace period), runs every world's [`World::shutdown`] after its players' leaves, then stops the worlds, the broadcaster and the socket, in that order |
 //!
 //! # Where the logic lives
 //!
