@@ -8,6 +8,8 @@
 mod prom;
 #[path = "support/promql.rs"]
 mod promql;
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 
 use std::collections::HashSet;
 use std::sync::Arc;

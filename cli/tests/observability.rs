@@ -5,6 +5,8 @@
 
 #[path = "support/prom.rs"]
 mod prom;
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,7 +89,7 @@ async fn metrics_are_live_and_pass_promtool_and_players_has_one_row_each() {
     let total = server.metrics().totals().bytes_sent as f64;
     assert!(kinds <= total && kinds > 0.9 * total, "kinds {kinds} of {total}");
 
-    volley::testing::assert_promtool_clean(&text);
+    tools::assert_promtool_clean(&text);
 
     let (status, json) = admin::get(admin_addr, "/players", T).await.unwrap();
     assert_eq!(status, 200);

@@ -6,6 +6,8 @@
 
 #[path = "support/prom.rs"]
 mod prom;
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -7,6 +7,9 @@
 //! zone's state as each publishes it every tick: see the program's `oracle` module).
 #![allow(clippy::unwrap_used, missing_docs)]
 
+#[path = "../../tests/support/tools.rs"]
+mod tools;
+
 use std::process::Command;
 
 /// The first of `n` consecutive loopback ports free for both UDP and TCP just now.
@@ -33,7 +36,7 @@ fn numbers_after(line: &str, label: &str) -> f64 {
 
 #[test]
 fn four_zone_processes_hand_players_over_without_losing_an_input() {
-    if volley::testing::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS").is_none() {
+    if tools::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS").is_none() {
         return;
     }
     let (game, admin) = (free_ports(4), free_ports(4));

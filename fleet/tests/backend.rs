@@ -4,6 +4,9 @@
 //! connections stay bounded; `/metrics` passes `promtool check metrics`.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+#[path = "../../tests/support/tools.rs"]
+mod tools;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -140,7 +143,7 @@ async fn bad_input_gets_clear_errors_and_is_counted() {
     }
 
     let (_, text) = raw(a, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
-    volley::testing::assert_promtool_clean(&text);
+    tools::assert_promtool_clean(&text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

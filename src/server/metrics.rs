@@ -103,9 +103,11 @@ const RECEIVED_KINDS: [&str; 3] = ["input", "control", "rejected"];
 /// `malformed_payload` and `unexpected_system_message`.
 const PLAYER_DROPS: usize = DropReason::ALL.len() + 2;
 
-/// Why a connection ended, for `volley_disconnects_total{reason}`.
+/// Why a connection ended, as `volley_disconnects_total{reason}` labels it: the server's own
+/// reason ([`SessionEnd`], what the client reads) when it gave one, else the netcode layer's
+/// ([`DisconnectReason`]), or a failed player actor. Internal: the public names are those two.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EndReason {
+pub(crate) enum EndReason {
     /// The client went silent.
     TimedOut = 0,
     /// The client said goodbye.
@@ -134,7 +136,7 @@ pub enum EndReason {
 impl EndReason {
     /// Why a player's connection ended: the reason the server gave in its goodbye, if it
     /// said one, else what the netcode layer saw.
-    pub fn of(netcode: DisconnectReason, said: Option<&SessionEnd>) -> Self {
+    pub(crate) fn of(netcode: DisconnectReason, said: Option<&SessionEnd>) -> Self {
         match said {
             Some(SessionEnd::Kicked(_)) => Self::Kicked,
             Some(SessionEnd::ShuttingDown) => Self::ShuttingDown,
@@ -148,7 +150,7 @@ impl EndReason {
     }
 
     /// The `reason` label.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         END_REASONS[self as usize]
     }
 }
@@ -1123,7 +1125,7 @@ impl ServerMetrics {
     }
 
     /// Records a connection's end.
-    pub fn record_end(&self, reason: EndReason) {
+    pub(crate) fn record_end(&self, reason: EndReason) {
         self.players.fetch_sub(1, Ordering::Relaxed);
         self.disconnects.fetch_add(1, Ordering::Relaxed);
         self.ends[reason as usize].fetch_add(1, Ordering::Relaxed);

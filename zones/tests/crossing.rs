@@ -18,6 +18,8 @@ use volley_zones::{BusConfig, ZoneBus};
 
 #[path = "support/nats.rs"]
 mod nats;
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 use nats::Nats;
 
 const KEY: [u8; 32] = [9; 32];
@@ -177,7 +179,7 @@ fn rounds(log: &Log, zone: ZoneId, client: u64) -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_player_walks_over_the_border_and_no_input_is_lost() {
-    let Some(path) = volley::testing::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
+    let Some(path) = tools::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
     let nats = Nats::start(path);
     let log = Arc::new(Mutex::new(Log::default()));
     let (a, bus_a) = zone(0, 2, &nats.url(), &log).await;
@@ -280,7 +282,7 @@ async fn a_player_walks_over_the_border_and_no_input_is_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handoff_nobody_answers_keeps_the_player_and_its_inputs() {
-    let Some(path) = volley::testing::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
+    let Some(path) = tools::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
     let nats = Nats::start(path);
     let log = Arc::new(Mutex::new(Log::default()));
     // Zone 1 of two never starts; something listens on its handoff subject and never

@@ -16,6 +16,8 @@ use volley_zones::ZoneBus;
 mod dots;
 #[path = "support/nats.rs"]
 mod nats;
+#[path = "../../tests/support/tools.rs"]
+mod tools;
 use dots::{RADIUS, Zone, read_view, within};
 use nats::Nats;
 
@@ -94,7 +96,7 @@ async fn play(clients: &mut [UdpClient], next: &mut tokio::time::Instant, d: Dur
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn zones_share_their_borders_over_nats_and_ride_out_its_loss() {
-    let Some(path) = volley::testing::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
+    let Some(path) = tools::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
     let mut nats = Nats::start(path);
     let (a, bus_a) = zone_server(0, &nats.url()).await;
     let (b, bus_b) = zone_server(1, &nats.url()).await;
@@ -148,12 +150,12 @@ async fn zones_share_their_borders_over_nats_and_ride_out_its_loss() {
     assert!(value("volley_zone_border_entities ") > 0.0);
     let rtt = value("volley_zone_bus_rtt_seconds ");
     assert!(rtt > 0.0 && rtt < 0.5, "bus round trip {rtt} s");
-    volley::testing::assert_promtool_clean(&text);
+    tools::assert_promtool_clean(&text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_the_player_go() {
-    let Some(path) = volley::testing::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
+    let Some(path) = tools::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
     let mut nats = Nats::start(path);
     // Three zones side by side; zone 2 never starts.
     let (_a, bus_a) = zone_of(0, 3, &nats.url()).await;

@@ -13,7 +13,7 @@ use std::time::Duration;
 /// missing tool fails the test, unless `VOLLEY_SKIP_PROMETHEUS=1` says to skip (then it says
 /// so on stderr and returns `None`).
 pub fn require_tool(name: &str) -> Option<PathBuf> {
-    volley::testing::require_tool(name, "prometheus", "VOLLEY_SKIP_PROMETHEUS")
+    crate::tools::require_tool(name, "prometheus", "VOLLEY_SKIP_PROMETHEUS")
 }
 
 /// Runs `tool args` with `input` on stdin.
