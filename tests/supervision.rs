@@ -189,3 +189,20 @@ async fn a_world_whose_tick_panics_every_tick_is_stopped_and_fails_the_server() 
     // seconds at 60 Hz) stop the world.
     essential_part_fails(None, "world actor").await;
 }
+
+/// The stepper says the same when its entry world's code keeps failing: the server is
+/// failed, in the words the server uses.
+#[test]
+fn in_the_stepper_a_failing_entry_world_fails_the_server_as_it_would() {
+    let mut s = volley::testing::Stepper::new(PanicsAt(30), 60, 4);
+    s.add_client(volley::prelude::LinkProfile::PERFECT);
+    for _ in 0..30 {
+        s.step();
+    }
+    assert_eq!(s.failure(), None, "healthy before its code fails");
+    for _ in 0..volley::server::MAX_PANICKING_TICKS + 5 {
+        s.step();
+    }
+    let failure = s.failure().expect("the failure is recorded");
+    assert!(failure.contains("world actor"), "{failure}");
+}

@@ -157,6 +157,15 @@ use crate::protocol::netcode::Key;
 use crate::protocol::netcode::server::EndpointConfig;
 use crate::protocol::session::{PROTOCOL_VERSION, SessionParams};
 
+/// What [`ServerHandle::failure`] says when essential part `which` ended (the
+/// [`Stepper`](crate::testing::Stepper) says the same of its entry world).
+pub(crate) fn failure_of(which: &str) -> String {
+    format!("the {which} stopped")
+}
+
+/// The entry world's part in the supervision tree, as failures name it.
+pub(crate) const ENTRY_WORLD_PART: &str = "world actor";
+
 /// Unix time from the system clock (the netcode layer's time base).
 pub fn unix_now() -> Duration {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
@@ -564,13 +573,13 @@ pub async fn start_with<W: World>(
         let (stopping, metrics) = (stopping.clone(), metrics.clone());
         async move {
             let which = tokio::select! {
-                _ = world_task => "world actor",
+                _ = world_task => ENTRY_WORLD_PART,
                 _ = broadcaster_task => "broadcaster",
                 _ = socket_task => "socket actor",
             };
             if !stopping.load(std::sync::atomic::Ordering::Relaxed) {
                 tracing::error!(part = which, "a part of the server stopped; the server is failed");
-                metrics.set_failed(format!("the {which} stopped"));
+                metrics.set_failed(failure_of(which));
             }
             let _ = ended_tx.send(true);
         }

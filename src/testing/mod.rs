@@ -137,6 +137,9 @@ pub struct Stepper<W: World> {
     views: BTreeMap<PlayerId, Arc<View>>,
     /// Faults of worlds that ended.
     retired_faults: BTreeMap<WorldFault, u64>,
+    /// What failed, as the server's [`ServerHandle::failure`](crate::server::ServerHandle::failure)
+    /// would say: the entry world, once it stopped.
+    failure: Option<String>,
 }
 
 impl<W: World> Stepper<W> {
@@ -190,6 +193,7 @@ impl<W: World> Stepper<W> {
             },
             views: BTreeMap::new(),
             retired_faults: BTreeMap::new(),
+            failure: None,
             world,
         }
     }
@@ -635,7 +639,9 @@ impl<W: World> Stepper<W> {
                 self.after_step(WorldId::ENTRY, stepped, &newest, &mut sends);
             }
             Err(_) => {
-                // The entry world stopped: every player is told why, as the server tells them.
+                // The entry world stopped: every player is told why, as the server tells them,
+                // and the server is failed (the other worlds run on, as their actors do).
+                self.failure = Some(crate::server::failure_of(crate::server::ENTRY_WORLD_PART));
                 self.applied = applied;
                 let effects = self.dir.remove_world(WorldId::ENTRY, "the world's code kept failing");
                 self.worlds_changed();
@@ -820,6 +826,12 @@ impl<W: World> Stepper<W> {
     /// server counts them in `volley_client_messages_dropped_total`.
     pub fn message_drops(&self) -> MessageDrops {
         self.message_drops
+    }
+
+    /// What failed, if the server would be failed: the entry world stopped (its code kept
+    /// failing), as [`ServerHandle::failure`](crate::server::ServerHandle::failure) says it.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.clone()
     }
 
     /// Faults of the game's code the server survived so far, by kind, in every world (what
