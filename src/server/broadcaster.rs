@@ -14,7 +14,7 @@ use super::shared::{
     BroadcastMsg, Direct, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, SnapshotEnv, WorldMsg,
 };
 use super::world::{Audience, Numbers, PlayerId, WorldId};
-use super::worlds::{Directory, Effect};
+use super::worlds::{Directory, Effect, ToPlayer};
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::SessionEnd;
 use bytes::Bytes;
@@ -266,41 +266,30 @@ fn leave_batch<'a>(players: impl Iterator<Item = &'a Arc<PlayerRef>>, batch: &Me
         inbox.messages.fetch_sub(n, Ordering::Relaxed);
         if reliable {
             tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
-            let _ = r.cast(PlayerMsg::Close(SessionEnd::TooFarBehind));
+            let _ = r.cast(PlayerMsg::Told(ToPlayer::Close(SessionEnd::TooFarBehind)));
         }
     }
 }
 
 impl BroadcastState {
-    /// Carries out what a directory change asks.
+    /// Delivers what a directory change asks to the actors it is addressed to (their cores
+    /// carry it out: [`Effect`]).
     fn apply(&mut self, effects: Vec<Effect>) {
         for e in effects {
             match e {
-                Effect::Join { world, player, who } => {
+                Effect::World(world, told) => {
                     if let Some(l) = self.worlds.get_mut(&world) {
-                        l.tell(WorldMsg::Join(player, who));
+                        l.tell(WorldMsg::Told(told));
                     }
                 }
-                Effect::Leave { world, player } => {
-                    if let Some(l) = self.worlds.get_mut(&world) {
-                        l.tell(WorldMsg::Leave(player));
-                    }
-                }
-                Effect::Enter { player, world, notice } => {
-                    if let (Some(p), Some(l)) = (self.dir.handle(player), self.worlds.get(&world)) {
+                Effect::Player(player, told) => {
+                    let Some(p) = self.dir.handle(player) else { continue };
+                    if let ToPlayer::Enter(world, _) = &told {
+                        // Its inputs go to that world's queue from now on.
+                        let Some(l) = self.worlds.get(world) else { continue };
                         p.shared.route_to(l.inputs.clone());
-                        p.tell(PlayerMsg::Enter(Box::new(notice)));
                     }
-                }
-                Effect::Close { player, end } => {
-                    if let Some(p) = self.dir.handle(player) {
-                        p.tell(PlayerMsg::Close(end));
-                    }
-                }
-                Effect::Stopped { to, world, why } => {
-                    if let Some(l) = self.worlds.get_mut(&to) {
-                        l.tell(WorldMsg::Stopped(world, why));
-                    }
+                    p.tell(PlayerMsg::Told(told));
                 }
             }
         }
@@ -410,7 +399,7 @@ impl Actor for Broadcaster {
                 if state.dir.home(p) == Some(world)
                     && let Some(p) = state.dir.handle(p)
                 {
-                    p.tell(PlayerMsg::Close(end));
+                    p.tell(PlayerMsg::Told(ToPlayer::Close(end)));
                 }
             }
             BroadcastMsg::Message { world, to: Audience::All, data, reliable } => {
@@ -427,7 +416,7 @@ impl Actor for Broadcaster {
                     inbox.messages.fetch_sub(1, Ordering::Relaxed);
                     if reliable && pending == MAX_PENDING_MESSAGES {
                         tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
-                        let _ = r.cast(PlayerMsg::Close(SessionEnd::TooFarBehind));
+                        let _ = r.cast(PlayerMsg::Told(ToPlayer::Close(SessionEnd::TooFarBehind)));
                     }
                 };
                 state.dir.audience(world, to).for_each(|(_, p)| send(p));
@@ -520,7 +509,7 @@ mod tests {
                     let n = if reliable { &self.reliable } else { &self.events };
                     n.fetch_add(1, Ordering::Relaxed);
                 }
-                PlayerMsg::Close(_) => self.disconnected.store(true, Ordering::Relaxed),
+                PlayerMsg::Told(ToPlayer::Close(_)) => self.disconnected.store(true, Ordering::Relaxed),
                 _ => {}
             }
             Ok(())
@@ -637,7 +626,7 @@ mod tests {
                 PlayerMsg::SnapshotReady(_) => self.1.inbox().take_snapshot().map_or(0, |s| s.2),
                 _ => 0,
             };
-            if matches!(msg, PlayerMsg::Enter(_)) {
+            if matches!(msg, PlayerMsg::Told(ToPlayer::Enter(..))) {
                 return Ok(()); // the world notice, not a wake-up of the fan-out's
             }
             let mut batches = Vec::new();

@@ -23,6 +23,7 @@ use super::shared::{
     BroadcastMsg, DatagramEnv, MessageBatch, PlayerMsg, PlayerRef, PlayerShared, SnapshotEnv, SocketCtl,
 };
 use super::world::JoinInfo;
+use super::worlds::ToPlayer;
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::session::SessionEnd;
 use crate::transport::udp::UdpTx;
@@ -184,18 +185,19 @@ impl Actor for PlayerActor {
                 }
             }
             PlayerMsg::Board(updates) => session.queue_board(now, &updates, &mut tx),
-            PlayerMsg::Enter(notice) => session.enter_world(now, &notice, &mut tx),
             PlayerMsg::System(data) => session.send_notice(now, data, &mut tx),
-            PlayerMsg::Close(end) => {
-                tracing::debug!(player = session.id(), reason = end.label(), "saying goodbye");
-                session.close(now, end, &mut tx);
+            PlayerMsg::Told(told) => {
+                if let ToPlayer::Close(end) = &told {
+                    tracing::debug!(player = session.id(), reason = end.label(), "saying goodbye");
+                }
+                session.handle(now, told, &mut tx);
             }
         }
         drop(session);
         shared.count_sent(&s.args.metrics, &tx);
         if cut_off {
             // A reliable message could not be queued: the player is disconnected.
-            myself.send_message(PlayerMsg::Close(SessionEnd::TooFarBehind))?;
+            myself.send_message(PlayerMsg::Told(ToPlayer::Close(SessionEnd::TooFarBehind)))?;
         }
         if let Some(generation) = chain {
             s.args.fanout.finished(generation);

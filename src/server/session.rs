@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::world::{PlayerId, Relevancy};
-use super::worlds::View;
+use super::worlds::{ToPlayer, View};
 use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
 use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
@@ -609,6 +609,15 @@ impl PlayerSession {
         }
         self.closed |= reason.is_some();
         reason
+    }
+
+    /// Carries out what the directory told this player (every shell delivers it here: the
+    /// player actor from its mailbox, the stepper by a call).
+    pub(crate) fn handle(&mut self, now: Duration, told: ToPlayer, tx: &mut impl Transmit) {
+        match told {
+            ToPlayer::Enter(_, notice) => self.enter_world(now, &notice, tx),
+            ToPlayer::Close(end) => self.close(now, end, tx),
+        }
     }
 
     /// Ends the session, telling the client why: the goodbye ([`Control::Goodbye`]) goes

@@ -35,11 +35,10 @@ use super::inputs::{AppliedInputs, ClientInput, InputQueue};
 use super::metrics::{DeliveryPath, ReceivedKind, SentKind, ServerMetrics, count_control};
 use super::session::{Incoming, PlayerSession};
 use super::world::{Audience, JoinInfo, PlayerId, Relevancy, TapBox, WorldFault, WorldId, WorldOptions};
-use super::worlds::View;
+use super::worlds::{ToPlayer, ToWorld, View};
 use crate::protocol::scoreboard::{BoardUpdates, ScoreRow};
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::WorldSnapshot;
-use crate::protocol::system::WorldNotice;
 use crate::transport::udp::UdpTx;
 
 /// World messages that may wait for one player actor.
@@ -69,14 +68,13 @@ pub(crate) enum PlayerMsg {
     Heartbeat,
     /// The scoreboard's next update.
     Board(Arc<BoardUpdates>),
-    /// End the connection, telling the client why (the goodbye is repeated until the
-    /// client answers or a second has passed; then the actor stops).
-    Close(SessionEnd),
+    /// What the directory (or the shell) tells its session: it entered a world (its client
+    /// is told), or its connection ends, telling the client why (the goodbye is repeated
+    /// until the client answers or a second has passed; then the actor stops).
+    Told(ToPlayer),
     /// A message from the world: (bytes, reliable, how many message batches to everyone
     /// the broadcaster had left in the inbox before it).
     Message(Bytes, bool, u64),
-    /// The player is now in this world (its client is told).
-    Enter(Box<WorldNotice>),
     /// A message for the client on the framework's channel (a playback status).
     System(Bytes),
 }
@@ -172,10 +170,9 @@ pub(crate) struct NewWorld {
 /// Messages to the world actor.
 #[derive(Debug)]
 pub(crate) enum WorldMsg {
-    /// A player joined, and who it is.
-    Join(PlayerId, Box<JoinInfo>),
-    /// A player left.
-    Leave(PlayerId),
+    /// What the directory tells the world: a player joins or leaves, a world it started
+    /// stopped.
+    Told(ToWorld),
     /// Time to step (sent by the actor's timer).
     Tick,
     /// The server is shutting down: every player still joined leaves, then
@@ -186,8 +183,6 @@ pub(crate) enum WorldMsg {
     Stop,
     /// Hand every tick's frame to this tap from now on (a spectators' world's feed).
     Tap(TapBox),
-    /// A world this one started stopped, and why.
-    Stopped(WorldId, String),
 }
 
 /// Control messages to the receive loop.
@@ -556,7 +551,7 @@ impl PlayerShared {
         match sent {
             Some(false) => Direct::Done,
             // A reliable message could not be queued: the actor disconnects the player.
-            Some(true) => Direct::Tell(PlayerMsg::Close(SessionEnd::TooFarBehind)),
+            Some(true) => Direct::Tell(PlayerMsg::Told(ToPlayer::Close(SessionEnd::TooFarBehind))),
             None => {
                 tracing::error!(addr = %self.addr, "sending a snapshot panicked; the player is disconnected");
                 Direct::Tell(PlayerMsg::Heartbeat)

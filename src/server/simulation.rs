@@ -11,6 +11,7 @@ use super::world::{
     Audience, BoardChange, Departure, HandoffEnd, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Tap, World,
     WorldChange, WorldFault, WorldId, message_event,
 };
+use super::worlds::ToWorld;
 use crate::protocol::cut;
 use crate::protocol::input::ViewTime;
 use crate::protocol::recording::Event;
@@ -326,6 +327,17 @@ impl Simulation {
     pub(crate) fn with_stop_when_empty(mut self, on: bool) -> Self {
         self.stop_when_empty = on;
         self
+    }
+
+    /// Carries out what the directory told this world (every shell delivers it here: the
+    /// world actor from its mailbox, the stepper by a call). Dropping a leaving player's
+    /// queued inputs is the shell's, whose queue they are in.
+    pub(crate) fn handle<W: World + ?Sized>(&mut self, world: &mut W, told: ToWorld) {
+        match told {
+            ToWorld::Join(player, who) => self.join(world, player, &who),
+            ToWorld::Leave(player) => self.leave(world, player),
+            ToWorld::Stopped(stopped, why) => self.world_stopped(world, stopped, &why),
+        }
     }
 
     /// A player joined.

@@ -14,6 +14,7 @@ use super::metrics::ServerMetrics;
 use super::shared::{BroadcastMsg, WorldMsg};
 use super::simulation::{Command, Simulation, TickInput};
 use super::world::{PlayerId, World, WorldFault, WorldId};
+use super::worlds::ToWorld;
 use crate::protocol::input::ViewTime;
 
 /// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
@@ -171,21 +172,10 @@ impl<W: World> Actor for WorldActor<W> {
         if essential {
             metrics.set_tick_period(clock.dt);
         }
-        let mut sim = Simulation::new(Arc::new(world.schema()), dt)
-            .with_scoreboard(!world.scoreboard_columns().is_empty())
-            .with_stop_when_empty(stop_when_empty);
-        if let Some((dir, kind_name)) = record {
-            let of = super::record::RecordingOf {
-                schema: sim.schema().clone(),
-                kind: &kind_name,
-                columns: world.scoreboard_columns(),
-                tick_rate_hz: (1.0 / clock.dt.as_secs_f64()).round() as u16,
-                stride,
-            };
-            super::record::record_into(&mut |tap| sim.add_tap(tap), &dir, id, of, Some(metrics.clone()));
-        }
-        let worlds = worlds.of(id);
-        sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));
+        let tick_rate_hz = (1.0 / clock.dt.as_secs_f64()).round() as u16;
+        let record = record.as_ref().map(|(dir, kind)| (dir.as_path(), kind.as_str()));
+        let start = Start { id, dt, stride, tick_rate_hz, stop_when_empty, record, metrics: Some(metrics.clone()) };
+        let sim = start_world(&mut world, &worlds, start);
         Ok(WorldState {
             sim,
             world,
@@ -219,12 +209,13 @@ impl<W: World> Actor for WorldActor<W> {
         s: &mut WorldState<W>,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            WorldMsg::Join(p, who) => s.sim.join(&mut s.world, p, &who),
-            WorldMsg::Leave(p) => {
-                // Its inputs still queued go with it (its slot may soon be someone else's).
-                s.inputs.drain_into(&mut s.pending);
-                s.pending.retain(|(i, _)| i.player != p);
-                s.sim.leave(&mut s.world, p);
+            WorldMsg::Told(told) => {
+                if let ToWorld::Leave(p) = told {
+                    // Its inputs still queued go with it (its slot may soon be someone else's).
+                    s.inputs.drain_into(&mut s.pending);
+                    s.pending.retain(|(i, _)| i.player != p);
+                }
+                s.sim.handle(&mut s.world, told);
             }
             WorldMsg::Shutdown(reply) => {
                 s.sim.shutdown(&mut s.world);
@@ -232,7 +223,6 @@ impl<W: World> Actor for WorldActor<W> {
                 let _ = reply.send(());
             }
             WorldMsg::Tap(tap) => s.sim.add_tap(tap.0),
-            WorldMsg::Stopped(world, why) => s.sim.world_stopped(&mut s.world, world, &why),
             WorldMsg::Stop => {
                 if !s.essential {
                     s.sim.shutdown(&mut s.world);
@@ -269,6 +259,51 @@ fn set_why(why: &std::sync::Mutex<String>, text: &str) {
     if let Ok(mut w) = why.lock() {
         *w = text.to_owned();
     }
+}
+
+/// How a world starts ([`start_world`]).
+pub(crate) struct Start<'a> {
+    /// Its number.
+    pub id: WorldId,
+    /// Its tick period.
+    pub dt: Duration,
+    /// Server ticks per tick of this world.
+    pub stride: u32,
+    /// The server's tick rate.
+    pub tick_rate_hz: u16,
+    /// Stop once its last player has left.
+    pub stop_when_empty: bool,
+    /// Record it into this folder, with this kind's name.
+    pub record: Option<(&'a std::path::Path, &'a str)>,
+    /// Figures (none in the stepper).
+    pub metrics: Option<Arc<ServerMetrics>>,
+}
+
+/// Starts a world, on the server and in the stepper alike: its tick step (with a scoreboard
+/// when it declares columns, stopping when empty if asked), its recording if asked, then
+/// [`World::started`] (a panic there is counted, and the world runs on).
+pub(crate) fn start_world<W: World + ?Sized>(
+    world: &mut W,
+    worlds: &super::world::Worlds,
+    how: Start<'_>,
+) -> Simulation {
+    let columns = world.scoreboard_columns();
+    let mut sim = Simulation::new(Arc::new(world.schema()), how.dt)
+        .with_scoreboard(!columns.is_empty())
+        .with_stop_when_empty(how.stop_when_empty);
+    if let Some((dir, kind)) = how.record {
+        let of = super::record::RecordingOf {
+            schema: sim.schema().clone(),
+            kind,
+            columns,
+            tick_rate_hz: how.tick_rate_hz,
+            stride: how.stride,
+        };
+        super::record::record_into(&mut |tap| sim.add_tap(tap), dir, how.id, of, how.metrics);
+    }
+    let worlds = worlds.of(how.id);
+    sim.guard(WorldFault::PanicInJoin, || world.started(how.id, &worlds));
+    sim
 }
 
 /// Runs tick `tick`; false when the world stopped (it failed, or the game stopped it).

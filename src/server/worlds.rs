@@ -2,7 +2,8 @@
 //! inputs), which others it watches, and the one view per player and tick merged from them.
 //! The broadcaster and the [`Stepper`](crate::testing::Stepper) drive this same
 //! [`Directory`]; the effects it returns (a world's `join`/`leave`, a client told where it
-//! is, a session closed) are what each shell carries out its own way.
+//! is, a session closed) are each addressed to one world or one player, whose core
+//! carries it out: a shell only delivers them.
 //!
 //! # How views merge
 //!
@@ -116,50 +117,55 @@ impl View {
     }
 }
 
-/// What a directory change asks its shell to do.
+/// What a directory change asks: each effect is addressed to one world or one player, and
+/// its meaning is written once, in the core that receives it ([`Simulation::handle`] for a
+/// world, [`PlayerSession::handle`] for a player). A shell only delivers it: the broadcaster
+/// in a message to the world's or the player's actor, the stepper by a call.
+///
+/// [`Simulation::handle`]: super::simulation::Simulation::handle
+/// [`PlayerSession::handle`]: super::session::PlayerSession::handle
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Effect {
-    /// Call the world's `join_with` for the player.
-    Join {
-        /// The world.
-        world: WorldId,
-        /// The player.
-        player: PlayerId,
-        /// Who it is (kept from its connect token across moves).
-        who: Box<JoinInfo>,
-    },
-    /// Call the world's `leave` for the player.
-    Leave {
-        /// The world.
-        world: WorldId,
-        /// The player.
-        player: PlayerId,
-    },
-    /// The player's inputs and messages go to `world` from now on, and its client is told.
-    Enter {
-        /// The player.
-        player: PlayerId,
-        /// The world.
-        world: WorldId,
-        /// What the client is told.
-        notice: WorldNotice,
-    },
-    /// Tell world `to` that world `world`, which it started, stopped.
-    Stopped {
-        /// The world that started it.
-        to: WorldId,
-        /// The world that stopped.
-        world: WorldId,
-        /// Why.
-        why: String,
-    },
-    /// End the player's session (its world stopped and has no fallback).
-    Close {
-        /// The player.
-        player: PlayerId,
-        /// Why.
-        end: SessionEnd,
-    },
+    /// For a world.
+    World(WorldId, ToWorld),
+    /// For a player's session.
+    Player(PlayerId, ToPlayer),
+}
+
+/// What a world is told by the directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ToWorld {
+    /// A player joins it (`join_with`), with who it is (kept from its connect token across
+    /// moves) and where it comes from.
+    Join(PlayerId, Box<JoinInfo>),
+    /// A player leaves it (`leave`); its inputs still queued go with it.
+    Leave(PlayerId),
+    /// A world it started stopped, and why (`world_stopped`).
+    Stopped(WorldId, String),
+}
+
+/// What a player's session is told by the directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ToPlayer {
+    /// Its inputs and messages go to this world from now on, and its client is told so.
+    Enter(WorldId, Box<WorldNotice>),
+    /// Its session ends (its world stopped and has no fallback).
+    Close(SessionEnd),
+}
+
+impl Effect {
+    fn join(world: WorldId, player: PlayerId, who: JoinInfo) -> Self {
+        Effect::World(world, ToWorld::Join(player, Box::new(who)))
+    }
+    fn leave(world: WorldId, player: PlayerId) -> Self {
+        Effect::World(world, ToWorld::Leave(player))
+    }
+    fn enter(player: PlayerId, world: WorldId, notice: WorldNotice) -> Self {
+        Effect::Player(player, ToPlayer::Enter(world, Box::new(notice)))
+    }
+    fn close(player: PlayerId) -> Self {
+        Effect::Player(player, ToPlayer::Close(SessionEnd::WorldStopped))
+    }
 }
 
 /// A world as the directory knows it.
@@ -237,7 +243,7 @@ impl<P: Clone> Directory<P> {
         let fallback = entry.options.fallback.filter(|f| *f != id && self.worlds.contains_key(f));
         let mut effects = Vec::new();
         if let Some(to) = entry.parent.filter(|p| self.worlds.contains_key(p)) {
-            effects.push(Effect::Stopped { to, world: id, why: why.to_owned() });
+            effects.push(Effect::World(to, ToWorld::Stopped(id, why.to_owned())));
         }
         for g in entry.groups {
             for p in g.members.into_keys() {
@@ -248,7 +254,7 @@ impl<P: Clone> Directory<P> {
                     }
                     None => {
                         // It stays known (its session is closing) but in no running world.
-                        effects.push(Effect::Close { player: p, end: SessionEnd::WorldStopped });
+                        effects.push(Effect::close(p));
                     }
                 }
             }
@@ -267,24 +273,21 @@ impl<P: Clone> Directory<P> {
         if !self.worlds.contains_key(&WorldId::ENTRY) {
             let m = Member { home: WorldId::ENTRY, watching: Vec::new(), who, team: None, handle };
             self.players.insert(player, m);
-            return vec![Effect::Close { player, end: SessionEnd::WorldStopped }];
+            return vec![Effect::close(player)];
         }
         let watching = self.everyone_watches(WorldId::ENTRY);
         let m = Member { home: WorldId::ENTRY, watching, who: who.clone(), team: None, handle };
         self.players.insert(player, m);
         self.group_insert(player);
         let notice = self.notice(WorldId::ENTRY, EnterReason::Connected);
-        vec![
-            Effect::Join { world: WorldId::ENTRY, player, who: Box::new(who) },
-            Effect::Enter { player, world: WorldId::ENTRY, notice },
-        ]
+        vec![Effect::join(WorldId::ENTRY, player, who), Effect::enter(player, WorldId::ENTRY, notice)]
     }
 
     /// A player left the server: its world's `leave`.
     pub(crate) fn remove_player(&mut self, player: PlayerId) -> Vec<Effect> {
         self.group_remove(player);
         match self.players.remove(&player) {
-            Some(m) if self.worlds.contains_key(&m.home) => vec![Effect::Leave { world: m.home, player }],
+            Some(m) if self.worlds.contains_key(&m.home) => vec![Effect::leave(m.home, player)],
             _ => Vec::new(),
         }
     }
@@ -297,7 +300,7 @@ impl<P: Clone> Directory<P> {
         if from == to || !self.worlds.contains_key(&to) {
             return Vec::new();
         }
-        let mut effects = vec![Effect::Leave { world: from, player }];
+        let mut effects = vec![Effect::leave(from, player)];
         self.enter(player, to, EnterReason::Moved, Origin::Moved { from }, &mut effects);
         effects
     }
@@ -320,9 +323,9 @@ impl<P: Clone> Directory<P> {
         m.watching.sort_unstable();
         let who = JoinInfo { origin, ..m.who.clone() };
         self.group_insert(player);
-        effects.push(Effect::Join { world: to, player, who: Box::new(who) });
+        effects.push(Effect::join(to, player, who));
         let notice = self.notice(to, reason);
-        effects.push(Effect::Enter { player, world: to, notice });
+        effects.push(Effect::enter(player, to, notice));
     }
 
     fn everyone_watches(&self, except: WorldId) -> Vec<WorldId> {
@@ -507,8 +510,10 @@ mod tests {
         let started_by = Some(WorldId::ENTRY);
         d.add_world(WorldId(2), WorldOptions::new("match").fallback(WorldId::ENTRY), Arc::new(Everything), started_by);
         let fx = d.add_player(5, (), who(50));
-        assert!(matches!(&fx[..], [Effect::Join { world: WorldId(0), player: 5, who }, Effect::Enter { .. }]
-            if who.origin == Origin::Connected));
+        assert!(
+            matches!(&fx[..], [Effect::World(WorldId(0), ToWorld::Join(5, who)), Effect::Player(5, ToPlayer::Enter(..))]
+            if who.origin == Origin::Connected)
+        );
         assert_eq!(d.watching(5), [WorldId(1)], "the global world is watched by everyone");
         d.publish(WorldId(1), snap(3, &[1]), |_, _, _| panic!("nobody is in the global world"));
         let mut seen = Vec::new();
@@ -516,11 +521,11 @@ mod tests {
         assert_eq!(seen, [(5, vec![7, merged_id(1, 1)])]);
 
         let fx = d.move_player(5, WorldId(2));
-        assert_eq!(fx[0], Effect::Leave { world: WorldId::ENTRY, player: 5 });
-        assert!(matches!(&fx[1], Effect::Join { world: WorldId(2), player: 5, who }
+        assert_eq!(fx[0], Effect::World(WorldId::ENTRY, ToWorld::Leave(5)));
+        assert!(matches!(&fx[1], Effect::World(WorldId(2), ToWorld::Join(5, who))
             if who.client_id == 50 && who.origin == Origin::Moved { from: WorldId::ENTRY }));
         assert!(
-            matches!(&fx[2], Effect::Enter { notice, .. } if notice.kind == "match" && notice.reason == EnterReason::Moved)
+            matches!(&fx[2], Effect::Player(5, ToPlayer::Enter(_, notice)) if notice.kind == "match" && notice.reason == EnterReason::Moved)
         );
         let mut seen = Vec::new();
         d.publish(WorldId(2), snap(4, &[7, 8]), |v, p, _| seen.push((p, v.merged.ids().to_vec())));
@@ -529,13 +534,13 @@ mod tests {
 
         let fx = d.remove_world(WorldId(2), "the match ended");
         let why = String::from("the match ended");
-        assert_eq!(fx[0], Effect::Stopped { to: WorldId::ENTRY, world: WorldId(2), why: why.clone() }, "told first");
-        assert!(matches!(&fx[1], Effect::Join { world: WorldId(0), who, .. }
+        assert_eq!(fx[0], Effect::World(WorldId::ENTRY, ToWorld::Stopped(WorldId(2), why.clone())), "told first");
+        assert!(matches!(&fx[1], Effect::World(WorldId(0), ToWorld::Join(_, who))
             if who.origin == Origin::Returned { from: WorldId(2), why: why.clone() }));
-        assert!(fx.iter().any(|e| matches!(e, Effect::Enter { world: WorldId(0), notice, .. }
+        assert!(fx.iter().any(|e| matches!(e, Effect::Player(_, ToPlayer::Enter(WorldId(0), notice))
             if notice.reason == EnterReason::WorldStopped(why.clone()))));
         assert_eq!(d.home(5), Some(WorldId::ENTRY), "to the fallback");
-        assert_eq!(d.remove_player(5), [Effect::Leave { world: WorldId::ENTRY, player: 5 }]);
+        assert_eq!(d.remove_player(5), [Effect::World(WorldId::ENTRY, ToWorld::Leave(5))]);
     }
 
     #[test]
@@ -545,9 +550,9 @@ mod tests {
         d.add_player(1, (), who(1));
         assert_eq!(
             d.remove_world(WorldId::ENTRY, "failed"),
-            [Effect::Close { player: 1, end: SessionEnd::WorldStopped }]
+            [Effect::Player(1, ToPlayer::Close(SessionEnd::WorldStopped))]
         );
-        assert_eq!(d.add_player(2, (), who(2)), [Effect::Close { player: 2, end: SessionEnd::WorldStopped }]);
+        assert_eq!(d.add_player(2, (), who(2)), [Effect::Player(2, ToPlayer::Close(SessionEnd::WorldStopped))]);
     }
 
     #[test]

@@ -20,7 +20,8 @@ pub use crate::server::record::SharedBuffer;
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::simulation::{Command, Simulation, Stepped, TickInput};
 use crate::server::world::{Numbers, Request, TokenKeys};
-use crate::server::worlds::{Directory, Effect, View};
+use crate::server::world_actor::{Start, start_world};
+use crate::server::worlds::{Directory, Effect, ToWorld, View};
 use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions, Worlds};
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
@@ -418,44 +419,30 @@ impl<W: World> Stepper<W> {
         self.sessions.iter_mut().map(|(_, o)| &mut o.value).find(|s| s.id() == player)
     }
 
-    /// Carries out what a directory change asks, as the broadcaster does.
+    /// Delivers what a directory change asks to the world or session it is addressed to
+    /// (their cores carry it out, as under the broadcaster: [`Effect`]).
     fn apply(&mut self, effects: Vec<Effect>) {
         let now = self.now;
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         for e in effects {
             match e {
-                Effect::Join { world: WorldId::ENTRY, player, who } => self.sim.join(&mut self.world, player, &who),
-                Effect::Join { world, player, who } => {
-                    if let Some(h) = self.hosted.get_mut(&world) {
-                        h.sim.join(&mut h.world, player, &who);
+                Effect::World(world, told) => {
+                    let (sim, game, pending): (_, &mut dyn World, _) = if world == WorldId::ENTRY {
+                        (&mut self.sim, &mut self.world, &mut self.pending_inputs)
+                    } else if let Some(h) = self.hosted.get_mut(&world) {
+                        (&mut h.sim, &mut *h.world, &mut h.pending)
+                    } else {
+                        continue;
+                    };
+                    if let ToWorld::Leave(player) = told {
+                        // Its inputs still queued go with it, as in the world's queue.
+                        pending.retain(|i| i.player != player);
                     }
+                    sim.handle(game, told);
                 }
-                Effect::Leave { world: WorldId::ENTRY, player } => {
-                    self.pending_inputs.retain(|i| i.player != player);
-                    self.sim.leave(&mut self.world, player);
-                }
-                Effect::Leave { world, player } => {
-                    if let Some(h) = self.hosted.get_mut(&world) {
-                        h.pending.retain(|i| i.player != player);
-                        h.sim.leave(&mut h.world, player);
-                    }
-                }
-                Effect::Enter { player, notice, .. } => {
+                Effect::Player(player, told) => {
                     if let Some(s) = self.session(player) {
-                        s.enter_world(now, &notice, &mut wire);
-                    }
-                }
-                Effect::Close { player, end } => {
-                    if let Some(s) = self.session(player) {
-                        s.close(now, end, &mut wire);
-                    }
-                }
-                Effect::Stopped { to: WorldId::ENTRY, world, why } => {
-                    self.sim.world_stopped(&mut self.world, world, &why);
-                }
-                Effect::Stopped { to, world, why } => {
-                    if let Some(h) = self.hosted.get_mut(&to) {
-                        h.sim.world_stopped(&mut h.world, world, &why);
+                        s.handle(now, told, &mut wire);
                     }
                 }
             }
@@ -475,31 +462,24 @@ impl<W: World> Stepper<W> {
                 Request::Spawn(id, options, mut world, parent) => {
                     let server = self.settings.params.tick_rate_hz;
                     let stride = u32::from(server / options.tick_rate_hz.unwrap_or(server).max(1)).max(1);
-                    let dt = self.sim.dt() * stride;
-                    let sim = Simulation::new(self.settings.schema.clone(), dt)
-                        .with_scoreboard(!world.scoreboard_columns().is_empty())
-                        .with_stop_when_empty(options.stop_when_empty);
                     let columns = world.scoreboard_columns();
                     if !columns.is_empty() {
-                        self.boards.insert(id, BoardSender::new(columns.clone()));
+                        self.boards.insert(id, BoardSender::new(columns));
                     }
-                    let (record, kind) = (options.record.clone(), options.kind.clone());
+                    let (record, kind, stop_when_empty) =
+                        (options.record.clone(), options.kind.clone(), options.stop_when_empty);
                     self.dir.add_world(id, options, world.relevancy(), parent);
-                    let mut h = Hosted { world: Box::new(EmptyWorld), sim, stride, pending: Vec::new() };
-                    if let Some(dir) = &record {
-                        let of = crate::server::record::RecordingOf {
-                            schema: self.settings.schema.clone(),
-                            kind: &kind,
-                            columns: columns.clone(),
-                            tick_rate_hz: server,
-                            stride,
-                        };
-                        crate::server::record::record_into(&mut |tap| h.sim.add_tap(tap), dir, id, of, None);
-                    }
-                    let worlds = self.worlds.of(id);
-                    h.sim.guard(WorldFault::PanicInJoin, || world.started(id, &worlds));
-                    h.world = world;
-                    self.hosted.insert(id, h);
+                    let start = Start {
+                        id,
+                        dt: self.sim.dt() * stride,
+                        stride,
+                        tick_rate_hz: server,
+                        stop_when_empty,
+                        record: record.as_deref().map(|dir| (dir, kind.as_str())),
+                        metrics: None,
+                    };
+                    let sim = start_world(&mut *world, &self.worlds, start);
+                    self.hosted.insert(id, Hosted { world, sim, stride, pending: Vec::new() });
                 }
                 Request::Stop(id) => self.end_world(id, "the world was stopped", true),
                 Request::Move(player, to) => {
