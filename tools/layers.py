@@ -25,7 +25,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SERVER = os.path.join(ROOT, "src", "server")
 
 LAYERS = [
-    ("game API", ["world", "lagcomp"]),
+    ("game API", ["world", "lagcomp", "spatial"]),
     ("cores and extensions", ["inputs", "session", "simulation", "worlds", "spectate", "zone"]),
     (
         "shells",

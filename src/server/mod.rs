@@ -16,6 +16,7 @@
 //! | [`Tap`], [`Worlds::tap`] | your own extension on a world (an anti-cheat check, an analytics exporter): each tick's snapshot, joins, leaves, messages and board, as recording, spectators and zones get them |
 //! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
 //! | [`lagcomp`] | a history to judge inputs against what the client saw |
+//! | [`spatial::Grid`] | a spatial index: the nearest k and everything within a radius, for a [`Relevancy`] or the game's own rules |
 //! | [`metrics`], [`admin`] | for operators: Prometheus figures, the admin listener |
 //!
 //! `volley::prelude` re-exports the first rows; the guides are the README's "Writing your own
@@ -88,7 +89,7 @@
 //! | [`Worlds`] over `world::Host` | starting, stopping, moving and watching, asked the same way whatever runs the worlds: `spawn::ActorBackend` (actors, the broadcaster) or the stepper's queued requests | the game, both shells |
 //!
 //! The modules form three layers with no import circle, checked by `tools/layers.py`: the
-//! game API ([`world`], [`lagcomp`]: imports no other server module), the sans-IO cores and
+//! game API ([`world`], [`lagcomp`], [`spatial`]: imports no other server module), the sans-IO cores and
 //! the extensions on the game API (`inputs`, `session`, `simulation`, `worlds`; [`spectate`],
 //! [`zone`]), and the shells (the actors, their messages in `shared`, the batcher, the
 //! recorder thread, the metrics, the admin endpoint).
@@ -127,6 +128,7 @@ pub(crate) mod session;
 pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
+pub mod spatial;
 pub(crate) mod spawn;
 pub mod spectate;
 pub mod world;

@@ -18,6 +18,7 @@ use volley::protocol::snapshot::EntityRef;
 use volley::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use volley::protocol::zone::{ZoneId, ZoneLayout};
 use volley::server::lagcomp::History;
+use volley::server::spatial::{Grid, Near};
 use volley::server::zone::{ZoneGame, ZoneLink, ZoneOptions};
 use volley::server::{Audience, JoinInfo, Outbox, PlayerId, Relevancy, World};
 
@@ -172,9 +173,10 @@ pub struct Arena {
     rng: u64,
     kills: u32,
     feed: Vec<ArenaEvent>,
-    /// Living players by grid cell, rebuilt each tick: a shot is tested against the players
-    /// in its cell and the eight around it, not against everyone.
-    hit_cells: Vec<Vec<PlayerId>>,
+    /// Living players' positions, rebuilt each tick (and who each is): a shot is tested
+    /// against the players in its cell and the eight around it, not against everyone.
+    hit_grid: Grid,
+    hit_players: Vec<PlayerId>,
     /// Living avatars' positions, by player, at each of the last ticks (the rail's lag
     /// compensation), and the entry that fell out of it last (its buffer is reused).
     history: History<Vec<(PlayerId, Vec2)>>,
@@ -300,7 +302,8 @@ impl Arena {
             rng: 0x9e37_79b9_7f4a_7c15,
             kills: 0,
             feed: Vec::new(),
-            hit_cells: Vec::new(),
+            hit_grid: arena_grid(),
+            hit_players: Vec::new(),
             history: History::new(HISTORY_TICKS),
             spare: Vec::new(),
             clock: 0.0,
@@ -548,11 +551,11 @@ impl World for Arena {
             self.shots.insert(id, shot);
         }
         let mut gone = Vec::new();
-        self.hit_cells.resize_with(CELLS * CELLS, Vec::new);
-        self.hit_cells.iter_mut().for_each(Vec::clear);
+        self.hit_grid.clear();
+        self.hit_players.clear();
         for (id, p) in self.players.iter().filter(|(_, p)| p.avatar.alive) {
-            let (x, y) = Grid::cell_of(p.avatar.position);
-            self.hit_cells[y * CELLS + x].push(*id);
+            self.hit_grid.push(p.avatar.position);
+            self.hit_players.push(*id);
         }
         for (sid, s) in &mut self.shots {
             s.position += s.velocity * dt;
@@ -566,22 +569,18 @@ impl World for Arena {
             }
             // The lowest id within reach is hit (cells are wider than the hit radius, so
             // the 3 × 3 cells around the shot hold everyone within reach).
-            let (cx, cy) = Grid::cell_of(s.position);
             let mut victim: Option<PlayerId> = None;
-            for y in cy.saturating_sub(1)..=(cy + 1).min(CELLS - 1) {
-                for x in cx.saturating_sub(1)..=(cx + 1).min(CELLS - 1) {
-                    for pid in &self.hit_cells[y * CELLS + x] {
-                        let Some(p) = self.players.get(pid) else { continue };
-                        if *pid == s.owner
-                            || !p.avatar.alive
-                            || p.avatar.position.distance(s.position) > HIT_RADIUS
-                            || victim.is_some_and(|v| v < *pid)
-                        {
-                            continue;
-                        }
-                        victim = Some(*pid);
-                    }
+            for item in self.hit_grid.around(s.position, 1) {
+                let pid = self.hit_players[item as usize];
+                let Some(p) = self.players.get(&pid) else { continue };
+                if pid == s.owner
+                    || !p.avatar.alive
+                    || p.avatar.position.distance(s.position) > HIT_RADIUS
+                    || victim.is_some_and(|v| v < pid)
+                {
+                    continue;
                 }
+                victim = Some(pid);
             }
             if let Some(pid) = victim {
                 gone.push(*sid);
@@ -653,54 +652,44 @@ pub struct Nearby {
     schema: Schema,
     /// Every entity's position, decoded once per tick and shared by every player actor
     /// (decoding per player would cost players × entities), with a grid over them.
-    positions: std::sync::Mutex<Option<(u32, Positions)>>,
+    positions: std::sync::Mutex<Option<(u32, Arc<Positions>)>>,
 }
 
 /// Side of a grid cell, metres: small enough that, in a crowd, the rings that hold the 64
 /// nearest hold few more (the candidates are what the search costs).
 const CELL: f32 = 5.0;
-/// Cells per side (the arena, plus a margin for anything outside it).
-const CELLS: usize = (2.0 * HALF_SIZE / CELL) as usize + 2;
 
-/// One tick's entity positions by snapshot index, and the indices in each grid cell.
+/// A grid over the arena, in [`CELL`]s (anything outside falls in its border cells).
+fn arena_grid() -> Grid {
+    Grid::new(Vec2::splat(-HALF_SIZE), Vec2::splat(HALF_SIZE), CELL)
+}
+
+/// One tick's entity positions, by snapshot index, and which are avatars.
 #[derive(Debug)]
-struct Grid {
-    positions: Vec<(Vec2, bool)>,
-    cells: Vec<Vec<u32>>,
+struct Positions {
+    grid: Grid,
+    avatar: Vec<bool>,
 }
-
-impl Grid {
-    fn cell_of(p: Vec2) -> (usize, usize) {
-        let c = |v: f32| (((v + HALF_SIZE) / CELL).floor() + 1.0).clamp(0.0, CELLS as f32 - 1.0) as usize;
-        (c(p.x), c(p.y))
-    }
-}
-
-type Positions = Arc<Grid>;
 
 impl Nearby {
-    fn positions(&self, world: &WorldSnapshot) -> Positions {
+    fn positions(&self, world: &WorldSnapshot) -> Arc<Positions> {
         let mut cache = self.positions.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some((_, p)) = cache.as_ref().filter(|(t, _)| *t == world.tick()) {
             return p.clone();
         }
         let avatar_kind = self.schema.kind_of::<Avatar>();
-        let positions: Vec<(Vec2, bool)> = world
-            .iter()
-            .map(|e| {
-                if Some(e.kind) == avatar_kind {
-                    (<Avatar as volley::protocol::snapshot::Replicate>::dequantize(e.words).position, true)
-                } else {
-                    (<Shot as volley::protocol::snapshot::Replicate>::dequantize(e.words).position, false)
-                }
-            })
-            .collect();
-        let mut cells = vec![Vec::new(); CELLS * CELLS];
-        for (i, (p, _)) in positions.iter().enumerate() {
-            let (x, y) = Grid::cell_of(*p);
-            cells[y * CELLS + x].push(i as u32);
+        let mut grid = arena_grid();
+        let mut avatar = Vec::with_capacity(world.len());
+        for e in world.iter() {
+            let position = if Some(e.kind) == avatar_kind {
+                <Avatar as volley::protocol::snapshot::Replicate>::dequantize(e.words).position
+            } else {
+                <Shot as volley::protocol::snapshot::Replicate>::dequantize(e.words).position
+            };
+            grid.push(position);
+            avatar.push(Some(e.kind) == avatar_kind);
         }
-        let p = Arc::new(Grid { positions, cells });
+        let p = Arc::new(Positions { grid, avatar });
         *cache = Some((world.tick(), p.clone()));
         p
     }
@@ -717,83 +706,26 @@ fn priority(d2: f32) -> f32 {
 impl Relevancy for Nearby {
     fn interest(&self, world: &WorldSnapshot, player: PlayerId, out: &mut Vec<Interest>) {
         out.clear();
-        let grid = self.positions(world);
+        let p = self.positions(world);
         let mine = world.find(player);
-        let Some(me) = mine.and_then(|i| grid.positions.get(i)).map(|(p, _)| *p) else {
+        let Some(me) = mine.and_then(|i| p.grid.position(i as u32)) else {
             // A player without an avatar: any MAX_VISIBLE entities.
-            out.extend(
-                (0..grid.positions.len().min(MAX_VISIBLE) as u32).map(|index| Interest { index, priority: 1.0 }),
-            );
+            out.extend((0..p.grid.len().min(MAX_VISIBLE) as u32).map(|index| Interest { index, priority: 1.0 }));
             return;
         };
-        // Candidates gather in the thread's buffer, so that a player's own list stays
-        // MAX_VISIBLE long however crowded the arena gets.
-        CANDIDATES.with_borrow_mut(|candidates| nearest(&grid, me, mine, candidates, out));
+        // Its own avatar (at distance 0), then the nearest: avatars anywhere, shots within
+        // the view radius.
+        let keep = |item: u32, d2: f32| p.avatar[item as usize] || d2 <= VIEW_RADIUS * VIEW_RADIUS;
+        NEAR.with_borrow_mut(|near| {
+            p.grid.nearest(me, MAX_VISIBLE, keep, near);
+            out.extend(near.iter().map(|n| Interest { index: n.item, priority: priority(n.distance_squared) }));
+        });
     }
 }
 
 thread_local! {
-    /// The relevancy's candidates on this thread.
-    static CANDIDATES: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The `MAX_VISIBLE` entities nearest to `me` (and every avatar within the view radius, if
-/// fewer), into `out`, by index. Ring by ring around the player's cell, gathering
-/// `candidates`; it stops once MAX_VISIBLE of them lie nearer than the searched square's
-/// nearest outer edge (the nearest are then all among them), or the grid is exhausted.
-///
-/// A candidate is one integer: its squared distance's bits above its index (a non-negative
-/// float's bits order as the float does), so choosing the nearest and then ordering them by
-/// index are selections and sorts of plain integers (with a comparison closure on floats
-/// they were half of this function's time: `cargo bench --bench arena`). Equal distances go
-/// to the lower index.
-fn nearest(grid: &Grid, me: Vec2, mine: Option<usize>, candidates: &mut Vec<u64>, out: &mut Vec<Interest>) {
-    candidates.clear();
-    let (cx, cy) = Grid::cell_of(me);
-    for r in 0..CELLS {
-        let (x0, x1) = (cx.saturating_sub(r), (cx + r).min(CELLS - 1));
-        let (y0, y1) = (cy.saturating_sub(r), (cy + r).min(CELLS - 1));
-        for y in y0..=y1 {
-            for x in x0..=x1 {
-                if x.abs_diff(cx).max(y.abs_diff(cy)) != r {
-                    continue; // inner rings are done
-                }
-                for &i in &grid.cells[y * CELLS + x] {
-                    let (position, is_avatar) = grid.positions[i as usize];
-                    let d2 = if Some(i as usize) == mine { 0.0 } else { me.distance_squared(position) };
-                    if is_avatar || d2 <= VIEW_RADIUS * VIEW_RADIUS {
-                        candidates.push(u64::from(d2.to_bits()) << 32 | u64::from(i));
-                    }
-                }
-            }
-        }
-        // Everything nearer than the searched square's nearest outer edge is in (a side
-        // at the grid's border has nothing beyond it: positions outside are clamped in).
-        let side = |lo: usize, hi: usize, v: f32| {
-            let below = if lo == 0 { f32::INFINITY } else { v - ((lo - 1) as f32 * CELL - HALF_SIZE) };
-            let above = if hi == CELLS - 1 { f32::INFINITY } else { (hi as f32 * CELL - HALF_SIZE) - v };
-            below.min(above)
-        };
-        let covered = side(x0, x1, me.x).min(side(y0, y1, me.y));
-        let within = u64::from((covered * covered).to_bits()) << 32 | u64::from(u32::MAX);
-        let enough =
-            candidates.len() >= MAX_VISIBLE && candidates.iter().filter(|k| **k <= within).count() >= MAX_VISIBLE;
-        if enough || (x0 == 0 && y0 == 0 && x1 == CELLS - 1 && y1 == CELLS - 1) {
-            break;
-        }
-    }
-    if candidates.len() > MAX_VISIBLE {
-        candidates.select_nth_unstable(MAX_VISIBLE - 1);
-        candidates.truncate(MAX_VISIBLE);
-    }
-    // Index above distance, to sort by index.
-    for k in candidates.iter_mut() {
-        *k = k.rotate_left(32);
-    }
-    candidates.sort_unstable();
-    out.extend(
-        candidates.iter().map(|k| Interest { index: (*k >> 32) as u32, priority: priority(f32::from_bits(*k as u32)) }),
-    );
+    /// The relevancy's answer on this thread, before it becomes the player's interest.
+    static NEAR: std::cell::RefCell<Vec<Near>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 #[cfg(test)]
@@ -813,7 +745,8 @@ mod relevancy_tests {
         for (id, at) in [(1, Vec2::new(-2.0, 0.0)), (2, Vec2::new(0.15, 0.0)), (3, Vec2::new(0.1, 0.3))] {
             arena.players.get_mut(&id).unwrap().avatar.position = at;
         }
-        assert_ne!(Grid::cell_of(Vec2::new(-0.5, 0.0)), Grid::cell_of(Vec2::new(0.15, 0.0)));
+        let grid = arena_grid();
+        assert_ne!(grid.cell_of(Vec2::new(-0.5, 0.0)), grid.cell_of(Vec2::new(0.15, 0.0)));
         arena.players.get_mut(&1).unwrap().input = ArenaInput { fire: true, ..ArenaInput::default() };
         arena.tick(0, Duration::from_secs_f64(1.0 / 60.0));
         assert_eq!(arena.players[&2].avatar.health, 75, "hit on the shot's first step, from the next cell");
@@ -936,14 +869,12 @@ mod relevancy_tests {
                 nearby.interest(&world, player, &mut got);
                 assert!(got.windows(2).all(|w| w[0].index < w[1].index), "ascending by index, no repeats");
                 // Brute force: every entity scored, the best MAX_VISIBLE kept.
-                let me = grid.positions[world.find(player).unwrap()].0;
-                let mut want: Vec<(u32, f32)> = grid
-                    .positions
-                    .iter()
-                    .enumerate()
-                    .filter_map(|(i, (p, avatar))| {
-                        let d2 = if all[i] == player { 0.0 } else { me.distance_squared(*p) };
-                        (*avatar || d2 <= VIEW_RADIUS * VIEW_RADIUS).then_some((i as u32, priority(d2)))
+                let me = grid.grid.position(world.find(player).unwrap() as u32).unwrap();
+                let mut want: Vec<(u32, f32)> = (0..grid.grid.len())
+                    .filter_map(|i| {
+                        let p = grid.grid.position(i as u32).unwrap();
+                        let d2 = if all[i] == player { 0.0 } else { me.distance_squared(p) };
+                        (grid.avatar[i] || d2 <= VIEW_RADIUS * VIEW_RADIUS).then_some((i as u32, priority(d2)))
                     })
                     .collect();
                 want.sort_by(|a, b| b.1.total_cmp(&a.1));

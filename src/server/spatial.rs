@@ -1,0 +1,291 @@
+//! A spatial index for what games ask of positions every tick: which entities are nearest a
+//! player (its interest, for a [`Relevancy`](super::Relevancy)), which are within a radius
+//! (a blast, a hit, a zone's border).
+//!
+//! [`Grid`] is a uniform grid of square cells over a rectangle (points outside fall into
+//! its border cells, so nothing is lost). Fill it once a tick with [`Grid::push`] (each
+//! point gets the next item number: push in snapshot order and the items are snapshot
+//! indices), then ask it as often as there are players. A query searches ring by ring
+//! around the point's cell and stops as soon as the rings searched must hold the answer, so
+//! its cost follows what is near, not the size of the world.
+//!
+//! ```
+//! use glam::Vec2;
+//! use volley::server::spatial::Grid;
+//!
+//! // A 100 m square arena, 5 m cells.
+//! let mut grid = Grid::new(Vec2::splat(-50.0), Vec2::splat(50.0), 5.0);
+//! for x in 0..10 {
+//!     grid.push(Vec2::new(x as f32 * 3.0, 0.0)); // items 0..10
+//! }
+//! let mut near = Vec::new();
+//! // The 3 nearest to (10, 0), by ascending item: 2 (at 6), 3 (at 9), 4 (at 12).
+//! grid.nearest(Vec2::new(10.0, 0.0), 3, |_, _| true, &mut near);
+//! assert_eq!(near.iter().map(|n| n.item).collect::<Vec<_>>(), [2, 3, 4]);
+//! // Everything within 3.5 m of (10, 0): 3 and 4.
+//! grid.within(Vec2::new(10.0, 0.0), 3.5, &mut near);
+//! assert_eq!(near.iter().map(|n| n.item).collect::<Vec<_>>(), [3, 4]);
+//! ```
+//!
+//! The arena's relevancy (`volley_arena::game::Nearby`: each player's 64 nearest, avatars
+//! anywhere and shots within its view) and its shots' hits use it;
+//! `cargo bench -p volley-arena --bench arena` measures it for 1000 players.
+
+use std::cell::RefCell;
+
+use glam::Vec2;
+
+/// Most cells along a side: a rectangle that would need more gets wider cells (memory stays
+/// bounded whatever the game asks).
+pub const MAX_CELLS_PER_SIDE: usize = 1024;
+
+/// An item found near a point: its number (from [`Grid::push`]) and its squared distance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Near {
+    /// The item's number.
+    pub item: u32,
+    /// Its squared distance from the point asked about.
+    pub distance_squared: f32,
+}
+
+/// Points in square cells over a rectangle; see the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct Grid {
+    /// The rectangle's lower corner.
+    min: Vec2,
+    /// A cell's side.
+    cell: f32,
+    /// Cells along x and y, with a border cell on each side for points outside.
+    cols: usize,
+    rows: usize,
+    positions: Vec<Vec2>,
+    /// The items in each cell, row by row.
+    cells: Vec<Vec<u32>>,
+}
+
+thread_local! {
+    /// A query's candidates on this thread (so that a query allocates nothing once warm).
+    static CANDIDATES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Grid {
+    /// An empty grid over the rectangle from `min` to `max` in cells of side `cell` (wider
+    /// if the rectangle would need more than [`MAX_CELLS_PER_SIDE`] along a side). A good
+    /// cell is about the radius most queries need: a few cells hold a query's answer.
+    pub fn new(min: Vec2, max: Vec2, cell: f32) -> Self {
+        let size = (max - min).max(Vec2::ZERO);
+        let size = if size.is_finite() { size } else { Vec2::ZERO };
+        let widest = size.max_element() / (MAX_CELLS_PER_SIDE - 2) as f32;
+        let cell = if cell.is_finite() && cell > 0.0 { cell.max(widest) } else { widest.max(1.0) };
+        let side = |len: f32| ((len / cell).ceil() as usize).clamp(1, MAX_CELLS_PER_SIDE - 2) + 2;
+        let (cols, rows) = (side(size.x), side(size.y));
+        let min = if min.is_finite() { min } else { Vec2::ZERO };
+        Self { min, cell, cols, rows, positions: Vec::new(), cells: vec![Vec::new(); cols * rows] }
+    }
+
+    /// Empties the grid, keeping its memory (for the next tick's points).
+    pub fn clear(&mut self) {
+        self.positions.clear();
+        self.cells.iter_mut().for_each(Vec::clear);
+    }
+
+    /// Adds a point; returns its item number (0 for the first since the last
+    /// [`clear`](Self::clear), then 1, 2, …).
+    pub fn push(&mut self, at: Vec2) -> u32 {
+        let item = self.positions.len() as u32;
+        let (x, y) = self.cell_of(at);
+        self.positions.push(at);
+        self.cells[y * self.cols + x].push(item);
+        item
+    }
+
+    /// How many points it holds.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
+    }
+
+    /// Where item `item` is, if there is such an item.
+    pub fn position(&self, item: u32) -> Option<Vec2> {
+        self.positions.get(item as usize).copied()
+    }
+
+    /// The cell (column, row) a point falls in; points outside the rectangle fall in its
+    /// border cells (a point that is not a number, in the first).
+    pub fn cell_of(&self, at: Vec2) -> (usize, usize) {
+        let c = |v: f32, lo: f32, n: usize| (((v - lo) / self.cell).floor() + 1.0).clamp(0.0, n as f32 - 1.0) as usize;
+        (c(at.x, self.min.x, self.cols), c(at.y, self.min.y, self.rows))
+    }
+
+    /// The items in the `(2 × rings + 1)²` cells around `at`'s cell (nearest cells are not
+    /// first: every item of them, in no particular order). With `rings = 1` and cells at
+    /// least as wide as a reach, these hold everything within that reach of `at`.
+    pub fn around(&self, at: Vec2, rings: usize) -> impl Iterator<Item = u32> + '_ {
+        let (cx, cy) = self.cell_of(at);
+        let (x0, x1) = (cx.saturating_sub(rings), (cx + rings).min(self.cols - 1));
+        let (y0, y1) = (cy.saturating_sub(rings), (cy + rings).min(self.rows - 1));
+        (y0..=y1).flat_map(move |y| (x0..=x1).flat_map(move |x| self.cells[y * self.cols + x].iter().copied()))
+    }
+
+    /// Every item within `radius` of `at`, by ascending item, into `out` (cleared first).
+    pub fn within(&self, at: Vec2, radius: f32, out: &mut Vec<Near>) {
+        out.clear();
+        let r2 = radius * radius;
+        let rings =
+            if radius.is_finite() { (radius / self.cell).ceil().max(0.0) as usize } else { self.cols.max(self.rows) };
+        for item in self.around(at, rings) {
+            let d2 = at.distance_squared(self.positions[item as usize]);
+            if d2 <= r2 {
+                out.push(Near { item, distance_squared: d2 });
+            }
+        }
+        out.sort_unstable_by_key(|n| n.item);
+    }
+
+    /// The `k` items nearest `at` among those `keep(item, distance_squared)` accepts, by
+    /// ascending item, into `out` (cleared first). Equal distances go to the lower item.
+    /// `keep` is asked about the items of the cells searched, so it sees some that do not
+    /// make the `k` nearest.
+    pub fn nearest(&self, at: Vec2, k: usize, keep: impl FnMut(u32, f32) -> bool, out: &mut Vec<Near>) {
+        out.clear();
+        if k == 0 {
+            return;
+        }
+        CANDIDATES.with_borrow_mut(|candidates| self.nearest_into(at, k, keep, candidates, out));
+    }
+
+    /// [`nearest`](Self::nearest) with the candidates in `candidates`. A candidate is one
+    /// integer, its squared distance's bits above its item (a non-negative float's bits
+    /// order as the float does), so choosing the nearest and ordering them by item are
+    /// selections and sorts of plain integers.
+    fn nearest_into(
+        &self,
+        at: Vec2,
+        k: usize,
+        mut keep: impl FnMut(u32, f32) -> bool,
+        candidates: &mut Vec<u64>,
+        out: &mut Vec<Near>,
+    ) {
+        candidates.clear();
+        let (cx, cy) = self.cell_of(at);
+        let (last_x, last_y) = (self.cols - 1, self.rows - 1);
+        for r in 0..self.cols.max(self.rows) {
+            let (x0, x1) = (cx.saturating_sub(r), (cx + r).min(last_x));
+            let (y0, y1) = (cy.saturating_sub(r), (cy + r).min(last_y));
+            for y in y0..=y1 {
+                for x in x0..=x1 {
+                    if x.abs_diff(cx).max(y.abs_diff(cy)) != r {
+                        continue; // inner rings are done
+                    }
+                    for &item in &self.cells[y * self.cols + x] {
+                        let d2 = at.distance_squared(self.positions[item as usize]);
+                        if keep(item, d2) {
+                            candidates.push(u64::from(d2.to_bits()) << 32 | u64::from(item));
+                        }
+                    }
+                }
+            }
+            // Everything nearer than the searched square's nearest outer edge is in (a
+            // border cell has nothing beyond it).
+            let side = |lo: usize, hi: usize, last: usize, v: f32, min: f32| {
+                let below = if lo == 0 { f32::INFINITY } else { v - ((lo - 1) as f32 * self.cell + min) };
+                let above = if hi == last { f32::INFINITY } else { (hi as f32 * self.cell + min) - v };
+                below.min(above)
+            };
+            let covered = side(x0, x1, last_x, at.x, self.min.x).min(side(y0, y1, last_y, at.y, self.min.y));
+            let within = u64::from((covered * covered).to_bits()) << 32 | u64::from(u32::MAX);
+            let enough = candidates.len() >= k && candidates.iter().filter(|c| **c <= within).count() >= k;
+            if enough || (x0 == 0 && y0 == 0 && x1 == last_x && y1 == last_y) {
+                break;
+            }
+        }
+        if candidates.len() > k {
+            candidates.select_nth_unstable(k - 1);
+            candidates.truncate(k);
+        }
+        // Item above distance, to sort by item.
+        for c in candidates.iter_mut() {
+            *c = c.rotate_left(32);
+        }
+        candidates.sort_unstable();
+        out.extend(
+            candidates.iter().map(|c| Near { item: (*c >> 32) as u32, distance_squared: f32::from_bits(*c as u32) }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The brute-force answer: every kept item by distance then item, the first `k`, by item.
+    fn brute(points: &[Vec2], at: Vec2, k: usize, keep: impl Fn(u32, f32) -> bool) -> Vec<u32> {
+        let mut all: Vec<(u32, u32)> = points
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (at.distance_squared(*p), i as u32))
+            .filter(|(d2, i)| keep(*i, *d2))
+            .map(|(d2, i)| (d2.to_bits(), i))
+            .collect();
+        all.sort_unstable();
+        let mut first: Vec<u32> = all.into_iter().take(k).map(|(_, i)| i).collect();
+        first.sort_unstable();
+        first
+    }
+
+    proptest! {
+        /// The nearest k and everything within a radius are what a search of every point
+        /// finds, for points inside and outside the rectangle and any cell size.
+        #[test]
+        fn queries_find_what_a_full_search_finds(
+            points in prop::collection::vec((-80.0f32..80.0, -80.0f32..80.0), 0..300),
+            at in (-90.0f32..90.0, -90.0f32..90.0),
+            k in 0usize..40,
+            cell in 0.5f32..30.0,
+            radius in 0.0f32..60.0,
+            odd_out in any::<bool>(),
+        ) {
+            let points: Vec<Vec2> = points.into_iter().map(|(x, y)| Vec2::new(x, y)).collect();
+            let at = Vec2::new(at.0, at.1);
+            let mut grid = Grid::new(Vec2::splat(-50.0), Vec2::new(50.0, 30.0), cell);
+            for p in &points {
+                grid.push(*p);
+            }
+            // Leave odd items out far away, as the arena leaves shots beyond the view.
+            let keep = |item: u32, d2: f32| !odd_out || item.is_multiple_of(2) || d2 <= 400.0;
+            let mut out = Vec::new();
+            grid.nearest(at, k, keep, &mut out);
+            let got: Vec<u32> = out.iter().map(|n| n.item).collect();
+            prop_assert_eq!(got, brute(&points, at, k, keep));
+            grid.within(at, radius, &mut out);
+            let got: Vec<u32> = out.iter().map(|n| n.item).collect();
+            let want: Vec<u32> = (0..points.len() as u32)
+                .filter(|i| at.distance_squared(points[*i as usize]) <= radius * radius)
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn bad_numbers_lose_nothing_and_panic_nowhere() {
+        let mut grid = Grid::new(Vec2::splat(f32::NAN), Vec2::splat(f32::INFINITY), -1.0);
+        for p in [Vec2::NAN, Vec2::INFINITY, Vec2::NEG_INFINITY, Vec2::ZERO, Vec2::splat(1e30)] {
+            grid.push(p);
+        }
+        let mut out = Vec::new();
+        grid.nearest(Vec2::ZERO, 10, |_, _| true, &mut out);
+        assert_eq!(out.len(), 5, "every point is found, even those with no distance");
+        grid.within(Vec2::NAN, f32::INFINITY, &mut out);
+        assert!(out.is_empty(), "nothing is within any distance of no place");
+        // A rectangle far too large for its cells gets wider ones, not a billion of them.
+        let huge = Grid::new(Vec2::splat(-1e9), Vec2::splat(1e9), 0.001);
+        assert!(huge.cells.len() <= MAX_CELLS_PER_SIDE * MAX_CELLS_PER_SIDE);
+        assert_eq!(grid.position(3), Some(Vec2::ZERO));
+        assert_eq!(grid.position(9), None);
+    }
+}
