@@ -33,7 +33,13 @@ pub enum Playback {
 #[derive(Debug, Clone)]
 pub struct PlaybackClock {
     tick_rate: f64,
+    /// The interval the server announced, in ticks.
     snapshot_interval_ticks: f64,
+    /// The interval between the snapshots that arrive, in ticks (smoothed): more than the
+    /// announced one while the server, short of CPU, sends fewer (or the link loses some).
+    arriving_interval_ticks: f64,
+    /// The newest snapshot tick recorded.
+    newest: Option<u32>,
     /// Server time minus local time, seconds (smoothed, biased towards early arrivals).
     offset: Option<f64>,
     /// Mean absolute deviation of arrivals from the estimate, seconds.
@@ -55,6 +61,8 @@ impl PlaybackClock {
         Self {
             tick_rate,
             snapshot_interval_ticks: interval.max(1.0),
+            arriving_interval_ticks: interval.max(1.0),
+            newest: None,
             offset: None,
             jitter: 0.0,
             max_extrapolation: DEFAULT_MAX_EXTRAPOLATION,
@@ -80,6 +88,14 @@ impl PlaybackClock {
 
     /// Records that the snapshot of `tick` arrived at local time `now`.
     pub fn on_snapshot(&mut self, tick: u32, now: Duration) {
+        if let Some(newest) = self.newest.filter(|n| tick > *n) {
+            // At most a quarter second: a pause is not a rate.
+            let gap = f64::from(tick - newest).min(self.tick_rate / 4.0);
+            self.arriving_interval_ticks = 0.9 * self.arriving_interval_ticks + 0.1 * gap;
+        }
+        if self.newest.is_none_or(|n| tick > n) {
+            self.newest = Some(tick);
+        }
         let sample = f64::from(tick) / self.tick_rate - now.as_secs_f64();
         match self.offset {
             None => self.offset = Some(sample),
@@ -100,9 +116,12 @@ impl PlaybackClock {
     }
 
     /// How far behind the estimated server time the render time is, in ticks: one snapshot
-    /// interval plus room for three times the jitter, at most a quarter second.
+    /// interval (the announced one, or the one snapshots arrive at if longer: a server short
+    /// of CPU lowers every player's rate) plus room for three times the jitter, at most a
+    /// quarter second.
     pub fn delay_ticks(&self) -> f64 {
-        (self.snapshot_interval_ticks + 3.0 * self.jitter * self.tick_rate).min(self.tick_rate / 4.0).max(1.0)
+        let interval = self.snapshot_interval_ticks.max(self.arriving_interval_ticks);
+        (interval + 3.0 * self.jitter * self.tick_rate).min(self.tick_rate / 4.0).max(1.0)
     }
 
     /// The (fractional) server tick to draw at local time `now`.
@@ -152,6 +171,28 @@ mod tests {
 
     fn ms(v: u64) -> Duration {
         Duration::from_millis(v)
+    }
+
+    /// A server short of CPU sends one snapshot in two: the delay follows, so playback
+    /// interpolates between the snapshots that come instead of extrapolating past them.
+    #[test]
+    fn the_delay_follows_a_lowered_snapshot_rate_and_comes_back() {
+        let mut c = PlaybackClock::new(60, 60);
+        let at = |t: u32| Duration::from_secs_f64(f64::from(t) / 60.0 + 0.03);
+        for t in 0..120 {
+            c.on_snapshot(t, at(t));
+        }
+        assert!(c.delay_ticks() < 1.2, "every tick: about one tick ({})", c.delay_ticks());
+        for t in (120..360).step_by(2) {
+            c.on_snapshot(t, at(t));
+        }
+        assert!(c.delay_ticks() > 1.9, "one in two: about two ticks ({})", c.delay_ticks());
+        let render = c.render_tick(at(359) + Duration::from_millis(10)).unwrap_or(0.0);
+        assert!(render < 358.0, "drawn between snapshots held, not past the newest ({render})");
+        for t in 360..480 {
+            c.on_snapshot(t, at(t));
+        }
+        assert!(c.delay_ticks() < 1.2, "every tick again: back to one tick ({})", c.delay_ticks());
     }
 
     #[test]
