@@ -43,9 +43,6 @@ pub(crate) struct FanOut {
     started_us: AtomicU64,
     /// How long into a tick chains may send snapshots themselves: half the tick period.
     direct_us: u64,
-    /// When the current generation's queue ran dry (0: not yet), in microseconds after
-    /// `epoch`.
-    dry_us: AtomicU64,
     epoch: Instant,
 }
 
@@ -69,7 +66,6 @@ impl FanOut {
             direct: None,
             started_us: AtomicU64::new(0),
             direct_us: 0,
-            dry_us: AtomicU64::new(0),
             epoch: Instant::now(),
         }
     }
@@ -95,22 +91,15 @@ impl FanOut {
     /// Several worlds' snapshots of one server tick (`tick`) share a generation: the second
     /// world's players queue behind the first's, for the chains already running (and the
     /// window is started again only if they had run out of players).
-    ///
-    /// On a new tick, returns how long the last tick's fan-out took to hand out every
-    /// wake-up, in microseconds (`None` when it had not when this tick came).
-    fn start(&self, players: &mut Vec<Arc<PlayerRef>>, tick: u32) -> Option<Option<u64>> {
+    fn start(&self, players: &mut Vec<Arc<PlayerRef>>, tick: u32) {
         let same_tick = self.tick.swap(tick, Ordering::AcqRel) == tick;
         let mut was_empty = true;
         if let Ok(mut q) = self.pending.lock() {
             was_empty = q.is_empty();
             q.extend(players.drain(..));
         }
-        let last = (!same_tick).then(|| {
-            let (started, dry) = (self.started_us.load(Ordering::Relaxed), self.dry_us.swap(0, Ordering::Relaxed));
-            (was_empty && dry >= started).then(|| dry - started)
-        });
         if same_tick && !was_empty {
-            return last; // the running chains take them
+            return; // the running chains take them
         }
         let generation = if same_tick {
             self.generation.load(Ordering::Acquire)
@@ -125,7 +114,6 @@ impl FanOut {
                 break;
             }
         }
-        last
     }
 
     /// A player actor woken with `generation` has sent its snapshot: it passes the wake-up
@@ -156,11 +144,7 @@ impl FanOut {
                 return false;
             }
             let next = self.pending.lock().ok().and_then(|mut q| q.pop_front());
-            let Some(p) = next else {
-                // The first chain to find the queue dry notes when (for the pacer).
-                let _ = self.dry_us.compare_exchange(0, self.micros().max(1), Ordering::Relaxed, Ordering::Relaxed);
-                return false;
-            };
+            let Some(p) = next else { return false };
             if burst > 0 && self.direct_allowed() && self.send_direct(&p) {
                 burst -= 1;
                 continue;
@@ -191,80 +175,6 @@ impl FanOut {
     }
 }
 
-/// The most a [`Pacer`] divides the snapshot rate by (a quarter: 15 a second at 60).
-pub(crate) const MAX_RATE_DIVISOR: u32 = 4;
-
-/// Lowers every player's snapshot rate evenly when the server cannot keep up, instead of
-/// leaving whoever is last in the fan-out without snapshots, and raises it again when there
-/// is room. Sans-IO: it is told, each tick, how long the last tick's fan-out took.
-///
-/// At divisor `d` a player gets the snapshots of one tick in `d`, staggered by its id
-/// ([`Pacer::due`]), so each tick encodes for a `d`-th of the players. The divisor goes up
-/// one when the fan-out did not finish within the tick period 3 times in the last 30 ticks,
-/// and down one when, for the last 300 ticks (5 s at 60 Hz), the fan-out would have taken
-/// under 60 % of the period even at the higher rate; after a change it holds 120 ticks.
-#[derive(Debug, Clone)]
-pub(crate) struct Pacer {
-    divisor: u32,
-    /// The most it may divide by (1: never lowers the rate).
-    max_divisor: u32,
-    /// Ticks since the last change, late ones among the last 30, and the ticks in a row
-    /// with room to go faster.
-    held: u32,
-    late: [bool; 30],
-    at: usize,
-    roomy: u32,
-}
-
-impl Pacer {
-    /// A pacer that divides the rate by at most `max_divisor` (1: it never does).
-    pub(crate) fn new(max_divisor: u32) -> Self {
-        Self {
-            divisor: 1,
-            max_divisor: max_divisor.clamp(1, MAX_RATE_DIVISOR),
-            held: 0,
-            late: [false; 30],
-            at: 0,
-            roomy: 0,
-        }
-    }
-
-    /// Whether a player gets the snapshot of its world's `n`-th published tick.
-    pub(crate) fn due(&self, n: u64, player: PlayerId) -> bool {
-        (n + u64::from(player)).is_multiple_of(u64::from(self.divisor))
-    }
-
-    /// A tick came: the last tick's fan-out took `took` of the `period` (`None`: it had not
-    /// finished). Returns the divisor from now on.
-    pub(crate) fn tick(&mut self, took: Option<u64>, period: u64) -> u32 {
-        let period = period.max(1);
-        self.late[self.at] = took.is_none_or(|t| t >= period);
-        self.at = (self.at + 1) % self.late.len();
-        // Room when the fan-out, at the next higher rate, would still take under 60 %.
-        let d = u64::from(self.divisor);
-        let faster = took.map(|t| t * d / (d - 1).max(1));
-        self.roomy = if self.divisor > 1 && faster.is_some_and(|t| t * 10 < period * 6) { self.roomy + 1 } else { 0 };
-        self.held = self.held.saturating_add(1);
-        if self.held < 120 {
-            return self.divisor;
-        }
-        if self.late.iter().filter(|l| **l).count() >= 3 && self.divisor < self.max_divisor {
-            self.change(self.divisor + 1);
-        } else if self.roomy >= 300 {
-            self.change(self.divisor - 1);
-        }
-        self.divisor
-    }
-
-    fn change(&mut self, to: u32) {
-        tracing::info!(from = self.divisor, to, "snapshot rate divisor changed (the server's CPU)");
-        self.divisor = to;
-        self.held = 0;
-        self.roomy = 0;
-        self.late = [false; 30];
-    }
-}
-
 /// The broadcaster actor. Each player actor encodes its own delta, so the encoding spreads
 /// over every core of the runtime. It owns the [`Directory`] of who is in which world: every
 /// world's output reaches players through it.
@@ -283,10 +193,6 @@ pub(crate) struct BroadcastArgs {
     pub fanout: Arc<FanOut>,
     /// World numbers, given back when a world ends.
     pub numbers: Arc<Mutex<Numbers>>,
-    /// Lowers the snapshot rate evenly when the server is short of CPU.
-    pub pacer: Pacer,
-    /// Server ticks per snapshot (the configured rate): only those ticks count for the pacer.
-    pub snapshot_every: u32,
 }
 
 /// How the broadcaster reaches a world.
@@ -296,8 +202,6 @@ struct WorldLink {
     actor: Result<ActorRef<WorldMsg>, Vec<WorldMsg>>,
     /// Its scoreboard's updates, when it has one.
     board: Option<BoardSender>,
-    /// Its snapshots published on snapshot ticks so far (the pacer's turns).
-    published: u64,
 }
 
 impl WorldLink {
@@ -319,8 +223,6 @@ pub(crate) struct BroadcastState {
     batcher: Option<Arc<SnapshotBatcher>>,
     fanout: Arc<FanOut>,
     numbers: Arc<Mutex<Numbers>>,
-    pacer: Pacer,
-    snapshot_every: u32,
     /// This tick's player actors to wake (reused tick after tick).
     to_wake: Vec<Arc<PlayerRef>>,
     /// Messages to every player of a world not yet handed out: they go to each player actor
@@ -412,8 +314,6 @@ impl Actor for Broadcaster {
             batcher: args.batcher,
             fanout: args.fanout,
             numbers: args.numbers,
-            pacer: args.pacer,
-            snapshot_every: args.snapshot_every.max(1),
             to_wake: Vec::new(),
             to_all: Vec::new(),
         })
@@ -445,7 +345,7 @@ impl Actor for Broadcaster {
             BroadcastMsg::AddWorld(w) => {
                 let NewWorld { id, parent, options, relevancy, inputs, board_columns } = *w;
                 let board = (!board_columns.is_empty()).then(|| BoardSender::new(board_columns));
-                state.worlds.insert(id, WorldLink { inputs, actor: Err(Vec::new()), board, published: 0 });
+                state.worlds.insert(id, WorldLink { inputs, actor: Err(Vec::new()), board });
                 state.dir.add_world(id, options, relevancy, parent);
                 state.metrics.set_worlds(state.dir.worlds());
             }
@@ -534,22 +434,10 @@ impl Actor for Broadcaster {
             }
             BroadcastMsg::Snapshot(world, snap, applied) => {
                 let tick = snap.tick();
-                // Its players' turn in the pacer's rotation (only snapshot ticks count).
-                let turn = match state.worlds.get_mut(&world) {
-                    Some(l) if tick.is_multiple_of(state.snapshot_every) => {
-                        l.published += 1;
-                        Some(l.published)
-                    }
-                    _ => None,
-                };
-                let (mut replaced, mut deferred) = (0, 0);
-                let (to_wake, pacer) = (&mut state.to_wake, &state.pacer);
+                let mut replaced = 0;
+                let to_wake = &mut state.to_wake;
                 to_wake.clear();
-                state.dir.publish(world, snap, |view, player, p| {
-                    if turn.is_some_and(|n| !pacer.due(n, player)) {
-                        deferred += 1; // not its turn while the server is short of CPU
-                        return;
-                    }
+                state.dir.publish(world, snap, |view, _, p| {
                     let Some(was_empty) = p.shared.inbox().deliver(view.clone(), applied.clone()) else {
                         return; // its actor panicked holding it; it is being cleaned up
                     };
@@ -564,13 +452,8 @@ impl Actor for Broadcaster {
                 if let Some(b) = &state.batcher {
                     b.begin_tick(tick, to_wake.len());
                 }
-                if let Some(took) = state.fanout.start(to_wake, tick) {
-                    let period = u64::try_from(state.metrics.tick_period().as_micros()).unwrap_or(u64::MAX);
-                    let divisor = state.pacer.tick(took, period);
-                    state.metrics.snapshot_rate_divisor.store(u64::from(divisor), Ordering::Relaxed);
-                }
+                state.fanout.start(to_wake, tick);
                 state.metrics.snapshots_replaced.fetch_add(replaced, Ordering::Relaxed);
-                state.metrics.snapshots_deferred.fetch_add(deferred, Ordering::Relaxed);
             }
         }
         Ok(())
@@ -580,39 +463,6 @@ impl Actor for Broadcaster {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The pacer halves every player's rate when the fan-out keeps running late, serves
-    /// each player at the same lower rate (staggered), and comes back once there is room.
-    #[test]
-    fn the_pacer_lowers_the_rate_evenly_and_raises_it_again() {
-        let period = 16_667;
-        let mut p = Pacer::new(4);
-        for _ in 0..200 {
-            assert_eq!(p.tick(Some(9_000), period), 1, "in time: the full rate");
-        }
-        let mut d = 1;
-        for _ in 0..100 {
-            d = p.tick(None, period); // never finished before the next tick
-        }
-        assert_eq!(d, 2, "running late: every player at half the rate");
-        let turns: Vec<usize> = (0..6u32).map(|player| (0..60u64).filter(|n| p.due(*n, player)).count()).collect();
-        assert_eq!(turns, [30; 6], "each player gets one snapshot in two, whatever its id");
-        assert!((0..60u64).all(|n| (0..100u32).filter(|pl| p.due(n, *pl)).count() == 50), "half the players a turn");
-        for _ in 0..23 {
-            d = p.tick(None, period);
-        }
-        assert_eq!(d, 3, "still late 120 ticks after: lower again (each change holds 120)");
-        for _ in 0..500 {
-            d = p.tick(Some(12_000), period); // 18 ms at the higher rate: no room
-        }
-        assert_eq!(d, 3, "no room to go faster");
-        for _ in 0..430 {
-            d = p.tick(Some(4_000), period); // 6 ms at the higher rate: room
-        }
-        assert_eq!(d, 2, "room: one step up");
-        let mut never = Pacer::new(1);
-        assert!((0..500).all(|_| never.tick(None, period) == 1), "a divisor of 1 at most: never lowers");
-    }
     use crate::protocol::snapshot::WorldSnapshot;
     use crate::server::shared::PlayerShared;
     use crate::server::world::{JoinInfo, WorldOptions};
@@ -845,8 +695,6 @@ mod tests {
             batcher: None,
             fanout: Arc::new(FanOut::new(4, None)),
             numbers: Arc::default(),
-            pacer: Pacer::new(1),
-            snapshot_every: 1,
         };
         let b = Actor::spawn(None, Broadcaster, args).await.unwrap().0;
         let entry = NewWorld {

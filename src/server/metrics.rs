@@ -354,11 +354,6 @@ pub struct Totals {
     pub player_backlog: u64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
     pub snapshots_replaced: u64,
-    /// Snapshots not sent because the server lowered every player's snapshot rate (short
-    /// of CPU).
-    pub snapshots_deferred: u64,
-    /// What the snapshot rate is divided by now (1: the configured rate).
-    pub snapshot_rate_divisor: u64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub inputs_dropped: u64,
     /// System calls that received datagrams (each takes up to a batch).
@@ -427,10 +422,6 @@ pub struct ServerMetrics {
     pub(crate) player_backlog: AtomicU64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
     pub(crate) snapshots_replaced: AtomicU64,
-    /// Snapshots not sent because the server lowered every player's snapshot rate.
-    pub(crate) snapshots_deferred: AtomicU64,
-    /// What the snapshot rate is divided by now.
-    pub(crate) snapshot_rate_divisor: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub(crate) inputs_dropped: AtomicU64,
     /// Datagrams and snapshots by the path that took them ([`DeliveryPath`]).
@@ -588,8 +579,6 @@ impl ServerMetrics {
             handshakes_given_way: AtomicU64::new(0),
             player_backlog: AtomicU64::new(0),
             snapshots_replaced: AtomicU64::new(0),
-            snapshots_deferred: AtomicU64::new(0),
-            snapshot_rate_divisor: AtomicU64::new(1),
             inputs_dropped: AtomicU64::new(0),
             deliveries: Default::default(),
             tables: Default::default(),
@@ -658,16 +647,6 @@ impl ServerMetrics {
             "volley_snapshots_replaced_total",
             None,
             "Snapshots a newer tick replaced before a lagging player actor took them.",
-        );
-        d(
-            "volley_snapshots_deferred_total",
-            None,
-            "Snapshots not sent because the server, short of CPU, lowered every player's snapshot rate.",
-        );
-        d(
-            "volley_snapshot_rate_divisor",
-            None,
-            "What every player's snapshot rate is divided by now (1: the configured rate; more when the server is short of CPU).",
         );
         d("volley_reliable_resends_total", None, "Reliable messages resent after an ack timeout.");
         d(
@@ -1300,8 +1279,6 @@ impl ServerMetrics {
             received_held: get(&self.received_held),
             player_backlog: get(&self.player_backlog),
             snapshots_replaced: get(&self.snapshots_replaced),
-            snapshots_deferred: get(&self.snapshots_deferred),
-            snapshot_rate_divisor: get(&self.snapshot_rate_divisor),
             inputs_dropped: get(&self.inputs_dropped),
             receive_calls: get(&self.receive_calls),
             send_calls: get(&self.send_calls),
@@ -1351,8 +1328,6 @@ impl ServerMetrics {
         self.gauge("volley_tick_period_seconds", &[], self.tick_period().as_secs_f64());
         self.counter("volley_snapshots_total", &[], get(&self.snapshots));
         self.counter("volley_snapshots_replaced_total", &[], get(&self.snapshots_replaced));
-        self.counter("volley_snapshots_deferred_total", &[], get(&self.snapshots_deferred));
-        self.gauge("volley_snapshot_rate_divisor", &[], get(&self.snapshot_rate_divisor) as f64);
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));

@@ -208,11 +208,6 @@ pub struct ServerConfig {
     pub tick_rate_hz: u16,
     /// Snapshots per second (a divisor of the tick rate).
     pub snapshot_rate_hz: u16,
-    /// The lowest snapshot rate the server falls to when it is short of CPU: it then sends
-    /// every player one snapshot in 2, 3 or 4, evenly (staggered by player), rather than
-    /// leaving whoever is last in the fan-out behind; it goes back up when there is room
-    /// (`volley_snapshot_rate_divisor`). Default 15; `snapshot_rate_hz` or more: never.
-    pub min_snapshot_rate_hz: u16,
     /// Datagrams that may wait for one player actor (1 to [`MAX_PLAYER_QUEUE`]; part of
     /// [`ServerConfig::player_budget`]).
     pub player_queue: usize,
@@ -272,7 +267,6 @@ impl ServerConfig {
             max_players: 1024,
             tick_rate_hz: 60,
             snapshot_rate_hz: 60,
-            min_snapshot_rate_hz: 15,
             player_queue: 16,
             shutdown_grace: Duration::from_secs(3),
             admin_addr: None,
@@ -509,11 +503,7 @@ pub async fn start_with<W: World>(
     };
     let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(env.clone()));
     let numbers = Arc::new(std::sync::Mutex::new(world::Numbers::default()));
-    let every = u32::from(config.tick_rate_hz / config.snapshot_rate_hz.max(1)).max(1);
-    let max_divisor = u32::from(config.snapshot_rate_hz / config.min_snapshot_rate_hz.max(1)).max(1);
     let broadcast_args = broadcaster::BroadcastArgs {
-        pacer: broadcaster::Pacer::new(max_divisor),
-        snapshot_every: every,
         metrics: metrics.clone(),
         batcher: Some(batcher.clone()),
         fanout: fanout.clone(),
