@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::tap::Tap;
 use super::{JoinInfo, Numbers, Outbox, PlayerId, Relevancy, World, WorldId, WorldOptions};
 use crate::protocol::input::ViewTime;
-use crate::protocol::snapshot::{EntityId, Schema, SnapshotBuilder};
+use crate::protocol::snapshot::{Schema, SnapshotBuilder};
 use crate::protocol::zone::{ZoneCounters, ZoneId};
 
 /// Why a world could not be started.
@@ -222,9 +222,6 @@ impl<M: Send + 'static, W: Handles<M>> World for WithMessages<W, M> {
     fn relevancy(&self) -> Arc<dyn Relevancy> {
         self.world.relevancy()
     }
-    fn avatar(&self, player: PlayerId) -> Option<EntityId> {
-        self.world.avatar(player)
-    }
     fn messages(&mut self, out: &mut Outbox) {
         self.world.messages(out);
     }
@@ -276,9 +273,6 @@ impl World for Box<dyn World> {
     }
     fn relevancy(&self) -> Arc<dyn Relevancy> {
         (**self).relevancy()
-    }
-    fn avatar(&self, player: PlayerId) -> Option<EntityId> {
-        (**self).avatar(player)
     }
     fn messages(&mut self, out: &mut Outbox) {
         (**self).messages(out);
@@ -732,9 +726,6 @@ mod tests {
         fn shutdown(&mut self) {
             self.log("shutdown".into());
         }
-        fn avatar(&self, player: PlayerId) -> Option<EntityId> {
-            Some(player)
-        }
         fn scoreboard_columns(&self) -> Vec<String> {
             vec!["points".into()]
         }
@@ -754,7 +745,6 @@ mod tests {
         w.world_stopped(WorldId(3), "over");
         w.message(4, b"hi", true);
         w.shutdown();
-        assert_eq!(w.avatar(5), Some(5));
         assert_eq!(w.scoreboard_columns(), ["points"]);
         let want = ["join 6 7", "input 6", "refused 1 2 full", "stopped world 3 over", "message 4 true", "shutdown"];
         assert_eq!(calls.take(), want);

@@ -24,7 +24,7 @@ use std::time::Duration;
 use crate::protocol::input::ViewTime;
 use crate::protocol::netcode::USER_DATA_BYTES;
 use crate::protocol::session::SessionEnd;
-use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
+use crate::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::ZoneId;
 pub use handle::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, WorldRef, Worlds};
 pub(crate) use handle::{Host, Request, TokenKeys};
@@ -511,10 +511,6 @@ pub trait World: Send + 'static {
     /// Who sees what; everything by default.
     fn relevancy(&self) -> Arc<dyn Relevancy> {
         Arc::new(Everything)
-    }
-    /// The entity a player controls, if any (for games that want it in their relevancy).
-    fn avatar(&self, _player: PlayerId) -> Option<EntityId> {
-        None
     }
     /// Messages for players, and kicks ([`Outbox::kick`]), collected after each tick (none
     /// by default).
