@@ -266,7 +266,7 @@ fn leave_batch<'a>(players: impl Iterator<Item = &'a Arc<PlayerRef>>, batch: &Me
         inbox.messages.fetch_sub(n, Ordering::Relaxed);
         if reliable {
             tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
-            let _ = r.cast(PlayerMsg::Told(ToPlayer::Close(SessionEnd::TooFarBehind)));
+            let _ = r.cast(PlayerMsg::close(SessionEnd::TooFarBehind));
         }
     }
 }
@@ -399,7 +399,7 @@ impl Actor for Broadcaster {
                 if state.dir.home(p) == Some(world)
                     && let Some(p) = state.dir.handle(p)
                 {
-                    p.tell(PlayerMsg::Told(ToPlayer::Close(end)));
+                    p.tell(PlayerMsg::close(end));
                 }
             }
             BroadcastMsg::Message { world, to: Audience::All, data, reliable } => {
@@ -416,7 +416,7 @@ impl Actor for Broadcaster {
                     inbox.messages.fetch_sub(1, Ordering::Relaxed);
                     if reliable && pending == MAX_PENDING_MESSAGES {
                         tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
-                        let _ = r.cast(PlayerMsg::Told(ToPlayer::Close(SessionEnd::TooFarBehind)));
+                        let _ = r.cast(PlayerMsg::close(SessionEnd::TooFarBehind));
                     }
                 };
                 state.dir.audience(world, to).for_each(|(_, p)| send(p));

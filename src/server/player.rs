@@ -197,7 +197,7 @@ impl Actor for PlayerActor {
         shared.count_sent(&s.args.metrics, &tx);
         if cut_off {
             // A reliable message could not be queued: the player is disconnected.
-            myself.send_message(PlayerMsg::Told(ToPlayer::Close(SessionEnd::TooFarBehind)))?;
+            myself.send_message(PlayerMsg::close(SessionEnd::TooFarBehind))?;
         }
         if let Some(generation) = chain {
             s.args.fanout.finished(generation);

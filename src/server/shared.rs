@@ -79,6 +79,13 @@ pub(crate) enum PlayerMsg {
     System(Bytes),
 }
 
+impl PlayerMsg {
+    /// End the player's connection, telling its client why.
+    pub(crate) fn close(end: SessionEnd) -> Self {
+        PlayerMsg::Told(ToPlayer::Close(end))
+    }
+}
+
 /// Messages to the broadcaster.
 #[derive(Debug)]
 pub(crate) enum BroadcastMsg {
@@ -551,7 +558,7 @@ impl PlayerShared {
         match sent {
             Some(false) => Direct::Done,
             // A reliable message could not be queued: the actor disconnects the player.
-            Some(true) => Direct::Tell(PlayerMsg::Told(ToPlayer::Close(SessionEnd::TooFarBehind))),
+            Some(true) => Direct::Tell(PlayerMsg::close(SessionEnd::TooFarBehind)),
             None => {
                 tracing::error!(addr = %self.addr, "sending a snapshot panicked; the player is disconnected");
                 Direct::Tell(PlayerMsg::Heartbeat)

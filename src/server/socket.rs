@@ -26,7 +26,6 @@ use super::metrics::{DatagramDrop, EndReason, ReceivedKind, ServerMetrics, count
 use super::player::{PlayerActor, PlayerArgs, PlayerShell};
 use super::session::SessionSettings;
 use super::shared::{BroadcastMsg, DatagramEnv, Direct, PlayerMsg, PlayerRef, PlayerShared, SnapshotEnv, SocketCtl};
-use super::worlds::ToPlayer;
 use crate::protocol::netcode::server::{Connection, Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::slots::Occupant;
 use crate::protocol::session::SessionEnd;
@@ -212,7 +211,7 @@ async fn receive_loop(
                 }
                 Some(SocketCtl::DisconnectAll) => {
                     for (_, o) in hs.endpoint.iter() {
-                        o.value.player.tell(PlayerMsg::Told(ToPlayer::Close(SessionEnd::ShuttingDown)));
+                        o.value.player.tell(PlayerMsg::close(SessionEnd::ShuttingDown));
                     }
                 }
             },
