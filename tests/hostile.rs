@@ -3,6 +3,11 @@
 //! alone.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+/// The fleet's admin-listener client, included by path (the framework does not depend on
+/// the fleet crate).
+#[path = "../fleet/src/admin_client.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod admin_client;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -160,12 +165,12 @@ async fn idle_admin_connections_do_not_lock_out_health_checks() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut answered = 0;
     for _ in 0..10 {
-        if let Ok((200, _)) = volley::server::admin::get(admin, "/healthz", Duration::from_secs(2)).await {
+        if let Ok((200, _)) = admin_client::get(admin, "/healthz", Duration::from_secs(2)).await {
             answered += 1;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let metrics = volley::server::admin::get(admin, "/metrics", Duration::from_secs(2)).await;
+    let metrics = admin_client::get(admin, "/metrics", Duration::from_secs(2)).await;
     stop.store(true, Ordering::Relaxed);
     let held = holder.join().unwrap();
     assert!(held >= 64, "the attacker held {held} connections");
@@ -179,7 +184,7 @@ async fn idle_admin_connections_do_not_lock_out_health_checks() {
 /// while probes stay open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_endpoints_hide_addresses_and_can_require_a_token() {
-    use volley::server::admin::{get, get_with};
+    use admin_client::{get, get_with};
     let t = Duration::from_secs(2);
     for (token, show) in [(None, false), (Some("s3cret"), true)] {
         let mut config = admin_config();

@@ -1,6 +1,11 @@
 //! A player actor that fails takes nobody else with it.
 #![allow(clippy::unwrap_used, missing_docs)]
 
+/// The fleet's admin-listener client, included by path (the framework does not depend on
+/// the fleet crate).
+#[path = "../fleet/src/admin_client.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod admin_client;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -159,7 +164,7 @@ async fn essential_part_fails(fault: Option<volley::server::Fault>, expect: &str
     let admin = server.admin_addr().unwrap();
     if let Some(fault) = fault {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let (status, _) = volley::server::admin::get(admin, "/healthz", Duration::from_secs(2)).await.unwrap();
+        let (status, _) = admin_client::get(admin, "/healthz", Duration::from_secs(2)).await.unwrap();
         assert_eq!(status, 200, "healthy before the fault");
         server.inject_fault(fault);
     }
@@ -167,7 +172,7 @@ async fn essential_part_fails(fault: Option<volley::server::Fault>, expect: &str
     assert!(!server.is_running());
     let failure = server.failure().expect("the failure is recorded");
     assert!(failure.contains(expect), "{failure}");
-    let (status, body) = volley::server::admin::get(admin, "/healthz", Duration::from_secs(2)).await.unwrap();
+    let (status, body) = admin_client::get(admin, "/healthz", Duration::from_secs(2)).await.unwrap();
     assert_eq!(status, 503, "{body}");
     assert!(body.contains(expect), "{body}");
     server.shutdown().await;

@@ -1249,7 +1249,7 @@ fn soak_verdict(rows: &[SoakRow], feed: &volley_arena::bots::FeedCheck) -> Resul
 
 /// The server's /metrics.
 async fn scrape(addr: SocketAddr, token: Option<&str>) -> Result<Scrape, String> {
-    match volley::server::admin::get_with(addr, "/metrics", token, Duration::from_secs(5)).await {
+    match volley_fleet::admin_client::get_with(addr, "/metrics", token, Duration::from_secs(5)).await {
         Ok((200, body)) => Ok(Scrape::parse(&body)),
         Ok((status, _)) => Err(format!("{addr}/metrics answered {status}")),
         Err(e) => Err(format!("{addr}/metrics: {e}")),
@@ -1258,7 +1258,7 @@ async fn scrape(addr: SocketAddr, token: Option<&str>) -> Result<Scrape, String>
 
 async fn health(args: HealthArgs) -> Result<bool, String> {
     seconds("--timeout", args.timeout, 0.001, 3600.0)?;
-    let (status, body) = volley::server::admin::get(args.admin, &args.path, Duration::from_secs_f64(args.timeout))
+    let (status, body) = volley_fleet::admin_client::get(args.admin, &args.path, Duration::from_secs_f64(args.timeout))
         .await
         .map_err(|e| format!("{}{}: {e}", args.admin, args.path))?;
     print!("{body}");

@@ -192,7 +192,7 @@ pub async fn run(a: ServerArgs, bots: usize, oracle: bool) -> Result<(), String>
     let began = Instant::now();
     for k in 0..a.zones {
         let Some(x) = admin.map(|x| nth(x, k)) else { break };
-        while volley::server::admin::get(x, "/readyz", Duration::from_millis(200)).await.is_err() {
+        while volley_fleet::admin_client::get(x, "/readyz", Duration::from_millis(200)).await.is_err() {
             if began.elapsed() > Duration::from_secs(15) {
                 return Err(format!("zone {k} did not start within 15 s"));
             }
@@ -242,7 +242,7 @@ pub async fn run(a: ServerArgs, bots: usize, oracle: bool) -> Result<(), String>
     let mut lines = Vec::new();
     for k in 0..a.zones {
         let Some(x) = admin.map(|x| nth(x, k)) else { break };
-        let text = match volley::server::admin::get(x, "/metrics", Duration::from_secs(2)).await {
+        let text = match volley_fleet::admin_client::get(x, "/metrics", Duration::from_secs(2)).await {
             Ok((_, text)) => text,
             Err(e) => {
                 lines.push(format!("zone {k}: no figures (its admin at {x}: {e})"));

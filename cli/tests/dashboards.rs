@@ -46,8 +46,9 @@ async fn exported() -> HashSet<String> {
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let swarm = tokio::spawn(run_swarm(SwarmConfig::new(server.addr(), 2, key), progress, stop_rx));
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    let (_, text) =
-        volley::server::admin::get(server.admin_addr().unwrap(), "/metrics", Duration::from_secs(3)).await.unwrap();
+    let (_, text) = volley_fleet::admin_client::get(server.admin_addr().unwrap(), "/metrics", Duration::from_secs(3))
+        .await
+        .unwrap();
     let _ = stop_tx.send(true);
     let _ = swarm.await;
     server.shutdown().await;

@@ -117,7 +117,7 @@ async fn sigterm_tells_the_players_then_sends_shutdown() {
 
 /// Reads `ready: N/M players` or `not ready: full (N/M)` from a server's /readyz.
 async fn players(admin: &str) -> u64 {
-    let (_, body) = volley::server::admin::get(admin.parse().unwrap(), "/readyz", Duration::from_secs(1))
+    let (_, body) = volley_fleet::admin_client::get(admin.parse().unwrap(), "/readyz", Duration::from_secs(1))
         .await
         .unwrap_or((0, String::new()));
     let before = body.split('/').next().unwrap_or("");
@@ -165,9 +165,12 @@ async fn the_backend_fills_two_servers_with_150_bots_and_refuses_none() {
     // The backend is ready once both servers answer its polls.
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let r =
-            volley::server::admin::get(format!("127.0.0.1:{b}").parse().unwrap(), "/readyz", Duration::from_secs(1))
-                .await;
+        let r = volley_fleet::admin_client::get(
+            format!("127.0.0.1:{b}").parse().unwrap(),
+            "/readyz",
+            Duration::from_secs(1),
+        )
+        .await;
         if r.as_ref().is_ok_and(|(_, body)| body.contains("2 servers")) {
             break;
         }
@@ -203,7 +206,7 @@ async fn the_backend_fills_two_servers_with_150_bots_and_refuses_none() {
     // Fullest first: the first server fills, the rest go to the second.
     assert_eq!((most1, most2), (100, 50), "{out}");
     let (_, metrics) =
-        volley::server::admin::get(format!("127.0.0.1:{b}").parse().unwrap(), "/metrics", Duration::from_secs(1))
+        volley_fleet::admin_client::get(format!("127.0.0.1:{b}").parse().unwrap(), "/metrics", Duration::from_secs(1))
             .await
             .unwrap();
     assert!(metrics.contains("volley_backend_requests_total{outcome=\"minted\"} 150"), "{metrics}");

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use prom::metric_value;
 use volley::protocol::snapshot::{Schema, SnapshotBuilder};
-use volley::server::admin;
 use volley::server::{PlayerId, ServerConfig, World};
 use volley_arena::Arena;
 use volley_arena::bots::{SwarmConfig, SwarmProgress, run_swarm};
+use volley_fleet::admin_client as admin;
 
 const T: Duration = Duration::from_secs(3);
 

@@ -14,7 +14,7 @@
 //! the server's runtime (and with it that runtime's I/O driver) cannot silence `/healthz`,
 //! which then reports the stall. The same thread folds histogram samples every few seconds.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -269,42 +269,4 @@ async fn write(stream: &mut TcpStream, (status, content_type, body): Response) -
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(body.as_bytes()).await?;
     stream.shutdown().await
-}
-
-/// Fetches `path` from an admin listener: the status code and the body. Used by the
-/// `health` subcommand (the Docker HEALTHCHECK) and by tests.
-///
-/// # Errors
-/// When the listener cannot be reached within `timeout`, or the answer is not HTTP.
-pub async fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16, String)> {
-    get_with(addr, path, None, timeout).await
-}
-
-/// [`get`] with a bearer token (for a listener that requires one).
-///
-/// # Errors
-/// When the listener cannot be reached within `timeout`, or the answer is not HTTP.
-pub async fn get_with(
-    addr: SocketAddr,
-    path: &str,
-    token: Option<&str>,
-    timeout: Duration,
-) -> std::io::Result<(u16, String)> {
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    let fetch = async {
-        let mut s = TcpStream::connect(addr).await?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
-        s.write_all(request.as_bytes()).await?;
-        let mut raw = Vec::new();
-        s.take(16 * 1024 * 1024).read_to_end(&mut raw).await?;
-        Ok::<_, std::io::Error>(raw)
-    };
-    let raw = tokio::time::timeout(timeout, fetch).await.map_err(|_| {
-        std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no answer from {addr} in {timeout:?}"))
-    })??;
-    let text = String::from_utf8_lossy(&raw);
-    let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "not an HTTP response");
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-    Ok((status, body.to_string()))
 }

@@ -334,7 +334,7 @@ async fn poll_servers(specs: Vec<ServerSpec>, shared: Arc<Shared>) {
             .map(|s| {
                 let admin = s.admin;
                 tokio::spawn(async move {
-                    match volley::server::admin::get(admin, "/readyz", Duration::from_secs(1)).await {
+                    match crate::admin_client::get(admin, "/readyz", Duration::from_secs(1)).await {
                         Ok((status, body)) => pool::parse_readyz(status, &body),
                         Err(_) => pool::Readiness::NotReady,
                     }
