@@ -118,3 +118,35 @@ fn a_kind_not_in_the_schema_or_no_snapshot_yet_is_empty() {
     assert!(stepper.clients[0].client.entities::<Stranger>(stepper.now).is_empty());
     assert_eq!(stepper.clients[0].client.entities::<Runner>(stepper.now).len(), 1);
 }
+
+/// What a client in another language draws (`GameClient::entity_values`, by kind id, each
+/// field decoded by its described quantizer) is what the Rust type draws, frame by frame:
+/// between snapshots, carried on past the newest, and held.
+#[test]
+fn entities_as_numbers_are_the_rust_types_values_frame_by_frame() {
+    let mut stepper = Stepper::new(Track(0), 60, 2).with_snapshots_every(3);
+    stepper.add_client(LinkProfile::PERFECT);
+    stepper.clients[0].input = Some(vec![0]);
+    stepper.run(120);
+    let now = stepper.now;
+    let c = &stepper.clients[0].client;
+    let kind = c.schema().kind_named("Runner").unwrap();
+    let (mut ids, mut values) = (Vec::new(), Vec::new());
+    let mut compared = 0;
+    for ms in (0..3000).step_by(7) {
+        let at = now + Duration::from_millis(ms);
+        c.entity_values(kind, at, &mut ids, &mut values);
+        let typed = c.entities::<Runner>(at);
+        let want: Vec<f64> = typed
+            .iter()
+            .flat_map(|(_, r)| [r.position.x, r.position.y, r.heading, r.lap as f32])
+            .map(f64::from)
+            .collect();
+        assert_eq!(ids, typed.iter().map(|(id, _)| *id).collect::<Vec<_>>(), "at {ms} ms");
+        assert_eq!(values, want, "at {ms} ms");
+        compared += usize::from(!ids.is_empty());
+    }
+    assert!(compared > 400, "{compared} frames with the runner");
+    c.entity_values(7, now, &mut ids, &mut values);
+    assert!(ids.is_empty() && values.is_empty(), "a kind the schema does not have");
+}

@@ -54,6 +54,10 @@ enum Command {
     Keygen,
     /// Mint a netcode.io 1.02 connect token, as a matchmaker or backend would.
     Token(TokenArgs),
+    /// Print the arena's replicated kinds as JSON (each field's name, quantizer and wire
+    /// layout, and the fingerprint): what a client in another language (volley-ffi) decodes
+    /// snapshots with.
+    Schema,
     /// Ask a running server's admin listener whether it is healthy (exit 0) or not (exit 1):
     /// the Docker HEALTHCHECK.
     Health(HealthArgs),
@@ -1312,6 +1316,10 @@ fn main() -> ExitCode {
             netcode::generate_key().map_err(|e| format!("no randomness: {e}")).map(|k| println!("{}", hex::encode(&k)))
         }
         Command::Token(args) => mint(&args),
+        Command::Schema => {
+            let schema = volley::server::World::schema(&Arena::new());
+            writeln!(std::io::stdout(), "{}", schema.to_json()).map_err(|e| e.to_string())
+        }
         Command::Run(mut a) if a.server.zones > 1 && a.server.zone.is_none() => sub
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))

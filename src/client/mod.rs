@@ -469,10 +469,61 @@ impl GameClient {
         out.clear();
         let snaps = &self.snapshots;
         let Some(kind) = snaps.schema().kind_of::<T>() else { return };
-        let playing = view_into(kind, &self.clock, snaps.newest_tick(), |t| snaps.get(t), now, out);
+        self.walk_view(kind, now, |id, here, there, t| {
+            let here = T::dequantize(here);
+            let value = match there {
+                Some(there) => T::blend(&T::dequantize(there), &here, t),
+                None => here,
+            };
+            out.push((id, value));
+        });
+    }
+
+    /// [`GameClient::entities`] for a kind known by its id rather than its Rust type (a
+    /// schema read from its description, [`Schema::from_json`]): the ids into `ids`, and
+    /// each entity's numbers ([`KindSchema::decode`]: every field as its quantizer decodes
+    /// and blends it) one after another into `values` (both cleared first). Nothing for a
+    /// kind the schema does not have. What `volley-ffi` hands a client in another language.
+    ///
+    /// [`Schema::from_json`]: crate::protocol::snapshot::Schema::from_json
+    /// [`KindSchema::decode`]: crate::protocol::snapshot::KindSchema::decode
+    pub fn entity_values(
+        &self,
+        kind: crate::protocol::snapshot::KindId,
+        now: Duration,
+        ids: &mut Vec<EntityId>,
+        values: &mut Vec<f64>,
+    ) {
+        ids.clear();
+        values.clear();
+        let schema = self.snapshots.schema().clone();
+        let Some(k) = schema.kind(kind) else { return };
+        let mut one = Vec::new();
+        self.walk_view(kind, now, |id, here, there, t| {
+            ids.push(id);
+            k.decode(here, there, t, &mut one);
+            values.extend_from_slice(&one);
+        });
+    }
+
+    /// The schema this client decodes snapshots with.
+    pub fn schema(&self) -> &Arc<Schema> {
+        self.snapshots.schema()
+    }
+
+    /// Walks what to draw of `kind` at `now` (see [`view_each`]): this server's view, or
+    /// across a move to another zone's server the old one's until the new one plays.
+    fn walk_view(
+        &self,
+        kind: crate::protocol::snapshot::KindId,
+        now: Duration,
+        mut emit: impl FnMut(EntityId, &[u32], Option<&[u32]>, f32),
+    ) {
+        let snaps = &self.snapshots;
+        let playing = view_each(kind, &self.clock, snaps.newest_tick(), |t| snaps.get(t), now, &mut emit);
         if let (false, Some(b)) = (playing, &self.before) {
             let newest = b.snapshots.first().map(WorldSnapshot::tick);
-            view_into(kind, &b.clock, newest, |t| b.get(t), now, out);
+            view_each(kind, &b.clock, newest, |t| b.get(t), now, &mut emit);
         }
     }
 
@@ -737,31 +788,27 @@ impl GameClient {
     }
 }
 
-/// The entities of `kind` as `clock` plays the snapshots `get` finds (`newest` the newest
-/// tick) at `now`, into `out` ([`GameClient::entities_into`]); `false` while there is
-/// nothing to play yet.
-fn view_into<'a, T: Replicate + 'static>(
+/// Walks the entities of `kind` as the player should see them at `now` (the playback of
+/// [`GameClient::entities`]): each one's id, its words in the nearer snapshot, and the
+/// other snapshot's words with the blend from them (`t` = 1: its own) when both hold it.
+/// False while waiting for a snapshot to play.
+fn view_each<'a>(
     kind: crate::protocol::snapshot::KindId,
     clock: &PlaybackClock,
     newest: Option<u32>,
     get: impl Fn(u32) -> Option<&'a WorldSnapshot>,
     now: Duration,
-    out: &mut Vec<(EntityId, T)>,
+    mut emit: impl FnMut(EntityId, &[u32], Option<&[u32]>, f32),
 ) -> bool {
-    let read = |w: &WorldSnapshot, id: EntityId| {
+    let read = |w: &'a WorldSnapshot, id: EntityId| {
         let e = w.get(w.find(id)?)?;
-        (e.kind == kind).then(|| T::dequantize(e.words))
+        (e.kind == kind).then_some(e.words)
     };
     // `base`'s entities of the kind, each blended from its value in `other` (t = 0:
     // `other`'s, t = 1: `base`'s own).
-    let mut blend_over = |base: &WorldSnapshot, other: Option<&WorldSnapshot>, t: f32| {
+    let mut blend_over = |base: &WorldSnapshot, other: Option<&'a WorldSnapshot>, t: f32| {
         for e in base.iter().filter(|e| e.kind == kind) {
-            let here = T::dequantize(e.words);
-            let value = match other.and_then(|o| read(o, e.id)) {
-                Some(there) => T::blend(&there, &here, t),
-                None => here,
-            };
-            out.push((e.id, value));
+            emit(e.id, e.words, other.and_then(|o| read(o, e.id)), t);
         }
     };
     match clock.playback(now, newest, |t| get(t).is_some()) {

@@ -15,8 +15,12 @@
 //! | [`QuatQ`] | `glam::Quat`, smallest three (9 bits a component by default) | 4 |
 //! | [`AngleQ`] | `f32` radians, wrapped | 1 |
 //! | [`FloatQ`] | `f32` in a custom float format (sign, exponent, mantissa, bias) | 1 |
+//!
+//! Each built-in quantizer also describes itself as data ([`Quant`], [`Quantizer::describe`]):
+//! a client in another language decodes a field's words from that description alone.
 
 use glam::{Quat, Vec2, Vec3};
+use serde::{Deserialize, Serialize};
 
 /// How a field is laid out on the wire: up to four unsigned components.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +72,13 @@ pub trait Quantizer<T> {
     {
         if t < 0.5 { a.clone() } else { b.clone() }
     }
+
+    /// The quantizer as data, for clients without the game's Rust types (see [`Quant`]). A
+    /// game's own quantizer need not say: its words then go to such clients as they are
+    /// ([`Quant::Raw`]).
+    fn describe(&self) -> Quant {
+        Quant::Raw
+    }
 }
 
 /// `a + (b - a)·t`, for the real-valued quantizers.
@@ -104,6 +115,9 @@ impl Quantizer<u32> for Bits {
     fn spec(&self) -> FieldSpec {
         FieldSpec::single(self.0.clamp(1, 32))
     }
+    fn describe(&self) -> Quant {
+        Quant::Bits { bits: self.0.clamp(1, 32) }
+    }
     fn quantize(&self, value: &u32, out: &mut [u32]) {
         put(out, 0, (*value).min(mask(self.0.clamp(1, 32))));
     }
@@ -116,6 +130,9 @@ impl Quantizer<u16> for Bits {
     fn spec(&self) -> FieldSpec {
         FieldSpec::single(self.0.clamp(1, 16))
     }
+    fn describe(&self) -> Quant {
+        Quant::Bits { bits: self.0.clamp(1, 16) }
+    }
     fn quantize(&self, value: &u16, out: &mut [u32]) {
         put(out, 0, u32::from(*value).min(mask(self.0.clamp(1, 16))));
     }
@@ -127,6 +144,9 @@ impl Quantizer<u16> for Bits {
 impl Quantizer<u8> for Bits {
     fn spec(&self) -> FieldSpec {
         FieldSpec::single(self.0.clamp(1, 8))
+    }
+    fn describe(&self) -> Quant {
+        Quant::Bits { bits: self.0.clamp(1, 8) }
     }
     fn quantize(&self, value: &u8, out: &mut [u32]) {
         put(out, 0, u32::from(*value).min(mask(self.0.clamp(1, 8))));
@@ -143,6 +163,9 @@ pub struct Flag;
 impl Quantizer<bool> for Flag {
     fn spec(&self) -> FieldSpec {
         FieldSpec::single(1)
+    }
+    fn describe(&self) -> Quant {
+        Quant::Flag
     }
     fn quantize(&self, value: &bool, out: &mut [u32]) {
         put(out, 0, u32::from(*value));
@@ -218,6 +241,9 @@ impl Quantizer<f32> for Scalar {
     fn spec(&self) -> FieldSpec {
         FieldSpec::single(self.bits)
     }
+    fn describe(&self) -> Quant {
+        Quant::Scalar((*self).into())
+    }
     fn quantize(&self, value: &f32, out: &mut [u32]) {
         put(out, 0, self.q(*value));
     }
@@ -256,6 +282,9 @@ impl Quantizer<Vec2> for Vec2Q {
             at_rest: false,
             rotation: false,
         }
+    }
+    fn describe(&self) -> Quant {
+        Quant::Vec2 { x: self.x.into(), y: self.y.into() }
     }
     fn quantize(&self, v: &Vec2, out: &mut [u32]) {
         put(out, 0, self.x.q(v.x));
@@ -314,6 +343,9 @@ impl Quantizer<Vec3> for Vec3Q {
     fn spec(&self) -> FieldSpec {
         self.spec3(false)
     }
+    fn describe(&self) -> Quant {
+        Quant::Vec3 { x: self.x.into(), y: self.y.into(), z: self.z.into() }
+    }
     fn quantize(&self, v: &Vec3, out: &mut [u32]) {
         self.q3(v, out);
     }
@@ -346,6 +378,9 @@ impl VelocityQ {
 impl Quantizer<Vec3> for VelocityQ {
     fn spec(&self) -> FieldSpec {
         self.0.spec3(true)
+    }
+    fn describe(&self) -> Quant {
+        Quant::Velocity { x: self.0.x.into(), y: self.0.y.into(), z: self.0.z.into() }
     }
     fn quantize(&self, v: &Vec3, out: &mut [u32]) {
         // Store offsets from the zero word so that "at rest" is all-zero words.
@@ -392,6 +427,9 @@ impl Quantizer<Quat> for QuatQ {
     fn spec(&self) -> FieldSpec {
         let b = self.component.bits as u8;
         FieldSpec { components: 4, widths: [2, b, b, b], at_rest: false, rotation: true }
+    }
+    fn describe(&self) -> Quant {
+        Quant::Quat { bits: self.component.bits }
     }
     fn quantize(&self, q: &Quat, out: &mut [u32]) {
         let q = if q.is_finite() && q.length_squared() > 0.0 { q.normalize() } else { Quat::IDENTITY };
@@ -440,6 +478,9 @@ pub struct AngleQ(pub u32);
 impl Quantizer<f32> for AngleQ {
     fn spec(&self) -> FieldSpec {
         FieldSpec::single(self.0.clamp(1, 32))
+    }
+    fn describe(&self) -> Quant {
+        Quant::Angle { bits: self.0.clamp(1, 32) }
     }
     fn quantize(&self, v: &f32, out: &mut [u32]) {
         let bits = self.0.clamp(1, 32);
@@ -490,6 +531,14 @@ impl Quantizer<f32> for FloatQ {
     fn spec(&self) -> FieldSpec {
         FieldSpec::single(self.bits())
     }
+    fn describe(&self) -> Quant {
+        Quant::Float {
+            signed: self.signed,
+            exponent_bits: self.exponent_bits,
+            mantissa_bits: self.mantissa_bits,
+            bias: self.bias,
+        }
+    }
     fn quantize(&self, v: &f32, out: &mut [u32]) {
         let (eb, mb) = (self.exponent_bits.clamp(1, 8), self.mantissa_bits.min(23));
         let v = if v.is_nan() { 0.0 } else { *v };
@@ -537,6 +586,198 @@ impl Quantizer<f32> for FloatQ {
     }
     fn blend(&self, a: &f32, b: &f32, t: f32) -> f32 {
         lerp(*a, *b, t)
+    }
+}
+
+// ----- quantizers described, for clients in other languages -----
+
+/// A [`Scalar`]'s parameters: `q` in `0..=steps` stands for `min + q / steps · (max − min)`,
+/// in `bits` bits.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScalarParts {
+    /// The value of `q = 0`.
+    pub min: f32,
+    /// The value of `q = steps`.
+    pub max: f32,
+    /// Steps between `min` and `max` (0: every value is `min`).
+    pub steps: u32,
+    /// Bits on the wire.
+    pub bits: u32,
+}
+
+impl From<Scalar> for ScalarParts {
+    fn from(s: Scalar) -> Self {
+        Self { min: s.min, max: s.max, steps: s.steps, bits: s.bits }
+    }
+}
+
+impl From<ScalarParts> for Scalar {
+    fn from(p: ScalarParts) -> Self {
+        let bits = p.bits.clamp(1, 32);
+        Self { min: p.min, max: if p.max > p.min { p.max } else { p.min }, steps: p.steps.min(mask(bits)), bits }
+    }
+}
+
+/// A field's quantizer as data: what a client without the game's Rust types (one in C, C#
+/// or Python, through `volley-ffi`) needs to turn the field's words back into numbers and to
+/// blend two snapshots' values as [`GameClient::entities`] does. Every built-in quantizer
+/// describes itself ([`Quantizer::describe`]); a game's own quantizer is [`Quant::Raw`]: its
+/// words are handed over as they are.
+///
+/// The numbers a field decodes to ([`Quant::values`]), in order: one for `bits`, `flag`
+/// (0 or 1), `scalar`, `angle` (radians in −π..π) and `float`; x, y for `vec2`; x, y, z for
+/// `vec3` and `velocity`; x, y, z, w for `quat`; one per word for `raw`.
+///
+/// [`GameClient::entities`]: crate::client::GameClient::entities
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Quant {
+    /// [`Bits`]: an unsigned integer in `bits` bits.
+    Bits {
+        /// Its width.
+        bits: u32,
+    },
+    /// [`Flag`]: a boolean in one bit.
+    Flag,
+    /// [`Scalar`]: a real number on a uniform grid.
+    Scalar(ScalarParts),
+    /// [`Vec2Q`]: two scalars.
+    Vec2 {
+        /// x.
+        x: ScalarParts,
+        /// y.
+        y: ScalarParts,
+    },
+    /// [`Vec3Q`]: three scalars.
+    Vec3 {
+        /// x.
+        x: ScalarParts,
+        /// y.
+        y: ScalarParts,
+        /// z.
+        z: ScalarParts,
+    },
+    /// [`VelocityQ`]: three scalars, each word stored as its offset from the word of 0
+    /// (modulo its width), so that "at rest" is all zero.
+    Velocity {
+        /// x.
+        x: ScalarParts,
+        /// y.
+        y: ScalarParts,
+        /// z.
+        z: ScalarParts,
+    },
+    /// [`QuatQ`]: a smallest-three rotation, each of the three in ±1/√2 on `bits` bits.
+    Quat {
+        /// Bits of each of the three components.
+        bits: u32,
+    },
+    /// [`AngleQ`]: an angle as a fraction of a turn in `bits` bits.
+    Angle {
+        /// Its width.
+        bits: u32,
+    },
+    /// [`FloatQ`]: a small floating-point number.
+    Float {
+        /// Whether it has a sign bit.
+        signed: bool,
+        /// Exponent bits.
+        exponent_bits: u32,
+        /// Mantissa bits.
+        mantissa_bits: u32,
+        /// Exponent bias.
+        bias: i32,
+    },
+    /// A quantizer of the game's own: its words, unchanged (blended by taking the nearer).
+    Raw,
+}
+
+impl Quant {
+    /// How many numbers the field decodes to (`components`: the field's words, for `raw`).
+    pub fn values(&self, components: usize) -> usize {
+        match self {
+            Self::Bits { .. } | Self::Flag | Self::Scalar(_) | Self::Angle { .. } | Self::Float { .. } => 1,
+            Self::Vec2 { .. } => 2,
+            Self::Vec3 { .. } | Self::Velocity { .. } => 3,
+            Self::Quat { .. } => 4,
+            Self::Raw => components,
+        }
+    }
+
+    /// The wire layout this quantizer gives its field (`None` for `raw`: the description
+    /// says it).
+    pub fn spec(&self) -> Option<FieldSpec> {
+        Some(match *self {
+            Self::Bits { bits } => Quantizer::<u32>::spec(&Bits(bits)),
+            Self::Flag => Quantizer::<bool>::spec(&Flag),
+            Self::Scalar(p) => Quantizer::<f32>::spec(&Scalar::from(p)),
+            Self::Vec2 { x, y } => Quantizer::<Vec2>::spec(&Vec2Q { x: x.into(), y: y.into() }),
+            Self::Vec3 { x, y, z } => Quantizer::<Vec3>::spec(&Vec3Q { x: x.into(), y: y.into(), z: z.into() }),
+            Self::Velocity { x, y, z } => {
+                Quantizer::<Vec3>::spec(&VelocityQ(Vec3Q { x: x.into(), y: y.into(), z: z.into() }))
+            }
+            Self::Quat { bits } => Quantizer::<Quat>::spec(&QuatQ::new(bits)),
+            Self::Angle { bits } => Quantizer::<f32>::spec(&AngleQ(bits)),
+            Self::Float { signed, exponent_bits, mantissa_bits, bias } => {
+                Quantizer::<f32>::spec(&FloatQ { signed, exponent_bits, mantissa_bits, bias })
+            }
+            Self::Raw => return None,
+        })
+    }
+
+    /// Decodes a field's words into `out` (at least [`Quant::values`] long), blended from
+    /// `from`'s value towards `words`' by `t` when `from` is given (`t` = 1: `words`' own;
+    /// past 1 extrapolates, as [`Quantizer::blend`]). The built-in quantizers' own code does
+    /// the work, so the numbers are exactly what the Rust client draws.
+    pub fn decode(&self, words: &[u32], from: Option<&[u32]>, t: f32, out: &mut [f64]) {
+        fn one<T: Clone, Q: Quantizer<T>>(q: &Q, words: &[u32], from: Option<&[u32]>, t: f32) -> T {
+            let here = q.dequantize(words);
+            match from {
+                Some(f) => q.blend(&q.dequantize(f), &here, t),
+                None => here,
+            }
+        }
+        let mut put = |vals: &[f64]| {
+            for (o, v) in out.iter_mut().zip(vals) {
+                *o = *v;
+            }
+        };
+        match *self {
+            Self::Bits { bits } => put(&[f64::from(one::<u32, _>(&Bits(bits), words, from, t))]),
+            Self::Flag => put(&[f64::from(u8::from(one::<bool, _>(&Flag, words, from, t)))]),
+            Self::Scalar(p) => put(&[f64::from(one::<f32, _>(&Scalar::from(p), words, from, t))]),
+            Self::Vec2 { x, y } => {
+                let v = one::<Vec2, _>(&Vec2Q { x: x.into(), y: y.into() }, words, from, t);
+                put(&[f64::from(v.x), f64::from(v.y)]);
+            }
+            Self::Vec3 { x, y, z } => {
+                let v = one::<Vec3, _>(&Vec3Q { x: x.into(), y: y.into(), z: z.into() }, words, from, t);
+                put(&[f64::from(v.x), f64::from(v.y), f64::from(v.z)]);
+            }
+            Self::Velocity { x, y, z } => {
+                let v = one::<Vec3, _>(&VelocityQ(Vec3Q { x: x.into(), y: y.into(), z: z.into() }), words, from, t);
+                put(&[f64::from(v.x), f64::from(v.y), f64::from(v.z)]);
+            }
+            Self::Quat { bits } => {
+                let q = one::<Quat, _>(&QuatQ::new(bits), words, from, t);
+                put(&[f64::from(q.x), f64::from(q.y), f64::from(q.z), f64::from(q.w)]);
+            }
+            Self::Angle { bits } => put(&[f64::from(one::<f32, _>(&AngleQ(bits), words, from, t))]),
+            Self::Float { signed, exponent_bits, mantissa_bits, bias } => {
+                let q = FloatQ { signed, exponent_bits, mantissa_bits, bias };
+                put(&[f64::from(one::<f32, _>(&q, words, from, t))]);
+            }
+            Self::Raw => {
+                let w = match from {
+                    Some(f) if t < 0.5 => f,
+                    _ => words,
+                };
+                for (o, v) in out.iter_mut().zip(w) {
+                    *o = f64::from(*v);
+                }
+            }
+        }
     }
 }
 

@@ -38,7 +38,10 @@ pub mod world;
 
 pub use predictor::Predictor;
 pub use receiver::SnapshotReceiver;
-pub use schema::{EntityId, KindId, KindSchema, MAX_KINDS, Replicate, Schema, SchemaError};
+pub use schema::{
+    EntityId, FieldDoc, KindDoc, KindId, KindSchema, MAX_KINDS, MAX_SCHEMA_JSON_BYTES, Replicate, SCHEMA_DOC_FORMAT,
+    Schema, SchemaDoc, SchemaError,
+};
 pub use sender::{EncodeStats, Interest, SenderConfig, SnapshotSender};
 pub use world::{EntityRef, SnapshotBuilder, WorldError, WorldSnapshot};
 

@@ -2,7 +2,11 @@
 //!
 //! [`replicated!`]: crate::replicated
 
-use crate::protocol::quant::FieldSpec;
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::quant::{FieldSpec, Quant};
 
 /// An entity's stable id, chosen by the world.
 pub type EntityId = u32;
@@ -28,6 +32,15 @@ pub trait Replicate: Sized {
     /// ([`Quantizer::blend`](crate::protocol::quant::Quantizer::blend)): what
     /// [`GameClient::entities`](crate::client::GameClient::entities) draws between two snapshots.
     fn blend(a: &Self, b: &Self, t: f32) -> Self;
+    /// Each field's name and quantizer as data, in declaration order, for clients without
+    /// the game's Rust types ([`Schema::to_json`]). [`replicated!`] writes it; a hand-written
+    /// kind may leave it empty (its fields are then `field0`, `field1`… with their words as
+    /// they are).
+    ///
+    /// [`replicated!`]: crate::replicated
+    fn describe() -> Vec<(&'static str, Quant)> {
+        Vec::new()
+    }
 }
 
 /// One field's place in an entity's words, flattened for the codec's inner loops.
@@ -41,11 +54,13 @@ pub(crate) struct FieldRange {
 }
 
 /// One entity kind's layout.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct KindSchema {
     /// The kind's name.
-    pub name: &'static str,
+    pub name: Cow<'static, str>,
     fields: Vec<FieldSpec>,
+    /// Each field's name and quantizer as data ([`Replicate::describe`]).
+    described: Vec<(Cow<'static, str>, Quant)>,
     offsets: Vec<u16>,
     words: usize,
     pub(crate) ranges: Vec<FieldRange>,
@@ -58,6 +73,15 @@ pub struct KindSchema {
 impl KindSchema {
     /// A kind from its fields.
     pub fn new(name: &'static str, fields: Vec<FieldSpec>) -> Self {
+        Self::described(name.into(), fields, Vec::new())
+    }
+
+    /// A kind from its fields, with their names and quantizers (missing ones are named by
+    /// their place and go raw).
+    fn described(name: Cow<'static, str>, fields: Vec<FieldSpec>, described: Vec<(Cow<'static, str>, Quant)>) -> Self {
+        let described = (0..fields.len())
+            .map(|i| described.get(i).cloned().unwrap_or_else(|| (format!("field{i}").into(), Quant::Raw)))
+            .collect();
         let mut offsets = Vec::with_capacity(fields.len());
         let mut ranges = Vec::with_capacity(fields.len());
         let mut widths = Vec::new();
@@ -71,7 +95,7 @@ impl KindSchema {
             ranges.push(FieldRange { start, end: words as u16, at_rest: f.at_rest, rotation });
         }
         let orders = widths.iter().map(|w| super::codec::default_order(u32::from(*w)) as u8).collect();
-        Self { name, fields, offsets, words, ranges, widths, orders }
+        Self { name, fields, described, offsets, words, ranges, widths, orders }
     }
 
     /// The fields, in order.
@@ -89,6 +113,33 @@ impl KindSchema {
         self.words
     }
 
+    /// Each field's name and quantizer, in order.
+    pub fn described_fields(&self) -> impl Iterator<Item = (&str, Quant)> + '_ {
+        self.described.iter().map(|(n, q)| (n.as_ref(), *q))
+    }
+
+    /// How many numbers an entity of this kind decodes to ([`KindSchema::decode`]): each
+    /// field's [`Quant::values`], in order.
+    pub fn values(&self) -> usize {
+        self.described.iter().zip(&self.fields).map(|((_, q), f)| q.values(usize::from(f.components))).sum()
+    }
+
+    /// Decodes an entity's words into [`KindSchema::values`] numbers in `out` (cleared
+    /// first), blended from `from`'s words towards `words` by `t` when `from` is given (as
+    /// [`Quant::decode`], field by field).
+    pub fn decode(&self, words: &[u32], from: Option<&[u32]>, t: f32, out: &mut Vec<f64>) {
+        out.clear();
+        for (i, ((_, q), f)) in self.described.iter().zip(&self.fields).enumerate() {
+            let (start, n) = (usize::from(self.offsets[i]), usize::from(f.components));
+            let at = out.len();
+            out.resize(at + q.values(n), 0.0);
+            fn part(w: &[u32], start: usize, n: usize) -> &[u32] {
+                w.get(start..start + n).unwrap_or(&[])
+            }
+            q.decode(part(words, start, n), from.map(|f| part(f, start, n)), t, &mut out[at..]);
+        }
+    }
+
     /// Bits of a full (non-delta) entity of this kind, at most.
     pub fn max_full_bits(&self) -> u32 {
         self.fields.iter().map(|f| f.full_bits() + u32::from(f.at_rest)).sum()
@@ -96,10 +147,11 @@ impl KindSchema {
 }
 
 /// Every replicated kind of a game, shared by server and client (same order on both).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Schema {
     kinds: Vec<KindSchema>,
-    names: Vec<std::any::TypeId>,
+    /// Each kind's Rust type (`None` for a kind read from a description).
+    names: Vec<Option<std::any::TypeId>>,
 }
 
 /// A kind registered twice, or too many kinds.
@@ -114,6 +166,9 @@ pub enum SchemaError {
     /// The kind has no fields, or more than 64 words.
     #[error("kind {0} must have 1 to 64 words")]
     BadSize(&'static str),
+    /// A schema's description ([`Schema::from_json`]) could not be read, or does not hold.
+    #[error("schema description: {0}")]
+    Description(String),
 }
 
 impl Schema {
@@ -128,10 +183,11 @@ impl Schema {
     /// When `T` is registered already, has no fields or too many, or there are too many kinds.
     pub fn register<T: Replicate + 'static>(&mut self) -> Result<KindId, SchemaError> {
         let type_id = std::any::TypeId::of::<T>();
-        if self.names.contains(&type_id) {
+        if self.names.contains(&Some(type_id)) {
             return Err(SchemaError::Duplicate(T::NAME));
         }
-        let kind = KindSchema::new(T::NAME, T::fields());
+        let described = T::describe().into_iter().map(|(n, q)| (Cow::Borrowed(n), q)).collect();
+        let kind = KindSchema::described(Cow::Borrowed(T::NAME), T::fields(), described);
         if kind.words == 0 || kind.words > 64 {
             return Err(SchemaError::BadSize(T::NAME));
         }
@@ -140,14 +196,19 @@ impl Schema {
             .filter(|id| usize::from(*id) < MAX_KINDS)
             .ok_or(SchemaError::TooMany)?;
         self.kinds.push(kind);
-        self.names.push(type_id);
+        self.names.push(Some(type_id));
         Ok(id)
     }
 
     /// The id of a registered type.
     pub fn kind_of<T: 'static>(&self) -> Option<KindId> {
         let t = std::any::TypeId::of::<T>();
-        self.names.iter().position(|n| *n == t).map(|i| i as KindId)
+        self.names.iter().position(|n| *n == Some(t)).map(|i| i as KindId)
+    }
+
+    /// The id of the kind named `name`.
+    pub fn kind_named(&self, name: &str) -> Option<KindId> {
+        self.kinds.iter().position(|k| k.name == name).map(|i| i as KindId)
     }
 
     /// A kind's layout.
@@ -193,6 +254,151 @@ impl Schema {
         }
         h
     }
+
+    /// The schema as data ([`SchemaDoc`]): what a client in another language reads to decode
+    /// snapshots without the game's Rust types (`volley schema` prints the arena's).
+    pub fn describe(&self) -> SchemaDoc {
+        SchemaDoc {
+            format: SCHEMA_DOC_FORMAT,
+            fingerprint: format!("{:016x}", self.fingerprint()),
+            kinds: self
+                .kinds
+                .iter()
+                .map(|k| KindDoc {
+                    name: k.name.to_string(),
+                    fields: k
+                        .fields
+                        .iter()
+                        .zip(&k.described)
+                        .map(|(f, (name, quant))| FieldDoc {
+                            name: name.to_string(),
+                            quant: *quant,
+                            widths: f.widths().to_vec(),
+                            at_rest: f.at_rest,
+                            rotation: f.rotation,
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// [`Schema::describe`] as pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(&self.describe()).unwrap_or_default()
+    }
+
+    /// A schema from its description ([`Schema::to_json`]), with no Rust types behind its
+    /// kinds: a client reads its entities as numbers ([`KindSchema::decode`]). Kinds are
+    /// looked up by name ([`Schema::kind_named`]).
+    ///
+    /// ```
+    /// # volley::replicated! {
+    /// #     /// A runner.
+    /// #     #[derive(Debug, Clone, PartialEq)]
+    /// #     pub struct Runner { pub position: glam::Vec2 = volley::protocol::quant::Vec2Q::bounded(glam::Vec2::splat(-50.0), glam::Vec2::splat(50.0), 0.01) }
+    /// # }
+    /// use volley::protocol::snapshot::Schema;
+    /// let mut schema = Schema::new();
+    /// schema.register::<Runner>().unwrap();
+    /// let read = Schema::from_json(&schema.to_json()).unwrap();
+    /// assert_eq!(read.fingerprint(), schema.fingerprint());
+    /// assert_eq!(read.kind(read.kind_named("Runner").unwrap()).unwrap().values(), 2);
+    /// ```
+    ///
+    /// # Errors
+    /// [`SchemaError::Description`] when the text is not such a description (an unknown
+    /// format, a quantizer whose layout is not the one stated, a width out of 1 to 32, a
+    /// kind with no words or more than 64), or when its fingerprint is not the schema's.
+    pub fn from_json(text: &str) -> Result<Self, SchemaError> {
+        let bad = |why: String| SchemaError::Description(why);
+        if text.len() > MAX_SCHEMA_JSON_BYTES {
+            return Err(bad(format!("{} bytes, at most {MAX_SCHEMA_JSON_BYTES}", text.len())));
+        }
+        let doc: SchemaDoc = serde_json::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if doc.format != SCHEMA_DOC_FORMAT {
+            return Err(bad(format!("format {}, this library reads {SCHEMA_DOC_FORMAT}", doc.format)));
+        }
+        if doc.kinds.len() > MAX_KINDS {
+            return Err(bad(format!("{} kinds, at most {MAX_KINDS}", doc.kinds.len())));
+        }
+        let mut schema = Schema::new();
+        for k in doc.kinds {
+            let mut fields = Vec::with_capacity(k.fields.len());
+            let mut described = Vec::with_capacity(k.fields.len());
+            for f in k.fields {
+                let n = f.widths.len();
+                if !(1..=4).contains(&n) || f.widths.iter().any(|w| !(1..=32).contains(w)) {
+                    return Err(bad(format!("{}.{}: 1 to 4 widths of 1 to 32 bits", k.name, f.name)));
+                }
+                let mut widths = [0u8; 4];
+                widths[..n].copy_from_slice(&f.widths);
+                let spec = FieldSpec { components: n as u8, widths, at_rest: f.at_rest, rotation: f.rotation };
+                if f.quant.spec().is_some_and(|q| q != spec) {
+                    return Err(bad(format!("{}.{}: its quantizer does not give the layout stated", k.name, f.name)));
+                }
+                fields.push(spec);
+                described.push((Cow::Owned(f.name), f.quant));
+            }
+            let kind = KindSchema::described(Cow::Owned(k.name), fields, described);
+            if kind.words == 0 || kind.words > 64 {
+                return Err(bad(format!("kind {} must have 1 to 64 words", kind.name)));
+            }
+            schema.kinds.push(kind);
+            schema.names.push(None);
+        }
+        let fingerprint = format!("{:016x}", schema.fingerprint());
+        if doc.fingerprint != fingerprint {
+            return Err(bad(format!("fingerprint {} stated, {fingerprint} computed", doc.fingerprint)));
+        }
+        Ok(schema)
+    }
+}
+
+/// The format of [`SchemaDoc`] this library writes and reads.
+pub const SCHEMA_DOC_FORMAT: u32 = 1;
+
+/// The longest schema description [`Schema::from_json`] reads, in bytes.
+pub const MAX_SCHEMA_JSON_BYTES: usize = 4 << 20;
+
+/// A schema as data ([`Schema::describe`]), for clients in other languages: its kinds in
+/// order (a kind's id is its place), each field's name, quantizer and wire layout, and the
+/// fingerprint the two sides compare.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaDoc {
+    /// [`SCHEMA_DOC_FORMAT`].
+    pub format: u32,
+    /// [`Schema::fingerprint`], 16 hex digits.
+    pub fingerprint: String,
+    /// The kinds, by id.
+    pub kinds: Vec<KindDoc>,
+}
+
+/// One kind in a [`SchemaDoc`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindDoc {
+    /// Its name.
+    pub name: String,
+    /// Its fields, in order.
+    pub fields: Vec<FieldDoc>,
+}
+
+/// One field in a [`KindDoc`]: its name, its quantizer, and its layout on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldDoc {
+    /// Its name.
+    pub name: String,
+    /// How its words become numbers.
+    pub quant: Quant,
+    /// Bits of each component (1 to 4 of them).
+    pub widths: Vec<u8>,
+    /// Whether all-zero costs one bit.
+    pub at_rest: bool,
+    /// Whether it is a smallest-three rotation.
+    pub rotation: bool,
 }
 
 /// Declares a replicated struct: each field names its type and its quantizer once, and the
@@ -262,6 +468,10 @@ macro_rules! replicated {
 
             fn blend(a: &Self, b: &Self, t: f32) -> Self {
                 Self { $( $field: $crate::protocol::quant::Quantizer::<$ty>::blend(&$quant, &a.$field, &b.$field, t), )* }
+            }
+
+            fn describe() -> ::std::vec::Vec<(&'static str, $crate::protocol::quant::Quant)> {
+                ::std::vec![ $( (stringify!($field), $crate::protocol::quant::Quantizer::<$ty>::describe(&$quant)) ),* ]
             }
         }
     };

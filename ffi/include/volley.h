@@ -1,0 +1,234 @@
+/* volley's client as a C library: generated from ffi/src/lib.rs by cbindgen (do not edit;
+ * `VOLLEY_BLESS=1 cargo test -p volley-ffi --test header` writes it again).
+ *
+ * Every function returns 0 or a count on success and a negative VOLLEY_ERR_* code on
+ * failure (volley_last_error copies the message). A client is a uint64_t handle; a handle
+ * never made or already freed is refused, never followed. The caller owns every buffer: the
+ * library writes only into the arrays it is given, up to the capacity given, and allocates
+ * nothing the caller must free except a client (volley_client_free). No panic crosses this
+ * boundary. */
+
+#ifndef VOLLEY_H
+#define VOLLEY_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+// Success (or: nothing to report).
+#define VOLLEY_OK 0
+
+// A pointer that must not be null was null.
+#define VOLLEY_ERR_NULL -1
+
+// No such client: never made, or freed already.
+#define VOLLEY_ERR_HANDLE -2
+
+// The schema JSON could not be read, or does not describe a schema volley can code.
+#define VOLLEY_ERR_SCHEMA -3
+
+// The connect token could not be read (it must be the 2048 bytes the backend or
+// `volley token --out` gives).
+#define VOLLEY_ERR_TOKEN -4
+
+// A buffer passed was too small; the size needed was written where the call says.
+#define VOLLEY_ERR_TOO_SMALL -5
+
+// No such kind in the schema.
+#define VOLLEY_ERR_KIND -6
+
+// Not possible in the client's state (a message before the session is established).
+#define VOLLEY_ERR_STATE -7
+
+// The socket could not be made (the message says why).
+#define VOLLEY_ERR_IO -8
+
+// A message was refused: too long, or too many waiting to be sent.
+#define VOLLEY_ERR_MESSAGE -9
+
+// A text argument was not UTF-8.
+#define VOLLEY_ERR_UTF8 -10
+
+// An internal fault was caught (a bug in volley): the client is closed.
+#define VOLLEY_ERR_INTERNAL -11
+
+// [`volley_client_status`]: connecting (or negotiating the session).
+#define VOLLEY_CONNECTING 0
+
+// [`volley_client_status`]: connected, snapshots flow.
+#define VOLLEY_CONNECTED 1
+
+// [`volley_client_status`]: the session ended ([`volley_client_end_reason`] says why).
+#define VOLLEY_ENDED 2
+
+// A client's figures, as [`volley_client_stats`] writes them.
+typedef struct {
+  // Smoothed round-trip time, milliseconds.
+  double rtt_ms;
+  // Packet loss seen by the server, 0 to 1.
+  double loss;
+  // Snapshots decoded.
+  uint64_t snapshots;
+  // Snapshots that could not be decoded.
+  uint64_t snapshot_errors;
+  // Bytes received.
+  uint64_t bytes_received;
+  // Frames drawn between two snapshots, and carried on past the newest.
+  uint64_t frames_interpolated;
+  // See `frames_interpolated`.
+  uint64_t frames_extrapolated;
+  // How far behind the server the picture is drawn, in ticks.
+  double render_delay_ticks;
+} VolleyStats;
+
+#ifdef __cplusplus
+extern "C" {
+#endif // __cplusplus
+
+// Copies the message of this thread's last failure into `buf` (NUL-terminated, when
+// `capacity` is enough) and returns the bytes it needs with the NUL (1: no failure yet).
+//
+// # Safety
+// `buf` must be null or point to `capacity` writable bytes.
+size_t volley_last_error(char *buf, size_t capacity);
+
+// The volley protocol version this library speaks.
+uint32_t volley_protocol_version(void);
+
+// Makes a client from a connect token (`token_len` must be 2048: the bytes the backend
+// or `volley token --out` gives) and the game's schema as JSON (NUL-terminated; `volley
+// schema` prints it), bound to `bind` (NUL-terminated, e.g. `"0.0.0.0:0"`; null for that).
+// It starts connecting at the first [`volley_client_poll`]. The handle goes to
+// `*out_client`; free it with [`volley_client_free`].
+//
+// # Safety
+// `token` must point to `token_len` bytes; `schema_json` and `bind` must be null or
+// NUL-terminated; `out_client` must be null or writable.
+int32_t volley_client_new(const uint8_t *token,
+                          size_t token_len,
+                          const char *schema_json,
+                          const char *bind,
+                          uint64_t *out_client);
+
+// Frees a client, telling its server goodbye first when connected. The handle is refused
+// from then on.
+int32_t volley_client_free(uint64_t client);
+
+// One frame: takes every datagram waiting, runs the client's timers and sends `input`
+// (`input_len` bytes, at most 64: the game's own encoding) once connected. Returns how
+// many new snapshots arrived (0 or more).
+//
+// # Safety
+// `input` must point to `input_len` bytes (or be null with `input_len` 0).
+int32_t volley_client_poll(uint64_t client, const uint8_t *input, size_t input_len);
+
+// [`volley_client_poll`] for a client that sends no input (a spectator).
+int32_t volley_client_poll_watching(uint64_t client);
+
+// Where the client is: [`VOLLEY_CONNECTING`], [`VOLLEY_CONNECTED`] or [`VOLLEY_ENDED`].
+int32_t volley_client_status(uint64_t client);
+
+// Why the session ended, as text ("kicked: camping", "the server is shutting down"), into
+// `buf` (NUL-terminated when `capacity` is enough). Returns the bytes it needs with the
+// NUL, or 0 while the session has not ended.
+//
+// # Safety
+// `buf` must be null or point to `capacity` writable bytes.
+int32_t volley_client_end_reason(uint64_t client, char *buf, size_t capacity);
+
+// Looks a kind up by name: its id into `*out_kind` and the numbers each of its entities
+// decodes to into `*out_values` (the schema JSON lists them field by field).
+//
+// # Safety
+// `name` must be NUL-terminated; the outputs must be null or writable.
+int32_t volley_client_kind(uint64_t client,
+                           const char *name,
+                           uint16_t *out_kind,
+                           uint32_t *out_values);
+
+// Every entity of `kind` as the player should see it now, blended between snapshots as the
+// Rust client's `GameClient::entities` draws them: ids into `ids` (`capacity` of them),
+// each one's numbers into `values` (`capacity` × the kind's values per entity, entity by
+// entity, field by field). The count goes to `*out_count`; when it is over `capacity`,
+// nothing is written but the count, and the call returns [`VOLLEY_ERR_TOO_SMALL`].
+//
+// # Safety
+// `ids` must be null or hold `capacity` ids; `values` must be null or hold `capacity` ×
+// values-per-entity doubles; `out_count` must be null or writable.
+int32_t volley_client_entities(uint64_t client,
+                               uint16_t kind,
+                               uint32_t *ids,
+                               double *values,
+                               size_t capacity,
+                               size_t *out_count);
+
+// Sends the game a message (`len` bytes; reliable: arrives once and in order, else an
+// event that may be lost), which the world reads in `World::message`.
+//
+// # Safety
+// `data` must point to `len` bytes.
+int32_t volley_client_send_message(uint64_t client, const uint8_t *data, size_t len, bool reliable);
+
+// Takes the next message the game sent this client (reliable ones first, in order, then
+// events) into `buf`: returns 1 and writes its length to `*out_len` and whether it came
+// reliably to `*out_reliable`, or 0 when none waits. When `capacity` is too small the
+// message stays, its length goes to `*out_len`, and the call returns
+// [`VOLLEY_ERR_TOO_SMALL`].
+//
+// # Safety
+// `buf` must be null or hold `capacity` bytes; the outputs must be null or writable.
+int32_t volley_client_next_message(uint64_t client,
+                                   uint8_t *buf,
+                                   size_t capacity,
+                                   size_t *out_len,
+                                   bool *out_reliable);
+
+// The world the player is in: its number into `*out_world` and its kind ("lobby",
+// "match") into `kind` (NUL-terminated when `capacity` is enough). Returns the bytes the
+// kind needs with the NUL, or 0 before the server has said.
+//
+// # Safety
+// `out_world` must be null or writable; `kind` null or `capacity` writable bytes.
+int32_t volley_client_world(uint64_t client, uint16_t *out_world, char *kind, size_t capacity);
+
+// The client's figures into `*out`.
+//
+// # Safety
+// `out` must be null or writable.
+int32_t volley_client_stats(uint64_t client, VolleyStats *out);
+
+// The tick of the newest snapshot decoded into `*out_tick`: returns 1, or 0 before the
+// first.
+//
+// # Safety
+// `out_tick` must be null or writable.
+int32_t volley_client_latest_tick(uint64_t client, uint32_t *out_tick);
+
+// The entities of `kind` exactly as the snapshot of `tick` holds them (no blending; the
+// client keeps its last 64 snapshots), written as [`volley_client_entities`] writes them.
+// Returns 1, or 0 when that snapshot is not held.
+//
+// # Safety
+// As [`volley_client_entities`].
+int32_t volley_client_snapshot_entities(uint64_t client,
+                                        uint32_t tick,
+                                        uint16_t kind,
+                                        uint32_t *ids,
+                                        double *values,
+                                        size_t capacity,
+                                        size_t *out_count);
+
+// This client's slot on the server (also its player id in the world) into `*out_index`:
+// returns 1, or 0 before it is connected.
+//
+// # Safety
+// `out_index` must be null or writable.
+int32_t volley_client_index(uint64_t client, uint32_t *out_index);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif  // __cplusplus
+
+#endif  /* VOLLEY_H */
