@@ -128,8 +128,12 @@ impl ArenaInput {
     }
 }
 
-/// What the arena tells every player reliably: the kill feed, numbered from 0 so a client can
-/// check it got every one, once, in order.
+/// What the arena tells players reliably: the kill feed to everyone, numbered from 0 so a
+/// client can check it got every one, once, in order; and to each player as it arrives, who
+/// it is.
+///
+/// On the wire (postcard): the variant's number as a varint (0 kill, 1 welcome), then each
+/// field as a varint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ArenaEvent {
     /// `killer` shot `victim`.
@@ -140,6 +144,13 @@ pub enum ArenaEvent {
         killer: PlayerId,
         /// Who died.
         victim: PlayerId,
+    },
+    /// To a player that arrives in this arena: its player id here, which is also its
+    /// avatar's id in the arena's snapshots (in the entry world; in another world the id
+    /// carries the world's number, `volley::protocol::snapshot::world::merged_id`).
+    Welcome {
+        /// The player.
+        player: PlayerId,
     },
 }
 
@@ -173,6 +184,8 @@ pub struct Arena {
     rng: u64,
     kills: u32,
     feed: Vec<ArenaEvent>,
+    /// Players arrived since the last messages, to be welcomed.
+    arrived: Vec<PlayerId>,
     /// Living players' positions, rebuilt each tick (and who each is): a shot is tested
     /// against the players in its cell and the eight around it, not against everyone.
     hit_grid: Grid,
@@ -302,6 +315,7 @@ impl Arena {
             rng: 0x9e37_79b9_7f4a_7c15,
             kills: 0,
             feed: Vec::new(),
+            arrived: Vec::new(),
             hit_grid: arena_grid(),
             hit_players: Vec::new(),
             history: History::new(HISTORY_TICKS),
@@ -411,6 +425,7 @@ impl Arena {
         let avatar = Avatar { position, aim: 0.0, health: 100, score, deaths, alive: true };
         let input = ArenaInput::default();
         let p = Player { avatar, input, cooldown: 0.0, respawn_in: 0.0, rail_cooldown: 0.0, rail: None, client_id };
+        self.arrived.push(player);
         self.players.insert(player, p);
     }
 
@@ -638,8 +653,13 @@ impl World for Arena {
                 out.hand_off(*id, to, postcard::to_allocvec(&carried).unwrap_or_default());
             }
         }
+        for player in self.arrived.drain(..) {
+            if self.players.contains_key(&player) {
+                // Serializing this enum into a Vec cannot fail.
+                let _ = out.reliable_message(Audience::Player(player), &ArenaEvent::Welcome { player });
+            }
+        }
         for e in self.feed.drain(..) {
-            // Serializing this enum into a Vec cannot fail.
             let _ = out.reliable_message(Audience::All, &e);
         }
     }

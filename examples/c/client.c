@@ -1,0 +1,202 @@
+/* A volley client in C: connects to an arena server, steers its avatar in a circle, decodes
+ * the snapshots and reads the arena's reliable messages, through volley-ffi.
+ *
+ *   cargo build -p volley-ffi
+ *   cc examples/c/client.c -Iffi/include -Ltarget/debug -lvolley_ffi -Wl,-rpath,target/debug -o client
+ *   volley schema > arena.json
+ *   volley token --private-key KEY --client-id 1 --server 127.0.0.1:40000 --out token.bin
+ *   ./client token.bin arena.json 5 [snapshots.txt]
+ *
+ * It plays SECONDS seconds at 60 frames a second. For each new snapshot it writes the
+ * avatars exactly as that snapshot holds them ("tick T" and a line per avatar: id, then its
+ * numbers field by field) to the fourth argument's file, if given. It exits 0 when it was
+ * connected, decoded snapshots and was welcomed by the arena; 1 otherwise. */
+#define _POSIX_C_SOURCE 199309L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "volley.h"
+
+#define MAX_AVATARS 256
+#define TAU 6.283185307179586
+
+/* Reads a whole file into a new buffer (NUL-terminated); its length into *len. */
+static unsigned char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = (size_t)n;
+    }
+    return buf;
+}
+
+static void fail(const char *what, int32_t code) {
+    char message[512];
+    volley_last_error(message, sizeof message);
+    fprintf(stderr, "%s: error %d: %s\n", what, code, message);
+}
+
+/* The arena's input, as postcard writes its ArenaInput: move_x and move_y one byte each
+ * (two's complement), aim as a varint (a 65536th of a turn), fire and rail one byte each. */
+static size_t arena_input(unsigned char *out, int move_x, int move_y, unsigned aim, int fire) {
+    size_t n = 0;
+    out[n++] = (unsigned char)(signed char)move_x;
+    out[n++] = (unsigned char)(signed char)move_y;
+    do {
+        unsigned char b = aim & 0x7f;
+        aim >>= 7;
+        out[n++] = aim ? (b | 0x80) : b;
+    } while (aim);
+    out[n++] = (unsigned char)fire;
+    out[n++] = 0;
+    return n;
+}
+
+/* Reads a varint from the message; 0 when it is cut short. */
+static int varint(const unsigned char *m, size_t len, size_t *at, uint32_t *v) {
+    *v = 0;
+    for (int shift = 0; *at < len && shift < 35; shift += 7) {
+        unsigned char b = m[(*at)++];
+        *v |= (uint32_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s TOKEN_FILE SCHEMA_FILE SECONDS [SNAPSHOTS_OUT]\n", argv[0]);
+        return 2;
+    }
+    size_t token_len = 0, schema_len = 0;
+    unsigned char *token = slurp(argv[1], &token_len);
+    unsigned char *schema = slurp(argv[2], &schema_len);
+    if (!token || !schema) {
+        fprintf(stderr, "cannot read %s or %s\n", argv[1], argv[2]);
+        free(token);
+        free(schema);
+        return 2;
+    }
+    FILE *out = argc > 4 ? fopen(argv[4], "w") : NULL;
+    int seconds = atoi(argv[3]);
+
+    uint64_t client = 0;
+    int32_t rc = volley_client_new(token, token_len, (const char *)schema, NULL, &client);
+    free(token);
+    free(schema);
+    if (rc != VOLLEY_OK) {
+        fail("volley_client_new", rc);
+        if (out) fclose(out);
+        return 1;
+    }
+    uint16_t avatar = 0;
+    uint32_t per = 0;
+    if ((rc = volley_client_kind(client, "Avatar", &avatar, &per)) != VOLLEY_OK || per == 0 || per > 16) {
+        fail("volley_client_kind", rc);
+        volley_client_free(client);
+        if (out) fclose(out);
+        return 1;
+    }
+
+    uint32_t ids[MAX_AVATARS];
+    double values[MAX_AVATARS * 16];
+    unsigned char message[1024];
+    int connected = 0, welcomed = 0, snapshots = 0, drawn = 0;
+    uint32_t me = 0, last_tick = 0;
+    int have_tick = 0;
+    struct timespec frame = {0, 16666667};
+    for (int f = 0; f < seconds * 60; f++) {
+        /* Steer in a circle, aim the way we go, fire now and then. */
+        double a = f * 0.05;
+        unsigned char input[16];
+        size_t n = arena_input(input, (int)(cos(a) * 127), (int)(sin(a) * 127),
+                               (unsigned)(fmod(a / TAU, 1.0) * 65536) & 0xffff, f % 30 == 0);
+        rc = volley_client_poll(client, input, n);
+        if (rc < 0) {
+            fail("volley_client_poll", rc);
+            break;
+        }
+        snapshots += rc;
+        int status = volley_client_status(client);
+        if (status == VOLLEY_CONNECTED && !connected) {
+            connected = 1;
+            volley_client_index(client, &me);
+            printf("connected as player %u\n", me);
+        }
+        if (status == VOLLEY_ENDED) {
+            char why[256];
+            volley_client_end_reason(client, why, sizeof why);
+            printf("ended: %s\n", why);
+            break;
+        }
+        /* The arena's messages: 1 = welcome (player id), 0 = a kill (seq, killer, victim). */
+        size_t len = 0;
+        bool reliable = false;
+        while ((rc = volley_client_next_message(client, message, sizeof message, &len, &reliable)) == 1) {
+            size_t at = 0;
+            uint32_t variant = 0, player = 0;
+            if (varint(message, len, &at, &variant) && variant == 1 && varint(message, len, &at, &player)) {
+                printf("welcome: player %u (reliable %d)\n", player, reliable);
+                welcomed = reliable && player == me;
+            }
+        }
+        if (rc < 0) fail("volley_client_next_message", rc);
+        /* Each new snapshot, as it holds the avatars. */
+        uint32_t tick = 0;
+        if (volley_client_latest_tick(client, &tick) == 1 && (!have_tick || tick != last_tick)) {
+            have_tick = 1;
+            last_tick = tick;
+            size_t count = 0;
+            rc = volley_client_snapshot_entities(client, tick, avatar, ids, values, MAX_AVATARS, &count);
+            if (rc == 1 && out) {
+                fprintf(out, "tick %u\n", tick);
+                for (size_t i = 0; i < count; i++) {
+                    fprintf(out, "%u", ids[i]);
+                    for (uint32_t v = 0; v < per; v++) fprintf(out, " %.17g", values[i * per + v]);
+                    fprintf(out, "\n");
+                }
+            } else if (rc < 0) {
+                fail("volley_client_snapshot_entities", rc);
+            }
+        }
+        /* What a game would draw this frame: every avatar, blended between snapshots. */
+        size_t count = 0;
+        rc = volley_client_entities(client, avatar, ids, values, MAX_AVATARS, &count);
+        if (rc == VOLLEY_OK) {
+            for (size_t i = 0; i < count; i++) {
+                if (ids[i] == me && f % 60 == 0) printf("me at %.2f %.2f\n", values[i * per], values[i * per + 1]);
+            }
+            drawn += count > 0;
+        } else {
+            fail("volley_client_entities", rc);
+        }
+        nanosleep(&frame, NULL);
+    }
+    VolleyStats stats;
+    volley_client_stats(client, &stats);
+    printf("snapshots %d (decoded %llu, errors %llu), frames drawn %d, rtt %.2f ms\n", snapshots,
+           (unsigned long long)stats.snapshots, (unsigned long long)stats.snapshot_errors, drawn, stats.rtt_ms);
+    volley_client_free(client);
+    /* A freed handle is refused, not followed. */
+    if (volley_client_status(client) != VOLLEY_ERR_HANDLE) {
+        printf("a freed handle was not refused\n");
+        return 1;
+    }
+    if (out) fclose(out);
+    int ok = connected && snapshots >= 30 && welcomed && drawn > 0;
+    printf("%s\n", ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+}

@@ -1,0 +1,185 @@
+//! volley-ffi from other languages, each against a real arena server over UDP: the C example
+//! (built with the system's compiler, run under valgrind when it is installed: no leak, no
+//! invalid access) and the Python bot (ctypes only). Each connects, steers, decodes
+//! snapshots and is welcomed by a reliable message; the avatars each decodes from the
+//! snapshots of given ticks are compared with what a Rust client beside it decoded from the
+//! snapshots of the same ticks.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use volley::client::GameClient;
+use volley::client::polled::PolledClient;
+use volley::DEFAULT_PROTOCOL_ID;
+use volley::protocol::netcode::token::{ConnectToken, TokenParams};
+use volley::protocol::snapshot::Replicate;
+use volley::server::{ServerConfig, World, unix_now};
+use volley_arena::{Arena, Avatar};
+
+const KEY: [u8; 32] = [42; 32];
+
+/// The avatars of each snapshot tick: id and numbers, field by field.
+type Seen = BTreeMap<u32, Vec<(u32, Vec<f64>)>>;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Where cargo put libvolley_ffi.so: beside the test itself (cargo test), or one up (cargo
+/// build).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    [deps, deps.parent().unwrap()].into_iter().find(|d| d.join("libvolley_ffi.so").exists()).unwrap().to_path_buf()
+}
+
+fn token(server: std::net::SocketAddr, id: u64) -> ConnectToken {
+    let p = TokenParams::new(DEFAULT_PROTOCOL_ID, id, server, unix_now().as_secs());
+    ConnectToken::generate(&p, &KEY).unwrap()
+}
+
+/// The numbers the Rust type gives, in the schema's order.
+fn numbers(a: &Avatar) -> Vec<f64> {
+    [a.position.x, a.position.y, a.aim, f32::from(a.health), f32::from(a.score), f32::from(a.deaths)]
+        .iter()
+        .map(|v| f64::from(*v))
+        .chain([f64::from(u8::from(a.alive))])
+        .collect()
+}
+
+/// Reads what the other language wrote: "tick T", then "id v1 v2 …" per avatar.
+fn read_seen(path: &Path) -> Seen {
+    let mut seen = Seen::new();
+    let mut tick = None;
+    for line in std::fs::read_to_string(path).unwrap_or_default().lines() {
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("tick") => {
+                tick = words.next().and_then(|t| t.parse().ok());
+                seen.entry(tick.unwrap()).or_default();
+            }
+            Some(id) => {
+                let values = words.map(|w| w.parse().unwrap()).collect();
+                seen.get_mut(&tick.unwrap()).unwrap().push((id.parse().unwrap(), values));
+            }
+            None => {}
+        }
+    }
+    seen
+}
+
+/// Runs `program` (given the token and schema files and where to write what it decoded)
+/// against a real arena server, with a Rust client playing beside it; returns its output,
+/// what it decoded and what the Rust client decoded.
+async fn play_beside(name: &str, program: impl FnOnce(&Path, &Path, &Path) -> Command) -> (String, Seen, Seen) {
+    let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY), Arena::new())
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("volley-ffi-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (token_file, schema_file, out_file) = (dir.join("token.bin"), dir.join("arena.json"), dir.join("seen.txt"));
+    std::fs::write(&token_file, token(server.addr(), 1).to_bytes()).unwrap();
+    std::fs::write(&schema_file, Arena::new().schema().to_json()).unwrap();
+    let mut cmd = program(&token_file, &schema_file, &out_file);
+    let child = tokio::task::spawn_blocking(move || cmd.output().unwrap());
+
+    // The Rust client, the same seconds.
+    let schema = Arc::new(Arena::new().schema());
+    let kind = schema.kind_of::<Avatar>().unwrap();
+    let rust = GameClient::new(token(server.addr(), 2), schema, unix_now());
+    let mut rust = PolledClient::bind(rust, "127.0.0.1:0".parse().unwrap(), unix_now).unwrap();
+    let mut mine = Seen::new();
+    let mut frame = tokio::time::interval(Duration::from_millis(16));
+    while !child.is_finished() {
+        frame.tick().await;
+        rust.poll(&[0, 0, 0, 0, 0]);
+        if let Some(s) = rust.client.latest() {
+            let avatars = s.iter().filter(|e| e.kind == kind).map(|e| (e.id, numbers(&Avatar::dequantize(e.words))));
+            mine.entry(s.tick()).or_insert_with(|| avatars.collect());
+        }
+    }
+    let output = child.await.unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success(), "{name} failed ({:?}):\n{text}", output.status);
+    rust.disconnect();
+    server.shutdown().await;
+    let theirs = read_seen(&out_file);
+    let _ = std::fs::remove_dir_all(&dir);
+    (text, theirs, mine)
+}
+
+/// Both saw the same avatars at every tick both decoded, for many ticks, with both players.
+fn same_ticks(name: &str, theirs: &Seen, mine: &Seen) {
+    let mut compared = 0;
+    for (tick, avatars) in theirs {
+        let Some(rust) = mine.get(tick) else { continue };
+        assert_eq!(avatars, rust, "{name} and the Rust client decoded tick {tick} differently");
+        compared += usize::from(avatars.len() == 2);
+    }
+    eprintln!("{name}: {compared} ticks with both avatars compared, of {} it decoded", theirs.len());
+    assert!(compared >= 30, "{name}: {compared} ticks with both avatars compared ({} decoded)", theirs.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_c_client_plays_against_a_real_server_and_decodes_what_rust_decodes() {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let exe = std::env::temp_dir().join(format!("volley-c-client-{}", std::process::id()));
+    let lib = lib_dir();
+    let built = Command::new(&cc)
+        .arg(root().join("examples/c/client.c"))
+        .arg("-std=c11")
+        .arg("-Wall")
+        .arg("-Wextra")
+        .arg("-Werror")
+        .arg(format!("-I{}", root().join("ffi/include").display()))
+        .arg(format!("-L{}", lib.display()))
+        .arg("-lvolley_ffi")
+        .arg("-lm")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "the C example does not build:\n{}", String::from_utf8_lossy(&built.stderr));
+    let valgrind = Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success());
+    let (text, theirs, mine) = play_beside("c", |token, schema, out| {
+        let mut cmd = if valgrind {
+            let mut v = Command::new("valgrind");
+            v.args(["--error-exitcode=9", "--leak-check=full", "--errors-for-leak-kinds=definite", "--quiet"]);
+            v.arg(&exe);
+            v
+        } else {
+            Command::new(&exe)
+        };
+        cmd.arg(token).arg(schema).arg("6").arg(out);
+        cmd
+    })
+    .await;
+    let _ = std::fs::remove_file(&exe);
+    eprintln!("{text}");
+    assert!(text.contains("welcome: player") && text.contains("ok"), "{text}");
+    if valgrind {
+        assert!(!text.contains("definitely lost") && !text.contains("Invalid"), "valgrind:\n{text}");
+    } else {
+        eprintln!("valgrind is not installed: the C client ran without it");
+    }
+    same_ticks("the C client", &theirs, &mine);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_bot_plays_against_a_real_server_and_decodes_what_rust_decodes() {
+    let lib = lib_dir().join("libvolley_ffi.so");
+    let (text, theirs, mine) = play_beside("python", |token, schema, out| {
+        let mut cmd = Command::new("python3");
+        cmd.arg(root().join("examples/python/bot.py")).arg(token).arg(schema).arg("4").arg(out);
+        cmd.env("VOLLEY_FFI_LIB", &lib);
+        cmd
+    })
+    .await;
+    assert!(text.contains("welcome: player") && text.contains("ok"), "{text}");
+    same_ticks("the Python bot", &theirs, &mine);
+}
