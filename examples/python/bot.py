@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-OK, ERR_HANDLE = 0, -2
+OK, ERR_HANDLE, ERR_TOO_SMALL = 0, -2, -5
 CONNECTED, ENDED = 1, 2
 
 
@@ -118,7 +118,7 @@ def main():
     message = C.create_string_buffer(1024)
     length, reliable = C.c_size_t(), C.c_bool()
     me, tick, last_tick = C.c_uint32(), C.c_uint32(), None
-    connected = welcomed = False
+    connected = welcomed = too_small_seen = False
     snapshots = drawn = 0
     for f in range(seconds * 60):
         a = f * 0.05
@@ -139,7 +139,11 @@ def main():
             lib.volley_client_end_reason(client, why, len(why))
             print(f"ended: {why.value.decode()}")
             break
-        # The arena's messages: variant 1 is a welcome (player id), 0 a kill.
+        # The arena's messages: variant 1 is a welcome (player id), 0 a kill. Asked first with
+        # no room: the message waits, and its length says how much room it needs.
+        if lib.volley_client_next_message(client, None, 0, C.byref(length), C.byref(reliable)) == ERR_TOO_SMALL:
+            assert length.value > 0, "a message too big for no room says its length"
+            too_small_seen = True
         while lib.volley_client_next_message(client, message, len(message), C.byref(length), C.byref(reliable)) == 1:
             fields = list(varints(message.raw[:length.value]))
             if len(fields) >= 2 and fields[0] == 1:
@@ -155,6 +159,9 @@ def main():
                     out.write(f"{ids[i]} {row}\n")
         if lib.volley_client_entities(client, kind, ids, values, cap, C.byref(count)) == OK and count.value:
             drawn += 1
+            # Room for none: the count says how many there are, and nothing is written.
+            assert lib.volley_client_entities(client, kind, None, None, 0, C.byref(count)) == ERR_TOO_SMALL
+            assert count.value >= 1
         time.sleep(1 / 60)
     stats = Stats()
     lib.volley_client_stats(client, C.byref(stats))
@@ -166,7 +173,7 @@ def main():
         return 1
     if out:
         out.close()
-    ok = connected and snapshots >= 30 and welcomed and drawn > 0
+    ok = connected and snapshots >= 30 and welcomed and drawn > 0 and too_small_seen
     print("ok" if ok else "FAILED")
     return 0 if ok else 1
 
