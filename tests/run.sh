@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: lints, bounded fuzzing, then every test.
 # Installs what it needs on a fresh machine: cargo-fuzz from crates.io, Prometheus and promtool
-# from Debian's `prometheus` package (the observability tests run a real Prometheus), and
-# Debian's `nats-server` (the zone tests run a real NATS). No protoc: nothing may need one (the
+# from Debian's `prometheus` package (the observability tests run a real Prometheus),
+# Debian's `nats-server` (the zone tests run a real NATS), and for the C library's clients in
+# other languages (ffi/tests/languages.rs) `valgrind` (the C client runs under it) and Mono's
+# C# compiler and runtime (`mono-mcs`, `mono-runtime`). No protoc: nothing may need one (the
 # Agones SDK's gRPC code is kept generated), and every build here runs with PROTOC pointing at
 # nothing, so a build that needed one fails.
 set -euo pipefail
@@ -23,14 +25,23 @@ START=$SECONDS
 step() { printf '\n== %s (at %ss) ==\n' "$*" "$((SECONDS - START))"; }
 
 step "tools"
-if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null || ! command -v nats-server >/dev/null; then
+missing=""
+for tool in promtool:prometheus prometheus:prometheus nats-server:nats-server valgrind:valgrind mcs:mono-mcs mono:mono-runtime; do
+  command -v "${tool%%:*}" >/dev/null || missing="$missing ${tool##*:}"
+done
+if [ -n "$missing" ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends prometheus nats-server >/dev/null
+  # shellcheck disable=SC2086 # one package per word
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 prometheus --version 2>&1 | head -n 1
 nats-server --version
+valgrind --version
+mono --version | head -n 1
+# The tests that use them fail, rather than skip, when one is missing.
+export VOLLEY_REQUIRE_TOOLS=1
 # The program's build runs no protobuf compiler: no build script among its dependencies
 # (the default members) uses prost-build or tonic-build.
 if cargo tree --locked --edges build,normal -p volley -p volley-cli --prefix none 2>/dev/null | grep -E '^(prost-build|tonic-build|protoc|protobuf-src) ' ; then

@@ -60,7 +60,13 @@ fn bad_arguments_to_new_are_each_a_code_with_a_reason() {
     // SAFETY: each call passes valid pointers or nulls.
     unsafe {
         assert_eq!(
-            volley_client_new(good_token.as_ptr(), good_token.len(), good_schema.as_ptr(), std::ptr::null(), std::ptr::null_mut()),
+            volley_client_new(
+                good_token.as_ptr(),
+                good_token.len(),
+                good_schema.as_ptr(),
+                std::ptr::null(),
+                std::ptr::null_mut()
+            ),
             VOLLEY_ERR_NULL
         );
         assert_eq!(
@@ -78,7 +84,13 @@ fn bad_arguments_to_new_are_each_a_code_with_a_reason() {
         );
         let latin1 = [0xE9u8, 0];
         assert_eq!(
-            volley_client_new(good_token.as_ptr(), good_token.len(), latin1.as_ptr().cast(), std::ptr::null(), &mut handle),
+            volley_client_new(
+                good_token.as_ptr(),
+                good_token.len(),
+                latin1.as_ptr().cast(),
+                std::ptr::null(),
+                &mut handle
+            ),
             VOLLEY_ERR_UTF8
         );
     }
@@ -111,7 +123,10 @@ fn small_buffers_unknown_kinds_and_early_calls_are_codes() {
             "nothing to draw before a snapshot"
         );
         assert_eq!(count, 0);
-        assert_eq!(volley_client_entities(c, 77, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut count), VOLLEY_ERR_KIND);
+        assert_eq!(
+            volley_client_entities(c, 77, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut count),
+            VOLLEY_ERR_KIND
+        );
         assert_eq!(
             volley_client_snapshot_entities(c, 5, 0, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut count),
             0,

@@ -1,9 +1,11 @@
 //! volley-ffi from other languages, each against a real arena server over UDP: the C example
-//! (built with the system's compiler, run under valgrind when it is installed: no leak, no
-//! invalid access) and the Python bot (ctypes only). Each connects, steers, decodes
-//! snapshots and is welcomed by a reliable message; the avatars each decodes from the
-//! snapshots of given ticks are compared with what a Rust client beside it decoded from the
-//! snapshots of the same ticks.
+//! (built with the system's compiler, run under valgrind: no leak, no invalid access), the
+//! Python bot (ctypes only) and the C# client (Mono's compiler and runtime, P/Invoke: the
+//! route of a Unity or Godot .NET game). Each connects, steers, decodes snapshots and is
+//! welcomed by a reliable message; the avatars each decodes from the snapshots of given ticks
+//! are compared with what a Rust client beside it decoded from the snapshots of the same
+//! ticks. Under the test command (`VOLLEY_REQUIRE_TOOLS` set) valgrind and Mono must be
+//! installed (tests/run.sh installs them); elsewhere a missing one is said and skipped.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -12,9 +14,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use volley::DEFAULT_PROTOCOL_ID;
 use volley::client::GameClient;
 use volley::client::polled::PolledClient;
-use volley::DEFAULT_PROTOCOL_ID;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::snapshot::Replicate;
 use volley::server::{ServerConfig, World, unix_now};
@@ -76,9 +78,8 @@ fn read_seen(path: &Path) -> Seen {
 /// against a real arena server, with a Rust client playing beside it; returns its output,
 /// what it decoded and what the Rust client decoded.
 async fn play_beside(name: &str, program: impl FnOnce(&Path, &Path, &Path) -> Command) -> (String, Seen, Seen) {
-    let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY), Arena::new())
-        .await
-        .unwrap();
+    let server =
+        volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY), Arena::new()).await.unwrap();
     let dir = std::env::temp_dir().join(format!("volley-ffi-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let (token_file, schema_file, out_file) = (dir.join("token.bin"), dir.join("arena.json"), dir.join("seen.txt"));
@@ -110,6 +111,19 @@ async fn play_beside(name: &str, program: impl FnOnce(&Path, &Path, &Path) -> Co
     let theirs = read_seen(&out_file);
     let _ = std::fs::remove_dir_all(&dir);
     (text, theirs, mine)
+}
+
+/// Whether `tool` runs; under the test command (tests/run.sh) it must.
+fn installed(tool: &str, arg: &str) -> bool {
+    let there = Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success());
+    assert!(
+        there || std::env::var_os("VOLLEY_REQUIRE_TOOLS").is_none(),
+        "{tool} is not installed (tests/run.sh installs it)"
+    );
+    if !there {
+        eprintln!("{tool} is not installed here: skipped");
+    }
+    there
 }
 
 /// Both saw the same avatars at every tick both decoded, for many ticks, with both players.
@@ -145,7 +159,7 @@ async fn a_c_client_plays_against_a_real_server_and_decodes_what_rust_decodes() 
         .output()
         .unwrap();
     assert!(built.status.success(), "the C example does not build:\n{}", String::from_utf8_lossy(&built.stderr));
-    let valgrind = Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success());
+    let valgrind = installed("valgrind", "--version");
     let (text, theirs, mine) = play_beside("c", |token, schema, out| {
         let mut cmd = if valgrind {
             let mut v = Command::new("valgrind");
@@ -182,4 +196,30 @@ async fn a_python_bot_plays_against_a_real_server_and_decodes_what_rust_decodes(
     .await;
     assert!(text.contains("welcome: player") && text.contains("ok"), "{text}");
     same_ticks("the Python bot", &theirs, &mine);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_csharp_client_plays_against_a_real_server_and_decodes_what_rust_decodes() {
+    if !installed("mcs", "--version") || !installed("mono", "--version") {
+        return;
+    }
+    let exe = std::env::temp_dir().join(format!("volley-csharp-client-{}.exe", std::process::id()));
+    let built = Command::new("mcs")
+        .arg(format!("-out:{}", exe.display()))
+        .arg("-warnaserror")
+        .arg(root().join("examples/csharp/Client.cs"))
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "the C# example does not build:\n{}", String::from_utf8_lossy(&built.stdout));
+    let lib = lib_dir();
+    let (text, theirs, mine) = play_beside("csharp", |token, schema, out| {
+        let mut cmd = Command::new("mono");
+        cmd.arg(&exe).arg(token).arg(schema).arg("4").arg(out);
+        cmd.env("LD_LIBRARY_PATH", &lib);
+        cmd
+    })
+    .await;
+    let _ = std::fs::remove_file(&exe);
+    assert!(text.contains("welcome: player") && text.contains("ok"), "{text}");
+    same_ticks("the C# client", &theirs, &mine);
 }
