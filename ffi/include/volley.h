@@ -63,6 +63,17 @@
 // [`volley_client_status`]: the session ended ([`volley_client_end_reason`] says why).
 #define VOLLEY_ENDED 2
 
+// [`volley_client_next_notice`]: the player connected and the server put it in its entry
+// world.
+#define VOLLEY_ENTERED_CONNECTED 0
+
+// [`volley_client_next_notice`]: the game moved the player to this world.
+#define VOLLEY_ENTERED_MOVED 1
+
+// [`volley_client_next_notice`]: the world the player was in stopped, and this is its
+// fallback.
+#define VOLLEY_ENTERED_WORLD_STOPPED 2
+
 // A client's figures, as [`volley_client_stats`] writes them.
 typedef struct {
   // Smoothed round-trip time, milliseconds.
@@ -226,6 +237,53 @@ int32_t volley_client_snapshot_entities(uint64_t client,
 // # Safety
 // `out_index` must be null or writable.
 int32_t volley_client_index(uint64_t client, uint32_t *out_index);
+
+// Takes the next world notice, oldest first (every world the player entered, in order): its
+// number into `*out_world`, why into `*out_reason` (`VOLLEY_ENTERED_*`), its kind into
+// `kind` (NUL-terminated). Returns 1, or 0 when none waits. When `capacity` is too small
+// for the kind, the notice stays, the bytes needed (with the NUL) go to `*out_needed`, and
+// the call returns [`VOLLEY_ERR_TOO_SMALL`].
+//
+// # Safety
+// `kind` must be null or hold `capacity` bytes; the outputs must be null or writable.
+int32_t volley_client_next_notice(uint64_t client,
+                                  uint16_t *out_world,
+                                  int32_t *out_reason,
+                                  char *kind,
+                                  size_t capacity,
+                                  size_t *out_needed);
+
+// The scoreboard's size: its columns into `*out_columns`; returns its rows (0 when the
+// world keeps none).
+//
+// # Safety
+// `out_columns` must be null or writable.
+int32_t volley_client_score_size(uint64_t client, size_t *out_columns);
+
+// The name of column `column` into `buf` (NUL-terminated when `capacity` is enough);
+// returns the bytes it needs with the NUL.
+//
+// # Safety
+// `buf` must be null or hold `capacity` bytes.
+int32_t volley_client_score_column(uint64_t client, size_t column, char *buf, size_t capacity);
+
+// Row `row` of the scoreboard (rows by player id): the player into `*out_player`, its ping
+// into `*out_ping_ms`, its fields into `fields` (`fields_capacity` of them; as many as
+// there are columns), its name into `name` (NUL-terminated when `name_capacity` is enough).
+// Returns the bytes the name needs with the NUL; [`VOLLEY_ERR_TOO_SMALL`] when the fields do
+// not fit (nothing is written then).
+//
+// # Safety
+// `fields` must be null or hold `fields_capacity` values; `name` null or `name_capacity`
+// bytes; the outputs null or writable.
+int32_t volley_client_score_row(uint64_t client,
+                                size_t row,
+                                uint32_t *out_player,
+                                uint16_t *out_ping_ms,
+                                int32_t *fields,
+                                size_t fields_capacity,
+                                char *name,
+                                size_t name_capacity);
 
 #ifdef __cplusplus
 }  // extern "C"

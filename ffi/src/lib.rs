@@ -98,6 +98,8 @@ struct Entry {
     values: Vec<f64>,
     /// A message taken from the channel that did not fit the caller's buffer.
     held: Option<(bytes::Bytes, bool)>,
+    /// A world notice taken that did not fit the caller's buffer.
+    held_notice: Option<volley::protocol::system::WorldNotice>,
 }
 
 /// Every live client by handle. Handles count up from 1 and are never reused, so a freed
@@ -263,7 +265,7 @@ pub unsafe extern "C" fn volley_client_new(
         let client = GameClient::new(token, Arc::new(schema), clock());
         let polled =
             PolledClient::bind(client, bind, clock).or_else(|e| fail(VOLLEY_ERR_IO, format!("bind {bind}: {e}")))?;
-        let entry = Entry { polled, ids: Vec::new(), values: Vec::new(), held: None };
+        let entry = Entry { polled, ids: Vec::new(), values: Vec::new(), held: None, held_notice: None };
         let mut r = registry();
         let handle = r.next;
         r.next += 1;
@@ -635,6 +637,141 @@ pub unsafe extern "C" fn volley_client_index(client: u64, out_index: *mut u32) -
             // SAFETY: forwarded from the caller.
             unsafe { set(out_index, i) };
             Ok(1)
+        })
+    })
+}
+
+/// [`volley_client_next_notice`]: the player connected and the server put it in its entry
+/// world.
+pub const VOLLEY_ENTERED_CONNECTED: i32 = 0;
+/// [`volley_client_next_notice`]: the game moved the player to this world.
+pub const VOLLEY_ENTERED_MOVED: i32 = 1;
+/// [`volley_client_next_notice`]: the world the player was in stopped, and this is its
+/// fallback.
+pub const VOLLEY_ENTERED_WORLD_STOPPED: i32 = 2;
+
+/// Takes the next world notice, oldest first (every world the player entered, in order): its
+/// number into `*out_world`, why into `*out_reason` (`VOLLEY_ENTERED_*`), its kind into
+/// `kind` (NUL-terminated). Returns 1, or 0 when none waits. When `capacity` is too small
+/// for the kind, the notice stays, the bytes needed (with the NUL) go to `*out_needed`, and
+/// the call returns [`VOLLEY_ERR_TOO_SMALL`].
+///
+/// # Safety
+/// `kind` must be null or hold `capacity` bytes; the outputs must be null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_next_notice(
+    client: u64,
+    out_world: *mut u16,
+    out_reason: *mut i32,
+    kind: *mut c_char,
+    capacity: usize,
+    out_needed: *mut usize,
+) -> i32 {
+    use volley::protocol::system::EnterReason;
+    guard(|| {
+        with_client(client, |e| {
+            let Some(notice) = e.held_notice.take().or_else(|| e.polled.client.next_notice()) else { return Ok(0) };
+            let need = notice.kind.len() + 1;
+            // SAFETY: forwarded from the caller.
+            unsafe { set(out_needed, need) };
+            if kind.is_null() || capacity < need {
+                e.held_notice = Some(notice);
+                return fail(VOLLEY_ERR_TOO_SMALL, format!("a world kind of {need} bytes, room for {capacity}"));
+            }
+            let reason = match notice.reason {
+                EnterReason::Connected => VOLLEY_ENTERED_CONNECTED,
+                EnterReason::Moved => VOLLEY_ENTERED_MOVED,
+                EnterReason::WorldStopped(_) => VOLLEY_ENTERED_WORLD_STOPPED,
+            };
+            // SAFETY: forwarded from the caller; `kind` has room for `need` bytes.
+            unsafe {
+                set(out_world, notice.world);
+                set(out_reason, reason);
+                put_text(&notice.kind, kind, capacity);
+            }
+            Ok(1)
+        })
+    })
+}
+
+/// The scoreboard's size: its columns into `*out_columns`; returns its rows (0 when the
+/// world keeps none).
+///
+/// # Safety
+/// `out_columns` must be null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_score_size(client: u64, out_columns: *mut usize) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            let board = e.polled.client.scoreboard();
+            // SAFETY: forwarded from the caller.
+            unsafe { set(out_columns, board.columns().len()) };
+            Ok(i32::try_from(board.rows().count()).unwrap_or(i32::MAX))
+        })
+    })
+}
+
+/// The name of column `column` into `buf` (NUL-terminated when `capacity` is enough);
+/// returns the bytes it needs with the NUL.
+///
+/// # Safety
+/// `buf` must be null or hold `capacity` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_score_column(
+    client: u64,
+    column: usize,
+    buf: *mut c_char,
+    capacity: usize,
+) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            let board = e.polled.client.scoreboard();
+            let Some(name) = board.columns().get(column) else {
+                return fail(VOLLEY_ERR_KIND, format!("no column {column}"));
+            };
+            // SAFETY: forwarded from the caller.
+            Ok(i32::try_from(unsafe { put_text(name, buf, capacity) }).unwrap_or(i32::MAX))
+        })
+    })
+}
+
+/// Row `row` of the scoreboard (rows by player id): the player into `*out_player`, its ping
+/// into `*out_ping_ms`, its fields into `fields` (`fields_capacity` of them; as many as
+/// there are columns), its name into `name` (NUL-terminated when `name_capacity` is enough).
+/// Returns the bytes the name needs with the NUL; [`VOLLEY_ERR_TOO_SMALL`] when the fields do
+/// not fit (nothing is written then).
+///
+/// # Safety
+/// `fields` must be null or hold `fields_capacity` values; `name` null or `name_capacity`
+/// bytes; the outputs null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_score_row(
+    client: u64,
+    row: usize,
+    out_player: *mut u32,
+    out_ping_ms: *mut u16,
+    fields: *mut i32,
+    fields_capacity: usize,
+    name: *mut c_char,
+    name_capacity: usize,
+) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            let board = e.polled.client.scoreboard();
+            let Some(r) = board.rows().nth(row) else { return fail(VOLLEY_ERR_KIND, format!("no row {row}")) };
+            if r.fields.len() > fields_capacity || (fields.is_null() && !r.fields.is_empty()) {
+                return fail(VOLLEY_ERR_TOO_SMALL, format!("{} fields, room for {fields_capacity}", r.fields.len()));
+            }
+            // SAFETY: forwarded from the caller; `fields` has room for every field.
+            let need = unsafe {
+                set(out_player, r.player);
+                set(out_ping_ms, r.ping_ms);
+                if !r.fields.is_empty() {
+                    std::ptr::copy_nonoverlapping(r.fields.as_ptr(), fields, r.fields.len());
+                }
+                put_text(&r.name, name, name_capacity)
+            };
+            Ok(i32::try_from(need).unwrap_or(i32::MAX))
         })
     })
 }
