@@ -117,8 +117,11 @@ int main(int argc, char **argv) {
     int connected = 0, welcomed = 0, snapshots = 0, drawn = 0;
     uint32_t me = 0, last_tick = 0;
     int have_tick = 0;
-    struct timespec frame = {0, 16666667};
+    struct timespec frame = {0, 16666667}, cpu0, cpu1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
+    int frames = 0;
     for (int f = 0; f < seconds * 60; f++) {
+        frames++;
         /* Steer in a circle, aim the way we go, fire now and then. */
         double a = f * 0.05;
         unsigned char input[16];
@@ -185,6 +188,9 @@ int main(int argc, char **argv) {
         }
         nanosleep(&frame, NULL);
     }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    double cpu_us = (cpu1.tv_sec - cpu0.tv_sec) * 1e6 + (cpu1.tv_nsec - cpu0.tv_nsec) / 1e3;
+    printf("cpu per frame %.1f us over %d frames\n", cpu_us / frames, frames);
     VolleyStats stats;
     volley_client_stats(client, &stats);
     printf("snapshots %d (decoded %llu, errors %llu), frames drawn %d, rtt %.2f ms\n", snapshots,
