@@ -20,8 +20,8 @@ fn main() -> Result<(), String> {
     let token = ConnectToken::from_bytes(&token).map_err(|e| e.to_string())?;
     let seconds: u32 = seconds.parse().map_err(|e| format!("SECONDS: {e}"))?;
     let client = GameClient::new(token, std::sync::Arc::new(Arena::new().schema()), unix_now());
-    let mut client =
-        PolledClient::bind(client, "0.0.0.0:0".parse().map_err(|e| format!("{e}"))?, unix_now).map_err(|e| e.to_string())?;
+    let mut client = PolledClient::bind(client, "0.0.0.0:0".parse().map_err(|e| format!("{e}"))?, unix_now)
+        .map_err(|e| e.to_string())?;
     let (mut snapshots, mut drawn, mut avatars) = (0usize, 0usize, Vec::new());
     let began = process_cpu();
     let frames = seconds * 60;
