@@ -435,3 +435,31 @@ fn a_small_receive_budget_holds_its_bound_and_loses_nothing() {
     assert_eq!(got.len(), sent.len(), "every message, once");
     assert!(got == sent, "in order and intact");
 }
+
+/// A peer's packet built before it had received anything acknowledges nothing: the first
+/// packet the other side sent, lost on the way, is not taken as delivered, and its reliable
+/// message is sent again (found writing `docs/wire.md`: such a packet used to say "ack 0,
+/// no bits", which read as "your packet 0 arrived").
+#[test]
+fn a_packet_from_a_peer_that_has_received_nothing_acknowledges_nothing() {
+    let (mut a, mut b) = (Channel::new(ChannelConfig::default()), Channel::new(ChannelConfig::default()));
+    let mut buf = [0u8; 1200];
+    let t = |ms: u64| Duration::from_millis(ms);
+    b.send_reliable(Bytes::from_static(b"welcome")).unwrap();
+    let _lost = b.build_packet(t(0), None, &mut buf);
+    // A has received nothing, and sends.
+    let n = a.build_packet(t(1), None, &mut buf);
+    b.receive(t(2), &buf[..n]).unwrap();
+    assert_eq!(b.unacked_messages(), 1, "the lost packet's message is not taken as delivered");
+    // B sends again once its resend timeout passes, and this time the message arrives.
+    let mut delivered = None;
+    for ms in (3..2000).step_by(10) {
+        let n = b.build_packet(t(ms), None, &mut buf);
+        a.receive(t(ms), &buf[..n]).unwrap();
+        if let Some(m) = a.recv_reliable() {
+            delivered = Some(m);
+            break;
+        }
+    }
+    assert_eq!(delivered.as_deref(), Some(&b"welcome"[..]));
+}

@@ -16,8 +16,9 @@ pub const CONTROL_FRAME: u8 = 0xC5;
 /// predictor made its predictions; 6: the server says goodbye, with why, before it
 /// disconnects a client, and every packet's ack says how long the acknowledged packet
 /// waited before it; 7: the framework's channel carries typed messages, among them the
-/// world a player is in, and entity ids carry their world's number).
-pub const PROTOCOL_VERSION: u16 = 7;
+/// world a player is in, and entity ids carry their world's number; 8: a packet from a peer
+/// that has received nothing yet says so, instead of acknowledging packet 0).
+pub const PROTOCOL_VERSION: u16 = 8;
 /// The longest control message, in bytes (a goodbye with the longest kick text).
 pub const MAX_CONTROL_BYTES: usize = 8 + MAX_KICK_TEXT_BYTES;
 /// The longest text a kick carries to the client, in bytes (longer text is cut at a

@@ -9,7 +9,7 @@
 //! | 2 | packet sequence |
 //! | 2 | newest sequence received from the peer (ack) |
 //! | 4 | ack bits: bit *i* acknowledges `ack - 1 - i` |
-//! | 2 | ack delay: how long the acked packet waited here before this one left, in units of [`ACK_DELAY_UNIT_US`] (the peer's RTT sample leaves it out) |
+//! | 2 | ack delay: how long the acked packet waited here before this one left, in units of [`ACK_DELAY_UNIT_US`] (the peer's RTT sample leaves it out); [`NOTHING_RECEIVED`] when nothing has been: the ack fields then acknowledge nothing |
 //! | … | sections: `0x01` state, `0x02` reliable message, `0x03` event, `0x04` fragment |
 //!
 //! Sections carry LEB128 lengths. A reliable message or fragment carries its 16-bit message
@@ -35,6 +35,9 @@ pub const FRAME_LZ4: u8 = 0x02;
 pub const HEADER_BYTES: usize = 1 + 2 + 2 + 4 + 2;
 /// The ack delay's unit on the wire, in microseconds (two bytes: up to 655 ms).
 pub const ACK_DELAY_UNIT_US: u32 = 10;
+/// The ack delay of a packet from a peer that has received nothing yet: its ack and ack bits
+/// then acknowledge nothing (a real delay is at most one less).
+pub const NOTHING_RECEIVED: u16 = u16::MAX;
 
 const TAG_STATE: u8 = 0x01;
 const TAG_RELIABLE: u8 = 0x02;
@@ -537,7 +540,13 @@ impl Channel {
         body.extend_from_slice(&seq.to_le_bytes());
         body.extend_from_slice(&ack.to_le_bytes());
         body.extend_from_slice(&bits.to_le_bytes());
-        body.extend_from_slice(&(delay.min(u32::from(u16::MAX)) as u16).to_le_bytes());
+        // Before anything has come, the ack fields mean nothing, and the delay says so (an ack
+        // of 0 would read as "your packet 0 arrived").
+        let delay = match self.remote_newest {
+            Some(_) => delay.min(u32::from(NOTHING_RECEIVED) - 1) as u16,
+            None => NOTHING_RECEIVED,
+        };
+        body.extend_from_slice(&delay.to_le_bytes());
         if let Some(s) = state.filter(|s| HEADER_BYTES + 1 + varint_len(s.len()) + s.len() <= limit) {
             body.push(TAG_STATE);
             put_varint(&mut body, s.len());
@@ -671,7 +680,8 @@ impl Channel {
         let seq = c.u16()?;
         let ack = c.u16()?;
         let bits = c.u32()?;
-        let ack_delay = Duration::from_micros(u64::from(c.u16()?) * u64::from(ACK_DELAY_UNIT_US));
+        let delay = c.u16()?;
+        let ack_delay = Duration::from_micros(u64::from(delay) * u64::from(ACK_DELAY_UNIT_US));
         // Not newer, and older than the ring remembers: it cannot be told from a duplicate
         // (this includes a sequence exactly half the space away, which is neither newer nor
         // older and would otherwise take the newest packet's slot in the ring).
@@ -765,7 +775,9 @@ impl Channel {
             self.received.insert(seq, ());
             self.stats.packets_received += 1;
         }
-        self.process_acks(now, ack, bits, ack_delay);
+        if delay != NOTHING_RECEIVED {
+            self.process_acks(now, ack, bits, ack_delay);
+        }
         for &(tag, id, index, count, s, e) in &sections[..n] {
             let data = &body[s..e];
             match tag {
