@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use volley::prelude::*;
 
-#[path = "support/udp.rs"]
-mod udp;
+use crate::udp;
 use udp::{client, run};
 use volley::protocol::session::PROTOCOL_VERSION;
 

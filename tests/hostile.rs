@@ -3,11 +3,7 @@
 //! alone.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-/// The fleet's admin-listener client, included by path (the framework does not depend on
-/// the fleet crate).
-#[path = "../fleet/src/admin_client.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod admin_client;
+use crate::admin_client;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use volley::prelude::*;
 
-#[path = "support/udp.rs"]
-mod udp;
+use crate::udp;
 use udp::{client, run};
 
 /// Records what happens to it, in order; its tick panics from tick `panic_from` on.

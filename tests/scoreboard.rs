@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use volley::prelude::*;
 
-#[path = "support/udp.rs"]
-mod udp;
+use crate::udp;
 use udp::{client, run};
 
 /// Each player's score is the seconds it has been connected.

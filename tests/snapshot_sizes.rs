@@ -1,6 +1,6 @@
 //! Bytes per entity of the snapshot codec, against naive full state (u16 id + f32 position +
 //! f32 quaternion = 30 bytes). Sizes are deterministic, so they are asserted; the run prints
-//! them for BENCHMARKS.md (`cargo test --test snapshot_sizes -- --nocapture`).
+//! them for BENCHMARKS.md (`cargo test --test it snapshot_sizes:: -- --nocapture`).
 #![allow(clippy::unwrap_used, missing_docs)]
 
 #[path = "support/cubes.rs"]

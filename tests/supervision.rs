@@ -1,11 +1,7 @@
 //! A player actor that fails takes nobody else with it.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-/// The fleet's admin-listener client, included by path (the framework does not depend on
-/// the fleet crate).
-#[path = "../fleet/src/admin_client.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod admin_client;
+use crate::admin_client;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;

@@ -13,8 +13,7 @@ use volley::protocol::recording::Event;
 use volley::protocol::snapshot::WorldSnapshot;
 use volley::server::{Tap, WorldFault};
 
-#[path = "support/udp.rs"]
-mod udp;
+use crate::udp;
 
 /// Says hello to all each tick, to player 1 alone every tenth, and keeps a board.
 #[derive(Default)]

@@ -1,6 +1,6 @@
 //! The test vectors under `docs/vectors/`: bytes and what they decode to, for each packet kind
 //! and quantizer `docs/wire.md` describes. This test makes them from the code and fails when
-//! the checked-in files differ (`VOLLEY_BLESS=1 cargo test --test wire_vectors` writes them
+//! the checked-in files differ (`VOLLEY_BLESS=1 cargo test --test it wire_vectors` writes them
 //! again), decodes each file's bytes with the library and checks they give what the file
 //! says, and checks that `docs/wire.md` has a section for each file. So the document, the
 //! vectors and the code cannot drift apart unnoticed.
@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use glam::{Quat, Vec2, Vec3};
 use serde_json::{Value, json};
+use volley::protocol::bits::BitReader;
 use volley::protocol::input::{ViewTime, read_input_packet, write_input_packet};
 use volley::protocol::quant::{AngleQ, Bits, Flag, FloatQ, QuatQ, Scalar, Vec2Q, Vec3Q, VelocityQ};
 use volley::protocol::reliability::{Channel, ChannelConfig};
@@ -235,6 +236,103 @@ fn snapshot() -> Value {
     })
 }
 
+/// A predicting sender's packets (the range-coded form), ticks 10 to 14 of 39 balls and three
+/// crates, each packet acknowledged before the next but 11's: balls still, moving steadily,
+/// stopping, turning back, one jumping; crates turning, one turned at once past a different
+/// dropped component; ball 7 destroyed and crate 41 created at tick 13. So every model and
+/// context is used many times over (a decoder that adapts its probabilities or picks a
+/// context even slightly differently goes wrong), ticks 11 and 12 have no second reference,
+/// and tick 13, against 12 with 10 as its second reference, extrapolates one tick from two.
+fn snapshot_predicted() -> Value {
+    let schema = schema();
+    let turning = |angle: f32| Crate { rotation: Quat::from_rotation_z(angle), velocity: Vec3::new(0.0, 0.0, 1.5) };
+    let mut sender = SnapshotSender::new(schema.clone(), SenderConfig { predict: true, ..SenderConfig::default() });
+    let mut interest = Vec::new();
+    let mut buf = [0u8; 1200];
+    let mut vectors = Vec::new();
+    let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
+    for (tick, baseline, reference, what) in [
+        (10u32, None, None, "tick 10, whole"),
+        (
+            11,
+            Some(10u32),
+            None,
+            "tick 11 against 10, no second reference yet: range-coded against the baseline (not acknowledged)",
+        ),
+        (12, Some(10), None, "tick 12 against 10: no second reference before 10"),
+        (
+            13,
+            Some(12),
+            Some(10u32),
+            "tick 13 against 12, second reference 10 (extrapolated a tick from two): ball 7 destroyed, crate 41 created, crate 40's dropped component changes, crate 42 turned at once, ball 33 jumps",
+        ),
+        (14, Some(13), Some(12), "tick 14 against 13, second reference 12"),
+    ] {
+        let t = (tick - 10) as f32;
+        let mut b = SnapshotBuilder::new(&schema, tick);
+        for i in 1..=39u32 {
+            if i == 7 && tick >= 13 {
+                continue;
+            }
+            let f = i as f32;
+            let (x0, y0) = (-30.0 + 1.5 * f, 10.0 - 0.5 * f);
+            let (mut x, y) = if i % 5 == 0 {
+                (x0, y0)
+            } else if i % 4 == 0 {
+                (x0 + 0.3 * t.min(1.0), y0)
+            } else if i % 7 == 0 {
+                (x0 + 0.4 * (1.0 - (t - 1.0).abs()), y0)
+            } else {
+                (x0 + (0.037 * (f % 7.0) - 0.1) * t, y0 + 0.013 * f * t)
+            };
+            if i == 33 && tick >= 13 {
+                x += 20.0;
+            }
+            let spin = if i % 3 == 0 { 0.3 * t } else { f };
+            b.insert(i, &Ball { position: Vec2::new(x, y), spin, alive: i % 11 != 0 }).unwrap();
+        }
+        b.insert(40, &turning(0.9 + 0.3 * t)).unwrap();
+        if tick >= 13 {
+            b.insert(41, &turning(0.0)).unwrap();
+        }
+        b.insert(42, &turning(if tick >= 13 { -2.0 } else { 0.2 })).unwrap();
+        let world = Arc::new(b.finish().unwrap());
+        Interest::everything(&world, &mut interest);
+        let n = sender.encode(&world, &interest, &mut buf).unwrap().bytes;
+        if tick != 11 {
+            sender.ack(tick);
+        }
+        receiver.decode(&buf[..n]).unwrap();
+        assert_eq!(receiver.latest().unwrap(), &*world, "{what}");
+        // The header says what the name says, and that the packet is range-coded (not by a
+        // game's predictor).
+        let mut r = BitReader::new(&buf[..n]);
+        assert_eq!(r.read(32).unwrap(), tick);
+        assert_eq!(r.read_bool().unwrap(), baseline.is_some(), "{what}");
+        if let Some(b) = baseline {
+            assert_eq!(r.read_golomb(2).unwrap(), tick - b - 1, "{what}");
+            assert_eq!(r.read_bool().unwrap(), reference.is_some(), "{what}");
+            if let Some(rf) = reference {
+                assert_eq!(r.read_golomb(2).unwrap(), b - rf - 1, "{what}");
+            }
+            assert!(r.read_bool().unwrap(), "range-coded: {what}");
+            if reference.is_some() {
+                assert!(!r.read_bool().unwrap(), "{what}");
+            }
+        }
+        vectors.push(json!({
+            "name": what,
+            "hex": h(&buf[..n]),
+            "decoded": { "tick": tick, "baseline": baseline, "entities": entities(&schema, &world) },
+        }));
+    }
+    json!({
+        "section": "The range-coded form",
+        "schema": serde_json::from_str::<Value>(&schema.to_json()).unwrap(),
+        "vectors": vectors,
+    })
+}
+
 fn system() -> Value {
     let notice = WorldNotice { world: 3, kind: "match".into(), reason: EnterReason::Moved };
     let stopped = WorldNotice { world: 0, kind: "lobby".into(), reason: EnterReason::WorldStopped("over".into()) };
@@ -318,13 +416,33 @@ fn decodes_as_written(file: &str, v: &Value) {
                 assert_eq!(json!(p.inputs()), x["decoded"]["inputs"]);
             }
         }
-        "snapshot" => {
+        "snapshot" | "snapshot_predicted" => {
             let schema = Arc::new(Schema::from_json(&v["schema"].to_string()).unwrap());
             let mut receiver = SnapshotReceiver::new(schema.clone(), 64);
             for x in vectors {
                 let tick = receiver.decode(&unhex(&x["hex"])).unwrap();
                 assert_eq!(json!(tick), x["decoded"]["tick"]);
                 assert_eq!(rt(&entities(&schema, receiver.latest().unwrap())), x["decoded"]["entities"]);
+            }
+            // The decoder written from docs/wire.md alone, in Python, reads the same.
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/vectors");
+            let out = std::process::Command::new("python3")
+                .arg(dir.join("decode.py"))
+                .arg(dir.join(format!("{file}.json")))
+                .output()
+                .unwrap_or_else(|e| panic!("python3 (every machine has it): {e}"));
+            assert!(out.status.success(), "decode.py on {file}.json: {}", String::from_utf8_lossy(&out.stderr));
+            let python: Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(python.as_array().unwrap().len(), vectors.len(), "decode.py on {file}.json");
+            for (x, p) in vectors.iter().zip(python.as_array().unwrap()) {
+                assert_eq!(p["tick"], x["decoded"]["tick"], "{}", x["name"]);
+                let want: Vec<Value> = x["decoded"]["entities"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| json!({ "id": e["id"], "kind": e["kind"], "words": e["words"] }))
+                    .collect();
+                assert_eq!(p["entities"], Value::Array(want), "decode.py on {file}.json, {}", x["name"]);
             }
         }
         "system" => {
@@ -353,6 +471,7 @@ fn the_vectors_in_docs_are_what_the_code_writes_and_reads() {
         ("channel", channel()),
         ("input", input()),
         ("snapshot", snapshot()),
+        ("snapshot_predicted", snapshot_predicted()),
         ("system", system()),
         ("quantizers", quantizers()),
     ] {
@@ -372,6 +491,6 @@ fn the_vectors_in_docs_are_what_the_code_writes_and_reads() {
     }
     assert!(
         stale.is_empty(),
-        "docs/vectors/{stale:?}.json differ from what the code writes: run `VOLLEY_BLESS=1 cargo test --test wire_vectors`, check the change, and commit it"
+        "docs/vectors/{stale:?}.json differ from what the code writes: run `VOLLEY_BLESS=1 cargo test --test it wire_vectors`, check the change, and commit it"
     );
 }

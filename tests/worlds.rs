@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "support/rooms.rs"]
-mod rooms;
+use crate::rooms;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,8 +4,7 @@
 //! entities of the worlds the player is in or watches.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "support/rooms.rs"]
-mod rooms;
+use crate::rooms;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};

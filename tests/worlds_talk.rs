@@ -33,8 +33,7 @@ use volley::protocol::recording::Event;
 use volley::protocol::scoreboard::Scoreboard;
 use volley::server::{Handles, MAX_PANICKING_TICKS, WithMessages, WorldRef};
 
-#[path = "support/udp.rs"]
-mod udp;
+use crate::udp;
 
 /// Ticks a match lasts.
 const MATCH_TICKS: u32 = 40;

@@ -129,14 +129,32 @@ int32_t volley_client_free(uint64_t client);
 
 // One frame: takes every datagram waiting, runs the client's timers and sends `input`
 // (`input_len` bytes, at most 64: the game's own encoding) once connected. Returns how
-// many new snapshots arrived (0 or more).
+// many new snapshots arrived (0 or more). The time is the system clock's; see
+// [`volley_client_poll_at`] for the game's own.
 //
 // # Safety
 // `input` must point to `input_len` bytes (or be null with `input_len` 0).
 int32_t volley_client_poll(uint64_t client, const uint8_t *input, size_t input_len);
 
+// [`volley_client_poll`] at `now_us`, the game's own time in microseconds (an engine's
+// frame clock, a test's): any clock that never goes back, from any start. A client keeps
+// to the clock its first call that takes the time chose: after an `_at` call, the calls
+// on the system clock ([`volley_client_poll`], [`volley_client_poll_watching`],
+// [`volley_client_entities`]) are refused with [`VOLLEY_ERR_STATE`], and the other way
+// round; so is a time before the last one given.
+//
+// # Safety
+// `input` must point to `input_len` bytes (or be null with `input_len` 0).
+int32_t volley_client_poll_at(uint64_t client,
+                              uint64_t now_us,
+                              const uint8_t *input,
+                              size_t input_len);
+
 // [`volley_client_poll`] for a client that sends no input (a spectator).
 int32_t volley_client_poll_watching(uint64_t client);
+
+// [`volley_client_poll_watching`] at the game's own time (see [`volley_client_poll_at`]).
+int32_t volley_client_poll_watching_at(uint64_t client, uint64_t now_us);
 
 // Where the client is: [`VOLLEY_CONNECTING`], [`VOLLEY_CONNECTED`] or [`VOLLEY_ENDED`].
 int32_t volley_client_status(uint64_t client);
@@ -174,6 +192,18 @@ int32_t volley_client_entities(uint64_t client,
                                double *values,
                                size_t capacity,
                                size_t *out_count);
+
+// [`volley_client_entities`] at the game's own time (see [`volley_client_poll_at`]).
+//
+// # Safety
+// As [`volley_client_entities`].
+int32_t volley_client_entities_at(uint64_t client,
+                                  uint16_t kind,
+                                  uint64_t now_us,
+                                  uint32_t *ids,
+                                  double *values,
+                                  size_t capacity,
+                                  size_t *out_count);
 
 // Sends the game a message (`len` bytes; reliable: arrives once and in order, else an
 // event that may be lost), which the world reads in `World::message`.

@@ -29,11 +29,13 @@ use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use volley::client::GameClient;
 use volley::client::polled::PolledClient;
 use volley::protocol::netcode::token::ConnectToken;
 use volley::protocol::snapshot::{EntityId, KindId, Schema};
+use volley::server::unix_now;
 
 /// Success (or: nothing to report).
 pub const VOLLEY_OK: i32 = 0;
@@ -100,6 +102,75 @@ struct Entry {
     held: Option<(bytes::Bytes, bool)>,
     /// A world notice taken that did not fit the caller's buffer.
     held_notice: Option<volley::protocol::system::WorldNotice>,
+    /// Whose clock the client runs on, settled by the first call that takes the time.
+    clock: Clock,
+}
+
+/// A client's clock: the system's (`volley_client_poll`, `volley_client_entities`) or the
+/// caller's (the `_at` calls). One client keeps to one.
+#[derive(Debug, Clone, Copy)]
+enum Clock {
+    /// No call has taken the time yet.
+    Unset,
+    System,
+    /// The caller's microseconds: the first given was `first`, and the client's time was
+    /// `base` then; `last` is the newest given (for the goodbye at `volley_client_free`).
+    Caller {
+        first: u64,
+        base: Duration,
+        last: u64,
+    },
+}
+
+impl Entry {
+    /// The client's time now on the system clock, or a refusal when it runs on the caller's.
+    fn system_now(&mut self) -> Result<Duration, Fail> {
+        match self.clock {
+            Clock::Caller { .. } => fail(
+                VOLLEY_ERR_STATE,
+                "this client runs on the caller's clock (a _at call came first): keep to the _at calls",
+            ),
+            _ => {
+                self.clock = Clock::System;
+                Ok(unix_now())
+            }
+        }
+    }
+
+    /// The client's time at the caller's `now_us`, or a refusal when it runs on the system
+    /// clock. The caller's clock may start anywhere; its first reading is placed at the
+    /// system's time then (the client was made on that), and it must never go back.
+    fn caller_now(&mut self, now_us: u64) -> Result<Duration, Fail> {
+        match self.clock {
+            Clock::System => fail(
+                VOLLEY_ERR_STATE,
+                "this client runs on the system clock (volley_client_poll or volley_client_entities came first): keep to those calls",
+            ),
+            Clock::Unset => {
+                let base = unix_now();
+                self.clock = Clock::Caller { first: now_us, base, last: now_us };
+                Ok(base)
+            }
+            Clock::Caller { first, base, last } => {
+                if now_us < last {
+                    return fail(
+                        VOLLEY_ERR_STATE,
+                        format!("the time went back: {now_us} µs after {last} µs (the clock must never go back)"),
+                    );
+                }
+                self.clock = Clock::Caller { first, base, last: now_us };
+                Ok(base + Duration::from_micros(now_us - first))
+            }
+        }
+    }
+
+    /// The time to say goodbye at: the newest the client was given.
+    fn goodbye_now(&self) -> Duration {
+        match self.clock {
+            Clock::Caller { first, base, last } => base + Duration::from_micros(last - first),
+            _ => unix_now(),
+        }
+    }
 }
 
 /// Every live client by handle. Handles count up from 1 and are never reused, so a freed
@@ -261,11 +332,11 @@ pub unsafe extern "C" fn volley_client_new(
             bind.parse().or_else(|e| fail(VOLLEY_ERR_IO, format!("bind address {bind:?}: {e}")))?;
         let schema = Schema::from_json(json).or_else(|e| fail(VOLLEY_ERR_SCHEMA, e.to_string()))?;
         let token = ConnectToken::from_bytes(token).or_else(|e| fail(VOLLEY_ERR_TOKEN, e.to_string()))?;
-        let clock = volley::server::unix_now;
-        let client = GameClient::new(token, Arc::new(schema), clock());
+        let client = GameClient::new(token, Arc::new(schema), unix_now());
         let polled =
-            PolledClient::bind(client, bind, clock).or_else(|e| fail(VOLLEY_ERR_IO, format!("bind {bind}: {e}")))?;
-        let entry = Entry { polled, ids: Vec::new(), values: Vec::new(), held: None, held_notice: None };
+            PolledClient::bind(client, bind, unix_now).or_else(|e| fail(VOLLEY_ERR_IO, format!("bind {bind}: {e}")))?;
+        let entry =
+            Entry { polled, ids: Vec::new(), values: Vec::new(), held: None, held_notice: None, clock: Clock::Unset };
         let mut r = registry();
         let handle = r.next;
         r.next += 1;
@@ -286,7 +357,8 @@ pub extern "C" fn volley_client_free(client: u64) -> i32 {
             return fail(VOLLEY_ERR_HANDLE, format!("no client {client} (never made, or freed)"));
         };
         if let Ok(mut e) = entry.lock() {
-            e.polled.disconnect();
+            let now = e.goodbye_now();
+            e.polled.disconnect_at(now);
         }
         Ok(VOLLEY_OK)
     })
@@ -294,7 +366,8 @@ pub extern "C" fn volley_client_free(client: u64) -> i32 {
 
 /// One frame: takes every datagram waiting, runs the client's timers and sends `input`
 /// (`input_len` bytes, at most 64: the game's own encoding) once connected. Returns how
-/// many new snapshots arrived (0 or more).
+/// many new snapshots arrived (0 or more). The time is the system clock's; see
+/// [`volley_client_poll_at`] for the game's own.
 ///
 /// # Safety
 /// `input` must point to `input_len` bytes (or be null with `input_len` 0).
@@ -302,18 +375,68 @@ pub extern "C" fn volley_client_free(client: u64) -> i32 {
 pub unsafe extern "C" fn volley_client_poll(client: u64, input: *const u8, input_len: usize) -> i32 {
     guard(|| {
         // SAFETY: forwarded from the caller.
-        let input = unsafe { bytes(input, input_len, "input") }?;
-        if input.len() > volley::protocol::input::MAX_INPUT_BYTES {
-            return fail(VOLLEY_ERR_MESSAGE, format!("an input of {} bytes (at most 64)", input.len()));
-        }
-        with_client(client, |e| Ok(i32::try_from(e.polled.poll(input)).unwrap_or(i32::MAX)))
+        let input = unsafe { input_of(input, input_len) }?;
+        with_client(client, |e| {
+            let now = e.system_now()?;
+            Ok(i32::try_from(e.polled.poll_at(now, input)).unwrap_or(i32::MAX))
+        })
     })
+}
+
+/// [`volley_client_poll`] at `now_us`, the game's own time in microseconds (an engine's
+/// frame clock, a test's): any clock that never goes back, from any start. A client keeps
+/// to the clock its first call that takes the time chose: after an `_at` call, the calls
+/// on the system clock ([`volley_client_poll`], [`volley_client_poll_watching`],
+/// [`volley_client_entities`]) are refused with [`VOLLEY_ERR_STATE`], and the other way
+/// round; so is a time before the last one given.
+///
+/// # Safety
+/// `input` must point to `input_len` bytes (or be null with `input_len` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_poll_at(client: u64, now_us: u64, input: *const u8, input_len: usize) -> i32 {
+    guard(|| {
+        // SAFETY: forwarded from the caller.
+        let input = unsafe { input_of(input, input_len) }?;
+        with_client(client, |e| {
+            let now = e.caller_now(now_us)?;
+            Ok(i32::try_from(e.polled.poll_at(now, input)).unwrap_or(i32::MAX))
+        })
+    })
+}
+
+/// An input's bytes, at most 64.
+///
+/// # Safety
+/// As [`bytes`].
+unsafe fn input_of<'a>(input: *const u8, input_len: usize) -> Result<&'a [u8], Fail> {
+    // SAFETY: forwarded from the caller.
+    let input = unsafe { bytes(input, input_len, "input") }?;
+    if input.len() > volley::protocol::input::MAX_INPUT_BYTES {
+        return fail(VOLLEY_ERR_MESSAGE, format!("an input of {} bytes (at most 64)", input.len()));
+    }
+    Ok(input)
 }
 
 /// [`volley_client_poll`] for a client that sends no input (a spectator).
 #[unsafe(no_mangle)]
 pub extern "C" fn volley_client_poll_watching(client: u64) -> i32 {
-    guard(|| with_client(client, |e| Ok(i32::try_from(e.polled.poll_watching()).unwrap_or(i32::MAX))))
+    guard(|| {
+        with_client(client, |e| {
+            let now = e.system_now()?;
+            Ok(i32::try_from(e.polled.poll_watching_at(now)).unwrap_or(i32::MAX))
+        })
+    })
+}
+
+/// [`volley_client_poll_watching`] at the game's own time (see [`volley_client_poll_at`]).
+#[unsafe(no_mangle)]
+pub extern "C" fn volley_client_poll_watching_at(client: u64, now_us: u64) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            let now = e.caller_now(now_us)?;
+            Ok(i32::try_from(e.polled.poll_watching_at(now)).unwrap_or(i32::MAX))
+        })
+    })
 }
 
 /// Where the client is: [`VOLLEY_CONNECTING`], [`VOLLEY_CONNECTED`] or [`VOLLEY_ENDED`].
@@ -400,18 +523,53 @@ pub unsafe extern "C" fn volley_client_entities(
     capacity: usize,
     out_count: *mut usize,
 ) -> i32 {
-    guard(|| {
-        with_client(client, |e| {
-            let Entry { polled, ids: id_buf, values: value_buf, .. } = e;
-            let Some(per) = polled.client.schema().kind(KindId::from(kind)).map(|k| k.values()) else {
-                return fail(VOLLEY_ERR_KIND, format!("no kind {kind} in the schema"));
-            };
-            polled.client.entity_values(kind, volley::server::unix_now(), id_buf, value_buf);
-            // SAFETY: forwarded from the caller.
-            unsafe { copy_out(id_buf, value_buf, per, ids, values, capacity, out_count) }?;
-            Ok(VOLLEY_OK)
-        })
-    })
+    // SAFETY: forwarded from the caller.
+    guard(|| with_client(client, |e| unsafe { entities(e, None, kind, ids, values, capacity, out_count) }))
+}
+
+/// [`volley_client_entities`] at the game's own time (see [`volley_client_poll_at`]).
+///
+/// # Safety
+/// As [`volley_client_entities`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_entities_at(
+    client: u64,
+    kind: u16,
+    now_us: u64,
+    ids: *mut u32,
+    values: *mut f64,
+    capacity: usize,
+    out_count: *mut usize,
+) -> i32 {
+    // SAFETY: forwarded from the caller.
+    guard(|| with_client(client, |e| unsafe { entities(e, Some(now_us), kind, ids, values, capacity, out_count) }))
+}
+
+/// The body of [`volley_client_entities`] and [`volley_client_entities_at`].
+///
+/// # Safety
+/// As [`volley_client_entities`].
+unsafe fn entities(
+    e: &mut Entry,
+    now_us: Option<u64>,
+    kind: u16,
+    ids: *mut u32,
+    values: *mut f64,
+    capacity: usize,
+    out_count: *mut usize,
+) -> Result<i32, Fail> {
+    let Some(per) = e.polled.client.schema().kind(KindId::from(kind)).map(|k| k.values()) else {
+        return fail(VOLLEY_ERR_KIND, format!("no kind {kind} in the schema"));
+    };
+    let now = match now_us {
+        Some(us) => e.caller_now(us)?,
+        None => e.system_now()?,
+    };
+    let Entry { polled, ids: id_buf, values: value_buf, .. } = e;
+    polled.client.entity_values(kind, now, id_buf, value_buf);
+    // SAFETY: forwarded from the caller.
+    unsafe { copy_out(id_buf, value_buf, per, ids, values, capacity, out_count) }?;
+    Ok(VOLLEY_OK)
 }
 
 /// Sends the game a message (`len` bytes; reliable: arrives once and in order, else an

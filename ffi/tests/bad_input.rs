@@ -161,3 +161,51 @@ fn small_buffers_unknown_kinds_and_early_calls_are_codes() {
     }
     assert_eq!(volley_client_free(c), VOLLEY_OK);
 }
+
+/// A client runs on the clock its first call that takes the time chose: the caller's (the
+/// `_at` calls) or the system's. Mixing them, or a time that goes back, is refused; and the
+/// caller's time is the one its timers follow (an hour of it ends an unanswered connect at
+/// once, whatever the wall clock says).
+#[test]
+fn a_client_keeps_to_one_clock_and_the_callers_time_runs_its_timers() {
+    let schema = schema_json();
+    let (rc, c) = new_client(&token(), &schema);
+    assert_eq!(rc, VOLLEY_OK);
+    let mut count = 0usize;
+    // SAFETY: null buffers with zero capacity, a writable count.
+    unsafe {
+        assert_eq!(volley_client_poll_at(c, 5_000_000, std::ptr::null(), 0), 0);
+        assert_eq!(volley_client_status(c), VOLLEY_CONNECTING);
+        assert_eq!(volley_client_poll(c, std::ptr::null(), 0), VOLLEY_ERR_STATE);
+        assert!(message().contains("caller's clock"), "{}", message());
+        assert_eq!(volley_client_poll_watching(c), VOLLEY_ERR_STATE);
+        assert_eq!(
+            volley_client_entities(c, 0, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut count),
+            VOLLEY_ERR_STATE
+        );
+        assert_eq!(
+            volley_client_entities_at(c, 0, 5_000_000, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut count),
+            VOLLEY_OK
+        );
+        assert_eq!(volley_client_poll_watching_at(c, 4_999_999), VOLLEY_ERR_STATE);
+        assert!(message().contains("went back"), "{}", message());
+        // An hour later on the caller's clock, a moment later on the wall's.
+        assert_eq!(volley_client_poll_at(c, 3_605_000_000, std::ptr::null(), 0), 0);
+        assert_eq!(volley_client_status(c), VOLLEY_ENDED, "the connect timed out on the caller's time");
+    }
+    assert_eq!(volley_client_free(c), VOLLEY_OK);
+
+    let (_, c) = new_client(&token(), &schema);
+    // SAFETY: as above.
+    unsafe {
+        assert_eq!(volley_client_poll(c, std::ptr::null(), 0), 0);
+        assert_eq!(volley_client_poll_at(c, 0, std::ptr::null(), 0), VOLLEY_ERR_STATE);
+        assert!(message().contains("system clock"), "{}", message());
+        assert_eq!(
+            volley_client_entities_at(c, 0, 0, std::ptr::null_mut(), std::ptr::null_mut(), 0, &mut count),
+            VOLLEY_ERR_STATE
+        );
+        assert_eq!(volley_client_status(c), VOLLEY_CONNECTING, "a moment of the wall's clock");
+    }
+    assert_eq!(volley_client_free(c), VOLLEY_OK);
+}

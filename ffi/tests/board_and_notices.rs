@@ -136,5 +136,29 @@ async fn the_board_and_the_notices_read_through_the_c_calls() {
         assert_eq!(text(&current), text(&kind));
     }
     assert_eq!(volley_client_free(c), VOLLEY_OK);
+
+    // A client on the game's own clock (microseconds from 0, as an engine counts frames)
+    // connects and plays as well.
+    p.client_id = 12;
+    let token = ConnectToken::generate(&p, &KEY).unwrap().to_bytes();
+    // SAFETY: valid pointers for their lengths.
+    let rc = unsafe { volley_client_new(token.as_ptr(), token.len(), schema.as_ptr(), std::ptr::null(), &mut c) };
+    assert_eq!(rc, VOLLEY_OK);
+    let start = std::time::Instant::now();
+    let mut snapshots = 0;
+    for _ in 0..300 {
+        let now_us = start.elapsed().as_micros() as u64;
+        // SAFETY: no input.
+        let got = unsafe { volley_client_poll_at(c, now_us, std::ptr::null(), 0) };
+        assert!(got >= 0, "{got}");
+        snapshots += got;
+        if snapshots >= 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(16)).await;
+    }
+    assert_eq!(volley_client_status(c), VOLLEY_CONNECTED);
+    assert!(snapshots >= 10, "{snapshots} snapshots on the caller's clock");
+    assert_eq!(volley_client_free(c), VOLLEY_OK);
     server.shutdown().await;
 }

@@ -99,34 +99,48 @@ impl PolledClient {
 
     /// One frame: takes every datagram waiting (and any held ones now due), runs the
     /// client's timers, and sends `input` (when connected). Returns how many new snapshots
-    /// arrived.
+    /// arrived. The time is the clock the client was bound with.
     pub fn poll(&mut self, input: &[u8]) -> usize {
-        self.poll_sending(Some(input))
+        let now = (self.clock)();
+        self.poll_at(now, input)
+    }
+
+    /// [`PolledClient::poll`] at `now`, a time the caller gives (a game engine's own clock,
+    /// a test's). The client's times are relative, so any clock serves that never goes back
+    /// and that every call gives the client, from [`GameClient::new`] on; a datagram is
+    /// dated `now` less the time the kernel says it waited in the socket.
+    pub fn poll_at(&mut self, now: Duration, input: &[u8]) -> usize {
+        self.poll_sending(now, Some(input))
     }
 
     /// [`PolledClient::poll`] for a client that sends no input (a spectator): it still
     /// acknowledges what it receives.
     pub fn poll_watching(&mut self) -> usize {
-        self.poll_sending(None)
+        let now = (self.clock)();
+        self.poll_sending(now, None)
     }
 
-    fn poll_sending(&mut self, input: Option<&[u8]>) -> usize {
-        let Self { client, socket, clock, link, buf, peer, stamps } = self;
+    /// [`PolledClient::poll_watching`] at `now` (see [`PolledClient::poll_at`]).
+    pub fn poll_watching_at(&mut self, now: Duration) -> usize {
+        self.poll_sending(now, None)
+    }
+
+    fn poll_sending(&mut self, now: Duration, input: Option<&[u8]>) -> usize {
+        let Self { client, socket, clock: _, link, buf, peer, stamps } = self;
         let mut snapshots = 0;
         link.release(
             |to, bytes| send(socket, peer, to, bytes),
-            |from, bytes| snapshots += usize::from(client.receive(clock(), from, bytes).is_some()),
+            |from, bytes| snapshots += usize::from(client.receive(now, from, bytes).is_some()),
         );
         // Bounded: a flood cannot hold the caller's loop.
         for _ in 0..256 {
             let Ok(got) = stamps.recv(socket, &mut buf[..]) else { break };
             let (n, from) = (got.len, got.from);
             if let Fate::Now = link.inbound(from, &buf[..n]) {
-                let at = arrival(clock(), got.waited);
+                let at = arrival(now, got.waited);
                 snapshots += usize::from(client.receive(at, from, &mut buf[..n]).is_some());
             }
         }
-        let now = clock();
         let mut tx = Tx { socket, peer, link };
         client.update(now, &mut tx);
         match input {
@@ -139,6 +153,11 @@ impl PolledClient {
     /// Disconnects, telling the server (straight, not through the conditioner).
     pub fn disconnect(&mut self) {
         let now = (self.clock)();
+        self.disconnect_at(now);
+    }
+
+    /// [`PolledClient::disconnect`] at `now` (see [`PolledClient::poll_at`]).
+    pub fn disconnect_at(&mut self, now: Duration) {
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         self.client.disconnect(now, &mut wire);
         for (to, bytes) in wire {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::client::GameClient;
 use crate::protocol::input::ViewTime;
+use crate::protocol::netcode::packet::{self, PacketKind};
 use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
@@ -26,6 +27,15 @@ use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
+/// The encrypted packet kinds a capture opens.
+const OPENED: packet::Allowed = packet::Allowed::of(&[
+    PacketKind::Denied,
+    PacketKind::Challenge,
+    PacketKind::Response,
+    PacketKind::KeepAlive,
+    PacketKind::Payload,
+    PacketKind::Disconnect,
+]);
 /// What the stepper's zones mint handoff tokens with.
 /// World `id`'s scoreboard columns, from its board (none: no board).
 fn columns_of(boards: &BTreeMap<WorldId, BoardSender>, id: WorldId) -> Vec<String> {
@@ -141,6 +151,30 @@ pub struct Stepper<W: World> {
     /// What failed, as the server's [`ServerHandle::failure`](crate::server::ServerHandle::failure)
     /// would say: the entry world, once it stopped.
     failure: Option<String>,
+    /// Each client's token keys (client to server, server to client), to read captures.
+    keys: Vec<(Key, Key)>,
+    /// The datagrams sent since [`Stepper::capture`], when capturing.
+    capture: Option<Vec<Datagram>>,
+}
+
+/// One datagram the stepper's network carried, as [`Stepper::captured`] gives it: a capture
+/// of the wire, decrypted with the client's keys (what `docs/wire.md` describes).
+#[derive(Debug, Clone)]
+pub struct Datagram {
+    /// When it was sent, on the stepper's clock.
+    pub at: Duration,
+    /// Its client's index in [`Stepper::clients`].
+    pub client: usize,
+    /// Sent by the client (else by the server).
+    pub to_server: bool,
+    /// Its netcode packet type.
+    pub kind: PacketKind,
+    /// Its length on the wire.
+    pub len: usize,
+    /// The plaintext of a payload packet.
+    pub payload: Option<Vec<u8>>,
+    /// Lost on the way (its link's conditioner dropped it).
+    pub lost: bool,
 }
 
 impl<W: World> Stepper<W> {
@@ -195,6 +229,8 @@ impl<W: World> Stepper<W> {
             views: BTreeMap::new(),
             retired_faults: BTreeMap::new(),
             failure: None,
+            keys: Vec::new(),
+            capture: None,
             world,
         }
     }
@@ -287,8 +323,10 @@ impl<W: World> Stepper<W> {
         };
         let seed = 0x1234_5678 ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         // Fixed nonce and keys keep the run deterministic.
-        let token = ConnectToken::generate_with(&params, &KEY, [i as u8; 24], [i as u8 ^ 1; 32], [i as u8 ^ 2; 32])
-            .expect("one server address");
+        let keys = ([i as u8 ^ 1; 32], [i as u8 ^ 2; 32]);
+        let token =
+            ConnectToken::generate_with(&params, &KEY, [i as u8; 24], keys.0, keys.1).expect("one server address");
+        self.keys.push(keys);
         let mut client = GameClient::new(token, self.settings.schema.clone(), self.now);
         if let Some(p) = &self.settings.predictor {
             client.set_predictor(p.clone());
@@ -323,7 +361,45 @@ impl<W: World> Stepper<W> {
         &self.settings.schema
     }
 
+    /// Starts capturing every datagram sent (see [`Stepper::captured`]), forgetting any
+    /// capture so far.
+    pub fn capture(&mut self) {
+        self.capture = Some(Vec::new());
+    }
+
+    /// The datagrams sent since [`Stepper::capture`] (or the last call), in the order they
+    /// were sent, each decrypted with its client's keys; capturing goes on.
+    pub fn captured(&mut self) -> Vec<Datagram> {
+        self.capture.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     fn post(&mut self, from: SocketAddr, to: SocketAddr, bytes: Vec<u8>, delay: Option<Duration>) {
+        if self.capture.is_some() {
+            let to_server = to == SERVER;
+            let peer = if to_server { from } else { to };
+            let client = self.clients.iter().position(|c| c.addr == peer).unwrap_or(usize::MAX);
+            let key = self.keys.get(client).map(|k| if to_server { k.0 } else { k.1 });
+            let kind = packet::read_header(&bytes).map(|h| h.kind);
+            let mut copy = bytes.clone();
+            let payload = key.and_then(|key| {
+                let (_, p) = packet::open_packet(&mut copy, OPENED, crate::DEFAULT_PROTOCOL_ID, &key, None).ok()?;
+                match p {
+                    packet::Packet::Payload(plain) => Some(plain.to_vec()),
+                    _ => None,
+                }
+            });
+            if let (Ok(kind), Some(c)) = (kind, self.capture.as_mut()) {
+                c.push(Datagram {
+                    at: self.now,
+                    client,
+                    to_server,
+                    kind,
+                    len: bytes.len(),
+                    payload,
+                    lost: delay.is_none(),
+                });
+            }
+        }
         if let Some(d) = delay {
             self.order += 1;
             self.in_flight.push(InFlight { at: self.now + d, order: self.order, from, to, bytes });
