@@ -4,12 +4,8 @@
 //! `tests/prometheus_e2e.rs` runs every query against a real Prometheus.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "support/prom.rs"]
-mod prom;
-#[path = "support/promql.rs"]
-mod promql;
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::prom;
+use crate::promql;
 
 use std::collections::HashSet;
 use std::sync::Arc;

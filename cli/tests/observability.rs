@@ -3,10 +3,8 @@
 //! `/readyz` says when the server is full, `/players` has one row per player.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "support/prom.rs"]
-mod prom;
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::prom;
+use crate::tools;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,10 +4,7 @@
 //! template variables substituted: each must return a non-empty, finite result.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "support/prom.rs"]
-mod prom;
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::prom;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -7,8 +7,7 @@
 //! zone's state as each publishes it every tick: see the program's `oracle` module).
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::tools;
 
 use std::process::Command;
 

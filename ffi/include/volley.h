@@ -1,5 +1,5 @@
 /* volley's client as a C library: generated from ffi/src/lib.rs by cbindgen (do not edit;
- * `VOLLEY_BLESS=1 cargo test -p volley-ffi --test header` writes it again).
+ * `VOLLEY_BLESS=1 cargo test -p volley-ffi --test it header` writes it again).
  *
  * Every function returns 0 or a count on success and a negative VOLLEY_ERR_* code on
  * failure (volley_last_error copies the message). A client is a uint64_t handle; a handle

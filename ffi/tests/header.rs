@@ -1,6 +1,6 @@
 //! The checked-in header, `include/volley.h`, is what cbindgen makes of `src/lib.rs` with
 //! `cbindgen.toml`: a stale header fails here. `VOLLEY_BLESS=1 cargo test -p volley-ffi
-//! --test header` writes it again.
+//! --test it header` writes it again.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 #[test]
@@ -21,6 +21,6 @@ fn the_checked_in_header_is_what_cbindgen_makes_of_the_library() {
     let have = std::fs::read(&path).unwrap_or_default();
     assert!(
         have == made,
-        "include/volley.h is not what cbindgen makes of src/lib.rs: run `VOLLEY_BLESS=1 cargo test -p volley-ffi --test header` and commit it"
+        "include/volley.h is not what cbindgen makes of src/lib.rs: run `VOLLEY_BLESS=1 cargo test -p volley-ffi --test it header` and commit it"
     );
 }

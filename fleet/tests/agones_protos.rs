@@ -52,7 +52,7 @@ fn check(kept: &Path, files: &[(String, String)]) {
     }
     assert!(
         stale.is_empty(),
-        "generated code differs from what fleet/proto/ gives: {stale:?}; run `VOLLEY_BLESS=1 cargo test -p volley-fleet --test agones_protos` and commit the result"
+        "generated code differs from what fleet/proto/ gives: {stale:?}; run `VOLLEY_BLESS=1 cargo test -p volley-fleet --test it agones_protos` and commit the result"
     );
 }
 

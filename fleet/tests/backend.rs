@@ -4,8 +4,7 @@
 //! connections stay bounded; `/metrics` passes `promtool check metrics`.
 #![allow(clippy::unwrap_used, missing_docs)]
 
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::tools;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -16,10 +16,8 @@ use volley::protocol::zone::{ZoneId, ZoneLayout};
 use volley::server::zone::{ZoneGame, ZoneLink, ZoneOptions};
 use volley_zones::{BusConfig, ZoneBus};
 
-#[path = "support/nats.rs"]
-mod nats;
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::nats_support as nats;
+use crate::tools;
 use nats::Nats;
 
 const KEY: [u8; 32] = [9; 32];

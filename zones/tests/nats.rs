@@ -12,12 +12,9 @@ use volley::prelude::*;
 use volley::protocol::zone::handoff::{Offer, Outcome};
 use volley_zones::ZoneBus;
 
-#[path = "support/dots.rs"]
-mod dots;
-#[path = "support/nats.rs"]
-mod nats;
-#[path = "../../tests/support/tools.rs"]
-mod tools;
+use crate::dots;
+use crate::nats_support as nats;
+use crate::tools;
 use dots::{RADIUS, Zone, read_view, within};
 use nats::Nats;
 

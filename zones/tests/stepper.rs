@@ -10,8 +10,7 @@ use volley::prelude::*;
 use volley::protocol::snapshot::world::split_id;
 use volley::server::zone::ZoneLink;
 
-#[path = "support/dots.rs"]
-mod dots;
+use crate::dots;
 use dots::{RADIUS, Zone, read_view, within};
 
 fn zone(me: u16) -> (Stepper<Zone>, Arc<Mutex<Option<ZoneLink>>>) {
