@@ -1,7 +1,8 @@
 //! The dashboards and alert rules: Grafana JSON models that are well formed (unique ids and
 //! uids, units, the datasource/job/instance variables) and read only metrics the server
 //! exports; Prometheus rules that `promtool check rules` and `promtool test rules` pass.
-//! `tests/prometheus_e2e.rs` runs every query against a real Prometheus.
+//! `tests/prometheus_e2e.rs` runs every query against a real Prometheus. They are written by
+//! `tools/dashboards.py`, and checked to be what it writes.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use crate::prom;
@@ -126,4 +127,17 @@ fn alert_rules_pass_promtool_check_and_unit_tests() {
         String::from_utf8_lossy(&test.stdout),
         String::from_utf8_lossy(&test.stderr)
     );
+}
+
+/// The dashboards are what `tools/dashboards.py` writes (it keeps their panels alike: the
+/// datasource, job and instance filters, units): a panel added by hand to the JSON alone
+/// fails here, and the script is where a panel goes.
+#[test]
+fn the_dashboards_are_what_the_script_writes() {
+    let out = std::process::Command::new("python3")
+        .arg(prom::root().join("tools/dashboards.py"))
+        .arg("--check")
+        .output()
+        .unwrap_or_else(|e| panic!("python3 (every machine has it): {e}"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
