@@ -27,15 +27,6 @@ use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions
 use crate::transport::conditioner::{LinkConditioner, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
-/// The encrypted packet kinds a capture opens.
-const OPENED: packet::Allowed = packet::Allowed::of(&[
-    PacketKind::Denied,
-    PacketKind::Challenge,
-    PacketKind::Response,
-    PacketKind::KeepAlive,
-    PacketKind::Payload,
-    PacketKind::Disconnect,
-]);
 /// What the stepper's zones mint handoff tokens with.
 /// World `id`'s scoreboard columns, from its board (none: no board).
 fn columns_of(boards: &BTreeMap<WorldId, BoardSender>, id: WorldId) -> Vec<String> {
@@ -382,7 +373,9 @@ impl<W: World> Stepper<W> {
             let kind = packet::read_header(&bytes).map(|h| h.kind);
             let mut copy = bytes.clone();
             let payload = key.and_then(|key| {
-                let (_, p) = packet::open_packet(&mut copy, OPENED, crate::DEFAULT_PROTOCOL_ID, &key, None).ok()?;
+                let (_, p) =
+                    packet::open_packet(&mut copy, packet::Allowed::ENCRYPTED, crate::DEFAULT_PROTOCOL_ID, &key, None)
+                        .ok()?;
                 match p {
                     packet::Packet::Payload(plain) => Some(plain.to_vec()),
                     _ => None,

@@ -75,6 +75,16 @@ impl Allowed {
         Self(bits)
     }
 
+    /// Every kind that travels encrypted (all but the connection request).
+    pub const ENCRYPTED: Self = Self::of(&[
+        PacketKind::Denied,
+        PacketKind::Challenge,
+        PacketKind::Response,
+        PacketKind::KeepAlive,
+        PacketKind::Payload,
+        PacketKind::Disconnect,
+    ]);
+
     /// Whether `kind` is in the set.
     pub const fn contains(self, kind: PacketKind) -> bool {
         self.0 & kind.bit() != 0
@@ -316,14 +326,7 @@ mod tests {
 
     const KEY: Key = [4u8; 32];
     const PID: u64 = 99;
-    const ALL: Allowed = Allowed::of(&[
-        PacketKind::Denied,
-        PacketKind::Challenge,
-        PacketKind::Response,
-        PacketKind::KeepAlive,
-        PacketKind::Payload,
-        PacketKind::Disconnect,
-    ]);
+    const ALL: Allowed = Allowed::ENCRYPTED;
 
     fn round_trip(p: &Packet<'_>, seq: u64) -> Vec<u8> {
         let mut buf = [0u8; MAX_PACKET_BYTES];
