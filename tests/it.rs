@@ -49,6 +49,8 @@ mod rtt;
 mod schema_doc;
 #[path = "scoreboard.rs"]
 mod scoreboard;
+#[path = "send_rate.rs"]
+mod send_rate;
 #[path = "snapshot_props.rs"]
 mod snapshot_props;
 #[path = "snapshot_sizes.rs"]

@@ -163,6 +163,13 @@ struct ServerArgs {
     /// net.core.rmem_max / wmem_max).
     #[arg(long, env = "VOLLEY_SOCKET_BUFFER", default_value_t = 4 << 20)]
     socket_buffer: usize,
+    /// The most each client is sent, bytes a second: its send rate's budget on a quiet link
+    /// (the rate drops below it while the client's link queues, and grows back).
+    #[arg(long, env = "VOLLEY_MAX_SEND_RATE", default_value_t = 125_000)]
+    max_send_rate: u32,
+    /// The least each client's send rate drops to, bytes a second.
+    #[arg(long, env = "VOLLEY_MIN_SEND_RATE", default_value_t = 4_000)]
+    min_send_rate: u32,
     /// Predicted, range-coded snapshots: fewer bytes where much moves (physics scenes), more
     /// encode time per changed entity.
     #[arg(long, env = "VOLLEY_PREDICT_SNAPSHOTS")]
@@ -395,6 +402,8 @@ struct FileConfig {
     stall_after: Option<f64>,
     send_batch: Option<usize>,
     socket_buffer: Option<usize>,
+    max_send_rate: Option<u32>,
+    min_send_rate: Option<u32>,
     predict_snapshots: Option<bool>,
     match_size: Option<usize>,
     match_min: Option<usize>,
@@ -480,6 +489,12 @@ fn apply_config_text(a: &mut ServerArgs, text: &str, unset: impl Fn(&str) -> boo
     if let Some(v) = f.socket_buffer.filter(|_| unset("socket_buffer")) {
         a.socket_buffer = v;
     }
+    if let Some(v) = f.max_send_rate.filter(|_| unset("max_send_rate")) {
+        a.max_send_rate = v;
+    }
+    if let Some(v) = f.min_send_rate.filter(|_| unset("min_send_rate")) {
+        a.min_send_rate = v;
+    }
     if let Some(v) = f.predict_snapshots.filter(|_| unset("predict_snapshots")) {
         a.predict_snapshots = v;
     }
@@ -555,6 +570,8 @@ fn validate(a: &ServerArgs) -> Result<(), String> {
     within("--snapshot-rate", a.snapshot_rate, 1, a.tick_rate)?;
     within("--send-batch", a.send_batch, 1, volley::transport::batch::BATCH)?;
     within("--socket-buffer", a.socket_buffer, 0, 1 << 30)?;
+    within("--max-send-rate", a.max_send_rate, 2_000, 1 << 30)?;
+    within("--min-send-rate", a.min_send_rate, 1_000, a.max_send_rate)?;
     // A match larger than the server never fills; it starts short of full (--match-wait).
     within("--match-size", a.match_size, 0, volley::server::MAX_PLAYERS)?;
     within("--match-min", a.match_min, 1, volley::server::MAX_PLAYERS)?;
@@ -583,6 +600,8 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     c.stall_after = Duration::from_secs_f64(a.stall_after);
     c.send_batch = a.send_batch;
     c.socket_buffer_bytes = a.socket_buffer;
+    c.send_rate.max_bytes_per_second = a.max_send_rate;
+    c.send_rate.min_bytes_per_second = a.min_send_rate;
     c.predict_snapshots = a.predict_snapshots;
     c.admin_addr = match a.admin.as_str() {
         "off" | "" => None,
@@ -1408,7 +1427,7 @@ mod tests {
     }
 
     /// Every key of the config file.
-    const KEYS: [&str; 27] = [
+    const KEYS: [&str; 29] = [
         "bind",
         "public_addr",
         "private_key",
@@ -1425,6 +1444,8 @@ mod tests {
         "stall_after",
         "send_batch",
         "socket_buffer",
+        "max_send_rate",
+        "min_send_rate",
         "predict_snapshots",
         "match_size",
         "match_min",

@@ -243,6 +243,8 @@ pub struct PlayerStats {
     pub reliable_resends: u64,
     /// Reliable messages waiting for an ack.
     pub reliable_queue: u64,
+    /// Its send rate budget, in bytes a second.
+    pub send_rate_bytes_per_second: u32,
 }
 
 /// Histogram handles, cached at construction.
@@ -252,6 +254,7 @@ struct Histograms {
     rtt: Histogram,
     jitter: Histogram,
     loss: Histogram,
+    send_rate: Histogram,
     baseline_age: Histogram,
     input_delay: Histogram,
     input_effect: Histogram,
@@ -279,6 +282,9 @@ pub const RTT_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 
 pub const JITTER_BUCKETS: &[f64] = &[0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.1, 0.2];
 /// Buckets for loss ratios.
 pub const LOSS_BUCKETS: &[f64] = &[0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0];
+/// Buckets for send rates, in bytes a second (32 kbit/s to 1 Mbit/s and beyond).
+pub const RATE_BUCKETS: &[f64] =
+    &[4_000.0, 8_000.0, 16_000.0, 24_000.0, 32_000.0, 48_000.0, 64_000.0, 96_000.0, 124_999.0, 250_000.0];
 /// Baseline ages, in ticks, that get a narrow bucket of their own (a baseline age is a whole
 /// number of ticks; a bucket edge on it would put its quantiles half a tick low).
 const BASELINE_TICKS: [f64; 10] = [1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0];
@@ -354,6 +360,13 @@ pub struct Totals {
     pub player_backlog: u64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
     pub snapshots_replaced: u64,
+    /// Snapshots not sent because the client's send rate budget was spent.
+    pub snapshots_held: u64,
+    /// Entities that changed but were left for a later snapshot (the packet's budget was
+    /// full; the priority accumulator chose what went).
+    pub entities_deferred: u64,
+    /// Times a client's send rate was cut for a queueing link.
+    pub send_rate_cuts: u64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub inputs_dropped: u64,
     /// System calls that received datagrams (each takes up to a batch).
@@ -422,6 +435,10 @@ pub struct ServerMetrics {
     pub(crate) player_backlog: AtomicU64,
     /// Snapshots replaced in a player's slot before its actor took them (it fell behind).
     pub(crate) snapshots_replaced: AtomicU64,
+    /// Snapshots the send rate held back, entities deferred by priority, rate cuts.
+    pub(crate) snapshots_held: AtomicU64,
+    pub(crate) entities_deferred: AtomicU64,
+    pub(crate) send_rate_cuts: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub(crate) inputs_dropped: AtomicU64,
     /// Datagrams and snapshots by the path that took them ([`DeliveryPath`]).
@@ -527,6 +544,7 @@ impl ServerMetrics {
         b = buckets(b, "volley_rtt_seconds", RTT_BUCKETS);
         b = buckets(b, "volley_jitter_seconds", JITTER_BUCKETS);
         b = buckets(b, "volley_packet_loss_ratio", LOSS_BUCKETS);
+        b = buckets(b, "volley_send_rate_bytes_per_second", RATE_BUCKETS);
         b = buckets(b, "volley_snapshot_baseline_age_seconds", &baseline);
         b = buckets(b, "volley_input_delay_seconds", &input_delay);
         b = buckets(b, "volley_input_effect_seconds", &tick);
@@ -543,6 +561,7 @@ impl ServerMetrics {
             rtt: h("volley_rtt_seconds", &[]),
             jitter: h("volley_jitter_seconds", &[]),
             loss: h("volley_packet_loss_ratio", &[]),
+            send_rate: h("volley_send_rate_bytes_per_second", &[]),
             baseline_age: h("volley_snapshot_baseline_age_seconds", &[]),
             input_delay: h("volley_input_delay_seconds", &[]),
             input_effect: h("volley_input_effect_seconds", &[]),
@@ -579,6 +598,9 @@ impl ServerMetrics {
             handshakes_given_way: AtomicU64::new(0),
             player_backlog: AtomicU64::new(0),
             snapshots_replaced: AtomicU64::new(0),
+            snapshots_held: AtomicU64::new(0),
+            entities_deferred: AtomicU64::new(0),
+            send_rate_cuts: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
             deliveries: Default::default(),
             tables: Default::default(),
@@ -643,6 +665,18 @@ impl ServerMetrics {
         );
         d("volley_snapshot_full_total", None, "Snapshots sent in full because no acknowledged baseline was usable.");
         d("volley_snapshots_total", None, "Snapshots sent.");
+        d("volley_snapshots_held_total", None, "Snapshots not sent because the client's send rate budget was spent.");
+        d(
+            "volley_snapshot_entities_deferred_total",
+            None,
+            "Entities that changed but were left for a later snapshot: the packet's budget was full, priority chose.",
+        );
+        d("volley_send_rate_cuts_total", None, "Times a client's send rate was cut because its link queued.");
+        d(
+            "volley_send_rate_bytes_per_second",
+            None,
+            "Players' send rate budgets in bytes a second, sampled once a second each.",
+        );
         d(
             "volley_snapshots_replaced_total",
             None,
@@ -1102,10 +1136,13 @@ impl ServerMetrics {
         self.bytes_received.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Records a snapshot sent: its encoded and sent sizes and the age of its baseline
-    /// (`None` for a full snapshot).
-    pub fn record_snapshot(&self, encoded: usize, sent: usize, baseline_age: Option<Duration>) {
+    /// Records a snapshot sent: its encoded and sent sizes, the age of its baseline (`None`
+    /// for a full snapshot) and the changed entities it left for later (over its budget).
+    pub fn record_snapshot(&self, encoded: usize, sent: usize, baseline_age: Option<Duration>, deferred: u32) {
         self.snapshots.fetch_add(1, Ordering::Relaxed);
+        if deferred > 0 {
+            self.entities_deferred.fetch_add(u64::from(deferred), Ordering::Relaxed);
+        }
         self.snapshot_bytes.fetch_add(encoded as u64, Ordering::Relaxed);
         self.hist.snapshot_encoded.record(encoded as f64);
         self.hist.snapshot_sent.record(sent as f64);
@@ -1117,8 +1154,10 @@ impl ServerMetrics {
         }
     }
 
-    /// Records one player's link figures (sampled about once a second per player).
-    pub fn record_link(&self, rtt: Duration, jitter: Duration, loss: f64) {
+    /// Records one player's link figures and send rate in bytes a second (sampled about
+    /// once a second per player).
+    pub fn record_link(&self, rtt: Duration, jitter: Duration, loss: f64, send_rate: u32) {
+        self.hist.send_rate.record(f64::from(send_rate));
         self.hist.rtt.record(rtt.as_secs_f64());
         self.hist.jitter.record(jitter.as_secs_f64());
         self.hist.loss.record(loss.clamp(0.0, 1.0));
@@ -1279,6 +1318,9 @@ impl ServerMetrics {
             received_held: get(&self.received_held),
             player_backlog: get(&self.player_backlog),
             snapshots_replaced: get(&self.snapshots_replaced),
+            snapshots_held: get(&self.snapshots_held),
+            entities_deferred: get(&self.entities_deferred),
+            send_rate_cuts: get(&self.send_rate_cuts),
             inputs_dropped: get(&self.inputs_dropped),
             receive_calls: get(&self.receive_calls),
             send_calls: get(&self.send_calls),
@@ -1328,6 +1370,9 @@ impl ServerMetrics {
         self.gauge("volley_tick_period_seconds", &[], self.tick_period().as_secs_f64());
         self.counter("volley_snapshots_total", &[], get(&self.snapshots));
         self.counter("volley_snapshots_replaced_total", &[], get(&self.snapshots_replaced));
+        self.counter("volley_snapshots_held_total", &[], get(&self.snapshots_held));
+        self.counter("volley_snapshot_entities_deferred_total", &[], get(&self.entities_deferred));
+        self.counter("volley_send_rate_cuts_total", &[], get(&self.send_rate_cuts));
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));
@@ -1508,7 +1553,7 @@ mod bucket_tests {
             let m = ServerMetrics::with_tick_rate(hz);
             let p = Duration::from_secs(1) / u32::from(hz);
             for _ in 0..100 {
-                m.record_snapshot(10, 20, Some(p));
+                m.record_snapshot(10, 20, Some(p), 0);
                 m.record_tick(Duration::from_micros(30), Duration::ZERO);
                 m.record_input_delay(p / 2);
             }

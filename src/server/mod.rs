@@ -251,6 +251,14 @@ pub struct ServerConfig {
     /// Record every world into a new file in this folder while it runs
     /// ([`WorldOptions::recorded`] records one); off by default.
     pub record: Option<std::path::PathBuf>,
+    /// Each client's send rate ([`SendRate`]): snapshots are sent within a budget of bytes
+    /// a second that drops when the client's link queues (its round trip grows) and grows
+    /// back when it does not. By default at most 125 000 bytes a second (1 Mbit/s, more
+    /// than a full packet every tick at 60 Hz: a quiet link is never held back), at least
+    /// 4 000, 15 ms of queueing allowed.
+    ///
+    /// [`SendRate`]: crate::protocol::reliability::SendRate
+    pub send_rate: crate::protocol::reliability::RateConfig,
 }
 
 impl ServerConfig {
@@ -279,6 +287,7 @@ impl ServerConfig {
             socket_buffer_bytes: 4 << 20,
             world_kinds: vec!["main".into()],
             record: None,
+            send_rate: crate::protocol::reliability::RateConfig::default(),
         }
     }
 }
@@ -559,6 +568,7 @@ pub async fn start_with<W: World>(
             snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),
             sender: crate::protocol::snapshot::SenderConfig { predict: config.predict_snapshots, ..Default::default() },
             predictor: config.snapshot_predictor.clone(),
+            rate: config.send_rate,
         },
         broadcaster: broadcaster.clone(),
         metrics: metrics.clone(),

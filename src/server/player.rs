@@ -52,6 +52,7 @@ struct Figures {
     heartbeats: u64,
     resends: u64,
     reliable_queue: u64,
+    rate_cuts: u64,
     connected_at: Option<Instant>,
 }
 
@@ -85,7 +86,10 @@ impl PlayerState {
         let m = &self.args.metrics;
         let link = session.channel().link();
         let (rtt, jitter, loss) = (link.rtt(), link.jitter(), link.loss());
-        m.record_link(rtt, jitter, loss);
+        let rate = session.send_rate();
+        m.record_link(rtt, jitter, loss, rate.bytes_per_second());
+        m.send_rate_cuts.fetch_add(rate.cuts().saturating_sub(self.figures.rate_cuts), Ordering::Relaxed);
+        self.figures.rate_cuts = rate.cuts();
         let resends = session.channel().stats().resends;
         m.reliable_resends.fetch_add(resends.saturating_sub(self.figures.resends), Ordering::Relaxed);
         self.figures.resends = resends;
@@ -108,6 +112,7 @@ impl PlayerState {
             full_snapshots: fig.full_snapshots.load(Ordering::Relaxed),
             reliable_resends: resends,
             reliable_queue: queue,
+            send_rate_bytes_per_second: rate.bytes_per_second(),
         });
     }
 }

@@ -13,11 +13,20 @@ use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
-use crate::protocol::reliability::{Channel, ChannelConfig};
+use crate::protocol::reliability::{Channel, ChannelConfig, RateConfig, SendRate};
 use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
 use crate::protocol::snapshot::{EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender};
 use crate::protocol::system::WorldNotice;
+
+/// Bytes on the wire around a reliability frame: the netcode packet's prefix, sequence and
+/// tag, and the IP and UDP headers (what a narrow link carries too).
+const WIRE_OVERHEAD: usize = 1 + 8 + 16 + 28;
+/// The reliability frame's own header around a snapshot (sequence, acks, the state's tag
+/// and length).
+const FRAME_HEADER: usize = 16;
+/// A snapshot is held back (the budget fills on) rather than sent in less room than this.
+const MIN_SNAPSHOT_ROOM: usize = 128;
 
 /// What a datagram meant.
 #[derive(Debug, PartialEq, Eq)]
@@ -223,6 +232,10 @@ pub(crate) struct PlayerSession {
     connection: Connection,
     channel: Channel,
     sender: SnapshotSender,
+    /// The budget its snapshots are sent within, following its link.
+    rate: SendRate,
+    /// Snapshots not sent because the budget was spent, not yet counted by the caller.
+    held_for_rate: u64,
     dedup: InputDedup,
     interest: Vec<Interest>,
     /// One world's interest, before it is shifted into the merged view's.
@@ -287,6 +300,8 @@ pub(crate) struct SessionSettings {
     pub sender: SenderConfig,
     /// The game's own snapshot predictor, if any.
     pub predictor: Option<Arc<dyn Predictor>>,
+    /// Each client's send rate: its bounds and the queueing it allows.
+    pub rate: RateConfig,
 }
 
 impl std::fmt::Debug for SessionSettings {
@@ -308,7 +323,7 @@ impl SessionSettings {
 impl PlayerSession {
     /// A session for an accepted connection.
     pub(crate) fn new(connection: Connection, settings: &SessionSettings) -> Self {
-        let SessionSettings { schema, params, snapshot_every, sender, predictor } = settings.clone();
+        let SessionSettings { schema, params, snapshot_every, sender, predictor, rate } = settings.clone();
         let mut sender = SnapshotSender::new(schema, sender);
         if let Some(p) = predictor {
             sender.set_predictor(p);
@@ -321,6 +336,8 @@ impl PlayerSession {
                 ..ChannelConfig::default()
             }),
             sender,
+            rate: SendRate::new(rate),
+            held_for_rate: 0,
             dedup: InputDedup::default(),
             interest: Vec::new(),
             scratch: Vec::new(),
@@ -468,6 +485,16 @@ impl PlayerSession {
         }
     }
 
+    /// The send rate its snapshots follow.
+    pub(crate) fn send_rate(&self) -> &SendRate {
+        &self.rate
+    }
+
+    /// Snapshots held back by the send rate since the last call.
+    pub(crate) fn take_held_for_rate(&mut self) -> u64 {
+        std::mem::take(&mut self.held_for_rate)
+    }
+
     /// Inputs dropped past [`MAX_INPUTS_PER_TICK`] since this was last asked.
     pub(crate) fn take_refused_inputs(&mut self) -> u64 {
         std::mem::take(&mut self.refused_inputs)
@@ -545,14 +572,23 @@ impl PlayerSession {
         }
         // A fresh list each time, checked: a game's mistake here costs its own ordering, not
         // every client's snapshots.
+        // The send rate's budget bounds the snapshot; what else rides in the packet (the
+        // game's reliable messages, which must not starve) is paid for by later snapshots.
+        self.rate.update(now, self.channel.link(), self.channel.stats().bytes_acked);
+        let budget = self.rate.room(now).saturating_sub(WIRE_OVERHEAD + FRAME_HEADER);
+        if budget < MIN_SNAPSHOT_ROOM {
+            self.held_for_rate += 1;
+            return None;
+        }
         let relevancy_fixed = view.interest(self.id, &mut self.interest, &mut self.scratch);
-        let room = self.channel.state_room().min(MAX_PAYLOAD_BYTES - 64);
+        let room = self.channel.state_room().min(MAX_PAYLOAD_BYTES - 64).min(budget);
         self.snapshot_buf.resize(room, 0);
         self.snapshot_buf[..4].copy_from_slice(&applied_input.unwrap_or(u32::MAX).to_le_bytes());
         let stats = self.sender.encode(world, &self.interest, &mut self.snapshot_buf[4..]).ok()?;
         let mut packet = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.channel.build_packet(now, Some(&self.snapshot_buf[..4 + stats.bytes]), &mut packet);
         let _ = self.connection.send_payload(now, &packet[..n], tx);
+        self.rate.spend(n + WIRE_OVERHEAD);
         Some(SentSnapshot {
             encode: stats,
             state_bytes: 4 + stats.bytes,

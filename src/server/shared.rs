@@ -637,6 +637,10 @@ impl PlayerShared {
         let mut tx = BatchTx::new(&env.batcher, effect);
         let sent = session.on_snapshot(now, world, mine, &mut tx);
         let m = &env.metrics;
+        let held = session.take_held_for_rate();
+        if held > 0 {
+            m.snapshots_held.fetch_add(held, Ordering::Relaxed);
+        }
         let Some(sent) = sent else { return };
         if sent.relevancy_fixed {
             let n = m.record_world_fault(WorldFault::RelevancyOrder);
@@ -661,7 +665,7 @@ impl PlayerShared {
             m.record_sent_bytes(SentKind::Overhead, tx.bytes - frame);
         }
         let age = sent.encode.baseline.map(|b| sent.tick.wrapping_sub(b));
-        m.record_snapshot(sent.encode.bytes, sent.frame_bytes, age.map(|t| env.tick_period * t));
+        m.record_snapshot(sent.encode.bytes, sent.frame_bytes, age.map(|t| env.tick_period * t), sent.encode.deferred);
         f.snapshots.fetch_add(1, Ordering::Relaxed);
         f.full_snapshots.fetch_add(u64::from(age.is_none()), Ordering::Relaxed);
         f.baseline_age_ticks.store(age.unwrap_or(u32::MAX), Ordering::Relaxed);

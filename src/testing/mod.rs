@@ -14,6 +14,7 @@ use crate::protocol::netcode::packet::{self, PacketKind};
 use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection};
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
+use crate::protocol::reliability::RateConfig;
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
@@ -24,7 +25,7 @@ use crate::server::world::{Numbers, Request, TokenKeys};
 use crate::server::world_actor::{Start, start_world};
 use crate::server::worlds::{Directory, Effect, ToWorld, View};
 use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions, Worlds};
-use crate::transport::conditioner::{LinkConditioner, LinkProfile};
+use crate::transport::conditioner::{Bottleneck, LinkConditioner, LinkCounts, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
 /// What the stepper's zones mint handoff tokens with.
@@ -216,6 +217,7 @@ impl<W: World> Stepper<W> {
                 snapshot_every: 1,
                 sender: SenderConfig::default(),
                 predictor: None,
+                rate: RateConfig::default(),
             },
             views: BTreeMap::new(),
             retired_faults: BTreeMap::new(),
@@ -281,6 +283,35 @@ impl<W: World> Stepper<W> {
     pub fn with_predictor(mut self, predictor: Arc<dyn Predictor>) -> Self {
         self.settings.predictor = Some(predictor);
         self
+    }
+
+    /// Each client's send rate (as [`ServerConfig::send_rate`]), for the players that connect
+    /// from now on.
+    ///
+    /// [`ServerConfig::send_rate`]: crate::server::ServerConfig::send_rate
+    pub fn with_send_rate(mut self, rate: RateConfig) -> Self {
+        self.settings.rate = rate;
+        self
+    }
+
+    /// Puts a bottleneck on the link from the server to client `i` (a narrow home line with
+    /// its router's queue), or takes it off with `None`; it may change while running.
+    pub fn set_bottleneck(&mut self, i: usize, bottleneck: Option<Bottleneck>) {
+        if let Some(c) = self.clients.get_mut(i) {
+            c.down.set_bottleneck(bottleneck);
+        }
+    }
+
+    /// What the links of client `i` did to its datagrams so far: (up, down).
+    pub fn link_counts(&self, i: usize) -> Option<(LinkCounts, LinkCounts)> {
+        self.clients.get(i).map(|c| (c.up.counts(), c.down.counts()))
+    }
+
+    /// Client `i`'s send rate on the server, in bytes a second (`None` before it is
+    /// connected).
+    pub fn send_rate(&self, i: usize) -> Option<u32> {
+        let addr = self.clients.get(i)?.addr;
+        self.sessions.iter().find(|(_, o)| o.addr == addr).map(|(_, o)| o.value.send_rate().bytes_per_second())
     }
 
     /// Snapshots every `every` ticks (the session tells clients the rate), for the players
@@ -401,7 +432,8 @@ impl<W: World> Stepper<W> {
 
     fn send_from_server(&mut self, wire: Vec<(SocketAddr, Vec<u8>)>) {
         for (to, bytes) in wire {
-            let delay = self.clients.iter_mut().find(|c| c.addr == to).map(|c| c.down.decide());
+            let now = self.now;
+            let delay = self.clients.iter_mut().find(|c| c.addr == to).map(|c| c.down.pass(now, bytes.len()));
             if let Some(delay) = delay {
                 self.post(SERVER, to, bytes, delay);
             }
@@ -908,7 +940,7 @@ impl<W: World> Stepper<W> {
     fn send_from_client(&mut self, i: usize, wire: Vec<(SocketAddr, Vec<u8>)>) {
         let from = self.clients[i].addr;
         for (to, bytes) in wire {
-            let delay = self.clients[i].up.decide();
+            let delay = self.clients[i].up.pass(self.now, bytes.len());
             self.post(from, to, bytes, delay);
         }
     }

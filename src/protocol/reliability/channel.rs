@@ -175,6 +175,8 @@ pub struct ChannelStats {
     pub bytes_sent: u64,
     /// Bytes of packets accepted.
     pub bytes_received: u64,
+    /// Bytes of sent packets the peer acknowledged (what the link delivered).
+    pub bytes_acked: u64,
     /// Reliable messages sent again after a timeout.
     pub resends: u64,
     /// Packets sent compressed.
@@ -212,6 +214,8 @@ struct SentPacket {
     /// Where its reliable message ids start in `reliable_ids` (a running count).
     reliable_first: u32,
     reliable_len: u8,
+    /// Its length on the wire (above the connection layer), for the bytes acknowledged.
+    bytes: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -552,8 +556,13 @@ impl Channel {
             put_varint(&mut body, s.len());
             body.extend_from_slice(s);
         }
-        let mut sent =
-            SentPacket { time_us: micros(now), acked: false, reliable_first: self.reliable_written, reliable_len: 0 };
+        let mut sent = SentPacket {
+            time_us: micros(now),
+            acked: false,
+            reliable_first: self.reliable_written,
+            reliable_len: 0,
+            bytes: 0,
+        };
         let timeout = self.link.resend_timeout();
         let oldest = self.send_queue.front().map(|m| m.id);
         for m in self.send_queue.iter_mut() {
@@ -610,8 +619,6 @@ impl Channel {
             body.extend_from_slice(e);
             self.events_out.pop_front();
         }
-        self.sent.insert(seq, sent);
-
         let mut len = body.len();
         out[..len].copy_from_slice(&body);
         if self.config.compress && len > 64 && self.lz4_pause.0 > 0 {
@@ -637,6 +644,8 @@ impl Channel {
             }
         }
         BODY.with_borrow_mut(|b| *b = body);
+        sent.bytes = len.min(usize::from(u16::MAX)) as u16;
+        self.sent.insert(seq, sent);
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += len as u64;
         len
@@ -845,6 +854,7 @@ impl Channel {
             }
             p.acked = true;
             let p = *p;
+            self.stats.bytes_acked += u64::from(p.bytes);
             if i == 0 {
                 let round_trip = Duration::from_micros(u64::from(micros(now).wrapping_sub(p.time_us)));
                 self.link.rtt_sample(round_trip.saturating_sub(ack_delay));

@@ -1,0 +1,299 @@
+//! A client's send rate: a byte budget per second that follows its link (sans-IO; time is
+//! passed in).
+//!
+//! The budget is a token bucket: it fills at the rate, and what is sent spends it. The rate
+//! follows the link with a delay-based controller, in the spirit of the delay half of
+//! WebRTC's Google Congestion Control and of LEDBAT (RFC 6817):
+//!
+//! - the **queueing delay** is the smoothed round trip over the smallest of the last
+//!   30 to 60 seconds (a link's own delay is its floor; what is above it waits in some queue);
+//! - over the target ([`RateConfig::queue_target`]) the link is full: the rate drops to
+//!   0.85 × what the link delivered lately (the bytes the peer acknowledged a second), so the
+//!   queue drains, and holds for a round trip before it may drop again;
+//! - under it, the rate grows: 5 % every 100 ms, or 1 % when it was cut within two seconds
+//!   (it probes gently near the rate that filled the link), up to
+//!   [`RateConfig::max_bytes_per_second`].
+//!
+//! Loss alone is not taken for congestion: on the links games run over (Wi-Fi, mobile) most
+//! loss is not a full queue, and a full drop-tail queue shows as delay before it drops. A
+//! window-based controller (QUIC's NewReno or CUBIC) is made for streams that wait for every
+//! byte; snapshots replace each other, so what matters is the rate and the queue, not a
+//! window of bytes in flight.
+//!
+//! ```
+//! use std::time::Duration;
+//! use volley::protocol::reliability::{LinkEstimate, RateConfig, SendRate};
+//!
+//! let mut rate = SendRate::new(RateConfig::default());
+//! let mut link = LinkEstimate::default();
+//! let ms = Duration::from_millis;
+//! // A quiet 40 ms link: the budget stays at the most a client is sent.
+//! link.rtt_sample(ms(40));
+//! rate.update(ms(0), &link, 0);
+//! let room = rate.room(ms(16));
+//! assert!(room >= 1200, "{room}");
+//! rate.spend(1200);
+//! // The round trip grows to 140 ms while the peer acknowledges 30 000 bytes a second: a
+//! // queue is building, the rate drops under what the link delivers.
+//! for i in 1..=20u64 {
+//!     link.rtt_sample(ms(140));
+//!     rate.update(ms(100 * i), &link, 3_000 * i);
+//! }
+//! assert!(rate.bytes_per_second() < 30_000, "{}", rate.bytes_per_second());
+//! ```
+
+use std::time::Duration;
+
+use super::rtt::LinkEstimate;
+
+/// Settings of a [`SendRate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateConfig {
+    /// The most a client is sent, in bytes a second (the budget of a quiet link).
+    pub max_bytes_per_second: u32,
+    /// The least, however full its link looks.
+    pub min_bytes_per_second: u32,
+    /// The queueing delay (smoothed round trip over the smallest lately) above which the link
+    /// is taken to be full.
+    pub queue_target: Duration,
+}
+
+impl Default for RateConfig {
+    /// 125 000 bytes a second (1 Mbit/s: more than a full packet every tick at 60 Hz), at
+    /// least 4 000 (32 kbit/s), 15 ms of queueing (a 256 kbit/s line sends a 500-byte packet in 16 ms).
+    fn default() -> Self {
+        Self { max_bytes_per_second: 125_000, min_bytes_per_second: 4_000, queue_target: Duration::from_millis(15) }
+    }
+}
+
+/// How often the rate may change.
+const UPDATE: Duration = Duration::from_millis(100);
+/// The smallest round trip is kept over two windows of this.
+const BASE_WINDOW: Duration = Duration::from_secs(30);
+/// After a cut, the growth is gentle for this long.
+const NEAR: Duration = Duration::from_secs(2);
+
+/// One client's send budget (see the [module](self)).
+#[derive(Debug, Clone)]
+pub struct SendRate {
+    config: RateConfig,
+    /// Bytes a second.
+    rate: f64,
+    /// Bytes that may be sent now (negative: sent ahead, to be paid back).
+    tokens: f64,
+    filled_at: Option<Duration>,
+    /// The last update, with the bytes acknowledged then.
+    updated: Option<(Duration, u64)>,
+    /// The smallest smoothed round trip in this window and the one before, and when this
+    /// one began.
+    base: [f64; 2],
+    base_since: Duration,
+    /// When the rate was last cut, and until when it may not be cut again.
+    cut_at: Option<Duration>,
+    hold_until: Duration,
+    cuts: u64,
+}
+
+impl SendRate {
+    /// A budget at `config`'s most, full.
+    pub fn new(config: RateConfig) -> Self {
+        let max = f64::from(config.max_bytes_per_second.max(1));
+        Self {
+            config,
+            rate: max,
+            tokens: Self::burst_of(max),
+            filled_at: None,
+            updated: None,
+            base: [f64::INFINITY; 2],
+            base_since: Duration::ZERO,
+            cut_at: None,
+            hold_until: Duration::ZERO,
+            cuts: 0,
+        }
+    }
+
+    /// The most the bucket holds at `rate`: 50 ms of sending, at least two full packets.
+    fn burst_of(rate: f64) -> f64 {
+        (rate * 0.05).max(2.0 * 1200.0)
+    }
+
+    /// The rate now, in bytes a second.
+    pub fn bytes_per_second(&self) -> u32 {
+        self.rate as u32
+    }
+
+    /// Times the rate was cut for a full link.
+    pub fn cuts(&self) -> u64 {
+        self.cuts
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RateConfig {
+        &self.config
+    }
+
+    /// Changes the settings while running; the rate is brought within the new bounds.
+    pub fn set_config(&mut self, config: RateConfig) {
+        self.config = config;
+        self.rate = self.clamp(self.rate);
+    }
+
+    fn clamp(&self, rate: f64) -> f64 {
+        let max = f64::from(self.config.max_bytes_per_second.max(1));
+        rate.clamp(f64::from(self.config.min_bytes_per_second).min(max), max)
+    }
+
+    /// The bytes that may be sent at `now` (0 while what was sent ahead is paid back).
+    pub fn room(&mut self, now: Duration) -> usize {
+        if let Some(at) = self.filled_at {
+            let dt = now.saturating_sub(at).as_secs_f64();
+            self.tokens = (self.tokens + self.rate * dt).min(Self::burst_of(self.rate));
+        }
+        self.filled_at = Some(now);
+        self.tokens.max(0.0) as usize
+    }
+
+    /// `bytes` were sent (they may be more than the room: the budget goes into debt).
+    pub fn spend(&mut self, bytes: usize) {
+        self.tokens -= bytes as f64;
+    }
+
+    /// Follows the link: `link`'s round trip and `bytes_acked`, the peer's running count of
+    /// acknowledged bytes ([`ChannelStats::bytes_acked`](super::ChannelStats::bytes_acked)).
+    /// Call it as often as you like; the rate changes at most every 100 ms.
+    pub fn update(&mut self, now: Duration, link: &LinkEstimate, bytes_acked: u64) {
+        let Some((at, acked_then)) = self.updated else {
+            self.updated = Some((now, bytes_acked));
+            self.base_since = now;
+            return;
+        };
+        let dt = now.saturating_sub(at);
+        if dt < UPDATE {
+            return;
+        }
+        self.updated = Some((now, bytes_acked));
+        let srtt = link.rtt().as_secs_f64();
+        if srtt <= 0.0 {
+            return; // no round trip measured yet
+        }
+        if now.saturating_sub(self.base_since) >= BASE_WINDOW {
+            self.base = [f64::INFINITY, self.base[0]];
+            self.base_since = now;
+        }
+        self.base[0] = self.base[0].min(srtt);
+        let floor = self.base[0].min(self.base[1]);
+        let queued = srtt - floor;
+        let delivered = bytes_acked.saturating_sub(acked_then) as f64 / dt.as_secs_f64();
+        if queued > self.config.queue_target.as_secs_f64() {
+            if now >= self.hold_until {
+                self.rate = self.clamp((0.85 * delivered).min(self.rate));
+                self.tokens = self.tokens.min(0.0);
+                self.cut_at = Some(now);
+                self.hold_until = now + Duration::from_secs_f64(srtt).max(UPDATE);
+                self.cuts += 1;
+            }
+            return;
+        }
+        let near = self.cut_at.is_some_and(|c| now.saturating_sub(c) < NEAR);
+        let grown = if near { self.rate * 1.01 } else { self.rate * 1.05 };
+        self.rate = self.clamp(grown);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::conditioner::{Bottleneck, LinkConditioner, LinkProfile};
+
+    /// A sender at 60 packets a second of up to `want` bytes each, through `line` and back
+    /// over a quiet 20 ms link, for `secs`: the rate it settles at, the mean queueing delay of
+    /// the last half, and the share of datagrams the queue dropped.
+    fn run(want: usize, line: Bottleneck, loss: f64, secs: u64) -> (u32, f64, f64) {
+        let profile = LinkProfile { latency: Duration::from_millis(20), loss, ..LinkProfile::PERFECT };
+        let mut down = LinkConditioner::new(profile, 9);
+        down.set_bottleneck(Some(line));
+        let mut rate = SendRate::new(RateConfig::default());
+        let mut link = LinkEstimate::default();
+        let (mut acked, mut acks): (u64, Vec<(Duration, usize, Duration)>) = (0, Vec::new());
+        let (mut queued, mut samples) = (0.0, 0);
+        for i in 0..secs * 60 {
+            let now = Duration::from_micros(i * 16_667);
+            // Acknowledgements that came back by now (a quiet 20 ms way back).
+            acks.retain(|(at, bytes, sent)| {
+                if *at > now {
+                    return true;
+                }
+                acked += *bytes as u64;
+                link.rtt_sample(*at - *sent);
+                false
+            });
+            rate.update(now, &link, acked);
+            let n = rate.room(now).min(want);
+            if n < 100 {
+                continue;
+            }
+            rate.spend(n);
+            if let Some(d) = down.pass(now, n) {
+                acks.push((now + d + Duration::from_millis(20), n, now));
+                if i >= secs * 30 {
+                    queued += (d.as_secs_f64() - 0.020).max(0.0);
+                    samples += 1;
+                }
+            }
+        }
+        let c = down.counts();
+        (rate.bytes_per_second(), queued / f64::from(samples.max(1)), c.queue_drops as f64 / c.datagrams as f64)
+    }
+
+    #[test]
+    fn a_quiet_link_keeps_the_most() {
+        let line = Bottleneck { bytes_per_second: 1_000_000, queue: Duration::from_millis(200) };
+        let (rate, queued, drops) = run(1200, line, 0.0, 10);
+        assert_eq!(rate, 125_000);
+        assert!(queued < 0.002 && drops == 0.0, "{queued} {drops}");
+    }
+
+    #[test]
+    fn a_narrow_link_is_filled_without_a_standing_queue() {
+        // 60 full packets a second (72 000 bytes) into a 32 000 one (256 kbit/s) with a
+        // quarter second of buffer and 2 % loss.
+        let line = Bottleneck { bytes_per_second: 32_000, queue: Duration::from_millis(250) };
+        let (rate, queued, drops) = run(1200, line, 0.02, 60);
+        assert!((20_000..=36_000).contains(&rate), "settled at {rate}");
+        assert!(queued < 0.040, "mean queueing {queued} s");
+        assert!(drops < 0.02, "queue drops {drops}");
+        // Without the controller (room always a full packet), the queue stands full.
+        let mut down = LinkConditioner::new(LinkProfile::PERFECT, 9);
+        down.set_bottleneck(Some(line));
+        for i in 0..3600u64 {
+            let _ = down.pass(Duration::from_micros(i * 16_667), 1200);
+        }
+        assert!(down.counts().queue_drops > 1500, "{:?}", down.counts());
+    }
+
+    #[test]
+    fn random_loss_alone_does_not_lower_the_rate() {
+        let line = Bottleneck { bytes_per_second: 1_000_000, queue: Duration::from_millis(200) };
+        let (rate, _, _) = run(1200, line, 0.2, 20);
+        assert_eq!(rate, 125_000);
+    }
+
+    #[test]
+    fn the_bounds_hold_whatever_the_link_says() {
+        let mut r = SendRate::new(RateConfig { min_bytes_per_second: 5_000, ..RateConfig::default() });
+        let mut link = LinkEstimate::default();
+        link.rtt_sample(Duration::from_millis(10));
+        r.update(Duration::ZERO, &link, 0);
+        for i in 1..200u64 {
+            link.rtt_sample(Duration::from_secs(3));
+            r.update(Duration::from_millis(100 * i), &link, 0);
+        }
+        assert_eq!(r.bytes_per_second(), 5_000);
+        r.set_config(RateConfig { min_bytes_per_second: 9_000, max_bytes_per_second: 8_000, ..r.config });
+        assert_eq!(r.bytes_per_second(), 8_000, "max wins over a min above it");
+        // Time going back and huge spends lose nothing.
+        r.spend(usize::MAX / 2);
+        assert_eq!(r.room(Duration::from_secs(1)), 0);
+        r.update(Duration::ZERO, &link, u64::MAX);
+    }
+}

@@ -1,0 +1,155 @@
+//! A client behind a narrow line (256 kbit/s, a quarter second of router buffer, 2 % loss,
+//! 20 ms each way), in the stepper: the server's send rate follows the line, so the router's
+//! queue does not stand full; the nearby entities, first by priority, stay fresh. Without the
+//! rate (a budget of one packet a tick, as before), the queue fills and drops and every
+//! entity's news waits a quarter second in it. Each figure is printed; the virtual clock
+//! makes them the same every run.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use glam::Vec2;
+use volley::prelude::*;
+use volley::protocol::reliability::RateConfig;
+use volley::protocol::snapshot::{Interest, WorldSnapshot};
+use volley::server::Relevancy;
+use volley::transport::conditioner::Bottleneck;
+
+volley::replicated! {
+    /// Something that moves every tick, stamped with the tick its state is of.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Mover {
+        /// Where it is.
+        pub position: Vec2 = Vec2Q::bounded(Vec2::splat(-512.0), Vec2::splat(512.0), 0.01),
+        /// The tick of this state.
+        pub stamp: u32 = Bits(24),
+    }
+}
+
+/// Movers 1..=`MOVERS`; the first `NEAR` are the player's neighbours.
+const MOVERS: u32 = 400;
+const NEAR: u32 = 24;
+
+struct Field(u32);
+
+impl World for Field {
+    fn schema(&self) -> Schema {
+        let mut s = Schema::new();
+        s.register::<Mover>().unwrap();
+        s
+    }
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    fn tick(&mut self, tick: u32, _: Duration) {
+        self.0 = tick;
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        for id in 1..=MOVERS {
+            let t = self.0 as f32 * 0.05 + id as f32;
+            let at = Vec2::new(t.cos(), t.sin()) * (id as f32);
+            out.insert(id, &Mover { position: at, stamp: self.0 }).unwrap();
+        }
+    }
+    fn relevancy(&self) -> Arc<dyn Relevancy> {
+        Arc::new(ByDistance)
+    }
+}
+
+/// Everything, the nearer the higher: a mover's id is its distance.
+struct ByDistance;
+
+impl Relevancy for ByDistance {
+    fn interest(&self, world: &WorldSnapshot, _: PlayerId, out: &mut Vec<Interest>) {
+        out.clear();
+        out.extend(world.ids().iter().enumerate().map(|(i, id)| Interest {
+            index: i as u32,
+            priority: if *id <= NEAR { 8.0 } else { 1.0 / (1.0 + *id as f32 / 20.0) },
+        }));
+    }
+}
+
+/// What one run measured.
+#[derive(Debug)]
+struct Run {
+    /// The near movers' age at each frame (the time since the state the client holds was
+    /// the server's), 99th percentile and mean, in ms.
+    near_p99_ms: f64,
+    near_mean_ms: f64,
+    /// Every mover's mean age, ms.
+    all_mean_ms: f64,
+    /// The share of the datagrams to the client that its line's queue dropped.
+    queue_drop_ratio: f64,
+    /// The rate the server settled at, bytes a second.
+    rate: u32,
+}
+
+fn run(rate: RateConfig) -> Run {
+    const HZ: u16 = 60;
+    let mut stepper = Stepper::new(Field(0), HZ, 4).with_send_rate(rate);
+    let link = LinkProfile { latency: Duration::from_millis(20), loss: 0.02, ..LinkProfile::PERFECT };
+    let c = stepper.add_client(link);
+    stepper.set_bottleneck(c, Some(Bottleneck { bytes_per_second: 32_000, queue: Duration::from_millis(250) }));
+    let schema = stepper.schema().clone();
+    let dt = Duration::from_secs(1) / u32::from(HZ);
+    let (mut near, mut all) = (Vec::new(), Vec::new());
+    stepper.step();
+    // When the server's tick 0 began, on the stepper's clock.
+    let start = stepper.now - dt * stepper.tick();
+    for frame in 0..60 * u32::from(HZ) {
+        stepper.step();
+        // The first 20 seconds settle; the last 40 are measured.
+        if frame < 20 * u32::from(HZ) {
+            continue;
+        }
+        let now = stepper.now;
+        let Some(latest) = stepper.clients[c].client.latest() else { continue };
+        for id in 1..=MOVERS {
+            let Some(m) = latest.read::<Mover>(&schema, id) else { continue };
+            // The tick the state is of began at stamp × dt on the server's clock.
+            let age = now.saturating_sub(start + dt * m.stamp).as_secs_f64() * 1000.0;
+            if id <= NEAR {
+                near.push(age);
+            }
+            all.push(age);
+        }
+    }
+    near.sort_by(f64::total_cmp);
+    let (_, down) = stepper.link_counts(c).unwrap();
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    Run {
+        near_p99_ms: near[near.len() * 99 / 100],
+        near_mean_ms: mean(&near),
+        all_mean_ms: mean(&all),
+        queue_drop_ratio: down.queue_drops as f64 / down.datagrams.max(1) as f64,
+        rate: stepper.send_rate(c).unwrap(),
+    }
+}
+
+#[test]
+fn a_narrow_line_keeps_its_nearby_entities_fresh_and_its_queue_short() {
+    let followed = run(RateConfig::default());
+    // The queueing target trades freshness for throughput: the far movers' age, the
+    // near ones' (the default is 15 ms).
+    for ms in [5u64, 30] {
+        let r = run(RateConfig { queue_target: Duration::from_millis(ms), ..RateConfig::default() });
+        println!("target {ms} ms: {r:?}");
+    }
+    // As before the send rate: room for a full packet every tick, whatever the line does.
+    let fixed = run(RateConfig {
+        max_bytes_per_second: 10_000_000,
+        min_bytes_per_second: 10_000_000,
+        queue_target: Duration::from_secs(3600),
+    });
+    println!("followed: {followed:?}");
+    println!("fixed:    {fixed:?}");
+    assert!(followed.near_p99_ms <= 100.0, "near movers' age p99 {} ms", followed.near_p99_ms);
+    assert!(followed.near_mean_ms < 50.0, "near movers' mean age {} ms", followed.near_mean_ms);
+    // Fewer bytes sent, and still every mover fresher on average than behind a full queue.
+    assert!(followed.all_mean_ms < fixed.all_mean_ms, "{followed:?} {fixed:?}");
+    assert!(followed.queue_drop_ratio <= 0.02, "queue drops {}", followed.queue_drop_ratio);
+    assert!((16_000..=40_000).contains(&followed.rate), "settled at {} bytes/s", followed.rate);
+    // The fixed budget is what the rate replaced: it fills the queue.
+    assert!(fixed.queue_drop_ratio > 0.3, "{fixed:?}");
+    assert!(fixed.near_p99_ms > 200.0, "{fixed:?}");
+}
