@@ -194,6 +194,17 @@ def bandwidth():
             [q(f"sum(rate(volley_sent_bytes_total{{{SEL},kind=\"snapshot\"}}[{RI}])) / "
                f"clamp_min(sum(rate(volley_snapshots_total{{{SEL}}}[{RI}])), 1)", "bytes per snapshot")],
             "Snapshot bytes over snapshots sent.")
+    b.row("Send rates")
+    b.panel("Players' send rate budgets", "Bps", quantiles("volley_send_rate_bytes_per_second", [0.01, 0.1, 0.5]),
+            "Each player's send rate budget (sampled once a second each): at the configured most on a quiet link, "
+            "lower while its link queues. The low quantiles are the players on narrow or busy lines.", w=8)
+    b.panel("Held back and left out", "ops",
+            [q(f"sum(rate(volley_snapshots_held_total{{{SEL}}}[{RI}]))", "snapshots held (budget spent)"),
+             q(f"sum(rate(volley_snapshot_entities_deferred_total{{{SEL}}}[{RI}]))", "entities left out by priority")],
+            "Snapshots not sent because a player's budget was spent, and changed entities left for a later snapshot "
+            "because the packet's budget was full (the priority accumulator picked what went).", w=8)
+    b.panel("Rate cuts", "cps", [q(f"sum(rate(volley_send_rate_cuts_total{{{SEL}}}[{RI}]))", "cuts")],
+            "Times a player's send rate was cut because its round trip grew (its link queued).", w=8)
     b.row("Load and health")
     b.panel("Players and slots", "none",
             [q(f"sum(volley_players{{{SEL}}})", "players"), q(f"sum(volley_player_slots{{{SEL}}})", "slots")],

@@ -7,7 +7,9 @@
 //!
 //! - the **queueing delay** is the smoothed round trip over the smallest of the last
 //!   30 to 60 seconds (a link's own delay is its floor; what is above it waits in some queue);
-//! - over the target ([`RateConfig::queue_target`]) the link is full: the rate drops to
+//! - over the target ([`RateConfig::queue_target`], plus three times the link's own round-trip
+//!   variation, its least lately: a jittery link's smoothed round trip wanders above its
+//!   floor without any queue) the link is full: the rate drops to
 //!   0.85 × what the link delivered lately (the bytes the peer acknowledged a second), so the
 //!   queue drains, and holds for a round trip before it may drop again;
 //! - under it, the rate grows: 5 % every 100 ms, or 1 % when it was cut within two seconds
@@ -27,17 +29,22 @@
 //! let mut rate = SendRate::new(RateConfig::default());
 //! let mut link = LinkEstimate::default();
 //! let ms = Duration::from_millis;
-//! // A quiet 40 ms link: the budget stays at the most a client is sent.
-//! link.rtt_sample(ms(40));
-//! rate.update(ms(0), &link, 0);
-//! let room = rate.room(ms(16));
-//! assert!(room >= 1200, "{room}");
-//! rate.spend(1200);
-//! // The round trip grows to 140 ms while the peer acknowledges 30 000 bytes a second: a
-//! // queue is building, the rate drops under what the link delivers.
-//! for i in 1..=20u64 {
+//! // A quiet 40 ms link for two seconds, the peer acknowledging 30 000 bytes a second: the
+//! // budget stays at the most a client is sent.
+//! let mut acked = 0;
+//! for i in 0..20u64 {
+//!     link.rtt_sample(ms(40));
+//!     acked += 3_000;
+//!     rate.update(ms(100 * i), &link, acked);
+//! }
+//! assert_eq!(rate.bytes_per_second(), 125_000);
+//! assert!(rate.room(ms(2_000)) >= 1200);
+//! // Then the round trip grows to 140 ms: a queue is building, the rate drops under what
+//! // the link delivers.
+//! for i in 20..60u64 {
 //!     link.rtt_sample(ms(140));
-//!     rate.update(ms(100 * i), &link, 3_000 * i);
+//!     acked += 3_000;
+//!     rate.update(ms(100 * i), &link, acked);
 //! }
 //! assert!(rate.bytes_per_second() < 30_000, "{}", rate.bytes_per_second());
 //! ```
@@ -70,6 +77,9 @@ impl Default for RateConfig {
 const UPDATE: Duration = Duration::from_millis(100);
 /// The smallest round trip is kept over two windows of this.
 const BASE_WINDOW: Duration = Duration::from_secs(30);
+/// The target stands this many times the link's own round-trip variation above the queueing
+/// target.
+const JITTERS: f64 = 3.0;
 /// After a cut, the growth is gentle for this long.
 const NEAR: Duration = Duration::from_secs(2);
 
@@ -87,11 +97,17 @@ pub struct SendRate {
     /// The smallest smoothed round trip in this window and the one before, and when this
     /// one began.
     base: [f64; 2],
+    /// The same for the round trip's variation.
+    jitter_base: [f64; 2],
     base_since: Duration,
     /// When the rate was last cut, and until when it may not be cut again.
     cut_at: Option<Duration>,
     hold_until: Duration,
     cuts: u64,
+    /// Updates in a row over the target.
+    over: u32,
+    /// Bytes a second the peer acknowledged lately (smoothed over about half a second).
+    delivered: Option<f64>,
 }
 
 impl SendRate {
@@ -105,10 +121,13 @@ impl SendRate {
             filled_at: None,
             updated: None,
             base: [f64::INFINITY; 2],
+            jitter_base: [f64::INFINITY; 2],
             base_since: Duration::ZERO,
             cut_at: None,
             hold_until: Duration::ZERO,
             cuts: 0,
+            over: 0,
+            delivered: None,
         }
     }
 
@@ -173,30 +192,48 @@ impl SendRate {
         }
         self.updated = Some((now, bytes_acked));
         let srtt = link.rtt().as_secs_f64();
+        let fresh = bytes_acked.saturating_sub(acked_then) as f64 / dt.as_secs_f64();
+        self.delivered = match self.delivered {
+            None => Some(fresh),
+            Some(d) => Some(0.7 * d + 0.3 * fresh),
+        };
         if srtt <= 0.0 {
             return; // no round trip measured yet
         }
         if now.saturating_sub(self.base_since) >= BASE_WINDOW {
             self.base = [f64::INFINITY, self.base[0]];
+            self.jitter_base = [f64::INFINITY, self.jitter_base[0]];
             self.base_since = now;
         }
         self.base[0] = self.base[0].min(srtt);
+        self.jitter_base[0] = self.jitter_base[0].min(link.jitter().as_secs_f64());
         let floor = self.base[0].min(self.base[1]);
+        // The link's own jitter: its least lately (a queue that fills and drains adds
+        // variation of its own, which must not loosen the target).
+        let jitter = self.jitter_base[0].min(self.jitter_base[1]);
         let queued = srtt - floor;
-        let delivered = bytes_acked.saturating_sub(acked_then) as f64 / dt.as_secs_f64();
-        if queued > self.config.queue_target.as_secs_f64() {
-            if now >= self.hold_until {
-                self.rate = self.clamp((0.85 * delivered).min(self.rate));
-                self.tokens = self.tokens.min(0.0);
-                self.cut_at = Some(now);
-                self.hold_until = now + Duration::from_secs_f64(srtt).max(UPDATE);
-                self.cuts += 1;
-            }
+        // A jittery link's smoothed round trip wanders above its floor without any queue:
+        // the target stands a few times the link's own variation higher.
+        let target = self.config.queue_target.as_secs_f64() + JITTERS * jitter;
+        if queued <= target {
+            self.over = 0;
+            let near = self.cut_at.is_some_and(|c| now.saturating_sub(c) < NEAR);
+            let grown = if near { self.rate * 1.01 } else { self.rate * 1.05 };
+            self.rate = self.clamp(grown);
             return;
         }
-        let near = self.cut_at.is_some_and(|c| now.saturating_sub(c) < NEAR);
-        let grown = if near { self.rate * 1.01 } else { self.rate * 1.05 };
-        self.rate = self.clamp(grown);
+        // Over the target twice in a row (a spike of one update is not a queue), and not
+        // within a round trip of the last cut: at most halved, to 0.85 × what the link
+        // delivered lately.
+        self.over = self.over.saturating_add(1);
+        if self.over >= 2 && now >= self.hold_until {
+            let delivered = self.delivered.unwrap_or(self.rate);
+            self.rate = self.clamp((0.85 * delivered).clamp(0.5 * self.rate, self.rate));
+            self.tokens = self.tokens.min(0.0);
+            self.cut_at = Some(now);
+            self.hold_until = now + Duration::from_secs_f64(srtt).max(UPDATE);
+            self.cuts += 1;
+        }
     }
 }
 
@@ -209,7 +246,10 @@ mod tests {
     /// over a quiet 20 ms link, for `secs`: the rate it settles at, the mean queueing delay of
     /// the last half, and the share of datagrams the queue dropped.
     fn run(want: usize, line: Bottleneck, loss: f64, secs: u64) -> (u32, f64, f64) {
-        let profile = LinkProfile { latency: Duration::from_millis(20), loss, ..LinkProfile::PERFECT };
+        run_with(want, line, LinkProfile { latency: Duration::from_millis(20), loss, ..LinkProfile::PERFECT }, secs)
+    }
+
+    fn run_with(want: usize, line: Bottleneck, profile: LinkProfile, secs: u64) -> (u32, f64, f64) {
         let mut down = LinkConditioner::new(profile, 9);
         down.set_bottleneck(Some(line));
         let mut rate = SendRate::new(RateConfig::default());
@@ -269,6 +309,21 @@ mod tests {
             let _ = down.pass(Duration::from_micros(i * 16_667), 1200);
         }
         assert!(down.counts().queue_drops > 1500, "{:?}", down.counts());
+    }
+
+    #[test]
+    fn a_jittery_link_is_not_taken_for_a_queue() {
+        let line = Bottleneck { bytes_per_second: 1_000_000, queue: Duration::from_millis(200) };
+        for jitter in [10, 50] {
+            let profile = LinkProfile {
+                latency: Duration::from_millis(60),
+                jitter: Duration::from_millis(jitter),
+                loss: 0.2,
+                burst: None,
+            };
+            let (rate, _, _) = run_with(1200, line, profile, 60);
+            assert_eq!(rate, 125_000, "±{jitter} ms");
+        }
     }
 
     #[test]
