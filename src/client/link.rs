@@ -3,10 +3,11 @@
 //! [`super::polled::PolledClient`].
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::transport::conditioner::{LinkConditioner, LinkProfile};
+use crate::transport::conditioner::{Bottleneck, LinkConditioner, LinkProfile};
 
 type Held = Vec<(Instant, SocketAddr, Vec<u8>)>;
 
@@ -17,6 +18,8 @@ pub(crate) struct Conditioned {
     down: Option<LinkConditioner>,
     outgoing: Held,
     incoming: Held,
+    /// The conditioners' clock starts here.
+    epoch: Option<Instant>,
 }
 
 /// What the link does with a datagram.
@@ -35,15 +38,32 @@ impl Conditioned {
             down: Some(LinkConditioner::new(profile, seed.rotate_left(17) ^ 0x5bd1_e995)),
             outgoing: Vec::new(),
             incoming: Vec::new(),
+            epoch: Some(Instant::now()),
         }
     }
 
-    fn decide(c: &mut Option<LinkConditioner>, held: &mut Held, at: SocketAddr, bytes: &[u8]) -> Fate {
-        match c.as_mut().map(LinkConditioner::decide) {
-            None => Fate::Now,
-            Some(None) => Fate::Later,
-            Some(Some(delay)) => {
-                held.push((Instant::now() + delay, at, bytes.to_vec()));
+    /// Puts a bottleneck on the way in (what the client receives passes a narrow line
+    /// first), or takes it off; a perfect link gets a conditioner for it.
+    pub(crate) fn set_downlink(&mut self, bottleneck: Option<Bottleneck>) {
+        let down = self.down.get_or_insert_with(|| LinkConditioner::new(LinkProfile::PERFECT, 0x2545_f491));
+        down.set_bottleneck(bottleneck);
+        self.epoch.get_or_insert_with(Instant::now);
+    }
+
+    fn decide(
+        c: &mut Option<LinkConditioner>,
+        epoch: Option<Instant>,
+        held: &mut Held,
+        at: SocketAddr,
+        bytes: &[u8],
+    ) -> Fate {
+        let Some(c) = c.as_mut() else { return Fate::Now };
+        let now = Instant::now();
+        let since = epoch.map_or(Duration::ZERO, |e| now.saturating_duration_since(e));
+        match c.pass(since, bytes.len()) {
+            None => Fate::Later,
+            Some(delay) => {
+                held.push((now + delay, at, bytes.to_vec()));
                 Fate::Later
             }
         }
@@ -51,12 +71,12 @@ impl Conditioned {
 
     /// A datagram to send to `to`.
     pub(crate) fn outbound(&mut self, to: SocketAddr, bytes: &[u8]) -> Fate {
-        Self::decide(&mut self.up, &mut self.outgoing, to, bytes)
+        Self::decide(&mut self.up, self.epoch, &mut self.outgoing, to, bytes)
     }
 
     /// A datagram received from `from`.
     pub(crate) fn inbound(&mut self, from: SocketAddr, bytes: &[u8]) -> Fate {
-        Self::decide(&mut self.down, &mut self.incoming, from, bytes)
+        Self::decide(&mut self.down, self.epoch, &mut self.incoming, from, bytes)
     }
 
     /// When the next held datagram is due.

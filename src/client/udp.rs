@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::GameClient;
 use super::link::{Conditioned, Fate};
-use crate::transport::conditioner::LinkProfile;
+use crate::transport::conditioner::{Bottleneck, LinkProfile};
 use crate::transport::stamp::{Stamps, arrival};
 
 /// A client and its socket.
@@ -40,6 +40,13 @@ impl UdpClient {
     pub fn with_conditioner(mut self, profile: LinkProfile, seed: u64) -> Self {
         self.link = Conditioned::new(profile, seed);
         self
+    }
+
+    /// What the client receives passes a narrow line first (a home line with its router's
+    /// queue: see [`Bottleneck`]), or not (`None`); it may change while running. Set it
+    /// after [`with_conditioner`](Self::with_conditioner), which starts a new link.
+    pub fn set_downlink(&mut self, bottleneck: Option<Bottleneck>) {
+        self.link.set_downlink(bottleneck);
     }
 
     /// The local address.
