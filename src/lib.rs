@@ -11,7 +11,6 @@
 //! - [`testing`] — the deterministic stepper: server and clients one tick at a time in
 //!   memory, on a virtual clock, through link conditioners.
 //! - [`transport`] — real UDP sockets as a `Transmit` sink.
-//! - [`util`] — small helpers (hex for keys and tokens, comparing secrets).
 //! - [`prelude`] — what a game's server and client code usually needs, in one import.
 //!
 //! Games and programs built on it live in crates of their own in the workspace: the
@@ -30,7 +29,6 @@ pub mod protocol;
 pub mod server;
 pub mod testing;
 pub mod transport;
-pub mod util;
 
 /// The protocol id of volley's own examples and bots; a game picks its own.
 pub const DEFAULT_PROTOCOL_ID: u64 = 0x766f_6c6c_6579_0001;

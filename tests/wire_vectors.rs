@@ -21,7 +21,7 @@ use volley::protocol::session::{
 };
 use volley::protocol::snapshot::{Interest, Schema, SenderConfig, SnapshotBuilder, SnapshotReceiver, SnapshotSender};
 use volley::protocol::system::{EnterReason, Redirect, SpectatorStatus, WorldNotice};
-use volley::util::hex;
+use volley_util::hex;
 
 volley::replicated! {
     /// A ball: three fields, one kind of two.

@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use volley::protocol::netcode::token::ConnectToken;
-use volley::util::hex;
 use volley_arena::bots::{TokenPoll, TokenSource};
 use volley_fleet::backend::auth::Auth;
 use volley_fleet::backend::desk::DeskConfig;
 use volley_fleet::backend::pool::ServerSpec;
 use volley_fleet::backend::{self, BackendConfig};
 use volley_fleet::client::{FetchError, TokenClient, signed_request};
+use volley_util::hex;
 
 #[derive(Debug, clap::Args)]
 pub struct BackendArgs {

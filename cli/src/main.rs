@@ -16,10 +16,10 @@ use volley::protocol::netcode::{self, USER_DATA_BYTES};
 use volley::server::metrics::TABLES;
 use volley::server::{ServerConfig, ServerMetrics};
 use volley::transport::conditioner::LinkProfile;
-use volley::util::hex;
 use volley_arena::Arena;
 use volley_arena::bots::{Churn, SwarmConfig, SwarmProgress, run_swarm};
 use volley_arena::rooms::{Lobby, RoomFigures, Rooms};
+use volley_util::hex;
 
 mod fleet;
 mod oracle;
@@ -421,7 +421,7 @@ struct FileConfig {
 /// most 1 MiB, in UTF-8, or a clear error naming `what`.
 fn read_text(path: &std::path::Path, what: &str) -> Result<String, String> {
     let bytes =
-        volley::util::file::read_bounded(path, 1 << 20).map_err(|e| format!("{what} {}: {e}", path.display()))?;
+        volley_util::file::read_bounded(path, 1 << 20).map_err(|e| format!("{what} {}: {e}", path.display()))?;
     String::from_utf8(bytes).map_err(|_| format!("{what} {}: not UTF-8 text", path.display()))
 }
 
@@ -775,8 +775,8 @@ fn open_replay(a: &ReplayArgs) -> Result<volley::server::spectate::SpectatorWorl
 fn replay_info(a: &ReplayArgs) -> Result<(), String> {
     use volley::protocol::recording::Recording;
     use volley::server::World;
-    let data = volley::util::file::read_bounded(&a.file, a.max_bytes).map_err(|e| match e {
-        volley::util::file::ReadError::TooLarge(max) => format!("{}: more than --max-bytes {max}", a.file.display()),
+    let data = volley_util::file::read_bounded(&a.file, a.max_bytes).map_err(|e| match e {
+        volley_util::file::ReadError::TooLarge(max) => format!("{}: more than --max-bytes {max}", a.file.display()),
         e => format!("{}: {e}", a.file.display()),
     })?;
     let size = data.len() as u64;

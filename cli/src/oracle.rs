@@ -34,9 +34,9 @@ use volley::protocol::snapshot::world::split_id;
 use volley::protocol::snapshot::{Schema, WorldSnapshot};
 use volley::protocol::zone::{StateFrame, ZoneId, ZoneLayout, split_border_id};
 use volley::server::zone::ZoneGame;
-use volley::util::cpu::{cpu_since, thread_cpu_time};
 use volley_arena::bots::SnapshotWatch;
 use volley_arena::{ArenaPositions, MAX_VISIBLE, SHOT_SPEED, SPEED, VIEW_RADIUS};
+use volley_util::cpu::{cpu_since, thread_cpu_time};
 
 /// How old a neighbour's entities in a snapshot may be: the border frame's trip over the bus
 /// and its wait for the border world's next tick, with room for a loaded machine.

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use glam::Vec2;
 use volley::protocol::zone::{ZoneId, ZoneLayout};
 use volley::server::zone::ZoneLink;
-use volley::util::hex;
 use volley_arena::bots::{SnapshotWatch, SwarmConfig, SwarmProgress, SwarmReport, run_swarm};
 use volley_arena::{Arena, HALF_SIZE, VIEW_RADIUS};
+use volley_util::hex;
 use volley_zones::{BusConfig, ZoneBus};
 
 use crate::oracle::Oracle;

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use volley::protocol::netcode::token::{ConnectToken, PrivateConnectToken};
-use volley::util::hex;
+use volley_util::hex;
 
 fn volley(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_volley")).args(args).env_remove("VOLLEY_PRIVATE_KEY").output().unwrap()

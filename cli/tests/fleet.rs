@@ -83,7 +83,7 @@ async fn sigterm_tells_the_players_then_sends_shutdown() {
         assert!(Instant::now() < deadline, "no Ready");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let key = volley::util::hex::decode_array::<32>(KEY).unwrap();
+    let key = volley_util::hex::decode_array::<32>(KEY).unwrap();
     let p = TokenParams::new(DEFAULT_PROTOCOL_ID, 9, bind.parse().unwrap(), unix_now().as_secs());
     let token = ConnectToken::generate(&p, &key).unwrap();
     let c = GameClient::new(token, Arc::new(volley_arena::schema()), unix_now());

@@ -195,7 +195,7 @@ async fn the_bot_swarm_prints_the_servers_own_figures() {
     config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
     let server = volley::server::start(config, Arena::new()).await.unwrap();
     let admin_addr = server.admin_addr().unwrap();
-    let (addr, hex_key) = (server.addr().to_string(), volley::util::hex::encode(&key));
+    let (addr, hex_key) = (server.addr().to_string(), volley_util::hex::encode(&key));
     let out = tokio::task::spawn_blocking(move || {
         std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
             .args(["bots", "--bots", "6", "--duration", "4", "--server", &addr])

@@ -53,5 +53,5 @@ fn main() -> Result<(), String> {
 /// The CPU time of this thread, the only one the client runs on (the C example reads its
 /// process's, which is the same: the library starts no thread).
 fn process_cpu() -> Duration {
-    volley::util::cpu::thread_cpu_time()
+    volley_util::cpu::thread_cpu_time()
 }

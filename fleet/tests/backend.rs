@@ -80,7 +80,7 @@ async fn a_signed_request_gets_a_token_for_the_server_and_an_api_key_does_too() 
     let req = signed_request(SECRET, "alice", unix_now(), Duration::from_secs(60));
     let grant = client.fetch(&req).await.unwrap();
     assert_eq!(grant.servers, vec![server.addr()]);
-    let token = ConnectToken::from_bytes(&volley::util::hex::decode(&grant.token).unwrap()).unwrap();
+    let token = ConnectToken::from_bytes(&volley_util::hex::decode(&grant.token).unwrap()).unwrap();
     let mut sealed = token.private_data;
     let private =
         PrivateConnectToken::open(&mut sealed, DEFAULT_PROTOCOL_ID, token.expire_timestamp, &token.nonce, &KEY)

@@ -54,7 +54,7 @@ impl Admin {
         let guarded = matches!(path, "/metrics" | "/players");
         if let (true, Some(token)) = (guarded, &self.token) {
             let given = authorization.and_then(|a| a.strip_prefix("Bearer ")).map(str::trim);
-            if !given.is_some_and(|g| crate::util::secret::same(g.as_bytes(), token.as_bytes())) {
+            if !given.is_some_and(|g| volley_util::secret::same(g.as_bytes(), token.as_bytes())) {
                 return (401, "text/plain", "a bearer token is required\n".into());
             }
         }

@@ -186,11 +186,11 @@ impl SpectatorWorld {
         relevancy: Arc<dyn Relevancy>,
         max_bytes: u64,
     ) -> Result<Self, ReplayOpenError> {
-        let data = match crate::util::file::read_bounded(path, max_bytes) {
+        let data = match volley_util::file::read_bounded(path, max_bytes) {
             Ok(d) => bytes::Bytes::from(d),
-            Err(crate::util::file::ReadError::Io(e)) => return Err(ReplayOpenError::Io(e)),
-            Err(crate::util::file::ReadError::NotAFile) => return Err(ReplayOpenError::NotAFile),
-            Err(crate::util::file::ReadError::TooLarge(max)) => return Err(ReplayOpenError::TooLarge(max)),
+            Err(volley_util::file::ReadError::Io(e)) => return Err(ReplayOpenError::Io(e)),
+            Err(volley_util::file::ReadError::NotAFile) => return Err(ReplayOpenError::NotAFile),
+            Err(volley_util::file::ReadError::TooLarge(max)) => return Err(ReplayOpenError::TooLarge(max)),
         };
         let recording = Recording::parse(data, Some(&schema))?;
         Ok(Self::replay(recording, schema, relevancy)?)

@@ -43,7 +43,7 @@ use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departure
 use crate::protocol::zone::{
     BorderEncoder, BorderError, BorderFrame, CodedFrame, StateFrame, ZoneId, ZoneLayout, border_id, split_border_id,
 };
-use crate::util::cpu::{cpu_since, thread_cpu_time};
+use volley_util::cpu::{cpu_since, thread_cpu_time};
 
 /// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
 /// second at 60 Hz): a shell further behind loses the oldest, counted.

@@ -69,7 +69,7 @@ fn mac(secret: &[u8], player: &str, expires_unix: u64) -> [u8; 32] {
 /// service computes and hands to its client): lower-case hex of HMAC-SHA256 over
 /// `"volley-token-request-v1\n{player}\n{expires_unix}"`.
 pub fn sign(secret: &[u8], player: &str, expires_unix: u64) -> String {
-    volley::util::hex::encode(&mac(secret, player, expires_unix))
+    volley_util::hex::encode(&mac(secret, player, expires_unix))
 }
 
 impl Auth {
@@ -88,7 +88,7 @@ impl Auth {
         now: Duration,
     ) -> Result<(), AuthError> {
         if let Some(given) = bearer {
-            return if self.api_keys.iter().any(|k| volley::util::secret::same(k.as_bytes(), given.as_bytes())) {
+            return if self.api_keys.iter().any(|k| volley_util::secret::same(k.as_bytes(), given.as_bytes())) {
                 Ok(())
             } else {
                 Err(AuthError::BadKey)
@@ -97,8 +97,8 @@ impl Auth {
         let (Some(secret), Some(expires), Some(signature)) = (&self.secret, expires_unix, signature) else {
             return Err(AuthError::Missing);
         };
-        let given = volley::util::hex::decode_array::<32>(signature).map_err(|_| AuthError::BadSignature)?;
-        if !volley::util::secret::same(&given, &mac(secret, player, expires)) {
+        let given = volley_util::hex::decode_array::<32>(signature).map_err(|_| AuthError::BadSignature)?;
+        if !volley_util::secret::same(&given, &mac(secret, player, expires)) {
             return Err(AuthError::BadSignature);
         }
         let now = now.as_secs();

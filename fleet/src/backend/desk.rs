@@ -240,7 +240,7 @@ impl Desk {
 pub fn mint(params: &TokenParams, key: &Key) -> Result<TokenGrant, String> {
     let token = ConnectToken::generate(params, key).map_err(|e| e.to_string())?;
     Ok(TokenGrant {
-        token: volley::util::hex::encode(&token.to_bytes()),
+        token: volley_util::hex::encode(&token.to_bytes()),
         client_id: params.client_id,
         servers: params.server_addresses.clone(),
         expires_unix: params.now_unix_secs + params.expire_seconds,
@@ -278,7 +278,7 @@ mod tests {
         let now = Duration::from_secs(1000);
         let params = d.handle(&signed("alice", 1030), None, PEER, now, Duration::ZERO).unwrap();
         let grant = mint(&params, &[9; 32]).unwrap();
-        let bytes = volley::util::hex::decode(&grant.token).unwrap();
+        let bytes = volley_util::hex::decode(&grant.token).unwrap();
         let token = ConnectToken::from_bytes(&bytes).unwrap();
         assert_eq!(token.protocol_id, 7);
         assert_eq!(grant.client_id, auth::client_id("alice"));

@@ -4,7 +4,7 @@
 /// they first differ, so a remote caller cannot find a secret a byte at a time by timing.
 ///
 /// ```
-/// use volley::util::secret::same;
+/// use volley_util::secret::same;
 /// assert!(same(b"s3cret", b"s3cret"));
 /// assert!(!same(b"s3cret", b"s3creT"));
 /// assert!(!same(b"s3cret", b"s3cre"));
