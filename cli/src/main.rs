@@ -15,7 +15,7 @@ use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::netcode::{self, USER_DATA_BYTES};
 use volley::server::metrics::TABLES;
 use volley::server::{ServerConfig, ServerMetrics};
-use volley::transport::conditioner::LinkProfile;
+use volley::transport::conditioner::{Bottleneck, LinkProfile};
 use volley_arena::Arena;
 use volley_arena::bots::{Churn, SwarmConfig, SwarmProgress, run_swarm};
 use volley_arena::rooms::{Lobby, RoomFigures, Rooms};
@@ -252,9 +252,34 @@ struct LinkArgs {
     /// Burst loss: chance per datagram of leaving a burst.
     #[arg(long, default_value_t = 0.3)]
     burst_leave: f64,
+    /// A narrow line on what each bot receives, bytes a second (32000 is 256 kbit/s; 0: none):
+    /// the server's send rate for it should follow (see volley_send_rate_bytes_per_second).
+    #[arg(long, default_value_t = 0)]
+    line_rate: u32,
+    /// The line's router buffer, milliseconds of sending.
+    #[arg(long, default_value_t = 250.0)]
+    line_queue_ms: f64,
+}
+
+/// What the bots' links do: a conditioner both ways, and a narrow line on the way in.
+#[derive(Debug, Clone, Copy, Default)]
+struct BotLink {
+    profile: Option<LinkProfile>,
+    line: Option<Bottleneck>,
 }
 
 impl LinkArgs {
+    fn bot_link(&self) -> Result<BotLink, String> {
+        if !(self.line_queue_ms.is_finite() && (0.0..=10_000.0).contains(&self.line_queue_ms)) {
+            return Err("link: --line-queue-ms must be between 0 and 10000".into());
+        }
+        let line = (self.line_rate > 0).then(|| Bottleneck {
+            bytes_per_second: self.line_rate,
+            queue: Duration::from_secs_f64(self.line_queue_ms / 1e3),
+        });
+        Ok(BotLink { profile: self.profile()?, line })
+    }
+
     fn profile(&self) -> Result<Option<LinkProfile>, String> {
         let ok = |v: f64| v.is_finite() && (0.0..=10_000.0).contains(&v);
         let chance = |v: f64| (0.0..=1.0).contains(&v);
@@ -820,14 +845,14 @@ fn replay_info(a: &ReplayArgs) -> Result<(), String> {
     Ok(())
 }
 
-async fn serve(args: ServerArgs, bots: (usize, usize), link: Option<LinkProfile>) -> Result<(), String> {
+async fn serve(args: ServerArgs, bots: (usize, usize), link: BotLink) -> Result<(), String> {
     serve_world(args, bots, link, None).await
 }
 
 async fn serve_world(
     args: ServerArgs,
     (bots, spectators): (usize, usize),
-    link: Option<LinkProfile>,
+    link: BotLink,
     replay: Option<volley::server::spectate::SpectatorWorld>,
 ) -> Result<(), String> {
     let key = key_or_random(args.private_key.as_deref())?;
@@ -891,7 +916,13 @@ async fn serve_world(
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
     let swarm = (bots > 0).then(|| {
-        let cfg = SwarmConfig { protocol_id: args.protocol_id, link, spectators, ..SwarmConfig::new(addr, bots, key) };
+        let cfg = SwarmConfig {
+            protocol_id: args.protocol_id,
+            link: link.profile,
+            line: link.line,
+            spectators,
+            ..SwarmConfig::new(addr, bots, key)
+        };
         tokio::spawn(run_swarm(cfg, progress.clone(), stop_rx))
     });
     let metrics = server.metrics().clone();
@@ -1039,7 +1070,7 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let progress = Arc::new(SwarmProgress::default());
-    let link = args.link.profile()?;
+    let link = args.link.bot_link()?;
     let mut args = args;
     if args.soak {
         if args.churn_percent == 0.0 {
@@ -1063,7 +1094,8 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     let cfg = SwarmConfig {
         protocol_id: args.protocol_id,
         first_client_id: args.first_client_id,
-        link,
+        link: link.profile,
+        line: link.line,
         churn,
         spectators: args.spectators,
         tokens: backend.clone().map(|b| Arc::new(fleet::SharedTokens(b)) as Arc<dyn volley_arena::bots::TokenSource>),
@@ -1347,7 +1379,7 @@ fn main() -> ExitCode {
         Command::Run(mut a) => sub
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a.server, m))
-            .and_then(|()| a.link.profile())
+            .and_then(|()| a.link.bot_link())
             .and_then(|link| runtime().map(|rt| (rt, link)))
             .and_then(|(rt, link)| {
                 within("--bots", a.bots, 0, MAX_BOTS)?;
@@ -1359,7 +1391,7 @@ fn main() -> ExitCode {
             .as_ref()
             .map_or(Ok(()), |m| apply_config_file(&mut a, m))
             .and_then(|()| runtime())
-            .and_then(|rt| rt.block_on(serve(a, (0, 0), None))),
+            .and_then(|rt| rt.block_on(serve(a, (0, 0), BotLink::default()))),
         Command::Bots(a) => runtime().and_then(|rt| rt.block_on(bots(a))),
         Command::Backend(a) => runtime().and_then(|rt| rt.block_on(fleet::run_backend(a))),
         Command::BackendBench(a) => runtime().and_then(|rt| rt.block_on(fleet::run_bench(a))),
@@ -1376,7 +1408,7 @@ fn main() -> ExitCode {
                 a.server.snapshot_rate = hz;
                 a.server.match_size = 0;
                 a.server.record = None;
-                rt.block_on(serve_world(a.server, (a.bots, 0), None, Some(w)))
+                rt.block_on(serve_world(a.server, (a.bots, 0), BotLink::default(), Some(w)))
             }),
         Command::Health(a) => match runtime().and_then(|rt| rt.block_on(health(a))) {
             Ok(true) => Ok(()),

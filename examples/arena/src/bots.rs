@@ -18,7 +18,7 @@ use volley::protocol::netcode::client::ClientState;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::snapshot::{Schema, WorldSnapshot};
 use volley::server::unix_now;
-use volley::transport::conditioner::LinkProfile;
+use volley::transport::conditioner::{Bottleneck, LinkProfile};
 
 /// Swarm settings.
 #[derive(Debug, Clone)]
@@ -41,6 +41,8 @@ pub struct SwarmConfig {
     pub connect_spacing: Duration,
     /// A conditioned link for every bot (each with its own random sequence), both ways.
     pub link: Option<LinkProfile>,
+    /// A narrow line on what every bot receives (a home line with its router's queue).
+    pub line: Option<Bottleneck>,
     /// After this long, bots stop moving and shooting (to let the world settle in tests).
     pub idle_after: Option<Duration>,
     /// Bots leaving and new ones joining while the swarm runs (a soak run), if any.
@@ -112,6 +114,7 @@ impl SwarmConfig {
             input_rate_hz: 60,
             connect_spacing: Duration::from_millis(2),
             link: None,
+            line: None,
             idle_after: None,
             churn: None,
             spectators: 0,
@@ -416,6 +419,9 @@ impl Bot {
         let mut client = PolledClient::bind(client, cfg.bind, unix_now).ok()?;
         if let Some(link) = cfg.link {
             client = client.with_conditioner(link, 0x9e37_79b9 ^ (index as u64).wrapping_mul(0x2545_f491));
+        }
+        if cfg.line.is_some() {
+            client.set_downlink(cfg.line);
         }
         Some(Self {
             client,
