@@ -56,9 +56,10 @@ use super::rtt::LinkEstimate;
 /// Settings of a [`SendRate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateConfig {
-    /// The most a client is sent, in bytes a second (the budget of a quiet link).
+    /// The most a client is sent, in bytes a second (the budget of a quiet link). Less than
+    /// [`MIN_RATE`] is taken as [`MIN_RATE`].
     pub max_bytes_per_second: u32,
-    /// The least, however full its link looks.
+    /// The least, however full its link looks (at most the most).
     pub min_bytes_per_second: u32,
     /// The queueing delay (smoothed round trip over the smallest lately) above which the link
     /// is taken to be full.
@@ -72,6 +73,10 @@ impl Default for RateConfig {
         Self { max_bytes_per_second: 125_000, min_bytes_per_second: 4_000, queue_target: Duration::from_millis(15) }
     }
 }
+
+/// The least any budget is, in bytes a second, whatever the settings say: a small snapshot
+/// (and the reliable messages riding with it) every few ticks, so a session always moves.
+pub const MIN_RATE: u32 = 1_000;
 
 /// How often the rate may change.
 const UPDATE: Duration = Duration::from_millis(100);
@@ -113,7 +118,7 @@ pub struct SendRate {
 impl SendRate {
     /// A budget at `config`'s most, full.
     pub fn new(config: RateConfig) -> Self {
-        let max = f64::from(config.max_bytes_per_second.max(1));
+        let max = f64::from(config.max_bytes_per_second.max(MIN_RATE));
         Self {
             config,
             rate: max,
@@ -158,7 +163,7 @@ impl SendRate {
     }
 
     fn clamp(&self, rate: f64) -> f64 {
-        let max = f64::from(self.config.max_bytes_per_second.max(1));
+        let max = f64::from(self.config.max_bytes_per_second.max(MIN_RATE));
         rate.clamp(f64::from(self.config.min_bytes_per_second).min(max), max)
     }
 
@@ -346,6 +351,8 @@ mod tests {
         assert_eq!(r.bytes_per_second(), 5_000);
         r.set_config(RateConfig { min_bytes_per_second: 9_000, max_bytes_per_second: 8_000, ..r.config });
         assert_eq!(r.bytes_per_second(), 8_000, "max wins over a min above it");
+        r.set_config(RateConfig { min_bytes_per_second: 0, max_bytes_per_second: 0, ..r.config });
+        assert_eq!(r.bytes_per_second(), MIN_RATE, "a budget of nothing would stall the session");
         // Time going back and huge spends lose nothing.
         r.spend(usize::MAX / 2);
         assert_eq!(r.room(Duration::from_secs(1)), 0);
