@@ -9,7 +9,7 @@ use bytes::Bytes;
 use super::world::{PlayerId, Relevancy};
 use super::worlds::{ToPlayer, View};
 use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
-use crate::protocol::netcode::packet::Packet;
+use crate::protocol::netcode::packet::{MAX_PACKET_BYTES, Packet};
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
@@ -21,7 +21,7 @@ use crate::protocol::system::WorldNotice;
 
 /// Bytes on the wire around a reliability frame: the netcode packet's prefix, sequence and
 /// tag, and the IP and UDP headers (what a narrow link carries too).
-const WIRE_OVERHEAD: usize = 1 + 8 + 16 + 28;
+const WIRE_OVERHEAD: usize = MAX_PACKET_BYTES - MAX_PAYLOAD_BYTES + 28;
 /// The reliability frame's own header around a snapshot (sequence, acks, the state's tag
 /// and length).
 const FRAME_HEADER: usize = 16;

@@ -52,6 +52,7 @@
 use std::time::Duration;
 
 use super::rtt::LinkEstimate;
+use crate::protocol::netcode::MAX_PAYLOAD_BYTES;
 
 /// Settings of a [`SendRate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +139,7 @@ impl SendRate {
 
     /// The most the bucket holds at `rate`: 50 ms of sending, at least two full packets.
     fn burst_of(rate: f64) -> f64 {
-        (rate * 0.05).max(2.0 * 1200.0)
+        (rate * 0.05).max(2.0 * MAX_PAYLOAD_BYTES as f64)
     }
 
     /// The rate now, in bytes a second.
