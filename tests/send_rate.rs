@@ -214,3 +214,89 @@ async fn over_udp_the_servers_rate_follows_a_narrow_line() {
     assert!(followed <= 10, "near movers' age p99 {followed} ticks");
     assert!(fixed >= 14 && followed * 3 / 2 < fixed, "the fixed budget's queue: {fixed} ticks against {followed}");
 }
+
+/// The player's send rate as `/players` shows it (updated about once a second).
+async fn rate_of(admin: std::net::SocketAddr, player: u32) -> u64 {
+    let (_, body) = crate::admin_client::get(admin, "/players", Duration::from_secs(2)).await.unwrap();
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let me = list.as_array().unwrap().iter().find(|p| p["id"] == player).expect("the player is listed");
+    me["send_rate_bytes_per_second"].as_u64().unwrap()
+}
+
+/// The same line put on by the server itself, through its admin endpoint, while it runs
+/// (the client conditions nothing): the rate follows it down, the near movers stay fresh,
+/// and once it is taken off the rate grows back. The admin endpoint refuses a bad setting
+/// and an unknown player, and a server that does not allow link control refuses it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_off() {
+    use crate::admin_client::request;
+    let t = Duration::from_secs(2);
+    let key = [7u8; 32];
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
+    config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
+    let off = volley::server::start(config.clone(), Field(0)).await.unwrap();
+    let (status, _) = request(off.admin_addr().unwrap(), "POST", "/players/0/link?rate=32000", None, t).await.unwrap();
+    assert_eq!(status, 404, "link control is off by default");
+    off.shutdown().await;
+
+    config.admin_link_control = true;
+    let server = volley::server::start(config, Field(0)).await.unwrap();
+    let admin = server.admin_addr().unwrap();
+    let params = TokenParams::new(DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
+    let token = ConnectToken::generate(&params, &key).unwrap();
+    let schema = Arc::new(Field(0).schema());
+    let client = GameClient::new(token, schema.clone(), unix_now());
+    let mut c = UdpClient::bind(client, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap();
+    let mut ages = Vec::new();
+    let mut next = tokio::time::Instant::now();
+    let (mut player, mut free_rate, mut line_rate, mut line_cuts) = (0, 0, 0, 0);
+    for frame in 0..18 * 60 {
+        next += Duration::from_micros(16_667);
+        c.step(&[0], next).await;
+        match frame {
+            f if f == 4 * 60 => {
+                player = c.client.client_index().expect("connected");
+                free_rate = rate_of(admin, player).await;
+                let bad = request(admin, "POST", &format!("/players/{player}/link?rate=0"), None, t).await.unwrap();
+                assert_eq!(bad.0, 400, "{}", bad.1);
+                let nobody = request(admin, "POST", "/players/999/link?rate=32000", None, t).await.unwrap();
+                assert_eq!(nobody.0, 404, "{}", nobody.1);
+                let line = format!("/players/{player}/link?rate=32000&queue_ms=250&loss=0.02&latency_ms=20");
+                let (status, body) = request(admin, "POST", &line, None, t).await.unwrap();
+                assert_eq!(status, 200, "{body}");
+            }
+            f if f == 12 * 60 => {
+                line_rate = rate_of(admin, player).await;
+                line_cuts = server.metrics().totals().send_rate_cuts;
+                let (_, links) = crate::admin_client::get(admin, "/links", t).await.unwrap();
+                println!("the line: {links}");
+                let links: serde_json::Value = serde_json::from_str(&links).unwrap();
+                assert!(links[0]["lost"].as_u64().unwrap() > 0, "2 % loss: {links}");
+                let (status, _) = request(admin, "DELETE", &format!("/players/{player}/link"), None, t).await.unwrap();
+                assert_eq!(status, 200);
+                assert_eq!(server.player_links(), [], "taken off");
+            }
+            f if (8 * 60..12 * 60).contains(&f) => {
+                let done = server.metrics().totals().ticks;
+                let Some(latest) = c.client.latest() else { continue };
+                for id in 1..=NEAR {
+                    if let Some(m) = latest.read::<Mover>(&schema, id) {
+                        ages.push(u32::try_from(done).unwrap().saturating_sub(m.stamp));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let after = rate_of(admin, player).await;
+    server.shutdown().await;
+    ages.sort_unstable();
+    let p99 = ages[ages.len() * 99 / 100];
+    println!(
+        "send rate before the line {free_rate} B/s, behind it {line_rate} B/s ({line_cuts} cuts), 6 s after it \
+         was taken off {after} B/s; near movers' age p99 behind it {p99} ticks"
+    );
+    assert!(line_cuts > 0 && line_rate <= 45_000, "the rate followed the line down: {line_rate} B/s, {line_cuts} cuts");
+    assert!(p99 <= 10, "near movers' age p99 {p99} ticks behind the line");
+    assert!(after >= 2 * line_rate, "the rate grew back: {after} B/s against {line_rate}");
+}

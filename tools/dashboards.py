@@ -203,8 +203,10 @@ def bandwidth():
              q(f"sum(rate(volley_snapshot_entities_deferred_total{{{SEL}}}[{RI}]))", "entities left out by priority")],
             "Snapshots not sent because a player's budget was spent, and changed entities left for a later snapshot "
             "because the packet's budget was full (the priority accumulator picked what went).", w=8)
-    b.panel("Rate cuts", "cps", [q(f"sum(rate(volley_send_rate_cuts_total{{{SEL}}}[{RI}]))", "cuts")],
-            "Times a player's send rate was cut because its round trip grew (its link queued).", w=8)
+    b.panel("Rate cuts", "cps", [q(f"sum(rate(volley_send_rate_cuts_total{{{SEL}}}[{RI}]))", "cuts"),
+                                 q(f"sum(rate(volley_send_rate_path_changes_total{{{SEL}}}[{RI}]))", "path changes")],
+            "Times a player's send rate was cut because its round trip grew (its link queued), and times a rise "
+            "that cutting did not drain was taken for a change of the path's own delay (the rate grew back).", w=8)
     b.row("Load and health")
     b.panel("Players and slots", "none",
             [q(f"sum(volley_players{{{SEL}}})", "players"), q(f"sum(volley_player_slots{{{SEL}}})", "slots")],

@@ -8,7 +8,7 @@ import only modules of its own layer or of a layer below it:
 | --- | --- | --- |
 | 0 game API | world, lagcomp | what a game writes and calls; imports no other server module |
 | 1 cores and extensions | inputs, session, simulation, worlds; spectate, zone | sans-IO: one tick, one player's session, the directory of worlds; the extensions built on the game API |
-| 2 shells | admin, batcher, broadcaster, metrics, player, record, shared, socket, spawn, world_actor | the actors, the threads and their figures |
+| 2 shells | admin, batcher, broadcaster, metrics, player, record, shaping, shared, socket, spawn, world_actor | the actors, the threads and their figures |
 
 The check fails on any import circle among the modules (whatever the layers), on an import
 of a higher layer (a game-API module importing an actor, a core importing a shell), and on a
@@ -29,7 +29,19 @@ LAYERS = [
     ("cores and extensions", ["inputs", "session", "simulation", "worlds", "spectate", "zone"]),
     (
         "shells",
-        ["admin", "batcher", "broadcaster", "metrics", "player", "record", "shared", "socket", "spawn", "world_actor"],
+        [
+            "admin",
+            "batcher",
+            "broadcaster",
+            "metrics",
+            "player",
+            "record",
+            "shaping",
+            "shared",
+            "socket",
+            "spawn",
+            "world_actor",
+        ],
     ),
 ]
 

@@ -152,6 +152,11 @@ struct ServerArgs {
     /// Show each client's IP address and port in /players (off: they are personal data).
     #[arg(long, env = "VOLLEY_ADMIN_SHOW_ADDRESSES")]
     admin_show_addresses: bool,
+    /// Let the admin listener condition a player's downlink while the server runs, for
+    /// testing: POST /players/ID/link?rate=32000&queue_ms=250&loss=0.02&latency_ms=20 (and
+    /// DELETE; GET /links lists them), behind the admin token if one is set.
+    #[arg(long, env = "VOLLEY_ADMIN_LINK_CONTROL")]
+    admin_link_control: bool,
     /// /healthz fails when no tick has finished for this many seconds.
     #[arg(long, env = "VOLLEY_STALL_AFTER", default_value_t = 1.0)]
     stall_after: f64,
@@ -424,6 +429,7 @@ struct FileConfig {
     admin_token: Option<String>,
     admin_token_file: Option<std::path::PathBuf>,
     admin_show_addresses: Option<bool>,
+    admin_link_control: Option<bool>,
     stall_after: Option<f64>,
     send_batch: Option<usize>,
     socket_buffer: Option<usize>,
@@ -504,6 +510,9 @@ fn apply_config_text(a: &mut ServerArgs, text: &str, unset: impl Fn(&str) -> boo
     }
     if let Some(v) = f.admin_show_addresses.filter(|_| unset("admin_show_addresses")) {
         a.admin_show_addresses = v;
+    }
+    if let Some(v) = f.admin_link_control.filter(|_| unset("admin_link_control")) {
+        a.admin_link_control = v;
     }
     if let Some(v) = f.stall_after.filter(|_| unset("stall_after")) {
         a.stall_after = v;
@@ -644,6 +653,7 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
         return Err("the admin token is empty".into());
     }
     c.admin_show_addresses = a.admin_show_addresses;
+    c.admin_link_control = a.admin_link_control;
     c.record = a.record.clone();
     if a.zone.is_some() {
         c.world_kinds = vec!["arena".into(), "border".into()];
@@ -1473,6 +1483,7 @@ mod tests {
         "admin_token",
         "admin_token_file",
         "admin_show_addresses",
+        "admin_link_control",
         "stall_after",
         "send_batch",
         "socket_buffer",

@@ -1,6 +1,7 @@
-//! A small HTTP GET client for a server's admin listener (`/metrics`, `/healthz`, `/readyz`,
-//! `/players`): the backend's readiness polls use it, and so do the program's `health`
-//! subcommand (the Docker HEALTHCHECK), its zones launcher and its bot swarm's scrapes. It is
+//! A small HTTP client for a server's admin listener (`GET /metrics`, `/healthz`, `/readyz`,
+//! `/players`; `POST` and `DELETE /players/{id}/link`): the backend's readiness polls use
+//! it, and so do the program's `health` and `link` subcommands (the first is the Docker
+//! HEALTHCHECK), its zones launcher and its bot swarm's scrapes. It is
 //! the fleet's, not the framework's (whose own tests include this file by path: it needs
 //! nothing but tokio).
 
@@ -31,10 +32,27 @@ pub async fn get_with(
     token: Option<&str>,
     timeout: Duration,
 ) -> std::io::Result<(u16, String)> {
+    request(addr, "GET", path, token, timeout).await
+}
+
+/// Sends one request without a body (`method` is `GET`, `POST` or `DELETE`; the settings of
+/// a `POST` go in `path`'s query), with a bearer token if given: the status code and body.
+///
+/// # Errors
+/// When the listener cannot be reached within `timeout`, or the answer is not HTTP.
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    timeout: Duration,
+) -> std::io::Result<(u16, String)> {
     let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     let fetch = async {
         let mut s = TcpStream::connect(addr).await?;
-        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        );
         s.write_all(request.as_bytes()).await?;
         let mut raw = Vec::new();
         s.take(MAX_ANSWER).read_to_end(&mut raw).await?;

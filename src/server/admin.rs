@@ -7,8 +7,17 @@
 //! connection closes the oldest one still sending its request head, so idle or slow
 //! connections held open cannot lock out `/healthz` (the Docker HEALTHCHECK) or the scraper.
 //!
-//! With a bearer token set, `/metrics` and `/players` answer only requests that carry it
-//! (`Authorization: Bearer TOKEN`); `/healthz` and `/readyz` stay open for probes. `/players`
+//! With a bearer token set, `/metrics`, `/players` and the link control answer only requests
+//! that carry it (`Authorization: Bearer TOKEN`); `/healthz` and `/readyz` stay open for
+//! probes.
+//!
+//! Where the server allows it ([`ServerConfig::admin_link_control`], off by default), a
+//! player's downlink can be conditioned while it runs (see [`PlayerLink`]):
+//! `POST /players/{id}/link?rate=32000&queue_ms=250&loss=0.02&latency_ms=20&jitter_ms=5` sets
+//! it, `DELETE /players/{id}/link` takes it off, `GET /links` lists the conditioned links
+//! with what they dropped. These are the only requests that are not `GET`.
+//!
+//! [`ServerConfig::admin_link_control`]: super::ServerConfig::admin_link_control `/players`
 //! shows clients' addresses only when asked to (`show_addresses`). It runs on a
 //! thread of its own with its own single-threaded runtime: a world that blocks a worker of
 //! the server's runtime (and with it that runtime's I/O driver) cannot silence `/healthz`,
@@ -24,6 +33,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
 use super::metrics::ServerMetrics;
+use super::shaping::Shaping;
+use super::PlayerLink;
 
 const MAX_HEAD: usize = 8 * 1024;
 const MAX_CONNECTIONS: usize = 64;
@@ -42,23 +53,47 @@ pub struct Admin {
     pub token: Option<Arc<str>>,
     /// `/players` shows each client's IP address and port.
     pub show_addresses: bool,
+    /// The players' conditioned links, when the link control is on
+    /// ([`ServerConfig::admin_link_control`](super::ServerConfig::admin_link_control)).
+    pub(crate) links: Option<Arc<Shaping>>,
+}
+
+/// Conditions player `player`'s downlink (or takes it off): false when it is not connected.
+/// Links of players who left are forgotten first.
+pub(crate) fn condition(metrics: &ServerMetrics, shaping: &Shaping, player: u32, link: Option<PlayerLink>) -> bool {
+    shaping.retain(|p| metrics.has_player(p));
+    let Some(addr) = metrics.player_addr(player) else { return false };
+    shaping.set(player, addr, link);
+    true
 }
 
 /// A response: status, content type, body.
 type Response = (u16, &'static str, String);
 
 impl Admin {
-    /// Answers one request path; `authorization` is the request's `Authorization` header.
-    pub fn respond(&self, path: &str, authorization: Option<&str>) -> Response {
-        let path = path.split('?').next().unwrap_or(path);
-        let guarded = matches!(path, "/metrics" | "/players");
+    /// Answers one request (`method`, `path` with its query); `authorization` is the
+    /// request's `Authorization` header.
+    pub fn respond(&self, method: &str, path: &str, authorization: Option<&str>) -> Response {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        let link_of = path.strip_prefix("/players/").and_then(|p| p.strip_suffix("/link"));
+        let guarded = matches!(path, "/metrics" | "/players" | "/links") || link_of.is_some();
         if let (true, Some(token)) = (guarded, &self.token) {
             let given = authorization.and_then(|a| a.strip_prefix("Bearer ")).map(str::trim);
             if !given.is_some_and(|g| volley_util::secret::same(g.as_bytes(), token.as_bytes())) {
                 return (401, "text/plain", "a bearer token is required\n".into());
             }
         }
+        if let Some(player) = link_of {
+            return self.link(method, player, query);
+        }
+        if method != "GET" {
+            return (405, "text/plain", "only GET\n".into());
+        }
         match path {
+            "/links" => match &self.links {
+                Some(l) => (200, "application/json", serde_json::to_string(&l.reports()).unwrap_or_default()),
+                None => (404, "text/plain", LINK_CONTROL_OFF.into()),
+            },
             "/metrics" => (200, "text/plain; version=0.0.4; charset=utf-8", self.metrics.render()),
             "/healthz" => {
                 let since = self.metrics.since_last_tick();
@@ -85,6 +120,33 @@ impl Admin {
             "/" => (200, "text/plain", "volley admin: /metrics /healthz /readyz /players\n".into()),
             _ => (404, "text/plain", "not found\n".into()),
         }
+    }
+}
+
+/// What a link request gets when the server does not allow it.
+const LINK_CONTROL_OFF: &str = "link control is off (ServerConfig::admin_link_control, --admin-link-control)\n";
+
+impl Admin {
+    /// `POST` or `DELETE /players/{id}/link`.
+    fn link(&self, method: &str, player: &str, query: &str) -> Response {
+        let Some(links) = &self.links else { return (404, "text/plain", LINK_CONTROL_OFF.into()) };
+        let Ok(player) = player.parse::<u32>() else {
+            return (400, "text/plain", format!("not a player id: {player:?}\n"));
+        };
+        let link = match method {
+            "POST" => match PlayerLink::from_query(query) {
+                Ok(l) => Some(l),
+                Err(e) => return (400, "text/plain", format!("{e}\n")),
+            },
+            "DELETE" => None,
+            _ => return (405, "text/plain", "POST or DELETE\n".into()),
+        };
+        if !condition(&self.metrics, links, player, link) {
+            return (404, "text/plain", format!("no player {player} is connected\n"));
+        }
+        tracing::info!(player, link = %query, on = link.is_some(), "a player's downlink is conditioned");
+        let report = links.reports().into_iter().find(|r| r.player == player);
+        (200, "application/json", serde_json::to_string(&report).unwrap_or_default())
     }
 }
 
@@ -245,8 +307,7 @@ async fn handle(mut stream: TcpStream, admin: &Admin, head_done: &AtomicBool) ->
         .map(|(_, v)| v.trim());
     let mut parts = line.split(' ');
     let response = match (parts.next(), parts.next()) {
-        (Some("GET"), Some(path)) => admin.respond(path, authorization),
-        (Some(_), Some(_)) => (405, "text/plain", "only GET\n".into()),
+        (Some(method), Some(path)) => admin.respond(method, path, authorization),
         _ => (400, "text/plain", "bad request\n".into()),
     };
     write(&mut stream, response).await

@@ -19,6 +19,7 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::metrics::{DatagramDrop, ServerMetrics};
+use super::shaping::Shaping;
 use crate::protocol::netcode::Transmit;
 use crate::transport::batch;
 
@@ -51,12 +52,25 @@ pub(crate) struct SnapshotBatcher {
     expected: AtomicI64,
     /// The server tick whose wake-ups `expected` counts.
     tick: std::sync::atomic::AtomicU32,
+    /// Players whose downlink is conditioned: their datagrams go there instead.
+    shaping: Arc<Shaping>,
 }
 
 impl SnapshotBatcher {
     /// A batcher sending on `socket`, `batch` datagrams per system call at most (1: every
     /// datagram is sent as soon as it is left here).
+    #[cfg(test)]
     pub(crate) fn new(socket: Arc<UdpSocket>, metrics: Arc<ServerMetrics>, batch: usize) -> Self {
+        Self::with_shaping(socket, metrics, batch, Shaping::new())
+    }
+
+    /// [`Self::new`], with the players' conditioned links in `shaping`.
+    pub(crate) fn with_shaping(
+        socket: Arc<UdpSocket>,
+        metrics: Arc<ServerMetrics>,
+        batch: usize,
+        shaping: Arc<Shaping>,
+    ) -> Self {
         Self {
             socket,
             metrics,
@@ -65,6 +79,7 @@ impl SnapshotBatcher {
             spare: Mutex::new(Vec::new()),
             expected: AtomicI64::new(0),
             tick: std::sync::atomic::AtomicU32::new(u32::MAX),
+            shaping,
         }
     }
 
@@ -90,6 +105,9 @@ impl SnapshotBatcher {
 
     /// Queues one datagram; sends the batch if this filled it.
     fn push(&self, to: SocketAddr, packet: &[u8], effect: Option<(Duration, Instant)>) {
+        if self.shaping.take(to, packet) {
+            return;
+        }
         let full = {
             let Ok(mut p) = self.pending.lock() else { return };
             let i = p.used;

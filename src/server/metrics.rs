@@ -367,6 +367,9 @@ pub struct Totals {
     pub entities_deferred: u64,
     /// Times a client's send rate was cut for a queueing link.
     pub send_rate_cuts: u64,
+    /// Times a client's round trip rose without draining and was taken for a change of its
+    /// path's own delay ([`SendRate::rebased`](crate::protocol::reliability::SendRate::rebased)).
+    pub send_rate_path_changes: u64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub inputs_dropped: u64,
     /// System calls that received datagrams (each takes up to a batch).
@@ -439,6 +442,7 @@ pub struct ServerMetrics {
     pub(crate) snapshots_held: AtomicU64,
     pub(crate) entities_deferred: AtomicU64,
     pub(crate) send_rate_cuts: AtomicU64,
+    pub(crate) send_rate_path_changes: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub(crate) inputs_dropped: AtomicU64,
     /// Datagrams and snapshots by the path that took them ([`DeliveryPath`]).
@@ -601,6 +605,7 @@ impl ServerMetrics {
             snapshots_held: AtomicU64::new(0),
             entities_deferred: AtomicU64::new(0),
             send_rate_cuts: AtomicU64::new(0),
+            send_rate_path_changes: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
             deliveries: Default::default(),
             tables: Default::default(),
@@ -672,6 +677,11 @@ impl ServerMetrics {
             "Entities that changed but were left for a later snapshot: the packet's budget was full, priority chose.",
         );
         d("volley_send_rate_cuts_total", None, "Times a client's send rate was cut because its link queued.");
+        d(
+            "volley_send_rate_path_changes_total",
+            None,
+            "Times a client's round trip rose without draining: taken for its path's own delay, the rate grew back.",
+        );
         d(
             "volley_send_rate_bytes_per_second",
             None,
@@ -1228,6 +1238,16 @@ impl ServerMetrics {
         }
     }
 
+    /// A connected player's address, from its figures.
+    pub(crate) fn player_addr(&self, id: u32) -> Option<std::net::SocketAddr> {
+        self.per_player.lock().ok()?.get(&id)?.addr.parse().ok()
+    }
+
+    /// Whether a player's figures are held (it is connected).
+    pub(crate) fn has_player(&self, id: u32) -> bool {
+        self.per_player.lock().is_ok_and(|m| m.contains_key(&id))
+    }
+
     /// Forgets a player's figures.
     pub fn remove_player(&self, id: u32) {
         if let Ok(mut m) = self.per_player.lock() {
@@ -1321,6 +1341,7 @@ impl ServerMetrics {
             snapshots_held: get(&self.snapshots_held),
             entities_deferred: get(&self.entities_deferred),
             send_rate_cuts: get(&self.send_rate_cuts),
+            send_rate_path_changes: get(&self.send_rate_path_changes),
             inputs_dropped: get(&self.inputs_dropped),
             receive_calls: get(&self.receive_calls),
             send_calls: get(&self.send_calls),
@@ -1373,6 +1394,7 @@ impl ServerMetrics {
         self.counter("volley_snapshots_held_total", &[], get(&self.snapshots_held));
         self.counter("volley_snapshot_entities_deferred_total", &[], get(&self.entities_deferred));
         self.counter("volley_send_rate_cuts_total", &[], get(&self.send_rate_cuts));
+        self.counter("volley_send_rate_path_changes_total", &[], get(&self.send_rate_path_changes));
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));

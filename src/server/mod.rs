@@ -91,8 +91,9 @@
 //! The modules form three layers with no import circle, checked by `tools/layers.py`: the
 //! game API ([`world`], [`lagcomp`], [`spatial`]: imports no other server module), the sans-IO cores and
 //! the extensions on the game API (`inputs`, `session`, `simulation`, `worlds`; [`spectate`],
-//! [`zone`]), and the shells (the actors, their messages in `shared`, the batcher, the
-//! recorder thread, the metrics, the admin endpoint).
+//! [`zone`]), and the shells (the actors, their messages in `shared`, the batcher and the
+//! conditioned links it hands datagrams to, the recorder thread, the metrics, the admin
+//! endpoint).
 //!
 //! # Supervision tree
 //!
@@ -107,6 +108,7 @@
 //! | recorder threads (one per recorded world) | the world's actor, when it starts | none: fed through a bounded queue and never waited for | a write error ends that recording alone (logged, `volley_recording_failures_total`); the world never notices. It closes its file when the world stops |
 //! | spectators' world actors ([`Worlds::spectate`]) | [`Worlds`] (a task), like other worlds | that task | as other worlds; fed by a tap on the watched world (a bounded queue: frames are left out, never waited for), it ends after the watched world does |
 //! | admin thread (`/metrics`, `/healthz`) | [`start`] | none: its own thread and runtime | the probes cannot connect, which is itself the failure signal |
+//! | shaping task (sends conditioned players' held datagrams, [`ServerHandle::condition_player`]) | [`start`] | none: it cannot panic (a poisoned lock makes it idle), and is aborted with the [`ServerHandle`] | conditioned players get nothing more: their send rates fall to the least, as on a dead link; nobody else notices |
 //!
 //! The broadcaster owns the directory of worlds and players: every change of who is where
 //! (a join, a leave, a move, a world's start or end) passes through its mailbox in order, and
@@ -128,6 +130,7 @@ pub(crate) mod session;
 pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
+mod shaping;
 pub mod spatial;
 pub(crate) mod spawn;
 pub mod spectate;
@@ -144,6 +147,7 @@ use ractor::{Actor, ActorRef};
 use tokio::net::UdpSocket;
 
 pub use metrics::ServerMetrics;
+pub use shaping::{LinkReport, PlayerLink};
 pub use session::{
     FLOOD_MEMORY_TICKS, GAME_CHANNEL_RECEIVE_BYTES, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES,
     MAX_CLIENT_MESSAGES_PER_TICK, MAX_FLOODING_TICKS, MAX_INPUTS_PER_TICK, MAX_MALFORMED_RUN, MessageDrops, PacketDrop,
@@ -222,6 +226,11 @@ pub struct ServerConfig {
     /// `/players` shows each client's IP address and port (off by default: they are
     /// personal data).
     pub admin_show_addresses: bool,
+    /// The admin listener takes `POST /players/{id}/link?rate=..&queue_ms=..&latency_ms=..
+    /// &jitter_ms=..&loss=..` (and `DELETE`) to condition a player's downlink while the server
+    /// runs ([`PlayerLink`]; `GET /links` lists them), behind the bearer token if one is set.
+    /// For testing: off by default. [`ServerHandle::condition_player`] does the same in code.
+    pub admin_link_control: bool,
     /// `/healthz` fails when no tick has finished for this long.
     pub stall_after: Duration,
     /// Snapshot datagrams sent per system call at most (`sendmmsg`; 1 sends each at once).
@@ -280,6 +289,7 @@ impl ServerConfig {
             admin_addr: None,
             admin_token: None,
             admin_show_addresses: false,
+            admin_link_control: false,
             stall_after: Duration::from_secs(1),
             send_batch: 32,
             predict_snapshots: false,
@@ -348,6 +358,18 @@ pub struct ServerHandle {
     grace: Duration,
     admin_addr: Option<SocketAddr>,
     admin: admin::AdminThread,
+    shaping: Arc<shaping::Shaping>,
+    /// The task that sends conditioned players' held datagrams (aborted with the server).
+    _shaping_task: AbortOnDrop,
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl ServerHandle {
@@ -420,6 +442,28 @@ impl ServerHandle {
         self.metrics.failure()
     }
 
+    /// Conditions what the server sends player `player` (a [`PlayerId`], as `/players`
+    /// lists it): latency, jitter, loss and a bottleneck ([`PlayerLink`]), or takes the
+    /// conditioning off (`None`). It can change at any time, to watch the player's send rate
+    /// follow. False when no such player is connected (its figures appear in `/players`
+    /// within a second of connecting).
+    ///
+    /// ```no_run
+    /// # async fn f(server: &volley::server::ServerHandle) {
+    /// use volley::server::PlayerLink;
+    /// let line = PlayerLink::from_query("rate=32000&queue_ms=250&loss=0.02").unwrap();
+    /// server.condition_player(0, Some(line));
+    /// # }
+    /// ```
+    pub fn condition_player(&self, player: PlayerId, link: Option<PlayerLink>) -> bool {
+        admin::condition(&self.metrics, &self.shaping, player, link)
+    }
+
+    /// Every conditioned player's link: its setting, and what it dropped and delayed.
+    pub fn player_links(&self) -> Vec<LinkReport> {
+        self.shaping.reports()
+    }
+
     /// Makes a part of the server fail, for supervision tests.
     #[doc(hidden)]
     pub fn inject_fault(&self, fault: Fault) {
@@ -481,6 +525,7 @@ pub async fn start_with<W: World>(
     let public = config.public_addr.unwrap_or(addr);
     let metrics = Arc::new(ServerMetrics::with_tick_rate(config.tick_rate_hz));
     metrics.slots.store(config.max_players as u64, std::sync::atomic::Ordering::Relaxed);
+    let shaping = shaping::Shaping::new();
     let mut admin_addr = None;
     let listener = match config.admin_addr {
         Some(a) => {
@@ -497,13 +542,20 @@ pub async fn start_with<W: World>(
             stall_after: config.stall_after,
             token: config.admin_token.as_deref().map(Arc::from),
             show_addresses: config.admin_show_addresses,
+            links: config.admin_link_control.then(|| shaping.clone()),
         },
     )
     .map_err(|e| StartError::Spawn("admin", e.to_string()))?;
     let schema = Arc::new(world.schema());
     metrics.declare_world_kinds(&config.world_kinds);
 
-    let batcher = Arc::new(batcher::SnapshotBatcher::new(socket.clone(), metrics.clone(), config.send_batch));
+    let batcher = Arc::new(batcher::SnapshotBatcher::with_shaping(
+        socket.clone(),
+        metrics.clone(),
+        config.send_batch,
+        shaping.clone(),
+    ));
+    let shaping_task = AbortOnDrop(tokio::spawn(shaping.clone().run(socket.clone())).abort_handle());
     let env = shared::SnapshotEnv {
         batcher: batcher.clone(),
         metrics: metrics.clone(),
@@ -617,5 +669,7 @@ pub async fn start_with<W: World>(
         grace: config.shutdown_grace,
         admin_addr,
         admin,
+        shaping,
+        _shaping_task: shaping_task,
     })
 }

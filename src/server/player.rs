@@ -53,6 +53,7 @@ struct Figures {
     resends: u64,
     reliable_queue: u64,
     rate_cuts: u64,
+    path_changes: u64,
     connected_at: Option<Instant>,
 }
 
@@ -90,6 +91,8 @@ impl PlayerState {
         m.record_link(rtt, jitter, loss, rate.bytes_per_second());
         m.send_rate_cuts.fetch_add(rate.cuts().saturating_sub(self.figures.rate_cuts), Ordering::Relaxed);
         self.figures.rate_cuts = rate.cuts();
+        m.send_rate_path_changes.fetch_add(rate.rebased().saturating_sub(self.figures.path_changes), Ordering::Relaxed);
+        self.figures.path_changes = rate.rebased();
         let resends = session.channel().stats().resends;
         m.reliable_resends.fetch_add(resends.saturating_sub(self.figures.resends), Ordering::Relaxed);
         self.figures.resends = resends;

@@ -83,6 +83,16 @@ impl LinkConditioner {
         self.bottleneck = bottleneck;
     }
 
+    /// Changes the latency, jitter and loss from now on (the bottleneck and its queue stay).
+    pub fn set_profile(&mut self, profile: LinkProfile) {
+        self.profile = profile;
+    }
+
+    /// The latency, jitter and loss.
+    pub fn profile(&self) -> LinkProfile {
+        self.profile
+    }
+
     /// The bottleneck on the link, if any.
     pub fn bottleneck(&self) -> Option<Bottleneck> {
         self.bottleneck

@@ -14,7 +14,15 @@
 //!   queue drains, and holds for a round trip before it may drop again;
 //! - under it, the rate grows: 5 % every 100 ms, or 1 % when it was cut within two seconds
 //!   (it probes gently near the rate that filled the link), up to
-//!   [`RateConfig::max_bytes_per_second`].
+//!   [`RateConfig::max_bytes_per_second`];
+//! - a rise that cutting does not drain is the path's, not a queue's: when the queueing
+//!   delay has stood over the target for three seconds without falling under 80 % of its
+//!   peak, and the link delivers no more than is sent (a queue being drained delivers
+//!   more), the path's own delay changed (a new route, Wi-Fi to mobile, a narrow line's
+//!   sending time): the floor becomes the round trip now, and the rate grows back to what it
+//!   was before the rise by 25 % every 100 ms until the link fills again. Without this, a
+//!   path 40 ms longer would hold the rate at its least until the floor's window ran out, up
+//!   to a minute.
 //!
 //! Loss alone is not taken for congestion: on the links games run over (Wi-Fi, mobile) most
 //! loss is not a full queue, and a full drop-tail queue shows as delay before it drops. A
@@ -88,6 +96,24 @@ const BASE_WINDOW: Duration = Duration::from_secs(30);
 const JITTERS: f64 = 3.0;
 /// After a cut, the growth is gentle for this long.
 const NEAR: Duration = Duration::from_secs(2);
+/// A rise over the target that lasts this long without draining is the path's.
+const STANDING: Duration = Duration::from_secs(3);
+/// ... without draining: still at least this share of its peak.
+const UNDRAINED: f64 = 0.8;
+/// After a change of path, the rate grows back by this every update (from the least to the
+/// most in under two seconds).
+const RECOVERY: f64 = 1.25;
+
+/// A run of updates over the target.
+#[derive(Debug, Clone, Copy)]
+struct Rise {
+    /// Since when the queueing delay has not fallen under [`UNDRAINED`] of `peak`.
+    since: Duration,
+    /// The most queueing delay seen since then.
+    peak: f64,
+    /// The rate when the run began.
+    rate_before: f64,
+}
 
 /// One client's send budget (see the [module](self)).
 #[derive(Debug, Clone)]
@@ -114,6 +140,12 @@ pub struct SendRate {
     over: u32,
     /// Bytes a second the peer acknowledged lately (smoothed over about half a second).
     delivered: Option<f64>,
+    /// The rise over the target going on, if one is.
+    rise: Option<Rise>,
+    /// Times the path's own delay was found to have changed.
+    rebased: u64,
+    /// After such a change, the rate to grow back to quickly (until the link fills again).
+    recover_to: Option<f64>,
 }
 
 impl SendRate {
@@ -134,6 +166,9 @@ impl SendRate {
             cuts: 0,
             over: 0,
             delivered: None,
+            rise: None,
+            rebased: 0,
+            recover_to: None,
         }
     }
 
@@ -150,6 +185,12 @@ impl SendRate {
     /// Times the rate was cut for a full link.
     pub fn cuts(&self) -> u64 {
         self.cuts
+    }
+
+    /// Times a rise of the round trip that cutting did not drain was taken for a change of
+    /// the path's own delay (the floor moved to it and the rate went back).
+    pub fn rebased(&self) -> u64 {
+        self.rebased
     }
 
     /// The settings.
@@ -223,15 +264,44 @@ impl SendRate {
         let target = self.config.queue_target.as_secs_f64() + JITTERS * jitter;
         if queued <= target {
             self.over = 0;
+            self.rise = None;
             let near = self.cut_at.is_some_and(|c| now.saturating_sub(c) < NEAR);
-            let grown = if near { self.rate * 1.01 } else { self.rate * 1.05 };
+            let grown = match self.recover_to {
+                // Back to the rate of before a change of path, quickly but not at once: the
+                // new path may be narrower too.
+                Some(to) if self.rate < to => (self.rate * RECOVERY).min(to),
+                _ if near => self.rate * 1.01,
+                _ => self.rate * 1.05,
+            };
             self.rate = self.clamp(grown);
             return;
         }
+        self.recover_to = None;
         // Over the target twice in a row (a spike of one update is not a queue), and not
         // within a round trip of the last cut: at most halved, to 0.85 × what the link
         // delivered lately.
         self.over = self.over.saturating_add(1);
+        let mut rise = self.rise.unwrap_or(Rise { since: now, peak: queued, rate_before: self.rate });
+        if queued < UNDRAINED * rise.peak {
+            // Draining: it is watched again from here.
+            rise.since = now;
+            rise.peak = queued;
+        }
+        rise.peak = rise.peak.max(queued);
+        self.rise = Some(rise);
+        // A queue drains while the link delivers more than is sent: not the path's then.
+        let draining = self.delivered.is_some_and(|d| d > 1.1 * self.rate);
+        if now.saturating_sub(rise.since) >= STANDING && queued >= UNDRAINED * rise.peak && !draining {
+            // Cutting did not drain it: the path's delay, now its floor.
+            self.base = [srtt; 2];
+            self.base_since = now;
+            self.recover_to = Some(rise.rate_before);
+            self.cut_at = None;
+            self.rise = None;
+            self.over = 0;
+            self.rebased += 1;
+            return;
+        }
         if self.over >= 2 && now >= self.hold_until {
             let delivered = self.delivered.unwrap_or(self.rate);
             self.rate = self.clamp((0.85 * delivered).clamp(0.5 * self.rate, self.rate));
@@ -256,6 +326,19 @@ mod tests {
     }
 
     fn run_with(want: usize, line: Bottleneck, profile: LinkProfile, secs: u64) -> (u32, f64, f64) {
+        let (rate, queued, drops) = run_path(want, line, profile, None, secs);
+        (rate.bytes_per_second(), queued, drops)
+    }
+
+    /// [`run_with`], the link's profile changing to `later.1` at `later.0`: the sender's
+    /// rate, and the same figures.
+    fn run_path(
+        want: usize,
+        line: Bottleneck,
+        profile: LinkProfile,
+        later: Option<(Duration, LinkProfile)>,
+        secs: u64,
+    ) -> (SendRate, f64, f64) {
         let mut down = LinkConditioner::new(profile, 9);
         down.set_bottleneck(Some(line));
         let mut rate = SendRate::new(RateConfig::default());
@@ -264,6 +347,11 @@ mod tests {
         let (mut queued, mut samples) = (0.0, 0);
         for i in 0..secs * 60 {
             let now = Duration::from_micros(i * 16_667);
+            if let Some((at, p)) = later
+                && now >= at
+            {
+                down.set_profile(p);
+            }
             // Acknowledgements that came back by now (a quiet 20 ms way back).
             acks.retain(|(at, bytes, sent)| {
                 if *at > now {
@@ -288,7 +376,34 @@ mod tests {
             }
         }
         let c = down.counts();
-        (rate.bytes_per_second(), queued / f64::from(samples.max(1)), c.queue_drops as f64 / c.datagrams as f64)
+        (rate, queued / f64::from(samples.max(1)), c.queue_drops as f64 / c.datagrams as f64)
+    }
+
+    #[test]
+    fn a_longer_path_is_not_taken_for_a_queue() {
+        // A wide link whose path grows 40 ms longer at 10 s (Wi-Fi to mobile): 60 ms of
+        // delay over the floor, and cutting does not drain it.
+        let line = Bottleneck { bytes_per_second: 1_000_000, queue: Duration::from_millis(200) };
+        let near = LinkProfile { latency: Duration::from_millis(20), ..LinkProfile::PERFECT };
+        let far = LinkProfile { latency: Duration::from_millis(60), ..LinkProfile::PERFECT };
+        let (rate, _, _) = run_path(1200, line, near, Some((Duration::from_secs(10), far)), 20);
+        assert_eq!(rate.rebased(), 1, "the floor moved once");
+        assert_eq!(rate.bytes_per_second(), 125_000, "and the rate came back ({} cuts)", rate.cuts());
+    }
+
+    #[test]
+    fn a_deep_queue_drains_and_is_not_taken_for_a_longer_path() {
+        // Up to four seconds of buffer on a 256 kbit/s line (a bloated cable modem): the queue
+        // is the sender's, cutting drains it, and the floor stays. (Without the check that
+        // the link delivers more than is sent, two seconds and more were taken for the path.)
+        for queue in [250, 1000, 2000, 4000] {
+            let line = Bottleneck { bytes_per_second: 32_000, queue: Duration::from_millis(queue) };
+            let profile = LinkProfile { latency: Duration::from_millis(20), ..LinkProfile::PERFECT };
+            let (rate, queued, _) = run_path(1200, line, profile, None, 60);
+            assert_eq!(rate.rebased(), 0, "{queue} ms of buffer: taken for the path");
+            assert!((20_000..=36_000).contains(&rate.bytes_per_second()), "settled at {}", rate.bytes_per_second());
+            assert!(queued < 0.040, "{queue} ms of buffer: mean queueing {queued} s");
+        }
     }
 
     #[test]
@@ -341,15 +456,19 @@ mod tests {
 
     #[test]
     fn the_bounds_hold_whatever_the_link_says() {
-        let mut r = SendRate::new(RateConfig { min_bytes_per_second: 5_000, ..RateConfig::default() });
+        let mut r = SendRate::new(RateConfig {
+            min_bytes_per_second: 5_000,
+            max_bytes_per_second: 9_000,
+            ..RateConfig::default()
+        });
         let mut link = LinkEstimate::default();
         link.rtt_sample(Duration::from_millis(10));
         r.update(Duration::ZERO, &link, 0);
-        for i in 1..200u64 {
+        for i in 1..29u64 {
             link.rtt_sample(Duration::from_secs(3));
             r.update(Duration::from_millis(100 * i), &link, 0);
         }
-        assert_eq!(r.bytes_per_second(), 5_000);
+        assert_eq!(r.bytes_per_second(), 5_000, "within the 3 s a rise may stand");
         r.set_config(RateConfig { min_bytes_per_second: 9_000, max_bytes_per_second: 8_000, ..r.config });
         assert_eq!(r.bytes_per_second(), 8_000, "max wins over a min above it");
         r.set_config(RateConfig { min_bytes_per_second: 0, max_bytes_per_second: 0, ..r.config });
