@@ -1,5 +1,6 @@
 //! Snapshot encode and decode cost: 64 visible cubes, 25 % and 100 % moving, baseline one
-//! tick back (acknowledged), as the server does it per player per snapshot.
+//! tick back (acknowledged), as the server does it per player per snapshot; and 1000 players
+//! seeing 64 of 1600 moving cubes each, sharing the tick's delta bits or each coding its own.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 #[path = "../tests/support/cubes.rs"]
@@ -98,5 +99,76 @@ fn decode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, encode, decode);
+/// Players and entities of the shared-encoding benchmark: an arena's worth.
+const MANY: usize = 1000;
+const ENTITIES: usize = 1600;
+/// What each player sees: 64 entities, a window that overlaps its neighbours'.
+const SEEN: usize = 64;
+
+/// 1000 players each seeing 64 of 1600 moving entities, every one encoded each tick: with
+/// the tick's world snapshot shared by all (each entity's delta bits against a baseline are
+/// written once and copied by every other player with that baseline), against a copy per
+/// player (every delta coded from scratch, as per-player encoding does). Baselines two ticks
+/// back for everyone (similar links), or one to eight back (little to share).
+fn encode_many(c: &mut Criterion) {
+    let mut g = c.benchmark_group("snapshot/encode_1000_players");
+    g.sample_size(10);
+    g.throughput(criterion::Throughput::Elements(MANY as u64));
+    let worlds = {
+        let schema = cubes::schema();
+        let mut scene = cubes::Scene::new(ENTITIES, 1.0);
+        let mut prev: Option<Arc<WorldSnapshot>> = None;
+        (1..=64u32)
+            .map(|t| {
+                scene.step();
+                let w = scene.snapshot_after(&schema, t, prev.as_deref());
+                prev = Some(w.clone());
+                w
+            })
+            .collect::<Vec<_>>()
+    };
+    let interests: Vec<Vec<Interest>> = (0..MANY)
+        .map(|p| {
+            let start = (p * 7) % (ENTITIES - SEEN);
+            (start..start + SEEN).map(|i| Interest { index: i as u32, priority: 1.0 }).collect()
+        })
+        .collect();
+    for (label, shared, spread) in [
+        ("shared_same_baseline", true, false),
+        ("per_player_same_baseline", false, false),
+        ("shared_8_baselines", true, true),
+        ("per_player_8_baselines", false, true),
+    ] {
+        let mut senders: Vec<_> =
+            (0..MANY).map(|_| SnapshotSender::new(cubes::schema(), SenderConfig::default())).collect();
+        let mut buf = [0u8; 1200];
+        let mut tick = 0u32;
+        g.bench_function(label, |b| {
+            b.iter_batched(
+                || {
+                    tick += 1;
+                    let world = Arc::new(WorldSnapshot::clone(&worlds[tick as usize % worlds.len()]).retick(tick));
+                    let copies: Vec<Arc<WorldSnapshot>> = if shared {
+                        vec![world]
+                    } else {
+                        (0..MANY).map(|_| Arc::new(WorldSnapshot::clone(&world))).collect()
+                    };
+                    copies
+                },
+                |copies| {
+                    for (i, sender) in senders.iter_mut().enumerate() {
+                        let world = &copies[if shared { 0 } else { i }];
+                        let behind = if spread { 1 + (i % 8) as u32 } else { 2 };
+                        sender.ack(world.tick().saturating_sub(behind));
+                        black_box(sender.encode(world, &interests[i], &mut buf).unwrap());
+                    }
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, encode, encode_many, decode);
 criterion_main!(benches);
