@@ -83,6 +83,14 @@ struct Run {
     queue_drop_ratio: f64,
     /// The rate the server settled at, bytes a second.
     rate: u32,
+    /// Times a mover's state as shown went back to an older one from one frame to the
+    /// next, per mover per second: near ones, all.
+    near_reverts: f64,
+    all_reverts: f64,
+    /// The same in the snapshots as decoded: a merged delta leaves an entity the server
+    /// deferred at the baseline's state, older than what a newer packet had brought, and the
+    /// client shows the newer one instead (`GameClient::snapshot` against `decoded`).
+    decoded_reverts: f64,
 }
 
 fn run(rate: RateConfig) -> Run {
@@ -94,6 +102,8 @@ fn run(rate: RateConfig) -> Run {
     let schema = stepper.schema().clone();
     let dt = Duration::from_secs(1) / u32::from(HZ);
     let (mut near, mut all) = (Vec::new(), Vec::new());
+    let (mut stamps, mut reverts) = (vec![0u32; MOVERS as usize + 1], [0u64; 2]);
+    let (mut decoded_stamps, mut decoded_reverts) = (vec![0u32; MOVERS as usize + 1], 0u64);
     stepper.step();
     // When the server's tick 0 began, on the stepper's clock.
     let start = stepper.now - dt * stepper.tick();
@@ -104,11 +114,22 @@ fn run(rate: RateConfig) -> Run {
             continue;
         }
         let now = stepper.now;
-        let Some(latest) = stepper.clients[c].client.latest() else { continue };
+        let client = &stepper.clients[c].client;
+        let Some(latest) = client.latest() else { continue };
+        let decoded = client.decoded(latest.tick()).expect("kept");
+        for id in 1..=MOVERS {
+            let Some(m) = decoded.read::<Mover>(&schema, id) else { continue };
+            decoded_reverts += u64::from(m.stamp < decoded_stamps[id as usize]);
+            decoded_stamps[id as usize] = m.stamp;
+        }
         for id in 1..=MOVERS {
             let Some(m) = latest.read::<Mover>(&schema, id) else { continue };
             // The tick the state is of began at stamp × dt on the server's clock.
             let age = now.saturating_sub(start + dt * m.stamp).as_secs_f64() * 1000.0;
+            if m.stamp < stamps[id as usize] {
+                reverts[usize::from(id <= NEAR)] += 1;
+            }
+            stamps[id as usize] = m.stamp;
             if id <= NEAR {
                 near.push(age);
             }
@@ -124,6 +145,9 @@ fn run(rate: RateConfig) -> Run {
         all_mean_ms: mean(&all),
         queue_drop_ratio: down.queue_drops as f64 / down.datagrams.max(1) as f64,
         rate: stepper.send_rate(c).unwrap(),
+        near_reverts: reverts[1] as f64 / 40.0 / f64::from(NEAR),
+        all_reverts: (reverts[0] + reverts[1]) as f64 / 40.0 / f64::from(MOVERS),
+        decoded_reverts: decoded_reverts as f64 / 40.0 / f64::from(MOVERS),
     }
 }
 
@@ -144,6 +168,10 @@ fn a_narrow_line_keeps_its_nearby_entities_fresh_and_its_queue_short() {
     // Fewer bytes sent, and still every mover fresher on average than behind a full queue.
     assert!(followed.all_mean_ms < fixed.all_mean_ms, "{followed:?} {fixed:?}");
     assert!(followed.queue_drop_ratio <= 0.02, "queue drops {}", followed.queue_drop_ratio);
+    // What the client shows never goes back in time, although the snapshots as decoded
+    // do for the movers the budget leaves out.
+    assert_eq!((followed.near_reverts, followed.all_reverts), (0.0, 0.0), "{followed:?}");
+    assert!(followed.decoded_reverts > 1.0, "{followed:?}");
     assert!((16_000..=40_000).contains(&followed.rate), "settled at {} bytes/s", followed.rate);
     // The fixed budget is what the rate replaced: it fills the queue.
     assert!(fixed.queue_drop_ratio > 0.3, "{fixed:?}");

@@ -1469,7 +1469,7 @@ mod tests {
     }
 
     /// Every key of the config file.
-    const KEYS: [&str; 29] = [
+    const KEYS: [&str; 30] = [
         "bind",
         "public_addr",
         "private_key",

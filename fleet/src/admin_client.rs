@@ -50,9 +50,8 @@ pub async fn request(
     let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
     let fetch = async {
         let mut s = TcpStream::connect(addr).await?;
-        let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
-        );
+        let request =
+            format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n");
         s.write_all(request.as_bytes()).await?;
         let mut raw = Vec::new();
         s.take(MAX_ANSWER).read_to_end(&mut raw).await?;

@@ -54,6 +54,10 @@ pub struct ClientStats {
     pub arrival_jitter: Duration,
     /// Current render delay, in ticks.
     pub render_delay_ticks: f64,
+    /// Entities shown at their newest state instead of going back to an older one: the
+    /// server left them out of a snapshot (its budget was full), and the snapshot's baseline
+    /// had them older than the snapshot shown before it.
+    pub entities_held: u64,
 }
 
 /// What view a client reports with each input (the server's lag compensation rewinds its
@@ -119,6 +123,10 @@ pub struct GameClient {
     moves: u32,
     /// The old zone's view while the new zone's cannot be played yet (after a redirect).
     before: Option<Box<Before>>,
+    /// What is shown of a decoded snapshot where it differs from it (by tick modulo 64):
+    /// entities the server left out of it keep the newest state shown
+    /// ([`hold_left_out`](crate::protocol::snapshot::receiver::hold_left_out)).
+    shown: Vec<Option<WorldSnapshot>>,
 }
 
 /// What a client drew from before it followed a redirect: the old server's newest snapshots
@@ -191,6 +199,7 @@ impl GameClient {
             replay: None,
             moves: 0,
             before: None,
+            shown: (0..64).map(|_| None).collect(),
         }
     }
 
@@ -223,7 +232,7 @@ impl GameClient {
         // The old view, to draw from until the new one plays.
         let newest = self.snapshots.newest_tick();
         let kept: Vec<WorldSnapshot> = newest
-            .map(|n| (0..64u32).filter_map(|k| self.snapshots.get(n.wrapping_sub(k)).cloned()).take(2).collect())
+            .map(|n| (0..64u32).filter_map(|k| self.shown(n.wrapping_sub(k)).cloned()).take(2).collect())
             .unwrap_or_default();
         let before = (!kept.is_empty()).then(|| Box::new(Before { clock: self.clock.clone(), snapshots: kept }));
         let mut snapshots = std::mem::replace(&mut self.snapshots, SnapshotReceiver::new(schema.clone(), 2));
@@ -391,9 +400,39 @@ impl GameClient {
         self.snapshots.set_predictor(predictor);
     }
 
-    /// The newest snapshot.
+    /// The newest snapshot, as the player should see it: an entity the server left out of
+    /// it (over the client's send budget, see [`GameClient::snapshot`]) shows its newest
+    /// state.
     pub fn latest(&self) -> Option<&WorldSnapshot> {
-        self.snapshots.latest()
+        self.shown(self.snapshots.newest_tick()?)
+    }
+
+    /// What is shown of the snapshot of `tick`, if it is kept.
+    fn shown(&self, tick: u32) -> Option<&WorldSnapshot> {
+        let held = self.shown[tick as usize % self.shown.len()].as_ref().filter(|s| s.tick() == tick);
+        held.or_else(|| self.snapshots.get(tick))
+    }
+
+    /// Works out what is shown of the snapshot of `tick`, just decoded: entities the server
+    /// left out of it keep what was shown of the newest snapshot between its baseline and it.
+    fn settle_shown(&mut self, tick: u32) {
+        let slot = tick as usize % self.shown.len();
+        let mut out = self.shown[slot].take().unwrap_or_default();
+        let snaps = &self.snapshots;
+        let held = (|| {
+            let decoded = snaps.get(tick)?;
+            let b = snaps.baseline_of(tick)?;
+            let baseline = snaps.get(b)?;
+            let before =
+                (1..64u32).map(|k| tick.wrapping_sub(k)).take_while(|t| *t > b).find(|t| snaps.get(*t).is_some())?;
+            let shown_before = self.shown(before)?;
+            Some(crate::protocol::snapshot::receiver::hold_left_out(decoded, baseline, shown_before, &mut out))
+        })()
+        .unwrap_or(0);
+        self.stats.entities_held += held as u64;
+        if held > 0 {
+            self.shown[slot] = Some(out);
+        }
     }
 
     /// The sequence number of the newest input sent (record it in a
@@ -407,8 +446,19 @@ impl GameClient {
         self.applied[tick as usize % 64].filter(|(t, _)| *t == tick).map(|(_, a)| a)
     }
 
-    /// A decoded snapshot by tick, while it is kept (the last 64 received).
+    /// A snapshot by tick, while it is kept (the last 64 received), as the player should see
+    /// it. When the client's send budget is full the server leaves some changed entities out
+    /// of a snapshot for a later one, by priority; the merged delta then gives them their
+    /// state in the snapshot's baseline, older than what the client already showed. Those
+    /// keep the state shown last instead of going back (counted in
+    /// [`ClientStats::entities_held`]). [`GameClient::decoded`] is the snapshot as decoded.
     pub fn snapshot(&self, tick: u32) -> Option<&WorldSnapshot> {
+        self.shown(tick)
+    }
+
+    /// A snapshot by tick exactly as decoded: the server's state, except that entities left
+    /// out of it have their state in its baseline.
+    pub fn decoded(&self, tick: u32) -> Option<&WorldSnapshot> {
         self.snapshots.get(tick)
     }
 
@@ -520,7 +570,7 @@ impl GameClient {
         mut emit: impl FnMut(EntityId, &[u32], Option<&[u32]>, f32),
     ) {
         let snaps = &self.snapshots;
-        let playing = view_each(kind, &self.clock, snaps.newest_tick(), |t| snaps.get(t), now, &mut emit);
+        let playing = view_each(kind, &self.clock, snaps.newest_tick(), |t| self.shown(t), now, &mut emit);
         if let (false, Some(b)) = (playing, &self.before) {
             let newest = b.snapshots.first().map(WorldSnapshot::tick);
             view_each(kind, &b.clock, newest, |t| b.get(t), now, &mut emit);
@@ -667,6 +717,7 @@ impl GameClient {
         self.stats.last_snapshot_bytes = snapshot.len();
         match self.snapshots.decode(snapshot) {
             Ok(t) => {
+                self.settle_shown(t);
                 self.stats.snapshots += 1;
                 self.clock.on_snapshot(t, now);
                 self.applied[t as usize % 64] = applied.map(|a| (t, a));

@@ -32,9 +32,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
+use super::PlayerLink;
 use super::metrics::ServerMetrics;
 use super::shaping::Shaping;
-use super::PlayerLink;
 
 const MAX_HEAD: usize = 8 * 1024;
 const MAX_CONNECTIONS: usize = 64;

@@ -127,10 +127,10 @@ pub mod metrics;
 pub(crate) mod player;
 pub(crate) mod record;
 pub(crate) mod session;
+mod shaping;
 pub(crate) mod shared;
 pub(crate) mod simulation;
 pub(crate) mod socket;
-mod shaping;
 pub mod spatial;
 pub(crate) mod spawn;
 pub mod spectate;
@@ -147,12 +147,12 @@ use ractor::{Actor, ActorRef};
 use tokio::net::UdpSocket;
 
 pub use metrics::ServerMetrics;
-pub use shaping::{LinkReport, PlayerLink};
 pub use session::{
     FLOOD_MEMORY_TICKS, GAME_CHANNEL_RECEIVE_BYTES, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES,
     MAX_CLIENT_MESSAGES_PER_TICK, MAX_FLOODING_TICKS, MAX_INPUTS_PER_TICK, MAX_MALFORMED_RUN, MessageDrops, PacketDrop,
     PlayerBudget, SYSTEM_CHANNEL_RECEIVE_BYTES,
 };
+pub use shaping::{LinkReport, PlayerLink};
 pub use world::{
     Audience, Everything, Handles, JoinInfo, MAX_PANICKING_TICKS, Origin, Outbox, PlayerId, Relevancy, SendError,
     SpawnError, Tap, WORLD_MESSAGE_QUEUE, WithMessages, World, WorldFault, WorldId, WorldOptions, WorldRef, Worlds,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::codec;
 use super::predictor::{PredictedWalk, Predictor};
 use super::schema::Schema;
-use super::world::WorldSnapshot;
+use super::world::{EntityRef, WorldSnapshot};
 use super::{SnapshotError, kind_bits};
 use crate::protocol::bits::BitReader;
 use crate::protocol::range::RangeDecoder;
@@ -16,6 +16,8 @@ use crate::protocol::range::RangeDecoder;
 pub struct SnapshotReceiver {
     schema: Arc<Schema>,
     ring: Vec<Option<WorldSnapshot>>,
+    /// Each kept snapshot's baseline (`None`: sent in full), by the same slot.
+    bases: Vec<Option<u32>>,
     spare: WorldSnapshot,
     newest: Option<u32>,
     /// The range coder's models for predicted packets.
@@ -29,6 +31,7 @@ impl SnapshotReceiver {
     pub fn new(schema: Arc<Schema>, history: usize) -> Self {
         Self {
             ring: (0..history.max(2)).map(|_| None).collect(),
+            bases: vec![None; history.max(2)],
             spare: WorldSnapshot::default(),
             newest: None,
             models: codec::Models::default(),
@@ -65,6 +68,13 @@ impl SnapshotReceiver {
     /// A decoded snapshot by tick, if still kept.
     pub fn get(&self, tick: u32) -> Option<&WorldSnapshot> {
         self.ring[tick as usize % self.ring.len()].as_ref().filter(|s| s.tick() == tick)
+    }
+
+    /// The baseline the kept snapshot of `tick` was decoded against (`None`: it came in
+    /// full, or is not kept).
+    pub fn baseline_of(&self, tick: u32) -> Option<u32> {
+        self.get(tick)?;
+        self.bases[tick as usize % self.ring.len()]
     }
 
     /// The newest snapshot decoded.
@@ -175,6 +185,7 @@ impl SnapshotReceiver {
                 let slot = tick as usize % n;
                 self.spare = self.ring[slot].take().unwrap_or_default();
                 self.ring[slot] = Some(out);
+                self.bases[slot] = base_tick;
                 if self.newest.is_none_or(|t| tick > t) {
                     self.newest = Some(tick);
                 }
@@ -332,4 +343,97 @@ fn rebuild(
     copy_until(out, &mut bi, u64::MAX);
     debug_assert!(out.last_id().is_none() || out.ids().windows(2).all(|w| w[0] < w[1]));
     Ok(())
+}
+
+/// What a player should be shown of `decoded`, written into `out`: `decoded`, except that an
+/// entity the server left out of it — over its budget the sender defers some changes, and a
+/// merged delta leaves a deferred entity at its `baseline` state — keeps its state in
+/// `shown_before` (what was shown of the newest snapshot between the baseline and this one)
+/// instead of going back to the baseline's. Such an entity has the very words it had in the
+/// baseline, while `shown_before` has it otherwise. Returns how many were held; `out` is
+/// only written when some were.
+///
+/// An entity that truly went back to exactly its baseline state within a round trip (a flag
+/// set and cleared) is held too, until a baseline newer than `shown_before` is acknowledged
+/// (about a round trip); anything that moves never repeats its words exactly.
+pub(crate) fn hold_left_out(
+    decoded: &WorldSnapshot,
+    baseline: &WorldSnapshot,
+    shown_before: &WorldSnapshot,
+    out: &mut WorldSnapshot,
+) -> usize {
+    if !(baseline.tick() < shown_before.tick() && shown_before.tick() < decoded.tick()) {
+        return 0;
+    }
+    let mut walk = Held { baseline, shown_before, b: 0, p: 0 };
+    let mut held = decoded.iter().enumerate().filter(|(_, e)| walk.words(e).is_some());
+    let Some((first, _)) = held.next() else { return 0 };
+    let count = 1 + held.count();
+    // Copy the decoded snapshot, with the held entities' shown words.
+    out.reset(decoded.tick());
+    let mut walk = Held { baseline, shown_before, b: 0, p: 0 };
+    for (i, e) in decoded.iter().enumerate() {
+        let words = if i >= first { walk.words(&e).unwrap_or(e.words) } else { e.words };
+        out.push_raw(e.id, e.kind, words);
+    }
+    count
+}
+
+/// A walk of the baseline and the snapshot shown before, in id order, alongside a decoded
+/// snapshot's entities.
+struct Held<'a> {
+    baseline: &'a WorldSnapshot,
+    shown_before: &'a WorldSnapshot,
+    b: usize,
+    p: usize,
+}
+
+impl<'a> Held<'a> {
+    /// The words to show for `e` instead of its own, if it was left out: it has its baseline
+    /// words exactly, and was shown otherwise since. Entities must come in ascending id.
+    fn words(&mut self, e: &EntityRef<'_>) -> Option<&'a [u32]> {
+        let (bids, pids) = (self.baseline.ids(), self.shown_before.ids());
+        while bids.get(self.b).is_some_and(|id| *id < e.id) {
+            self.b += 1;
+        }
+        while pids.get(self.p).is_some_and(|id| *id < e.id) {
+            self.p += 1;
+        }
+        let (be, pe) = (self.baseline.get(self.b)?, self.shown_before.get(self.p)?);
+        let left_out = be.id == e.id && pe.id == e.id && be.kind == e.kind && pe.kind == e.kind;
+        (left_out && be.words == e.words && pe.words != e.words).then_some(pe.words)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(tick: u32, entities: &[(u32, u32)]) -> WorldSnapshot {
+        let mut w = WorldSnapshot::new(tick);
+        for (id, x) in entities {
+            w.push_raw(*id, 0, &[*x]);
+        }
+        w
+    }
+
+    #[test]
+    fn an_entity_left_out_keeps_what_was_shown_and_the_rest_is_as_decoded() {
+        let baseline = snap(10, &[(1, 100), (2, 500), (4, 7)]);
+        let before = snap(12, &[(1, 102), (2, 500), (4, 9)]);
+        // 1 was left out (its baseline words again), 2 moved, 3 is new, 4 left out too.
+        let decoded = snap(13, &[(1, 100), (2, 501), (3, 30), (4, 7)]);
+        let mut out = WorldSnapshot::default();
+        assert_eq!(hold_left_out(&decoded, &baseline, &before, &mut out), 2);
+        let shown: Vec<(u32, u32)> = out.iter().map(|e| (e.id, e.words[0])).collect();
+        assert_eq!(shown, [(1, 102), (2, 501), (3, 30), (4, 9)]);
+        assert_eq!(out.tick(), 13);
+        // Nothing to hold: unchanged since the baseline everywhere, or the snapshot shown
+        // before is not between the baseline and this one.
+        let mut untouched = WorldSnapshot::default();
+        assert_eq!(hold_left_out(&decoded, &baseline, &baseline, &mut untouched), 0);
+        assert_eq!(hold_left_out(&decoded, &before, &baseline, &mut untouched), 0);
+        assert_eq!(hold_left_out(&snap(13, &[(2, 500)]), &baseline, &before, &mut untouched), 0);
+        assert!(untouched.is_empty(), "written only when something is held");
+    }
 }
