@@ -130,7 +130,7 @@ fn encode_many(c: &mut Criterion) {
     let interests: Vec<Vec<Interest>> = (0..MANY)
         .map(|p| {
             let start = (p * 7) % (ENTITIES - SEEN);
-            (start..start + SEEN).map(|i| Interest { index: i as u32, priority: 1.0 }).collect()
+            (start..start + SEEN).map(|i| Interest::new(i as u32, 1.0)).collect()
         })
         .collect();
     for (label, shared, spread) in [

@@ -32,7 +32,8 @@ volley::replicated! {
 const MOVERS: u32 = 400;
 const NEAR: u32 = 24;
 
-struct Field(u32);
+/// The tick, and how often the far movers' changes are sent (`Interest::every`).
+struct Field(u32, u16);
 
 impl World for Field {
     fn schema(&self) -> Schema {
@@ -53,19 +54,23 @@ impl World for Field {
         }
     }
     fn relevancy(&self) -> Arc<dyn Relevancy> {
-        Arc::new(ByDistance)
+        Arc::new(ByDistance(self.1))
     }
 }
 
-/// Everything, the nearer the higher: a mover's id is its distance.
-struct ByDistance;
+/// Everything, the nearer the higher: a mover's id is its distance. The far ones' changes
+/// are sent in one snapshot of the number it holds.
+struct ByDistance(u16);
 
 impl Relevancy for ByDistance {
     fn interest(&self, world: &WorldSnapshot, _: PlayerId, out: &mut Vec<Interest>) {
         out.clear();
-        out.extend(world.ids().iter().enumerate().map(|(i, id)| Interest {
-            index: i as u32,
-            priority: if *id <= NEAR { 8.0 } else { 1.0 / (1.0 + *id as f32 / 20.0) },
+        out.extend(world.ids().iter().enumerate().map(|(i, id)| {
+            if *id <= NEAR {
+                Interest::new(i as u32, 8.0)
+            } else {
+                Interest::new(i as u32, 1.0 / (1.0 + *id as f32 / 20.0)).every(self.0)
+            }
         }));
     }
 }
@@ -94,8 +99,13 @@ struct Run {
 }
 
 fn run(rate: RateConfig) -> Run {
+    run_far(rate, 1)
+}
+
+/// [`run`], the far movers' changes sent in one snapshot of `far_every`.
+fn run_far(rate: RateConfig, far_every: u16) -> Run {
     const HZ: u16 = 60;
-    let mut stepper = Stepper::new(Field(0), HZ, 4).with_send_rate(rate);
+    let mut stepper = Stepper::new(Field(0, far_every), HZ, 4).with_send_rate(rate);
     let link = LinkProfile { latency: Duration::from_millis(20), loss: 0.02, ..LinkProfile::PERFECT };
     let c = stepper.add_client(link);
     stepper.set_bottleneck(c, Some(Bottleneck { bytes_per_second: 32_000, queue: Duration::from_millis(250) }));
@@ -161,6 +171,8 @@ fn a_narrow_line_keeps_its_nearby_entities_fresh_and_its_queue_short() {
         println!("target {ms} ms: {r:?}");
     }
     let fixed = run(fixed());
+    let far_at_20_hz = run_far(RateConfig::default(), 3);
+    println!("far at 20 Hz: {far_at_20_hz:?}");
     println!("followed: {followed:?}");
     println!("fixed:    {fixed:?}");
     assert!(followed.near_p99_ms <= 100.0, "near movers' age p99 {} ms", followed.near_p99_ms);
@@ -195,10 +207,10 @@ async fn over_udp(rate: RateConfig) -> (u32, u64, u64) {
     let key = [7u8; 32];
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
     config.send_rate = rate;
-    let server = volley::server::start(config, Field(0)).await.unwrap();
+    let server = volley::server::start(config, Field(0, 1)).await.unwrap();
     let params = TokenParams::new(DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
     let token = ConnectToken::generate(&params, &key).unwrap();
-    let schema = Arc::new(Field(0).schema());
+    let schema = Arc::new(Field(0, 1).schema());
     let client = GameClient::new(token, schema.clone(), unix_now());
     let link = LinkProfile { latency: Duration::from_millis(20), loss: 0.02, ..LinkProfile::PERFECT };
     let mut c =
@@ -262,17 +274,17 @@ async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_
     let key = [7u8; 32];
     let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), key);
     config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
-    let off = volley::server::start(config.clone(), Field(0)).await.unwrap();
+    let off = volley::server::start(config.clone(), Field(0, 1)).await.unwrap();
     let (status, _) = request(off.admin_addr().unwrap(), "POST", "/players/0/link?rate=32000", None, t).await.unwrap();
     assert_eq!(status, 404, "link control is off by default");
     off.shutdown().await;
 
     config.admin_link_control = true;
-    let server = volley::server::start(config, Field(0)).await.unwrap();
+    let server = volley::server::start(config, Field(0, 1)).await.unwrap();
     let admin = server.admin_addr().unwrap();
     let params = TokenParams::new(DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
     let token = ConnectToken::generate(&params, &key).unwrap();
-    let schema = Arc::new(Field(0).schema());
+    let schema = Arc::new(Field(0, 1).schema());
     let client = GameClient::new(token, schema.clone(), unix_now());
     let mut c = UdpClient::bind(client, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap();
     let mut ages = Vec::new();

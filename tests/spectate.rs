@@ -53,7 +53,7 @@ impl Relevancy for Parity {
         out.clear();
         for (index, id) in world.ids().iter().enumerate() {
             if id % 2 == player % 2 {
-                out.push(Interest { index: index as u32, priority: 1.0 });
+                out.push(Interest::new(index as u32, 1.0));
             }
         }
     }

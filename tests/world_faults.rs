@@ -54,9 +54,9 @@ impl Relevancy for Backwards {
     fn interest(&self, world: &WorldSnapshot, _: PlayerId, out: &mut Vec<Interest>) {
         if self.0.load(Ordering::Relaxed) == RELEVANCY {
             // Descending, one repeated, one past the end: every mistake at once.
-            out.extend((0..world.len() as u32).rev().map(|index| Interest { index, priority: 1.0 }));
-            out.push(Interest { index: 0, priority: 1.0 });
-            out.push(Interest { index: world.len() as u32 + 7, priority: 1.0 });
+            out.extend((0..world.len() as u32).rev().map(|index| Interest::new(index, 1.0)));
+            out.push(Interest::new(0, 1.0));
+            out.push(Interest::new(world.len() as u32 + 7, 1.0));
         } else {
             Interest::everything(world, out);
         }

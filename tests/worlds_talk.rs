@@ -172,7 +172,7 @@ struct AllOfIt;
 impl Relevancy for AllOfIt {
     fn interest(&self, world: &WorldSnapshot, _: PlayerId, out: &mut Vec<Interest>) {
         out.clear();
-        out.extend((0..world.len() as u32).map(|index| Interest { index, priority: 1.0 }));
+        out.extend((0..world.len() as u32).map(|index| Interest::new(index, 1.0)));
     }
 }
 

@@ -200,9 +200,11 @@ def bandwidth():
             "lower while its link queues. The low quantiles are the players on narrow or busy lines.", w=8)
     b.panel("Held back and left out", "ops",
             [q(f"sum(rate(volley_snapshots_held_total{{{SEL}}}[{RI}]))", "snapshots held (budget spent)"),
-             q(f"sum(rate(volley_snapshot_entities_deferred_total{{{SEL}}}[{RI}]))", "entities left out by priority")],
-            "Snapshots not sent because a player's budget was spent, and changed entities left for a later snapshot "
-            "because the packet's budget was full (the priority accumulator picked what went).", w=8)
+             q(f"sum(rate(volley_snapshot_entities_deferred_total{{{SEL}}}[{RI}]))", "entities left out by priority"),
+             q(f"sum(rate(volley_snapshot_entities_skipped_total{{{SEL}}}[{RI}]))", "entities skipped by their rate")],
+            "Snapshots not sent because a player's budget was spent, changed entities left for a later snapshot "
+            "because the packet's budget was full (the priority accumulator picked what went), and changed entities "
+            "whose own send rate (Interest::every: far ones less often) skipped the snapshot.", w=8)
     b.panel("Rate cuts", "cps", [q(f"sum(rate(volley_send_rate_cuts_total{{{SEL}}}[{RI}]))", "cuts"),
                                  q(f"sum(rate(volley_send_rate_path_changes_total{{{SEL}}}[{RI}]))", "path changes")],
             "Times a player's send rate was cut because its round trip grew (its link queued), and times a rise "

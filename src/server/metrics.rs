@@ -365,6 +365,9 @@ pub struct Totals {
     /// Entities that changed but were left for a later snapshot (the packet's budget was
     /// full; the priority accumulator chose what went).
     pub entities_deferred: u64,
+    /// Changed entities not sent in a snapshot because their own send rate skipped it
+    /// ([`Interest::every`](crate::protocol::snapshot::Interest::every)).
+    pub entities_skipped: u64,
     /// Times a client's send rate was cut for a queueing link.
     pub send_rate_cuts: u64,
     /// Times a client's round trip rose without draining and was taken for a change of its
@@ -442,6 +445,7 @@ pub struct ServerMetrics {
     pub(crate) snapshots_held: AtomicU64,
     pub(crate) entities_deferred: AtomicU64,
     pub(crate) send_rate_cuts: AtomicU64,
+    pub(crate) entities_skipped: AtomicU64,
     pub(crate) send_rate_path_changes: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub(crate) inputs_dropped: AtomicU64,
@@ -605,6 +609,7 @@ impl ServerMetrics {
             snapshots_held: AtomicU64::new(0),
             entities_deferred: AtomicU64::new(0),
             send_rate_cuts: AtomicU64::new(0),
+            entities_skipped: AtomicU64::new(0),
             send_rate_path_changes: AtomicU64::new(0),
             inputs_dropped: AtomicU64::new(0),
             deliveries: Default::default(),
@@ -675,6 +680,11 @@ impl ServerMetrics {
             "volley_snapshot_entities_deferred_total",
             None,
             "Entities that changed but were left for a later snapshot: the packet's budget was full, priority chose.",
+        );
+        d(
+            "volley_snapshot_entities_skipped_total",
+            None,
+            "Entities that changed but were not sent in a snapshot because their own send rate skipped it (Interest::every).",
         );
         d("volley_send_rate_cuts_total", None, "Times a client's send rate was cut because its link queued.");
         d(
@@ -1341,6 +1351,7 @@ impl ServerMetrics {
             snapshots_held: get(&self.snapshots_held),
             entities_deferred: get(&self.entities_deferred),
             send_rate_cuts: get(&self.send_rate_cuts),
+            entities_skipped: get(&self.entities_skipped),
             send_rate_path_changes: get(&self.send_rate_path_changes),
             inputs_dropped: get(&self.inputs_dropped),
             receive_calls: get(&self.receive_calls),
@@ -1394,6 +1405,7 @@ impl ServerMetrics {
         self.counter("volley_snapshots_held_total", &[], get(&self.snapshots_held));
         self.counter("volley_snapshot_entities_deferred_total", &[], get(&self.entities_deferred));
         self.counter("volley_send_rate_cuts_total", &[], get(&self.send_rate_cuts));
+        self.counter("volley_snapshot_entities_skipped_total", &[], get(&self.entities_skipped));
         self.counter("volley_send_rate_path_changes_total", &[], get(&self.send_rate_path_changes));
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));

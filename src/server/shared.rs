@@ -666,6 +666,9 @@ impl PlayerShared {
         }
         let age = sent.encode.baseline.map(|b| sent.tick.wrapping_sub(b));
         m.record_snapshot(sent.encode.bytes, sent.frame_bytes, age.map(|t| env.tick_period * t), sent.encode.deferred);
+        if sent.encode.skipped > 0 {
+            m.entities_skipped.fetch_add(u64::from(sent.encode.skipped), Ordering::Relaxed);
+        }
         f.snapshots.fetch_add(1, Ordering::Relaxed);
         f.full_snapshots.fetch_add(u64::from(age.is_none()), Ordering::Relaxed);
         f.baseline_age_ticks.store(age.unwrap_or(u32::MAX), Ordering::Relaxed);

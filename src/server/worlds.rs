@@ -107,7 +107,7 @@ impl View {
             scratch.clear();
             p.relevancy.interest(&p.snapshot, player, scratch);
             fixed |= Interest::tidy(scratch, p.snapshot.len());
-            out.extend(scratch.iter().map(|i| Interest { index: i.index + p.start, priority: i.priority }));
+            out.extend(scratch.iter().map(|i| Interest { index: i.index + p.start, ..*i }));
         }
         // Parts whose local ids were out of range lose entities in the merge; never index past it.
         if out.last().is_some_and(|i| i.index as usize >= self.merged.len()) {

@@ -107,12 +107,12 @@ pub trait ZoneGame: Send + Sync + 'static {
         // was within the radius (which side of the radius an entity falls is a coin toss
         // the processor would often guess wrong).
         let placed = border.placed();
-        out.resize(placed.len(), Interest { index: 0, priority: 0.0 });
+        out.resize(placed.len(), Interest::new(0, 0.0));
         let mut kept = 0;
         for p in placed {
             let d2 = p.position.distance_squared(me);
             if let Some(slot) = out.get_mut(kept) {
-                *slot = Interest { index: p.index, priority: 2.0 - d2 * per };
+                *slot = Interest::new(p.index, 2.0 - d2 * per);
             }
             kept += usize::from(d2 <= r2);
         }

@@ -35,17 +35,43 @@ impl Default for SenderConfig {
     }
 }
 
-/// One visible entity for this player: its index in the world snapshot and how much it
-/// matters this tick (added to its accumulator each tick it waits).
+/// One visible entity for this player: its index in the world snapshot, how much it matters
+/// this tick (added to its accumulator each tick it waits), and how often its changes are
+/// sent.
+///
+/// ```
+/// use volley::protocol::snapshot::Interest;
+/// // Near: every snapshot, first. Far: a third of the snapshots (20 Hz at 60), later.
+/// let near = Interest::new(4, 8.0);
+/// let far = Interest::new(9, 1.0).every(3);
+/// assert_eq!((near.every, far.every), (1, 3));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Interest {
     /// Index into the [`WorldSnapshot`] (ascending).
     pub index: u32,
     /// Priority this tick (greater first); 1.0 is a good default.
     pub priority: f32,
+    /// Its changes go in one snapshot of this many (0 and 1: every one), at ticks staggered
+    /// by its id, so that far entities of a crowd do not all come in the same snapshot. A
+    /// new entity, a deletion, and a change the budget deferred (until it is sent) go at
+    /// once. In between, the client keeps (and shows) the state it has: fewer bytes, and
+    /// coarser motion, for what matters less.
+    pub every: u16,
 }
 
 impl Interest {
+    /// An entity with `priority`, sent in every snapshot it changes.
+    pub const fn new(index: u32, priority: f32) -> Self {
+        Self { index, priority, every: 1 }
+    }
+
+    /// The same, its changes sent in one snapshot of `n`.
+    #[must_use]
+    pub const fn every(self, n: u16) -> Self {
+        Self { every: n, ..self }
+    }
+
     /// Makes `list` what an encoder needs, indices ascending, unique and below `len`: true
     /// when it was not (then it is sorted, a repeated index keeps its first entry, and
     /// indices past the end are dropped). One pass when it already is.
@@ -63,7 +89,7 @@ impl Interest {
     /// Every entity of `world` with priority 1.
     pub fn everything(world: &WorldSnapshot, out: &mut Vec<Interest>) {
         out.clear();
-        out.extend((0..world.len() as u32).map(|index| Interest { index, priority: 1.0 }));
+        out.extend((0..world.len() as u32).map(|index| Interest::new(index, 1.0)));
     }
 }
 
@@ -82,6 +108,8 @@ pub struct EncodeStats {
     pub destroyed: u32,
     /// Entities that changed but wait for a later packet (over budget).
     pub deferred: u32,
+    /// Entities that changed but whose send rate ([`Interest::every`]) skips this snapshot.
+    pub skipped: u32,
     /// The bytes were another player's encode of the same snapshot from the same baseline,
     /// copied (players who see all of a world: spectators).
     pub shared: bool,
@@ -421,7 +449,7 @@ impl SnapshotSender {
         let base = base_slot.map(|s| &self.ring[s]);
         // Everything of interest, no prediction, and a whole baseline (or none): the same
         // bytes as any other player's with that baseline, encoded once.
-        let shareable = !self.predict && interest.len() == world.len();
+        let shareable = !self.predict && interest.len() == world.len() && interest.iter().all(|i| i.every <= 1);
         let share_key = match base {
             _ if !shareable => None,
             None => Some(None),
@@ -456,7 +484,7 @@ impl SnapshotSender {
         // The per-encode working lists live in the thread, not in every player's sender.
         let (mut records, mut order) = WORK.with_borrow_mut(|w| (std::mem::take(&mut w.0), std::mem::take(&mut w.1)));
         records.clear();
-        merge(&mut records, &mut view, base, world, interest);
+        let skipped = merge(&mut records, &mut view, base, world, interest);
 
         let kind_bits = kind_bits(&self.schema);
         let has_base = base.is_some();
@@ -490,7 +518,7 @@ impl SnapshotSender {
                 &records,
                 &mut view,
                 base,
-                EncodeStats { bytes, baseline: base_tick, ..Default::default() },
+                EncodeStats { bytes, baseline: base_tick, skipped, ..Default::default() },
             )),
             Err(_) => None,
         };
@@ -502,6 +530,7 @@ impl SnapshotSender {
         view.whole = None;
         if let Some(key) = share_key
             && stats.deferred == 0
+            && stats.skipped == 0
             && stats.bytes <= out.len()
         {
             view.whole = Some(world.serial());
@@ -579,14 +608,17 @@ fn source_of(sources: &mut Vec<Arc<WorldSnapshot>>, s: &Arc<WorldSnapshot>) -> u
 
 /// Walks the baseline view and this tick's visible entities in id order, writing the new
 /// view's entries (as if everything is sent: deletions leave no entry) and a record for each
-/// entity that needs bits.
+/// entity that needs bits. Returns how many changed entities its send rate skipped this
+/// tick ([`Interest::every`]): they keep the baseline's entry and need no bits.
 fn merge(
     records: &mut Vec<Record>,
     view: &mut SentView,
     base: Option<&SentView>,
     world: &WorldSnapshot,
     interest: &[Interest],
-) {
+) -> u32 {
+    let tick = world.tick();
+    let mut skipped = 0u32;
     let (entries, waiting): (&[Entry], &[(EntityId, f32)]) = match base {
         Some(b) => (&b.entries, &b.waiting),
         None => (&[], &[]),
@@ -663,9 +695,22 @@ fn merge(
             w += 1;
         }
         let accum = waiting.get(w).filter(|(wid, _)| *wid == id).map_or(0.0, |(_, a)| *a);
+        // Not its turn (and not owed a send it was deferred from): the client keeps what
+        // it has.
+        if op == Op::Changed && x.every > 1 && accum == 0.0 && tick.wrapping_add(id) % u32::from(x.every) != 0 {
+            if let Some(src) = base.and_then(|b| b.sources.get(usize::from(e.src))) {
+                let src = source_of(&mut view.sources, src);
+                if let Some(last) = view.entries.last_mut() {
+                    *last = Entry { src, ..e };
+                }
+            }
+            skipped += 1;
+            continue;
+        }
         let priority = accum + x.priority;
         records.push(Record { id, op, world_index: x.index, pos, base: Some(e), priority, bits: 0, selected: true });
     }
+    skipped
 }
 
 fn body_bits(

@@ -368,7 +368,7 @@ impl BorderEncoder {
             let Some(p) = position(e) else { continue };
             for (i, &n) in neighbours.iter().enumerate() {
                 if layout.regions[usize::from(n)].distance(p) <= margin {
-                    picks[i].push(Interest { index: index as u32, priority: 1.0 });
+                    picks[i].push(Interest::new(index as u32, 1.0));
                 }
             }
         }
