@@ -1,15 +1,20 @@
 //! The admin HTTP listener: `/metrics` (Prometheus text format), `/healthz`, `/readyz` and
 //! `/players` (per-player figures as JSON, which never become metric labels).
 //!
-//! A deliberately small HTTP/1.1 responder: `GET` only, one request per connection, the
-//! request head capped at 8 KiB and 2 seconds, the whole exchange at 5 seconds. At most 64
-//! connections at once and 16 from one IP address; when either limit is reached, a new
-//! connection closes the oldest one still sending its request head, so idle or slow
-//! connections held open cannot lock out `/healthz` (the Docker HEALTHCHECK) or the scraper.
+//! A deliberately small HTTP/1.1 responder: `GET` only (but for the link control below), one
+//! request per connection, the request head capped at 8 KiB and 2 seconds, the whole
+//! exchange at 5 seconds. At most 64 connections at once and 16 from one IP address; when
+//! either limit is reached, a new connection closes the oldest one still sending its request
+//! head, so idle or slow connections held open cannot lock out `/healthz` (the Docker
+//! HEALTHCHECK) or the scraper.
 //!
 //! With a bearer token set, `/metrics`, `/players` and the link control answer only requests
 //! that carry it (`Authorization: Bearer TOKEN`); `/healthz` and `/readyz` stay open for
-//! probes.
+//! probes. `/players` shows clients' addresses only when asked to (`show_addresses`). It runs
+//! on a thread of its own with its own single-threaded runtime: a world that blocks a worker
+//! of the server's runtime (and with it that runtime's I/O driver) cannot silence
+//! `/healthz`, which then reports the stall. The same thread folds histogram samples every
+//! few seconds.
 //!
 //! Where the server allows it ([`ServerConfig::admin_link_control`], off by default), a
 //! player's downlink can be conditioned while it runs (see [`PlayerLink`]):
@@ -17,11 +22,7 @@
 //! it, `DELETE /players/{id}/link` takes it off, `GET /links` lists the conditioned links
 //! with what they dropped. These are the only requests that are not `GET`.
 //!
-//! [`ServerConfig::admin_link_control`]: super::ServerConfig::admin_link_control `/players`
-//! shows clients' addresses only when asked to (`show_addresses`). It runs on a
-//! thread of its own with its own single-threaded runtime: a world that blocks a worker of
-//! the server's runtime (and with it that runtime's I/O driver) cannot silence `/healthz`,
-//! which then reports the stall. The same thread folds histogram samples every few seconds.
+//! [`ServerConfig::admin_link_control`]: super::ServerConfig::admin_link_control
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
