@@ -316,8 +316,11 @@ async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_
                 println!("the line: {links}");
                 let links: serde_json::Value = serde_json::from_str(&links).unwrap();
                 assert!(links[0]["lost"].as_u64().unwrap() > 0, "2 % loss: {links}");
-                let (status, _) = request(admin, "DELETE", &format!("/players/{player}/link"), None, t).await.unwrap();
+                let (status, last) =
+                    request(admin, "DELETE", &format!("/players/{player}/link"), None, t).await.unwrap();
                 assert_eq!(status, 200);
+                let last: serde_json::Value = serde_json::from_str(&last).unwrap();
+                assert!(last["datagrams"].as_u64().unwrap() > 100, "what the link did: {last}");
                 assert_eq!(server.player_links(), [], "taken off");
             }
             f if (8 * 60..12 * 60).contains(&f) => {

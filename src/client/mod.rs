@@ -126,7 +126,7 @@ pub struct GameClient {
     /// What is shown of a decoded snapshot where it differs from it (by tick modulo 64):
     /// entities the server left out of it keep the newest state shown
     /// ([`hold_left_out`](crate::protocol::snapshot::receiver::hold_left_out)).
-    shown: Vec<Option<WorldSnapshot>>,
+    shown: Vec<Option<crate::protocol::snapshot::receiver::Shown>>,
 }
 
 /// What a client drew from before it followed a redirect: the old server's newest snapshots
@@ -409,8 +409,16 @@ impl GameClient {
 
     /// What is shown of the snapshot of `tick`, if it is kept.
     fn shown(&self, tick: u32) -> Option<&WorldSnapshot> {
-        let held = self.shown[tick as usize % self.shown.len()].as_ref().filter(|s| s.tick() == tick);
-        held.or_else(|| self.snapshots.get(tick))
+        self.shown_with_origins(tick).map(|(s, _)| s)
+    }
+
+    /// [`Self::shown`], with the ticks its held entities' states come from.
+    fn shown_with_origins(&self, tick: u32) -> Option<(&WorldSnapshot, &[(EntityId, u32)])> {
+        let held = self.shown[tick as usize % self.shown.len()].as_ref().filter(|s| s.snapshot.tick() == tick);
+        match held {
+            Some(h) => Some((&h.snapshot, &h.origins)),
+            None => self.snapshots.get(tick).map(|s| (s, &[][..])),
+        }
     }
 
     /// Works out what is shown of the snapshot of `tick`, just decoded: entities the server
@@ -421,12 +429,16 @@ impl GameClient {
         let snaps = &self.snapshots;
         let held = (|| {
             let decoded = snaps.get(tick)?;
-            let b = snaps.baseline_of(tick)?;
-            let baseline = snaps.get(b)?;
-            let before =
-                (1..64u32).map(|k| tick.wrapping_sub(k)).take_while(|t| *t > b).find(|t| snaps.get(*t).is_some())?;
-            let shown_before = self.shown(before)?;
-            Some(crate::protocol::snapshot::receiver::hold_left_out(decoded, baseline, shown_before, &mut out))
+            let origins = snaps.origins(tick)?;
+            let before = (1..64u32).map(|k| tick.wrapping_sub(k)).find(|t| snaps.get(*t).is_some())?;
+            let (shown, held) = self.shown_with_origins(before)?;
+            let before_origins = snaps.origins(before)?;
+            Some(crate::protocol::snapshot::receiver::hold_left_out(
+                decoded,
+                origins,
+                (shown, held, before_origins),
+                &mut out,
+            ))
         })()
         .unwrap_or(0);
         self.stats.entities_held += held as u64;

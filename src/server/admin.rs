@@ -19,8 +19,8 @@
 //! Where the server allows it ([`ServerConfig::admin_link_control`], off by default), a
 //! player's downlink can be conditioned while it runs (see [`PlayerLink`]):
 //! `POST /players/{id}/link?rate=32000&queue_ms=250&loss=0.02&latency_ms=20&jitter_ms=5` sets
-//! it, `DELETE /players/{id}/link` takes it off, `GET /links` lists the conditioned links
-//! with what they dropped. These are the only requests that are not `GET`.
+//! it, `DELETE /players/{id}/link` takes it off (answering what it did), `GET /links` lists
+//! the conditioned links with what they dropped. These are the only requests that are not `GET`.
 //!
 //! [`ServerConfig::admin_link_control`]: super::ServerConfig::admin_link_control
 
@@ -142,12 +142,17 @@ impl Admin {
             "DELETE" => None,
             _ => return (405, "text/plain", "POST or DELETE\n".into()),
         };
+        // What the link did until now, for a DELETE: its last report.
+        let last = links.reports().into_iter().find(|r| r.player == player);
         if !condition(&self.metrics, links, player, link) {
             return (404, "text/plain", format!("no player {player} is connected\n"));
         }
         tracing::info!(player, link = %query, on = link.is_some(), "a player's downlink is conditioned");
-        let report = links.reports().into_iter().find(|r| r.player == player);
-        (200, "application/json", serde_json::to_string(&report).unwrap_or_default())
+        let report = if link.is_some() { links.reports().into_iter().find(|r| r.player == player) } else { last };
+        match report {
+            Some(r) => (200, "application/json", serde_json::to_string(&r).unwrap_or_default()),
+            None => (200, "application/json", format!("{{\"player\":{player}}}")),
+        }
     }
 }
 

@@ -718,9 +718,6 @@ impl Nearby {
 /// The priority of an entity at squared distance `d2` (the player's own avatar: 0): 11 at
 /// the player, falling to 1 at the view radius, a little more for nearer ones beyond it.
 /// (From the squared distance: no square root per visible entity.)
-/// Avatars beyond the view radius are sent in one snapshot of this many.
-pub const FAR_EVERY: u16 = 2;
-
 fn priority(d2: f32) -> f32 {
     const R2: f32 = VIEW_RADIUS * VIEW_RADIUS;
     1.0 + 10.0 * (1.0 - d2 / R2).max(0.0) + 1e-3 * R2 / (R2 + d2)
@@ -741,11 +738,7 @@ impl Relevancy for Nearby {
         let keep = |item: u32, d2: f32| p.avatar[item as usize] || d2 <= VIEW_RADIUS * VIEW_RADIUS;
         NEAR.with_borrow_mut(|near| {
             p.grid.nearest(me, MAX_VISIBLE, keep, near);
-            // Avatars beyond the view radius change at 30 Hz on this player's screen.
-            out.extend(near.iter().map(|n| {
-                let every = if n.distance_squared > VIEW_RADIUS * VIEW_RADIUS { FAR_EVERY } else { 1 };
-                Interest::new(n.item, priority(n.distance_squared)).every(every)
-            }));
+            out.extend(near.iter().map(|n| Interest::new(n.item, priority(n.distance_squared))));
         });
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use super::codec;
 use super::predictor::{PredictedWalk, Predictor};
-use super::schema::Schema;
+use super::schema::{EntityId, Schema};
 use super::world::{EntityRef, WorldSnapshot};
 use super::{SnapshotError, kind_bits};
 use crate::protocol::bits::BitReader;
@@ -18,6 +18,11 @@ pub struct SnapshotReceiver {
     ring: Vec<Option<WorldSnapshot>>,
     /// Each kept snapshot's baseline (`None`: sent in full), by the same slot.
     bases: Vec<Option<u32>>,
+    /// For each kept snapshot, by the same slot, each entity's origin: the tick of the
+    /// packet that last carried its state (this one, or its baseline's origin).
+    origins: Vec<Vec<u32>>,
+    /// The ids the packet being decoded carried (reused).
+    carried: Vec<EntityId>,
     spare: WorldSnapshot,
     newest: Option<u32>,
     /// The range coder's models for predicted packets.
@@ -32,6 +37,8 @@ impl SnapshotReceiver {
         Self {
             ring: (0..history.max(2)).map(|_| None).collect(),
             bases: vec![None; history.max(2)],
+            origins: vec![Vec::new(); history.max(2)],
+            carried: Vec::new(),
             spare: WorldSnapshot::default(),
             newest: None,
             models: codec::Models::default(),
@@ -75,6 +82,42 @@ impl SnapshotReceiver {
     pub fn baseline_of(&self, tick: u32) -> Option<u32> {
         self.get(tick)?;
         self.bases[tick as usize % self.ring.len()]
+    }
+
+    /// Each entity's origin in the kept snapshot of `tick` (by index): the tick of the packet
+    /// that last carried its state, this one or an older one whose state the delta kept.
+    pub(crate) fn origins(&self, tick: u32) -> Option<&[u32]> {
+        let w = self.get(tick)?;
+        let o = &self.origins[tick as usize % self.ring.len()];
+        (o.len() == w.len()).then_some(o.as_slice())
+    }
+
+    /// Works out the origins of the snapshot of `tick` just decoded: `carried` came in it,
+    /// the rest kept their state in `base_tick`'s.
+    fn note_origins(&mut self, tick: u32, base_tick: Option<u32>, carried: &[EntityId]) {
+        let n = self.ring.len();
+        let mut origins = std::mem::take(&mut self.origins[tick as usize % n]);
+        origins.clear();
+        if let Some(w) = self.get(tick) {
+            let base = base_tick.and_then(|b| Some((self.get(b)?, self.origins(b)?)));
+            let (mut c, mut b) = (0usize, 0usize);
+            for id in w.ids() {
+                while carried.get(c).is_some_and(|x| x < id) {
+                    c += 1;
+                }
+                let origin = match base {
+                    Some((bw, bo)) if carried.get(c) != Some(id) => {
+                        while bw.ids().get(b).is_some_and(|x| x < id) {
+                            b += 1;
+                        }
+                        if bw.ids().get(b) == Some(id) { bo[b] } else { tick }
+                    }
+                    _ => tick,
+                };
+                origins.push(origin);
+            }
+        }
+        self.origins[tick as usize % n] = origins;
     }
 
     /// The newest snapshot decoded.
@@ -157,6 +200,8 @@ impl SnapshotReceiver {
         models.start_packet();
         let mut rc = rc_stream.map(RangeDecoder::new);
         let empty = WorldSnapshot::default();
+        let mut carried = std::mem::take(&mut self.carried);
+        carried.clear();
         let base = match base_tick {
             Some(b) => self.get(b).ok_or(SnapshotError::BaselineMissing),
             None => Ok(&empty),
@@ -177,7 +222,18 @@ impl SnapshotReceiver {
             };
             let coder = rc.as_mut().map(|d| (d, &mut models));
             let predicted = predicted.as_ref().map(PredictedWalk::new);
-            rebuild(&self.schema, base, reference, predicted, base_tick.is_some(), count, &mut r, coder, &mut out)
+            rebuild(
+                &self.schema,
+                base,
+                reference,
+                predicted,
+                base_tick.is_some(),
+                count,
+                &mut r,
+                coder,
+                &mut out,
+                &mut carried,
+            )
         });
         self.models = models;
         match result {
@@ -186,6 +242,8 @@ impl SnapshotReceiver {
                 self.spare = self.ring[slot].take().unwrap_or_default();
                 self.ring[slot] = Some(out);
                 self.bases[slot] = base_tick;
+                self.note_origins(tick, base_tick, &carried);
+                self.carried = carried;
                 if self.newest.is_none_or(|t| tick > t) {
                     self.newest = Some(tick);
                 }
@@ -193,6 +251,7 @@ impl SnapshotReceiver {
             }
             Err(e) => {
                 self.spare = out;
+                self.carried = carried;
                 Err(e)
             }
         }
@@ -227,6 +286,7 @@ fn rebuild(
     r: &mut BitReader<'_>,
     mut rc: Option<(&mut RangeDecoder<'_>, &mut codec::Models)>,
     out: &mut WorldSnapshot,
+    carried: &mut Vec<EntityId>,
 ) -> Result<(), SnapshotError> {
     let kind_bits = kind_bits(schema);
     let gap_order = r.read(2)?;
@@ -323,6 +383,7 @@ fn rebuild(
                     }
                     None => codec::read_delta(k, e.words, &k.orders, r, words)?,
                 }
+                carried.push(id);
                 bi += 1;
             }
             1 => {
@@ -330,6 +391,7 @@ fn rebuild(
                 let k = schema.kind(kind).ok_or(SnapshotError::UnknownKind)?;
                 let words = out.push_zeroed(id, kind, k.words());
                 codec::read_full(k, r, words)?;
+                carried.push(id);
                 if in_base.is_some() {
                     bi += 1;
                 }
@@ -345,63 +407,80 @@ fn rebuild(
     Ok(())
 }
 
-/// What a player should be shown of `decoded`, written into `out`: `decoded`, except that an
-/// entity the server left out of it — over its budget the sender defers some changes, and a
-/// merged delta leaves a deferred entity at its `baseline` state — keeps its state in
-/// `shown_before` (what was shown of the newest snapshot between the baseline and this one)
-/// instead of going back to the baseline's. Such an entity has the very words it had in the
-/// baseline, while `shown_before` has it otherwise. Returns how many were held; `out` is
-/// only written when some were.
-///
-/// An entity that truly went back to exactly its baseline state within a round trip (a flag
-/// set and cleared) is held too, until a baseline newer than `shown_before` is acknowledged
-/// (about a round trip); anything that moves never repeats its words exactly.
-pub(crate) fn hold_left_out(
-    decoded: &WorldSnapshot,
-    baseline: &WorldSnapshot,
-    shown_before: &WorldSnapshot,
-    out: &mut WorldSnapshot,
-) -> usize {
-    if !(baseline.tick() < shown_before.tick() && shown_before.tick() < decoded.tick()) {
+/// What is shown of a snapshot where it differs from the decoded one: the snapshot, and for
+/// each entity held (ascending id) the tick of the packet its state came in.
+#[derive(Debug, Default)]
+pub(crate) struct Shown {
+    pub(crate) snapshot: WorldSnapshot,
+    pub(crate) origins: Vec<(EntityId, u32)>,
+}
+
+/// A snapshot as shown: its entities, the origins of the ones held (ascending id), and the
+/// origins of the decoded snapshot's entities (by index).
+pub(crate) type ShownRef<'a> = (&'a WorldSnapshot, &'a [(EntityId, u32)], &'a [u32]);
+
+/// What a player should be shown of `decoded` (with its entities' `origins`: the tick of
+/// the packet that last carried each one's state), written into `out`: `decoded`, except
+/// that an entity whose state in `before` (what was shown of the newest snapshot kept before
+/// it) came in a newer packet keeps that state. Over its budget the server defers some
+/// changes, and a merged delta leaves a deferred entity at its state in the baseline: older
+/// than what a newer packet may have brought. Returns how many were held; `out` is only
+/// written when some were.
+pub(crate) fn hold_left_out(decoded: &WorldSnapshot, origins: &[u32], before: ShownRef<'_>, out: &mut Shown) -> usize {
+    let (shown, held_before, before_origins) = before;
+    if shown.tick() >= decoded.tick() || origins.len() != decoded.len() || before_origins.len() != shown.len() {
         return 0;
     }
-    let mut walk = Held { baseline, shown_before, b: 0, p: 0 };
-    let mut held = decoded.iter().enumerate().filter(|(_, e)| walk.words(e).is_some());
+    let mut walk = Held { before: shown, held: held_before, origins: before_origins, p: 0, h: 0 };
+    let mut held = decoded.iter().zip(origins).filter(|(e, o)| walk.words(e, **o).is_some());
     let Some((first, _)) = held.next() else { return 0 };
+    let first = first.id;
     let count = 1 + held.count();
     // Copy the decoded snapshot, with the held entities' shown words.
-    out.reset(decoded.tick());
-    let mut walk = Held { baseline, shown_before, b: 0, p: 0 };
-    for (i, e) in decoded.iter().enumerate() {
-        let words = if i >= first { walk.words(&e).unwrap_or(e.words) } else { e.words };
-        out.push_raw(e.id, e.kind, words);
+    out.snapshot.reset(decoded.tick());
+    out.origins.clear();
+    let mut walk = Held { before: shown, held: held_before, origins: before_origins, p: 0, h: 0 };
+    for (e, o) in decoded.iter().zip(origins) {
+        let words = match walk.words(&e, *o).filter(|_| e.id >= first) {
+            Some((words, origin)) => {
+                out.origins.push((e.id, origin));
+                words
+            }
+            None => e.words,
+        };
+        out.snapshot.push_raw(e.id, e.kind, words);
     }
     count
 }
 
-/// A walk of the baseline and the snapshot shown before, in id order, alongside a decoded
+/// A walk of the snapshot shown before (with its origins), in id order, alongside a decoded
 /// snapshot's entities.
 struct Held<'a> {
-    baseline: &'a WorldSnapshot,
-    shown_before: &'a WorldSnapshot,
-    b: usize,
+    before: &'a WorldSnapshot,
+    held: &'a [(EntityId, u32)],
+    origins: &'a [u32],
     p: usize,
+    h: usize,
 }
 
 impl<'a> Held<'a> {
-    /// The words to show for `e` instead of its own, if it was left out: it has its baseline
-    /// words exactly, and was shown otherwise since. Entities must come in ascending id.
-    fn words(&mut self, e: &EntityRef<'_>) -> Option<&'a [u32]> {
-        let (bids, pids) = (self.baseline.ids(), self.shown_before.ids());
-        while bids.get(self.b).is_some_and(|id| *id < e.id) {
-            self.b += 1;
-        }
+    /// The words to show for `e` (whose state came in the packet of tick `origin`) instead
+    /// of its own, and their origin, if what was shown before came in a newer packet.
+    /// Entities must come in ascending id.
+    fn words(&mut self, e: &EntityRef<'_>, origin: u32) -> Option<(&'a [u32], u32)> {
+        let pids = self.before.ids();
         while pids.get(self.p).is_some_and(|id| *id < e.id) {
             self.p += 1;
         }
-        let (be, pe) = (self.baseline.get(self.b)?, self.shown_before.get(self.p)?);
-        let left_out = be.id == e.id && pe.id == e.id && be.kind == e.kind && pe.kind == e.kind;
-        (left_out && be.words == e.words && pe.words != e.words).then_some(pe.words)
+        while self.held.get(self.h).is_some_and(|(id, _)| *id < e.id) {
+            self.h += 1;
+        }
+        let pe = self.before.get(self.p).filter(|pe| pe.id == e.id && pe.kind == e.kind)?;
+        let shown_origin = match self.held.get(self.h) {
+            Some((id, t)) if *id == e.id => *t,
+            _ => *self.origins.get(self.p)?,
+        };
+        (shown_origin > origin && pe.words != e.words).then_some((pe.words, shown_origin))
     }
 }
 
@@ -418,22 +497,32 @@ mod tests {
     }
 
     #[test]
-    fn an_entity_left_out_keeps_what_was_shown_and_the_rest_is_as_decoded() {
-        let baseline = snap(10, &[(1, 100), (2, 500), (4, 7)]);
+    fn an_entity_left_out_keeps_the_newest_state_shown_and_the_rest_is_as_decoded() {
+        // At 12 every entity came in its packet. At 13, 1 and 4 were left out (their state
+        // is the baseline's, from 10), 2 came again, 3 is new.
         let before = snap(12, &[(1, 102), (2, 500), (4, 9)]);
-        // 1 was left out (its baseline words again), 2 moved, 3 is new, 4 left out too.
         let decoded = snap(13, &[(1, 100), (2, 501), (3, 30), (4, 7)]);
-        let mut out = WorldSnapshot::default();
-        assert_eq!(hold_left_out(&decoded, &baseline, &before, &mut out), 2);
-        let shown: Vec<(u32, u32)> = out.iter().map(|e| (e.id, e.words[0])).collect();
+        let mut out = Shown::default();
+        assert_eq!(hold_left_out(&decoded, &[10, 13, 13, 10], (&before, &[], &[12, 12, 12]), &mut out), 2);
+        let shown: Vec<(u32, u32)> = out.snapshot.iter().map(|e| (e.id, e.words[0])).collect();
         assert_eq!(shown, [(1, 102), (2, 501), (3, 30), (4, 9)]);
-        assert_eq!(out.tick(), 13);
-        // Nothing to hold: unchanged since the baseline everywhere, or the snapshot shown
-        // before is not between the baseline and this one.
-        let mut untouched = WorldSnapshot::default();
-        assert_eq!(hold_left_out(&decoded, &baseline, &baseline, &mut untouched), 0);
-        assert_eq!(hold_left_out(&decoded, &before, &baseline, &mut untouched), 0);
-        assert_eq!(hold_left_out(&snap(13, &[(2, 500)]), &baseline, &before, &mut untouched), 0);
-        assert!(untouched.is_empty(), "written only when something is held");
+        assert_eq!((out.snapshot.tick(), out.origins.as_slice()), (13, &[(1, 12), (4, 12)][..]));
+        // Left out again at 14: still held from 12.
+        let again = snap(14, &[(1, 100), (2, 502), (3, 30), (4, 7)]);
+        let mut next = Shown::default();
+        let shown_13 = (&out.snapshot, out.origins.as_slice(), &[10, 13, 13, 10][..]);
+        assert_eq!(hold_left_out(&again, &[10, 14, 13, 10], shown_13, &mut next), 2);
+        // At 15, 4 came back to 7 in the packet itself (a body settling back by one step):
+        // that is news, and it shows.
+        let settled = snap(15, &[(1, 100), (2, 503), (3, 30), (4, 7)]);
+        let mut last = Shown::default();
+        let shown_14 = (&next.snapshot, next.origins.as_slice(), &[10, 14, 13, 10][..]);
+        assert_eq!(hold_left_out(&settled, &[10, 15, 13, 15], shown_14, &mut last), 1);
+        assert_eq!(last.snapshot.iter().map(|e| e.words[0]).collect::<Vec<_>>(), [102, 503, 30, 7]);
+        // Nothing newer shown before: untouched.
+        let mut untouched = Shown::default();
+        assert_eq!(hold_left_out(&decoded, &[13, 13, 13, 13], (&before, &[], &[12, 12, 12]), &mut untouched), 0);
+        assert_eq!(hold_left_out(&decoded, &[10, 13, 13, 10], (&before, &[], &[]), &mut untouched), 0);
+        assert!(untouched.snapshot.is_empty(), "written only when something is held");
     }
 }
