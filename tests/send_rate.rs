@@ -268,8 +268,10 @@ async fn rate_of(admin: std::net::SocketAddr, player: u32) -> u64 {
 }
 
 /// The same line put on by the server itself, through its admin endpoint, while it runs
-/// (the client conditions nothing): the rate follows it down, the near movers stay fresh,
-/// and once it is taken off the rate grows back. The admin endpoint refuses a bad setting
+/// (the client conditions nothing): 4 s free, 12 s behind the line (the last 4 measured:
+/// the rate settles once its floor has moved to the line's own delay), 6 s after it is
+/// taken off. The rate follows the line down, the near movers stay fresh, and once it is
+/// taken off the rate grows back. The admin endpoint refuses a bad setting
 /// and an unknown player, and a server that does not allow link control refuses it all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_off() {
@@ -294,7 +296,8 @@ async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_
     let mut ages = Vec::new();
     let mut next = tokio::time::Instant::now();
     let (mut player, mut free_rate, mut line_rate, mut line_cuts) = (0, 0, 0, 0);
-    for frame in 0..18 * 60 {
+    let mut line_rates = Vec::new();
+    for frame in 0..22 * 60 {
         next += Duration::from_micros(16_667);
         c.step(&[0], next).await;
         match frame {
@@ -309,8 +312,13 @@ async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_
                 let (status, body) = request(admin, "POST", &line, None, t).await.unwrap();
                 assert_eq!(status, 200, "{body}");
             }
-            f if f == 12 * 60 => {
-                line_rate = rate_of(admin, player).await;
+            f if [12 * 60, 13 * 60, 14 * 60].contains(&f) => line_rates.push(rate_of(admin, player).await),
+            f if f == 16 * 60 => {
+                // The median of four samples a second apart: the rate probes up and is cut
+                // back, and one sample may catch it high.
+                line_rates.push(rate_of(admin, player).await);
+                line_rates.sort_unstable();
+                line_rate = line_rates[line_rates.len() / 2];
                 line_cuts = server.metrics().totals().send_rate_cuts;
                 let (_, links) = crate::admin_client::get(admin, "/links", t).await.unwrap();
                 println!("the line: {links}");
@@ -323,7 +331,7 @@ async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_
                 assert!(last["datagrams"].as_u64().unwrap() > 100, "what the link did: {last}");
                 assert_eq!(server.player_links(), [], "taken off");
             }
-            f if (8 * 60..12 * 60).contains(&f) => {
+            f if (12 * 60..16 * 60).contains(&f) => {
                 let done = server.metrics().totals().ticks;
                 let Some(latest) = c.client.latest() else { continue };
                 for id in 1..=NEAR {
@@ -340,8 +348,8 @@ async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_
     ages.sort_unstable();
     let p99 = ages[ages.len() * 99 / 100];
     println!(
-        "send rate before the line {free_rate} B/s, behind it {line_rate} B/s ({line_cuts} cuts), 6 s after it \
-         was taken off {after} B/s; near movers' age p99 behind it {p99} ticks"
+        "send rate before the line {free_rate} B/s, behind it {line_rate} B/s (median of {line_rates:?}; \
+         {line_cuts} cuts), 6 s after it was taken off {after} B/s; near movers' age p99 behind it {p99} ticks"
     );
     assert!(line_cuts > 0 && line_rate <= 45_000, "the rate followed the line down: {line_rate} B/s, {line_cuts} cuts");
     // The line's 20 ms and its sending time are the path's, not a queue: the rate does not

@@ -55,8 +55,9 @@ pub struct ClientStats {
     /// Current render delay, in ticks.
     pub render_delay_ticks: f64,
     /// Entities shown at their newest state instead of going back to an older one: the
-    /// server left them out of a snapshot (its budget was full), and the snapshot's baseline
-    /// had them older than the snapshot shown before it.
+    /// server left them out of a snapshot (its budget was full, or it was not their turn,
+    /// [`Interest::every`](crate::protocol::snapshot::Interest::every)), and what was shown
+    /// before came in a newer packet than their decoded state did.
     pub entities_held: u64,
 }
 
@@ -460,9 +461,10 @@ impl GameClient {
 
     /// A snapshot by tick, while it is kept (the last 64 received), as the player should see
     /// it. When the client's send budget is full the server leaves some changed entities out
-    /// of a snapshot for a later one, by priority; the merged delta then gives them their
-    /// state in the snapshot's baseline, older than what the client already showed. Those
-    /// keep the state shown last instead of going back (counted in
+    /// of a snapshot for a later one, by priority (and entities sent at a lower rate of their
+    /// own wait for their turn); the merged delta then gives them their state in the
+    /// snapshot's baseline, older than what the client may already have shown. Those keep the
+    /// state shown last, from the newer packet, instead of going back (counted in
     /// [`ClientStats::entities_held`]). [`GameClient::decoded`] is the snapshot as decoded.
     pub fn snapshot(&self, tick: u32) -> Option<&WorldSnapshot> {
         self.shown(tick)
