@@ -12,9 +12,10 @@ use std::sync::Arc;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use volley::protocol::snapshot::{Interest, SenderConfig, SnapshotReceiver, SnapshotSender, WorldSnapshot};
 
-fn scenes(moving: f32, n: u32) -> Vec<Arc<WorldSnapshot>> {
+/// `n` ticks of `count` cubes, a `moving` share of them in motion.
+fn scenes(count: usize, moving: f32, n: u32) -> Vec<Arc<WorldSnapshot>> {
     let schema = cubes::schema();
-    let mut scene = cubes::Scene::new(64, moving);
+    let mut scene = cubes::Scene::new(count, moving);
     let mut prev: Option<Arc<WorldSnapshot>> = None;
     (1..=n)
         .map(|t| {
@@ -44,7 +45,7 @@ fn encode(c: &mut Criterion) {
     for (label, moving, spread) in cases {
         // 64 ticks of motion, replayed with ever-increasing ticks. Each tick's snapshot is a
         // fresh copy, as the server's is, and is encoded for every player in turn.
-        let worlds = scenes(moving, 64);
+        let worlds = scenes(64, moving, 64);
         let mut senders: Vec<_> =
             (0..PLAYERS).map(|_| SnapshotSender::new(cubes::schema(), SenderConfig::default())).collect();
         let mut interest = Vec::with_capacity(64);
@@ -74,7 +75,7 @@ fn encode(c: &mut Criterion) {
 fn decode(c: &mut Criterion) {
     let mut g = c.benchmark_group("snapshot/decode_64");
     for (label, moving) in [("25pct_moving", 0.25), ("100pct_moving", 1.0)] {
-        let worlds = scenes(moving, 2);
+        let worlds = scenes(64, moving, 2);
         let schema = cubes::schema();
         let mut sender = SnapshotSender::new(schema.clone(), SenderConfig::default());
         let mut interest = Vec::new();
@@ -114,19 +115,7 @@ fn encode_many(c: &mut Criterion) {
     let mut g = c.benchmark_group("snapshot/encode_1000_players");
     g.sample_size(10);
     g.throughput(criterion::Throughput::Elements(MANY as u64));
-    let worlds = {
-        let schema = cubes::schema();
-        let mut scene = cubes::Scene::new(ENTITIES, 1.0);
-        let mut prev: Option<Arc<WorldSnapshot>> = None;
-        (1..=64u32)
-            .map(|t| {
-                scene.step();
-                let w = scene.snapshot_after(&schema, t, prev.as_deref());
-                prev = Some(w.clone());
-                w
-            })
-            .collect::<Vec<_>>()
-    };
+    let worlds = scenes(ENTITIES, 1.0, 64);
     let interests: Vec<Vec<Interest>> = (0..MANY)
         .map(|p| {
             let start = (p * 7) % (ENTITIES - SEEN);
