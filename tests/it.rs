@@ -39,6 +39,8 @@ mod lifecycle;
 mod netcode_interop;
 #[path = "netcode_rules.rs"]
 mod netcode_rules;
+#[path = "pacing.rs"]
+mod pacing;
 #[path = "reliability.rs"]
 mod reliability;
 #[path = "replay.rs"]

@@ -132,6 +132,10 @@ struct ServerArgs {
     /// Snapshots per second (divides the tick rate).
     #[arg(long, env = "VOLLEY_SNAPSHOT_RATE", default_value_t = 60)]
     snapshot_rate: u16,
+    /// The lowest snapshot rate the server falls to, evenly for every player, when it is
+    /// short of CPU (the snapshot rate or more: never lowers it).
+    #[arg(long, env = "VOLLEY_MIN_SNAPSHOT_RATE", default_value_t = 15)]
+    min_snapshot_rate: u16,
     /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
@@ -423,6 +427,7 @@ struct FileConfig {
     max_players: Option<usize>,
     tick_rate: Option<u16>,
     snapshot_rate: Option<u16>,
+    min_snapshot_rate: Option<u16>,
     duration: Option<f64>,
     shutdown_grace: Option<f64>,
     admin: Option<String>,
@@ -492,6 +497,9 @@ fn apply_config_text(a: &mut ServerArgs, text: &str, unset: impl Fn(&str) -> boo
     }
     if let Some(v) = f.snapshot_rate.filter(|_| unset("snapshot_rate")) {
         a.snapshot_rate = v;
+    }
+    if let Some(v) = f.min_snapshot_rate.filter(|_| unset("min_snapshot_rate")) {
+        a.min_snapshot_rate = v;
     }
     if let Some(v) = f.duration.filter(|_| unset("duration")) {
         a.duration = Some(v);
@@ -602,6 +610,7 @@ fn validate(a: &ServerArgs) -> Result<(), String> {
     within("--max-players", a.max_players, 1, volley::server::MAX_PLAYERS)?;
     within("--tick-rate", a.tick_rate, 1, 1000)?;
     within("--snapshot-rate", a.snapshot_rate, 1, a.tick_rate)?;
+    within("--min-snapshot-rate", a.min_snapshot_rate, 1, 1000)?;
     within("--send-batch", a.send_batch, 1, volley::transport::batch::BATCH)?;
     within("--socket-buffer", a.socket_buffer, 0, 1 << 30)?;
     within("--max-send-rate", a.max_send_rate, 2_000, 1 << 30)?;
@@ -630,6 +639,7 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     c.max_players = a.max_players;
     c.tick_rate_hz = a.tick_rate;
     c.snapshot_rate_hz = a.snapshot_rate;
+    c.min_snapshot_rate_hz = a.min_snapshot_rate;
     c.shutdown_grace = Duration::from_secs_f64(a.shutdown_grace);
     c.stall_after = Duration::from_secs_f64(a.stall_after);
     c.send_batch = a.send_batch;
@@ -1469,7 +1479,7 @@ mod tests {
     }
 
     /// Every key of the config file.
-    const KEYS: [&str; 30] = [
+    const KEYS: [&str; 31] = [
         "bind",
         "public_addr",
         "private_key",
@@ -1477,6 +1487,7 @@ mod tests {
         "max_players",
         "tick_rate",
         "snapshot_rate",
+        "min_snapshot_rate",
         "duration",
         "shutdown_grace",
         "admin",

@@ -24,7 +24,7 @@ use crate::protocol::reliability::{Channel, ChannelConfig};
 use crate::protocol::scoreboard::Scoreboard;
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{EntityId, Replicate, Schema, SnapshotReceiver, WorldSnapshot};
-use crate::protocol::system::{Redirect, SpectatorStatus, WorldNotice};
+use crate::protocol::system::{Pace, Redirect, SpectatorStatus, WorldNotice};
 pub use playback::{Playback, PlaybackClock};
 
 /// What a game shows about its connection (the data for a lagometer).
@@ -114,6 +114,10 @@ pub struct GameClient {
     protocol_version: u16,
     /// A redirect to another zone's server, received and not yet followed.
     redirect: Option<Redirect>,
+    /// The server's [`Pace`]: one input packet in this many inputs (1: every one).
+    pace: u8,
+    /// Inputs (or, watching, frames) since the last packet sent.
+    unsent: u8,
     /// The inputs sent lately, oldest first, with their sequence numbers (at most
     /// [`REPLAY_INPUTS`]): those the old zone had not applied go again to the new one.
     sent: VecDeque<(u32, Vec<u8>)>,
@@ -196,6 +200,8 @@ impl GameClient {
             spectator: None,
             protocol_version: crate::protocol::session::PROTOCOL_VERSION,
             redirect: None,
+            pace: 1,
+            unsent: 0,
             sent: VecDeque::new(),
             replay: None,
             moves: 0,
@@ -684,6 +690,10 @@ impl GameClient {
                         self.spectator = Some(status);
                         continue;
                     }
+                    if let Some(p) = Pace::decode(&message) {
+                        self.pace = p.interval;
+                        continue;
+                    }
                     if let Some(r) = Redirect::decode(&message) {
                         // Followed at the next update (the old server's goodbye follows).
                         self.redirect = Some(r);
@@ -810,6 +820,11 @@ impl GameClient {
         newest.extend_from_slice(input);
         self.inputs.push_front((newest, view));
         self.input_seq = self.input_seq.wrapping_add(1);
+        self.remember(self.input_seq, input);
+        if !self.paced_send_due() {
+            // The server asked for fewer packets: the next one carries this input too.
+            return;
+        }
         let mut refs: [(&[u8], Option<ViewTime>); REDUNDANT_INPUTS] = [(&[], None); REDUNDANT_INPUTS];
         for (r, (i, v)) in refs.iter_mut().zip(&self.inputs) {
             *r = (i, *v);
@@ -817,11 +832,32 @@ impl GameClient {
         let refs = &refs[..self.inputs.len().min(REDUNDANT_INPUTS)];
         let mut state = std::mem::take(&mut self.scratch);
         write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, refs);
-        self.remember(self.input_seq, input);
         let mut out = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.channel.build_packet(now, Some(&state), &mut out);
         self.scratch = state;
         Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+    }
+
+    /// Whether this call sends its packet, at the server's [`Pace`]: one call in
+    /// [`GameClient::pace`] does.
+    fn paced_send_due(&mut self) -> bool {
+        self.unsent = self.unsent.saturating_add(1);
+        if self.unsent < self.pace {
+            return false;
+        }
+        self.unsent = 0;
+        true
+    }
+
+    /// How many inputs (calls of [`GameClient::send_input`] or
+    /// [`GameClient::send_without_input`]) go into one packet: 1 unless the server, short of
+    /// CPU, lowered every player's snapshot rate and asked its clients to send at the same
+    /// rate ([`Pace`]). The game goes on calling once a frame; every input still reaches the
+    /// server (a packet carries the last
+    /// [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS)), a few milliseconds
+    /// later.
+    pub fn pace(&self) -> u8 {
+        self.pace
     }
 
     /// Sends a packet with no input: the acknowledgement of the newest snapshot (so the next
@@ -831,6 +867,9 @@ impl GameClient {
     /// input from it.
     pub fn send_without_input(&mut self, now: Duration, tx: &mut impl Transmit) {
         if !self.is_ready() {
+            return;
+        }
+        if !self.paced_send_due() {
             return;
         }
         self.send_replay(now, tx);

@@ -17,6 +17,8 @@ pub const WORLD: u8 = 1;
 pub const SPECTATOR: u8 = 2;
 /// First byte of a [`Redirect`].
 pub const REDIRECT: u8 = 3;
+/// First byte of a [`Pace`].
+pub const PACE: u8 = 4;
 
 /// The longest world kind or reason text a notice carries, in bytes.
 pub const MAX_NOTICE_TEXT_BYTES: usize = 64;
@@ -177,9 +179,51 @@ pub enum SpectatorControl {
     Follow(Option<u32>),
 }
 
+/// "One snapshot in `interval` ticks, and one input packet in `interval` inputs": a server
+/// short of CPU lowers every player's snapshot rate evenly and asks its clients to send
+/// their inputs at the same rate (each input packet carries the last
+/// [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS) inputs, so none is lost).
+/// Sent to every player when the interval changes, and to a player that connects while it
+/// is above 1. A client that ignores it keeps working: it only sends more than it needs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pace {
+    /// Ticks between two snapshots of this player, and inputs between two of its input
+    /// packets (1: every one; at most `REDUNDANT_INPUTS`).
+    pub interval: u8,
+}
+
+impl Pace {
+    /// The pace as the system channel carries it.
+    pub fn encode(&self) -> bytes::Bytes {
+        bytes::Bytes::from(vec![PACE, self.interval])
+    }
+
+    /// A pace from the system channel; `None` when the bytes are not one or its interval is
+    /// not 1 to `REDUNDANT_INPUTS`.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        match bytes {
+            [PACE, interval] if (1..=crate::protocol::input::REDUNDANT_INPUTS as u8).contains(interval) => {
+                Some(Self { interval: *interval })
+            }
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pace_survives_the_wire_and_an_interval_out_of_range_is_refused() {
+        for interval in 1..=4 {
+            assert_eq!(Pace::decode(&Pace { interval }.encode()), Some(Pace { interval }));
+        }
+        assert_eq!(Pace::decode(&[PACE, 0]), None);
+        assert_eq!(Pace::decode(&[PACE, 5]), None);
+        assert_eq!(Pace::decode(&[PACE, 2, 0]), None);
+        assert_eq!(Pace::decode(&[BOARD, 2]), None);
+    }
 
     #[test]
     fn a_notice_survives_the_wire_and_garbage_is_refused() {

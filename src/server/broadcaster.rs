@@ -10,6 +10,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use super::batcher::SnapshotBatcher;
 use super::inputs::InputQueue;
 use super::metrics::ServerMetrics;
+use super::pace::Pacer;
 use super::shared::{
     BroadcastMsg, Direct, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, SnapshotEnv, WorldMsg,
 };
@@ -17,6 +18,7 @@ use super::world::{Audience, Numbers, PlayerId, WorldId};
 use super::worlds::{Directory, Effect, ToPlayer};
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::SessionEnd;
+use crate::protocol::system::Pace;
 use bytes::Bytes;
 
 /// Wakes a tick's player actors a few at a time: each one that finishes its snapshot wakes
@@ -193,6 +195,8 @@ pub(crate) struct BroadcastArgs {
     pub fanout: Arc<FanOut>,
     /// World numbers, given back when a world ends.
     pub numbers: Arc<Mutex<Numbers>>,
+    /// Decides every player's snapshot interval (1 unless the server is short of CPU).
+    pub pacer: Pacer,
 }
 
 /// How the broadcaster reaches a world.
@@ -230,6 +234,13 @@ pub(crate) struct BroadcastState {
     /// tick's snapshot goes out, or earlier when anything else must keep its place after
     /// them.
     to_all: Vec<(WorldId, Bytes, bool)>,
+    pacer: Pacer,
+    /// Snapshot rounds so far (a round: the server tick's snapshots of every world).
+    round: u32,
+    /// The server tick of the current round, and its snapshots handed out and replaced.
+    round_tick: Option<u32>,
+    handed: usize,
+    replaced: usize,
 }
 
 impl std::fmt::Debug for BroadcastState {
@@ -272,6 +283,32 @@ fn leave_batch<'a>(players: impl Iterator<Item = &'a Arc<PlayerRef>>, batch: &Me
 }
 
 impl BroadcastState {
+    /// A world's snapshot of server tick `tick` arrived: the first of a new round tells the
+    /// pacer how the last one went, and every player the interval if it changed.
+    fn next_round(&mut self, tick: u32) {
+        if self.round_tick == Some(tick) {
+            return;
+        }
+        if self.round_tick.is_some()
+            && let Some(interval) = self.pacer.on_tick(self.handed, self.replaced)
+        {
+            self.tell_pace(interval);
+        }
+        self.round_tick = Some(tick);
+        self.round = self.round.wrapping_add(1);
+        (self.handed, self.replaced) = (0, 0);
+    }
+
+    /// Every player's snapshot interval is now `interval`: tells each of them.
+    fn tell_pace(&mut self, interval: u8) {
+        tracing::info!(interval, "snapshot pacing: every player gets one snapshot in {interval}");
+        self.metrics.snapshot_interval.store(u64::from(interval), Ordering::Relaxed);
+        let pace = Pace { interval }.encode();
+        for (_, p) in self.dir.players() {
+            p.tell(PlayerMsg::System(pace.clone()));
+        }
+    }
+
     /// Delivers what a directory change asks to the actors it is addressed to (their cores
     /// carry it out: [`Effect`]).
     fn apply(&mut self, effects: Vec<Effect>) {
@@ -316,6 +353,11 @@ impl Actor for Broadcaster {
             numbers: args.numbers,
             to_wake: Vec::new(),
             to_all: Vec::new(),
+            pacer: args.pacer,
+            round: 0,
+            round_tick: None,
+            handed: 0,
+            replaced: 0,
         })
     }
 
@@ -335,8 +377,16 @@ impl Actor for Broadcaster {
             BroadcastMsg::Add(p, handle, who) => {
                 // A slot reused before its last player's removal was seen: that one left.
                 let mut effects = state.dir.remove_player(p);
+                if state.pacer.interval() > 1 {
+                    handle.tell(PlayerMsg::System(Pace { interval: state.pacer.interval() }.encode()));
+                }
                 effects.extend(state.dir.add_player(p, handle, *who));
                 state.apply(effects);
+            }
+            BroadcastMsg::PinPace(interval) => {
+                if let Some(interval) = state.pacer.pin(interval) {
+                    state.tell_pace(interval);
+                }
             }
             BroadcastMsg::Remove(p) => {
                 let effects = state.dir.remove_player(p);
@@ -434,10 +484,16 @@ impl Actor for Broadcaster {
             }
             BroadcastMsg::Snapshot(world, snap, applied) => {
                 let tick = snap.tick();
-                let mut replaced = 0;
+                state.next_round(tick);
+                let (mut replaced, mut paced) = (0, 0);
                 let to_wake = &mut state.to_wake;
                 to_wake.clear();
-                state.dir.publish(world, snap, |view, _, p| {
+                let (pacer, round) = (&state.pacer, state.round);
+                state.dir.publish(world, snap, |view, id, p| {
+                    if !pacer.due(round, id) {
+                        paced += 1;
+                        return;
+                    }
                     let Some(was_empty) = p.shared.inbox().deliver(view.clone(), applied.clone()) else {
                         return; // its actor panicked holding it; it is being cleaned up
                     };
@@ -447,6 +503,9 @@ impl Actor for Broadcaster {
                         replaced += 1;
                     }
                 });
+                state.handed += to_wake.len() + replaced as usize;
+                state.replaced += replaced as usize;
+                state.metrics.snapshots_paced.fetch_add(paced, Ordering::Relaxed);
                 // The batcher learns how many will answer before the first can (the worlds
                 // of one server tick add up).
                 if let Some(b) = &state.batcher {
@@ -695,6 +754,7 @@ mod tests {
             batcher: None,
             fanout: Arc::new(FanOut::new(4, None)),
             numbers: Arc::default(),
+            pacer: Pacer::new(60, 60),
         };
         let b = Actor::spawn(None, Broadcaster, args).await.unwrap().0;
         let entry = NewWorld {

@@ -373,6 +373,11 @@ pub struct Totals {
     /// Times a client's round trip rose without draining and was taken for a change of its
     /// path's own delay ([`SendRate::rebased`](crate::protocol::reliability::SendRate::rebased)).
     pub send_rate_path_changes: u64,
+    /// Snapshots not sent because the server lowered every player's snapshot rate (short
+    /// of CPU).
+    pub snapshots_paced: u64,
+    /// What the snapshot rate is divided by now (1: the configured rate).
+    pub snapshot_interval: u64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub inputs_dropped: u64,
     /// System calls that received datagrams (each takes up to a batch).
@@ -447,6 +452,10 @@ pub struct ServerMetrics {
     pub(crate) send_rate_cuts: AtomicU64,
     pub(crate) entities_skipped: AtomicU64,
     pub(crate) send_rate_path_changes: AtomicU64,
+    /// Snapshots not sent because the server lowered every player's snapshot rate.
+    pub(crate) snapshots_paced: AtomicU64,
+    /// What the snapshot rate is divided by now.
+    pub(crate) snapshot_interval: AtomicU64,
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub(crate) inputs_dropped: AtomicU64,
     /// Datagrams and snapshots by the path that took them ([`DeliveryPath`]).
@@ -611,6 +620,8 @@ impl ServerMetrics {
             send_rate_cuts: AtomicU64::new(0),
             entities_skipped: AtomicU64::new(0),
             send_rate_path_changes: AtomicU64::new(0),
+            snapshots_paced: AtomicU64::new(0),
+            snapshot_interval: AtomicU64::new(1),
             inputs_dropped: AtomicU64::new(0),
             deliveries: Default::default(),
             tables: Default::default(),
@@ -701,6 +712,16 @@ impl ServerMetrics {
             "volley_snapshots_replaced_total",
             None,
             "Snapshots a newer tick replaced before a lagging player actor took them.",
+        );
+        d(
+            "volley_snapshots_paced_total",
+            None,
+            "Snapshots not sent because the server, short of CPU, lowered every player's snapshot rate.",
+        );
+        d(
+            "volley_snapshot_rate_ratio",
+            None,
+            "The share of the configured snapshot rate every player gets now: 1, or 1/2, 1/3, 1/4 when the server is short of CPU.",
         );
         d("volley_reliable_resends_total", None, "Reliable messages resent after an ack timeout.");
         d(
@@ -1353,6 +1374,8 @@ impl ServerMetrics {
             send_rate_cuts: get(&self.send_rate_cuts),
             entities_skipped: get(&self.entities_skipped),
             send_rate_path_changes: get(&self.send_rate_path_changes),
+            snapshots_paced: get(&self.snapshots_paced),
+            snapshot_interval: get(&self.snapshot_interval),
             inputs_dropped: get(&self.inputs_dropped),
             receive_calls: get(&self.receive_calls),
             send_calls: get(&self.send_calls),
@@ -1407,6 +1430,8 @@ impl ServerMetrics {
         self.counter("volley_send_rate_cuts_total", &[], get(&self.send_rate_cuts));
         self.counter("volley_snapshot_entities_skipped_total", &[], get(&self.entities_skipped));
         self.counter("volley_send_rate_path_changes_total", &[], get(&self.send_rate_path_changes));
+        self.counter("volley_snapshots_paced_total", &[], get(&self.snapshots_paced));
+        self.gauge("volley_snapshot_rate_ratio", &[], 1.0 / get(&self.snapshot_interval).max(1) as f64);
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));

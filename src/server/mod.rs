@@ -124,6 +124,7 @@ pub(crate) mod broadcaster;
 pub(crate) mod inputs;
 pub mod lagcomp;
 pub mod metrics;
+pub(crate) mod pace;
 pub(crate) mod player;
 pub(crate) mod record;
 pub(crate) mod session;
@@ -212,6 +213,13 @@ pub struct ServerConfig {
     pub tick_rate_hz: u16,
     /// Snapshots per second (a divisor of the tick rate).
     pub snapshot_rate_hz: u16,
+    /// The lowest snapshot rate the server falls to when it is short of CPU: it then sends
+    /// every player one snapshot in 2, 3 or 4, evenly (staggered by player), rather than
+    /// leaving whoever is last in the fan-out behind, and asks the clients to send their
+    /// inputs at that rate too ([`Pace`](crate::protocol::system::Pace)); it goes back up
+    /// when there is room (`volley_snapshot_rate_ratio`). Default 15 (at most 4 snapshots
+    /// apart); `snapshot_rate_hz` or more: never.
+    pub min_snapshot_rate_hz: u16,
     /// Datagrams that may wait for one player actor (1 to [`MAX_PLAYER_QUEUE`]; part of
     /// [`ServerConfig::player_budget`]).
     pub player_queue: usize,
@@ -284,6 +292,7 @@ impl ServerConfig {
             max_players: 1024,
             tick_rate_hz: 60,
             snapshot_rate_hz: 60,
+            min_snapshot_rate_hz: 15,
             player_queue: 16,
             shutdown_grace: Duration::from_secs(3),
             admin_addr: None,
@@ -442,6 +451,16 @@ impl ServerHandle {
         self.metrics.failure()
     }
 
+    /// Holds every player's snapshot interval at `interval` ticks (1 to 4: one snapshot in
+    /// that many, staggered by player, and the clients asked to send their inputs at that
+    /// rate), or (`None`) lets the server decide again: by default it lowers the rate
+    /// evenly when it is short of CPU ([`ServerConfig::min_snapshot_rate_hz`]) and raises
+    /// it when there is room. For tests and for an operator who wants a lower rate before
+    /// the server needs one.
+    pub fn pin_snapshot_interval(&self, interval: Option<u8>) {
+        let _ = self.broadcaster.cast(shared::BroadcastMsg::PinPace(interval));
+    }
+
     /// Conditions what the server sends player `player` (a [`PlayerId`], as `/players`
     /// lists it): latency, jitter, loss and a bottleneck ([`PlayerLink`]), or takes the
     /// conditioning off (`None`). It can change at any time, to watch the player's send rate
@@ -565,6 +584,7 @@ pub async fn start_with<W: World>(
     let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(env.clone()));
     let numbers = Arc::new(std::sync::Mutex::new(world::Numbers::default()));
     let broadcast_args = broadcaster::BroadcastArgs {
+        pacer: pace::Pacer::new(u32::from(config.snapshot_rate_hz), u32::from(config.min_snapshot_rate_hz)),
         metrics: metrics.clone(),
         batcher: Some(batcher.clone()),
         fanout: fanout.clone(),

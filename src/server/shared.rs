@@ -93,6 +93,9 @@ pub(crate) enum BroadcastMsg {
     Add(PlayerId, Arc<PlayerRef>, Box<JoinInfo>),
     /// A player that left.
     Remove(PlayerId),
+    /// Holds every player's snapshot interval at this many ticks, or lets the pacer decide
+    /// ([`ServerHandle::pin_snapshot_interval`](super::ServerHandle::pin_snapshot_interval)).
+    PinPace(Option<u8>),
     /// A world's tick: its snapshot, shared (never copied per player), and each of its
     /// players' newest applied input.
     Snapshot(WorldId, Arc<WorldSnapshot>, AppliedInputs),

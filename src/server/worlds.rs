@@ -449,6 +449,11 @@ impl<P: Clone> Directory<P> {
         self.players.get(&player).map(|m| &m.handle)
     }
 
+    /// Every player on the server, with its handle.
+    pub(crate) fn players(&self) -> impl Iterator<Item = (PlayerId, &P)> + '_ {
+        self.players.iter().map(|(id, m)| (*id, &m.handle))
+    }
+
     /// Players on the server.
     pub(crate) fn player_count(&self) -> usize {
         self.players.len()

@@ -1,0 +1,217 @@
+//! Snapshot pacing: a server short of CPU lowers every player's snapshot rate evenly
+//! (60 → 30 → 20 → 15 Hz at a 60 Hz tick) instead of leaving whoever is last in the
+//! fan-out without its snapshot, and raises it again when there is room. Sans-IO: the
+//! broadcaster tells it, each tick, how many snapshots it handed out and how many of them
+//! replaced one the player had not yet taken (the sign of a fan-out that does not keep
+//! up); it answers the interval, in ticks, between two snapshots of a player.
+//!
+//! | what it sees | what it does |
+//! | --- | --- |
+//! | over 1 % of a second's snapshots replaced | one step down (interval + 1), up to the configured floor |
+//! | none replaced for `calm` seconds (10 at first) | one step up (interval − 1) |
+//! | a step up followed within 5 s by a step down | `calm` doubles (at most 160 s): the server does not flap |
+//!
+//! A player at interval `n` gets the snapshots of the ticks where `(tick + id) % n == 0`:
+//! staggered, so each tick serves a `1/n` share of the players. Each player is told the
+//! interval ([`Pace`](crate::protocol::system::Pace)) and sends its inputs at the same rate
+//! (each packet carries the last few inputs: none is lost), which is what lowers the
+//! server's receiving work as well as its sending.
+
+/// The most ticks between two of a player's snapshots: a client's input packet carries its
+/// last [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS), so it may send one
+/// packet in that many inputs without losing any.
+pub(crate) const MAX_INTERVAL: u8 = crate::protocol::input::REDUNDANT_INPUTS as u8;
+
+/// A second's snapshots replaced above this share: one step down.
+const LATE_SHARE: f64 = 0.01;
+
+/// Seconds without any snapshot replaced before the first step up.
+const FIRST_CALM_SECS: u32 = 10;
+
+/// At most this many seconds of calm asked for before a step up.
+const MOST_CALM_SECS: u32 = 160;
+
+/// A step down this soon (seconds) after a step up: the step up was too early.
+const RELAPSE_SECS: u32 = 5;
+
+/// Decides the interval between two snapshots of a player (see the module's docs).
+#[derive(Debug, Clone)]
+pub(crate) struct Pacer {
+    /// The interval now, in ticks (1: every tick).
+    interval: u8,
+    /// The most it may be.
+    most: u8,
+    ticks_per_second: u32,
+    /// This second so far: ticks, snapshots handed out, snapshots replaced.
+    ticks: u32,
+    handed: u64,
+    replaced: u64,
+    /// Seconds in a row with none replaced.
+    calm: u32,
+    /// Seconds of calm a step up waits for.
+    calm_needed: u32,
+    /// Seconds since the last step up (`None`: none yet, or long ago).
+    since_up: Option<u32>,
+    /// Set by hand ([`Pacer::pin`]): the figures do not move it.
+    pinned: bool,
+}
+
+impl Pacer {
+    /// A pacer for a server ticking `ticks_per_second` times a second that may go down to
+    /// `min_rate_hz` snapshots a second per player (at most [`MAX_INTERVAL`] ticks apart; a
+    /// minimum at or above the tick rate turns pacing off).
+    pub(crate) fn new(ticks_per_second: u32, min_rate_hz: u32) -> Self {
+        let tps = ticks_per_second.max(1);
+        let most = tps.div_ceil(min_rate_hz.max(1)).clamp(1, u32::from(MAX_INTERVAL)) as u8;
+        Self {
+            interval: 1,
+            most,
+            ticks_per_second: tps,
+            ticks: 0,
+            handed: 0,
+            replaced: 0,
+            calm: 0,
+            calm_needed: FIRST_CALM_SECS,
+            since_up: None,
+            pinned: false,
+        }
+    }
+
+    /// The interval now, in ticks.
+    pub(crate) fn interval(&self) -> u8 {
+        self.interval
+    }
+
+    /// Whether player `id` gets the snapshot of `tick`.
+    pub(crate) fn due(&self, tick: u32, id: u32) -> bool {
+        self.interval <= 1 || tick.wrapping_add(id) % u32::from(self.interval) == 0
+    }
+
+    /// Holds the interval at `interval` (1 to [`MAX_INTERVAL`]), whatever the figures say,
+    /// or (`None`) lets them decide again, from where it is. The new interval when it
+    /// changes.
+    pub(crate) fn pin(&mut self, interval: Option<u8>) -> Option<u8> {
+        self.pinned = interval.is_some();
+        (self.ticks, self.handed, self.replaced, self.calm, self.since_up) = (0, 0, 0, 0, None);
+        let new = interval.map_or(self.interval, |i| i.clamp(1, MAX_INTERVAL));
+        (new != self.interval).then(|| {
+            self.interval = new;
+            new
+        })
+    }
+
+    /// One tick's fan-out: `handed` snapshots handed to players, `replaced` of them in
+    /// place of one the player had not taken. The new interval when it changes.
+    pub(crate) fn on_tick(&mut self, handed: usize, replaced: usize) -> Option<u8> {
+        if self.pinned {
+            return None;
+        }
+        self.handed += handed as u64;
+        self.replaced += replaced as u64;
+        self.ticks += 1;
+        if self.ticks < self.ticks_per_second {
+            return None;
+        }
+        let late = self.handed > 0 && self.replaced as f64 > LATE_SHARE * self.handed as f64;
+        let none = self.replaced == 0;
+        (self.ticks, self.handed, self.replaced) = (0, 0, 0);
+        self.since_up = self.since_up.map(|s| s + 1).filter(|s| *s <= RELAPSE_SECS);
+        if late {
+            self.calm = 0;
+            if self.interval >= self.most {
+                return None;
+            }
+            if self.since_up.take().is_some() {
+                self.calm_needed = (self.calm_needed * 2).min(MOST_CALM_SECS);
+            }
+            self.interval += 1;
+            return Some(self.interval);
+        }
+        if !none {
+            self.calm = 0;
+            return None;
+        }
+        self.calm += 1;
+        if self.interval > 1 && self.calm >= self.calm_needed {
+            self.calm = 0;
+            self.interval -= 1;
+            self.since_up = Some(0);
+            return Some(self.interval);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `secs` seconds of 60 ticks with `replaced` of 100 snapshots replaced a tick;
+    /// the changes, by second.
+    fn run(p: &mut Pacer, secs: u32, replaced: usize) -> Vec<(u32, u8)> {
+        let mut out = Vec::new();
+        for s in 0..secs {
+            for _ in 0..60 {
+                if let Some(i) = p.on_tick(100, replaced) {
+                    out.push((s, i));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_late_fan_out_lowers_the_rate_step_by_step_to_the_floor_and_calm_raises_it() {
+        let mut p = Pacer::new(60, 15);
+        assert_eq!(p.most, 4);
+        assert!(run(&mut p, 5, 0).is_empty(), "no pacing without lateness");
+        assert_eq!(run(&mut p, 5, 2), [(0, 2), (1, 3), (2, 4)], "one step a late second, to the floor");
+        assert_eq!(p.interval(), 4);
+        assert_eq!(run(&mut p, 9, 0), [], "nine calm seconds are not enough");
+        assert_eq!(run(&mut p, 1, 0), [(0, 3)]);
+        // 1 % is not over 1 %.
+        assert_eq!(run(&mut p, 10, 1), []);
+    }
+
+    #[test]
+    fn a_step_up_that_brings_lateness_back_doubles_the_calm_asked_for() {
+        let mut p = Pacer::new(60, 30);
+        assert_eq!(p.most, 2);
+        run(&mut p, 1, 5);
+        assert_eq!(run(&mut p, 10, 0), [(9, 1)]);
+        assert_eq!(run(&mut p, 1, 5), [(0, 2)], "late again at once");
+        assert_eq!(run(&mut p, 19, 0), [], "the next try waits twice as long");
+        assert_eq!(run(&mut p, 1, 0), [(0, 1)]);
+        // Late long after the step up: not a relapse, the calm asked for stays.
+        run(&mut p, 10, 0);
+        run(&mut p, 1, 5);
+        assert_eq!(run(&mut p, 20, 0), [(19, 1)]);
+    }
+
+    #[test]
+    fn a_pinned_interval_holds_whatever_the_figures_say() {
+        let mut p = Pacer::new(60, 15);
+        assert_eq!(p.pin(Some(3)), Some(3));
+        assert_eq!(p.pin(Some(3)), None, "no change");
+        assert_eq!(run(&mut p, 20, 50), []);
+        assert_eq!(run(&mut p, 20, 0), []);
+        assert_eq!(p.pin(Some(9)), Some(MAX_INTERVAL), "clamped");
+        assert_eq!(p.pin(None), None, "let go where it is");
+        assert_eq!(run(&mut p, 10, 0), [(9, 3)], "then calm raises it");
+    }
+
+    #[test]
+    fn players_are_staggered_over_the_interval() {
+        let mut p = Pacer::new(60, 15);
+        assert!((0..10).all(|t| p.due(t, 7)), "every tick at interval 1");
+        run(&mut p, 1, 50);
+        assert_eq!(p.interval(), 2);
+        for tick in 0..8u32 {
+            let due = (0..1000u32).filter(|&id| p.due(tick, id)).count();
+            assert_eq!(due, 500, "half the players each tick");
+        }
+        assert_eq!((0..10u32).filter(|&t| p.due(t, 3)).count(), 5);
+        let off = Pacer::new(60, 60);
+        assert_eq!(off.most, 1, "a floor at the tick rate: no pacing");
+    }
+}

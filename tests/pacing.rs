@@ -1,0 +1,107 @@
+//! Snapshot pacing over real UDP: a server short of CPU lowers every player's snapshot rate
+//! evenly and asks the clients to send their inputs at the same rate. Here the interval is
+//! pinned by hand ([`ServerHandle::pin_snapshot_interval`]; the pacer's own decisions, from
+//! the fan-out's figures, are unit-tested in `server::pace`): the client gets one snapshot in
+//! three and sends one packet in three, every input still reaches the world once and in
+//! order, and both rates come back when the pin goes.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use volley::prelude::*;
+use volley::server::ServerConfig;
+
+volley::replicated! {
+    /// The tick the world's snapshot is of.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Stamp {
+        /// The tick.
+        pub tick: u32 = Bits(24),
+    }
+}
+
+/// Keeps every input it is given (a client's frame number), in order.
+struct Counting {
+    inputs: Arc<Mutex<Vec<u32>>>,
+    tick: u32,
+}
+
+impl World for Counting {
+    fn schema(&self) -> Schema {
+        let mut s = Schema::new();
+        s.register::<Stamp>().unwrap();
+        s
+    }
+    fn leave(&mut self, _: PlayerId) {}
+    fn input(&mut self, _: PlayerId, input: &[u8]) {
+        if let Ok(b) = <[u8; 4]>::try_from(input) {
+            self.inputs.lock().unwrap().push(u32::from_le_bytes(b));
+        }
+    }
+    fn tick(&mut self, tick: u32, _: Duration) {
+        self.tick = tick;
+    }
+    fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+        out.insert(1, &Stamp { tick: self.tick }).unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_server_sends_fewer_snapshots_gets_fewer_packets_and_loses_no_input() {
+    let key = [9u8; 32];
+    let inputs = Arc::new(Mutex::new(Vec::new()));
+    let world = Counting { inputs: inputs.clone(), tick: 0 };
+    let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), world).await.unwrap();
+    let params = TokenParams::new(DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
+    let token = ConnectToken::generate(&params, &key).unwrap();
+    let client = GameClient::new(token, Arc::new(Counting { inputs: Arc::default(), tick: 0 }.schema()), unix_now());
+    let mut c = UdpClient::bind(client, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap();
+    let m = server.metrics().clone();
+    // Per phase: snapshots the client got, packets the server got, the client's pace.
+    let mut phases: Vec<(u64, u64, u8)> = Vec::new();
+    let (mut snapshots, mut packets_at) = (0u64, 0u64);
+    let mut next = tokio::time::Instant::now();
+    let mut last_sent = 0;
+    for frame in 0u32..10 * 60 {
+        next += Duration::from_micros(16_667);
+        snapshots += c.step(&frame.to_le_bytes(), next).await as u64;
+        if c.client.is_ready() {
+            last_sent = frame;
+        }
+        // Phases: free (2–4 s), pinned at 3 (4.5–6.5 s), pinned back at 1 (7.5–9.5 s).
+        match frame {
+            120 | 270 | 450 => (snapshots, packets_at) = (0, m.totals().packets_received),
+            240 | 390 | 570 => phases.push((snapshots, m.totals().packets_received - packets_at, c.client.pace())),
+            _ => {}
+        }
+        match frame {
+            240 => server.pin_snapshot_interval(Some(3)),
+            390 => {
+                let t = m.totals();
+                assert_eq!(t.snapshot_interval, 3);
+                assert!(t.snapshots_paced > 0, "paced snapshots are counted");
+                server.pin_snapshot_interval(Some(1));
+            }
+            _ => {}
+        }
+    }
+    server.shutdown().await;
+    println!(
+        "two seconds each (snapshots to the client, packets from it, its pace): free, paced at 3, back at 1: {phases:?}"
+    );
+    let [free, paced, back] = phases[..] else { panic!("three phases: {phases:?}") };
+    assert_eq!((free.2, paced.2, back.2), (1, 3, 1), "the client was told the pace each time");
+    for (what, (snaps, packets, _)) in [("free", free), ("back at 1", back)] {
+        assert!(snaps >= 100, "{what}: {snaps} snapshots in 2 s at 60 Hz");
+        assert!(packets >= 100, "{what}: {packets} packets in 2 s at 60 Hz");
+    }
+    assert!((30..=50).contains(&paced.0), "one snapshot in three: {} in 2 s", paced.0);
+    assert!((30..=55).contains(&paced.1), "one packet in three: {} in 2 s", paced.1);
+    // Every input from the first the world had to the last the client sent but three (the
+    // last packet may still be on its way): once each, in order.
+    let got = inputs.lock().unwrap().clone();
+    let first = *got.first().expect("inputs arrived");
+    let want: Vec<u32> = (first..=last_sent - 3).collect();
+    assert_eq!(&got[..want.len()], &want[..], "every input once, in order (the world had {} inputs)", got.len());
+}
