@@ -7,7 +7,9 @@
 #     bash tools/load_run.sh OLD_BIN 1000; bash tools/load_run.sh NEW_BIN 1000; ...
 #
 # The server runs the arena's rooms (a lobby and matches, the default); SERVER_ARGS adds
-# flags to it, e.g. SERVER_ARGS="--match-size 0" for one arena world.
+# flags to it, e.g. SERVER_ARGS="--match-size 0" for one arena world. BOTS_BIN runs the
+# swarm from another binary (the same bots against an older server); KEEP_LOG=1 keeps the
+# logs and says where.
 set -euo pipefail
 BIN=${1:?usage: tools/load_run.sh BIN [PLAYERS]}
 N=${2:-1000}
@@ -16,7 +18,7 @@ LOG=$(mktemp -d)
 "$BIN" server --private-key "$KEY" --max-players $((N * 2)) --duration 46 ${SERVER_ARGS:-} >"$LOG/server.log" 2>&1 &
 SERVER=$!
 sleep 2
-"$BIN" bots --private-key "$KEY" --bots "$N" --duration 40 --admin 127.0.0.1:9100 >"$LOG/bots.log" 2>&1 || true
+"${BOTS_BIN:-$BIN}" bots --private-key "$KEY" --bots "$N" --duration 40 --admin 127.0.0.1:9100 >"$LOG/bots.log" 2>&1 || true
 wait "$SERVER" || true
-grep -E '^(bots:|RTT|server figures|process:|server:|inputs applied)' "$LOG/bots.log" "$LOG/server.log" | sed "s|$LOG/||"
-rm -rf "$LOG"
+grep -E '^(bots:|snapshots:|RTT|server figures|server \(its|process:|server:|inputs applied)' "$LOG/bots.log" "$LOG/server.log" | sed "s|$LOG/||"
+[ -n "${KEEP_LOG:-}" ] && echo "logs in $LOG" || rm -rf "$LOG"

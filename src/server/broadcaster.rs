@@ -43,6 +43,9 @@ pub(crate) struct FanOut {
     direct: Option<SnapshotEnv>,
     /// When the current generation started, in microseconds after `epoch`.
     started_us: AtomicU64,
+    /// When its queue of wake-ups emptied, in microseconds after it started, plus one; 0
+    /// while wake-ups wait ([`FanOut::drain_time`]).
+    drained_us: AtomicU64,
     /// How long into a tick chains may send snapshots themselves: half the tick period.
     direct_us: u64,
     epoch: Instant,
@@ -67,6 +70,7 @@ impl FanOut {
             batcher,
             direct: None,
             started_us: AtomicU64::new(0),
+            drained_us: AtomicU64::new(1),
             direct_us: 0,
             epoch: Instant::now(),
         }
@@ -99,6 +103,8 @@ impl FanOut {
         if let Ok(mut q) = self.pending.lock() {
             was_empty = q.is_empty();
             q.extend(players.drain(..));
+            // Nothing to hand out: drained at once.
+            self.drained_us.store(u64::from(q.is_empty()), Ordering::Relaxed);
         }
         if same_tick && !was_empty {
             return; // the running chains take them
@@ -125,6 +131,15 @@ impl FanOut {
         self.wake_next(generation, DIRECT_BURST);
     }
 
+    /// How long the current generation took to hand out its last wake-up (or send its last
+    /// snapshot itself), from its start; `None` while some wait.
+    pub(crate) fn drain_time(&self) -> Option<std::time::Duration> {
+        match self.drained_us.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(std::time::Duration::from_micros(n - 1)),
+        }
+    }
+
     fn micros(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
@@ -145,7 +160,14 @@ impl FanOut {
             if generation != self.generation.load(Ordering::Acquire) {
                 return false;
             }
-            let next = self.pending.lock().ok().and_then(|mut q| q.pop_front());
+            let next = self.pending.lock().ok().and_then(|mut q| {
+                let p = q.pop_front();
+                if p.is_some() && q.is_empty() {
+                    let took = self.micros().saturating_sub(self.started_us.load(Ordering::Relaxed));
+                    self.drained_us.store(took + 1, Ordering::Relaxed);
+                }
+                p
+            });
             let Some(p) = next else { return false };
             if burst > 0 && self.direct_allowed() && self.send_direct(&p) {
                 burst -= 1;
@@ -290,7 +312,7 @@ impl BroadcastState {
             return;
         }
         if self.round_tick.is_some()
-            && let Some(interval) = self.pacer.on_tick(self.handed, self.replaced)
+            && let Some(interval) = self.pacer.on_tick(self.handed, self.replaced, self.fanout.drain_time())
         {
             self.tell_pace(interval);
         }

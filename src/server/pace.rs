@@ -8,7 +8,8 @@
 //! | what it sees | what it does |
 //! | --- | --- |
 //! | over 1 % of a second's snapshots replaced | one step down (interval + 1), up to the configured floor |
-//! | none replaced for `calm` seconds (10 at first) | one step up (interval − 1) |
+//! | the second after a change | nothing: the old interval's backlog drains |
+//! | none replaced for `calm` seconds (10 at first), and room: in 90 % of the rounds the fan-out, scaled to one step up, hands out its last snapshot within half the period | one step up (interval − 1) |
 //! | a step up followed within 5 s by a step down | `calm` doubles (at most 160 s): the server does not flap |
 //!
 //! A player at interval `n` gets the snapshots of the ticks where `(tick + id) % n == 0`:
@@ -17,6 +18,8 @@
 //! (each packet carries the last few inputs: none is lost), which is what lowers the
 //! server's receiving work as well as its sending.
 
+use std::time::Duration;
+
 /// The most ticks between two of a player's snapshots: a client's input packet carries its
 /// last [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS), so it may send one
 /// packet in that many inputs without losing any.
@@ -24,6 +27,14 @@ pub(crate) const MAX_INTERVAL: u8 = crate::protocol::input::REDUNDANT_INPUTS as 
 
 /// A second's snapshots replaced above this share: one step down.
 const LATE_SHARE: f64 = 0.01;
+
+/// A step up needs room: the fan-out, scaled to the interval one step up (`interval /
+/// (interval - 1)` times the players a tick), would hand out its last snapshot within this
+/// share of the snapshot period ...
+const ROOM: f64 = 0.5;
+
+/// ... in all but this share of a second's rounds.
+const TIGHT_SHARE: f64 = 0.1;
 
 /// Seconds without any snapshot replaced before the first step up.
 const FIRST_CALM_SECS: u32 = 10;
@@ -46,6 +57,10 @@ pub(crate) struct Pacer {
     ticks: u32,
     handed: u64,
     replaced: u64,
+    /// ... and rounds whose fan-out would not have had room one step up.
+    tight: u32,
+    /// The snapshot period.
+    period: Duration,
     /// Seconds in a row with none replaced.
     calm: u32,
     /// Seconds of calm a step up waits for.
@@ -54,6 +69,9 @@ pub(crate) struct Pacer {
     since_up: Option<u32>,
     /// Set by hand ([`Pacer::pin`]): the figures do not move it.
     pinned: bool,
+    /// The interval changed in the last second: this second's figures are the old
+    /// interval's backlog draining, not the new one's, and are not judged.
+    settling: bool,
 }
 
 impl Pacer {
@@ -70,10 +88,13 @@ impl Pacer {
             ticks: 0,
             handed: 0,
             replaced: 0,
+            tight: 0,
+            period: Duration::from_secs(1) / tps,
             calm: 0,
             calm_needed: FIRST_CALM_SECS,
             since_up: None,
             pinned: false,
+            settling: false,
         }
     }
 
@@ -92,7 +113,7 @@ impl Pacer {
     /// changes.
     pub(crate) fn pin(&mut self, interval: Option<u8>) -> Option<u8> {
         self.pinned = interval.is_some();
-        (self.ticks, self.handed, self.replaced, self.calm, self.since_up) = (0, 0, 0, 0, None);
+        (self.ticks, self.handed, self.replaced, self.tight, self.calm, self.since_up) = (0, 0, 0, 0, 0, None);
         let new = interval.map_or(self.interval, |i| i.clamp(1, MAX_INTERVAL));
         (new != self.interval).then(|| {
             self.interval = new;
@@ -101,20 +122,37 @@ impl Pacer {
     }
 
     /// One tick's fan-out: `handed` snapshots handed to players, `replaced` of them in
-    /// place of one the player had not taken. The new interval when it changes.
-    pub(crate) fn on_tick(&mut self, handed: usize, replaced: usize) -> Option<u8> {
+    /// place of one the player had not taken, and how long the fan-out took to hand out
+    /// its last one (`None`: it had not yet when the next tick came). The new interval
+    /// when it changes.
+    pub(crate) fn on_tick(&mut self, handed: usize, replaced: usize, drained: Option<Duration>) -> Option<u8> {
         if self.pinned {
             return None;
         }
         self.handed += handed as u64;
         self.replaced += replaced as u64;
+        if self.interval > 1 {
+            let up = f64::from(self.interval) / f64::from(self.interval - 1);
+            let room = ROOM * self.period.as_secs_f64();
+            self.tight += u32::from(drained.is_none_or(|d| d.as_secs_f64() * up > room));
+        }
         self.ticks += 1;
         if self.ticks < self.ticks_per_second {
             return None;
         }
         let late = self.handed > 0 && self.replaced as f64 > LATE_SHARE * self.handed as f64;
-        let none = self.replaced == 0;
-        (self.ticks, self.handed, self.replaced) = (0, 0, 0);
+        let none = self.replaced == 0 && f64::from(self.tight) <= TIGHT_SHARE * f64::from(self.ticks);
+        tracing::debug!(
+            interval = self.interval,
+            handed = self.handed,
+            replaced = self.replaced,
+            tight = self.tight,
+            "snapshot pacing: the last second"
+        );
+        (self.ticks, self.handed, self.replaced, self.tight) = (0, 0, 0, 0);
+        if std::mem::take(&mut self.settling) {
+            return None;
+        }
         self.since_up = self.since_up.map(|s| s + 1).filter(|s| *s <= RELAPSE_SECS);
         if late {
             self.calm = 0;
@@ -125,6 +163,7 @@ impl Pacer {
                 self.calm_needed = (self.calm_needed * 2).min(MOST_CALM_SECS);
             }
             self.interval += 1;
+            self.settling = true;
             return Some(self.interval);
         }
         if !none {
@@ -136,6 +175,7 @@ impl Pacer {
             self.calm = 0;
             self.interval -= 1;
             self.since_up = Some(0);
+            self.settling = true;
             return Some(self.interval);
         }
         None
@@ -152,7 +192,7 @@ mod tests {
         let mut out = Vec::new();
         for s in 0..secs {
             for _ in 0..60 {
-                if let Some(i) = p.on_tick(100, replaced) {
+                if let Some(i) = p.on_tick(100, replaced, Some(Duration::from_millis(2))) {
                     out.push((s, i));
                 }
             }
@@ -165,10 +205,15 @@ mod tests {
         let mut p = Pacer::new(60, 15);
         assert_eq!(p.most, 4);
         assert!(run(&mut p, 5, 0).is_empty(), "no pacing without lateness");
-        assert_eq!(run(&mut p, 5, 2), [(0, 2), (1, 3), (2, 4)], "one step a late second, to the floor");
+        assert_eq!(
+            run(&mut p, 6, 2),
+            [(0, 2), (2, 3), (4, 4)],
+            "one step a late second (the second after a step is not judged), to the floor"
+        );
         assert_eq!(p.interval(), 4);
         assert_eq!(run(&mut p, 9, 0), [], "nine calm seconds are not enough");
         assert_eq!(run(&mut p, 1, 0), [(0, 3)]);
+        assert_eq!(run(&mut p, 1, 9), [], "the second after a step up is not judged");
         // 1 % is not over 1 %.
         assert_eq!(run(&mut p, 10, 1), []);
     }
@@ -177,15 +222,33 @@ mod tests {
     fn a_step_up_that_brings_lateness_back_doubles_the_calm_asked_for() {
         let mut p = Pacer::new(60, 30);
         assert_eq!(p.most, 2);
-        run(&mut p, 1, 5);
+        run(&mut p, 2, 5);
         assert_eq!(run(&mut p, 10, 0), [(9, 1)]);
-        assert_eq!(run(&mut p, 1, 5), [(0, 2)], "late again at once");
-        assert_eq!(run(&mut p, 19, 0), [], "the next try waits twice as long");
+        assert_eq!(run(&mut p, 2, 5), [(1, 2)], "late again at once");
+        assert_eq!(run(&mut p, 20, 0), [], "the next try waits twice as long");
         assert_eq!(run(&mut p, 1, 0), [(0, 1)]);
         // Late long after the step up: not a relapse, the calm asked for stays.
         run(&mut p, 10, 0);
         run(&mut p, 1, 5);
-        assert_eq!(run(&mut p, 20, 0), [(19, 1)]);
+        assert_eq!(run(&mut p, 21, 0), [(20, 1)]);
+    }
+
+    #[test]
+    fn a_fan_out_without_room_for_a_step_up_keeps_the_interval() {
+        let mut p = Pacer::new(60, 15);
+        run(&mut p, 2, 5);
+        assert_eq!(p.interval(), 2);
+        // 5 ms at interval 2 would be 10 ms at 1: more than half of 16.7 ms.
+        let calm = |p: &mut Pacer, drained: Option<Duration>, secs: u32| {
+            let mut changes: Vec<u8> = Vec::new();
+            for _ in 0..secs * 60 {
+                changes.extend(p.on_tick(100, 0, drained));
+            }
+            changes
+        };
+        assert_eq!(calm(&mut p, Some(Duration::from_millis(5)), 30), [0u8; 0]);
+        assert_eq!(calm(&mut p, None, 30), [0u8; 0], "a fan-out still running at the next tick has no room");
+        assert_eq!(calm(&mut p, Some(Duration::from_millis(4)), 10), [1], "4 ms: 8 of 16.7 at interval 1");
     }
 
     #[test]

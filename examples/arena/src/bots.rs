@@ -177,6 +177,9 @@ pub struct BotReport {
     /// For each move, the time from the last snapshot of the old zone to the first of the
     /// new (the handoff as the player sees it: the redirect comes a tick after the crossing).
     pub move_gaps: Vec<Duration>,
+    /// Snapshots a second from its first to its last (0 with fewer than two): what the
+    /// server gave this bot, to tell an even rate from an uneven one.
+    pub snapshot_rate: f64,
 }
 
 /// One kill-feed message a bot received.
@@ -289,6 +292,15 @@ impl SwarmReport {
             )
         };
         let secs = self.elapsed.as_secs_f64().max(1e-9);
+        // Each player's own rate (bots that stayed): the lowest ones tell an uneven server.
+        let mut rates: Vec<f64> = self
+            .bots
+            .iter()
+            .filter(|b| b.connected && !b.left_early && !b.spectator)
+            .map(|b| b.snapshot_rate)
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        let rate_q = |q: f64| rates.get(((rates.len().max(1) - 1) as f64 * q) as usize).copied().unwrap_or_default();
         let moves: u64 = self.bots.iter().map(|b| u64::from(b.moves)).sum();
         let mut gaps: Vec<Duration> = self.bots.iter().flat_map(|b| b.move_gaps.iter().copied()).collect();
         gaps.sort();
@@ -306,7 +318,7 @@ impl SwarmReport {
         };
         format!(
             "bots: {} connected of {}; {} saw other players{watchers}\n\
-             snapshots: {} ({:.1}/s per bot), {} decode errors\n\
+             snapshots: {} ({:.1}/s per bot; each bot's own rate: lowest {:.1}/s, p1 {:.1}/s, p50 {:.1}/s), {} decode errors\n\
              download: {:.1} kbit/s per bot\n\
              RTT p50 {:.2} ms, p99 {:.2} ms; loss {:.2} %{moved}",
             self.connected(),
@@ -314,6 +326,9 @@ impl SwarmReport {
             saw_others,
             snaps,
             snaps as f64 / secs / n as f64,
+            rate_q(0.0),
+            rate_q(0.01),
+            rate_q(0.5),
             self.bots.iter().map(|b| b.snapshot_errors).sum::<u64>(),
             bytes as f64 * 8.0 / 1000.0 / secs / n as f64,
             q(0.5).as_secs_f64() * 1e3,
@@ -371,6 +386,8 @@ struct Bot {
     /// When its newest snapshot came, and, while it moves to another zone, when the old
     /// zone's last one came.
     snapshot_at: Option<Instant>,
+    /// When it got its first snapshot, and how many it got since.
+    first_snapshot: Option<(Instant, u64)>,
     moving_since: Option<Instant>,
     /// Its index in the swarm.
     index: usize,
@@ -432,6 +449,7 @@ impl Bot {
             was_ready: false,
             spectator,
             snapshot_at: None,
+            first_snapshot: None,
             moving_since: None,
             index,
             watched: None,
@@ -463,6 +481,8 @@ impl Bot {
                 report.move_gaps.push(now.duration_since(since));
             }
             self.snapshot_at = Some(now);
+            let first = self.first_snapshot.get_or_insert((now, 0));
+            first.1 += got as u64;
         }
         let ready = bot.client.is_ready();
         if ready != self.was_ready {
@@ -557,6 +577,10 @@ impl Bot {
         report.bytes_received = s.bytes_received;
         report.latest = bot.client.latest().cloned();
         report.moves = bot.client.moves();
+        if let (Some((first, n)), Some(last)) = (self.first_snapshot, self.snapshot_at) {
+            let secs = last.duration_since(first).as_secs_f64();
+            report.snapshot_rate = if n > 1 && secs > 0.0 { (n - 1) as f64 / secs } else { 0.0 };
+        }
         if bot.client.state() == ClientState::Connected {
             bot.disconnect();
         }
