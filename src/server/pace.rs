@@ -105,7 +105,7 @@ impl Pacer {
 
     /// Whether player `id` gets the snapshot of `tick`.
     pub(crate) fn due(&self, tick: u32, id: u32) -> bool {
-        self.interval <= 1 || tick.wrapping_add(id) % u32::from(self.interval) == 0
+        self.interval <= 1 || tick.wrapping_add(id).is_multiple_of(u32::from(self.interval))
     }
 
     /// Holds the interval at `interval` (1 to [`MAX_INTERVAL`]), whatever the figures say,
