@@ -854,7 +854,7 @@ impl GameClient {
     /// CPU, lowered every player's snapshot rate and asked its clients to send at the same
     /// rate ([`Pace`]). The game goes on calling once a frame; every input still reaches the
     /// server (a packet carries the last
-    /// [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS)), a few milliseconds
+    /// [`REDUNDANT_INPUTS`]), a few milliseconds
     /// later.
     pub fn pace(&self) -> u8 {
         self.pace
