@@ -55,7 +55,8 @@ async fn a_paced_server_sends_fewer_snapshots_gets_fewer_packets_and_loses_no_in
     let server = volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), world).await.unwrap();
     let params = TokenParams::new(DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
     let token = ConnectToken::generate(&params, &key).unwrap();
-    let client = GameClient::new(token, Arc::new(Counting { inputs: Arc::default(), tick: 0 }.schema()), unix_now());
+    let schema = Arc::new(Counting { inputs: Arc::default(), tick: 0 }.schema());
+    let client = GameClient::new(token, schema.clone(), unix_now());
     let mut c = UdpClient::bind(client, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap();
     let m = server.metrics().clone();
     // Per phase: snapshots the client got, packets the server got, the client's pace.
@@ -63,21 +64,35 @@ async fn a_paced_server_sends_fewer_snapshots_gets_fewer_packets_and_loses_no_in
     let (mut snapshots, mut packets_at) = (0u64, 0u64);
     let mut next = tokio::time::Instant::now();
     let mut last_sent = 0;
-    for frame in 0u32..10 * 60 {
+    // A second client connects while the server paces: it is told at once.
+    let mut late: Option<UdpClient> = None;
+    for frame in 0u32..11 * 60 {
         next += Duration::from_micros(16_667);
         snapshots += c.step(&frame.to_le_bytes(), next).await as u64;
+        if let Some(l) = &mut late {
+            l.step(&[], tokio::time::Instant::now()).await;
+        }
         if c.client.is_ready() {
             last_sent = frame;
         }
-        // Phases: free (2–4 s), pinned at 3 (4.5–6.5 s), pinned back at 1 (7.5–9.5 s).
+        // Phases: free (2–4 s), pinned at 3 (4.5–6.5 s), pinned back at 1 (8–10 s).
         match frame {
-            120 | 270 | 450 => (snapshots, packets_at) = (0, m.totals().packets_received),
-            240 | 390 | 570 => phases.push((snapshots, m.totals().packets_received - packets_at, c.client.pace())),
+            120 | 270 | 480 => (snapshots, packets_at) = (0, m.totals().packets_received),
+            240 | 390 | 600 => phases.push((snapshots, m.totals().packets_received - packets_at, c.client.pace())),
             _ => {}
         }
         match frame {
             240 => server.pin_snapshot_interval(Some(3)),
             390 => {
+                let params = TokenParams::new(DEFAULT_PROTOCOL_ID, 2, server.addr(), unix_now().as_secs());
+                let token = ConnectToken::generate(&params, &key).unwrap();
+                let client = GameClient::new(token, schema.clone(), unix_now());
+                late = Some(UdpClient::bind(client, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap());
+            }
+            420 => {
+                let mut l = late.take().unwrap();
+                l.disconnect();
+                assert_eq!(l.client.pace(), 3, "a client that connects while the server paces is told");
                 let t = m.totals();
                 assert_eq!(t.snapshot_interval, 3);
                 assert!(t.snapshots_paced > 0, "paced snapshots are counted");
