@@ -10,7 +10,7 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use super::batcher::SnapshotBatcher;
 use super::inputs::InputQueue;
 use super::metrics::ServerMetrics;
-use super::pace::Pacer;
+use super::pace::{Pacer, Round};
 use super::shared::{
     BroadcastMsg, Direct, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, SnapshotEnv, WorldMsg,
 };
@@ -263,6 +263,9 @@ pub(crate) struct BroadcastState {
     round_tick: Option<u32>,
     handed: usize,
     replaced: usize,
+    /// When the current round began, and how long after the one before.
+    round_began: Instant,
+    round_after: std::time::Duration,
 }
 
 impl std::fmt::Debug for BroadcastState {
@@ -305,18 +308,30 @@ fn leave_batch<'a>(players: impl Iterator<Item = &'a Arc<PlayerRef>>, batch: &Me
 }
 
 impl BroadcastState {
-    /// A world's snapshot of server tick `tick` arrived: the first of a new round tells the
-    /// pacer how the last one went, and every player the interval if it changed.
+    /// A world's snapshot of server tick `tick` arrived: the first of a newer tick begins a
+    /// round, and tells the pacer how the last one went (and every player the interval if
+    /// it changed).
     fn next_round(&mut self, tick: u32) {
-        if self.round_tick == Some(tick) {
+        // A world's snapshot of a tick whose round began already (worlds tick on their own
+        // and one may come late) counts in the current round.
+        if self.round_tick.is_some_and(|t| tick.wrapping_sub(t) as i32 <= 0) {
             return;
         }
+        let now = Instant::now();
         if self.round_tick.is_some()
-            && let Some(interval) = self.pacer.on_tick(self.handed, self.replaced, self.fanout.drain_time())
+            && let Some(interval) = self.pacer.on_round(Round {
+                handed: self.handed,
+                replaced: self.replaced,
+                after: self.round_after,
+                drained: self.fanout.drain_time(),
+                lasted: now.saturating_duration_since(self.round_began),
+            })
         {
             self.tell_pace(interval);
         }
         self.round_tick = Some(tick);
+        self.round_after = now.saturating_duration_since(self.round_began);
+        self.round_began = now;
         self.round = self.round.wrapping_add(1);
         (self.handed, self.replaced) = (0, 0);
     }
@@ -380,6 +395,8 @@ impl Actor for Broadcaster {
             round_tick: None,
             handed: 0,
             replaced: 0,
+            round_began: Instant::now(),
+            round_after: std::time::Duration::ZERO,
         })
     }
 

@@ -7,7 +7,8 @@
 //!
 //! | what it sees | what it does |
 //! | --- | --- |
-//! | over 1 % of a second's snapshots replaced | one step down (interval + 1), up to the configured floor |
+//! | over 1 % of a second's snapshots replaced, and the fan-out busy: over half the period to hand out its snapshots in over 10 % of the rounds | one step down (interval + 1), up to the configured floor |
+//! | snapshots replaced by a round right behind the one before (a world catching up), or with a fan-out that has room (a slow world, a stalled player actor) | nothing: fewer snapshots would not help |
 //! | the second after a change | nothing: the old interval's backlog drains |
 //! | none replaced for `calm` seconds (10 at first), and room: in 90 % of the rounds the fan-out, scaled to one step up, hands out its last snapshot within half the period | one step up (interval − 1) |
 //! | a step up followed within 5 s by a step down | `calm` doubles (at most 160 s): the server does not flap |
@@ -45,6 +46,22 @@ const MOST_CALM_SECS: u32 = 160;
 /// A step down this soon (seconds) after a step up: the step up was too early.
 const RELAPSE_SECS: u32 = 5;
 
+/// One round of the fan-out (the snapshots of one server tick, every world's), as the
+/// broadcaster saw it when the next began.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Round {
+    /// Snapshots handed to players ...
+    pub handed: usize,
+    /// ... and how many of them replaced one the player had not taken.
+    pub replaced: usize,
+    /// How long after the round before it this one began.
+    pub after: Duration,
+    /// How long the fan-out took to hand out its last snapshot (`None`: it had not yet) ...
+    pub drained: Option<Duration>,
+    /// ... when the next round began, this long after this one.
+    pub lasted: Duration,
+}
+
 /// Decides the interval between two snapshots of a player (see the module's docs).
 #[derive(Debug, Clone)]
 pub(crate) struct Pacer {
@@ -57,7 +74,11 @@ pub(crate) struct Pacer {
     ticks: u32,
     handed: u64,
     replaced: u64,
-    /// ... and rounds whose fan-out would not have had room one step up.
+    /// ... rounds whose fan-out was judged (the next began at least half a period later),
+    /// those that took over half the period to hand out their snapshots, and those that
+    /// would have one step up.
+    judged: u32,
+    busy: u32,
     tight: u32,
     /// The snapshot period.
     period: Duration,
@@ -88,6 +109,8 @@ impl Pacer {
             ticks: 0,
             handed: 0,
             replaced: 0,
+            judged: 0,
+            busy: 0,
             tight: 0,
             period: Duration::from_secs(1) / tps,
             calm: 0,
@@ -113,7 +136,8 @@ impl Pacer {
     /// changes.
     pub(crate) fn pin(&mut self, interval: Option<u8>) -> Option<u8> {
         self.pinned = interval.is_some();
-        (self.ticks, self.handed, self.replaced, self.tight, self.calm, self.since_up) = (0, 0, 0, 0, 0, None);
+        (self.ticks, self.handed, self.replaced, self.calm, self.since_up) = (0, 0, 0, 0, None);
+        (self.judged, self.busy, self.tight) = (0, 0, 0);
         let new = interval.map_or(self.interval, |i| i.clamp(1, MAX_INTERVAL));
         (new != self.interval).then(|| {
             self.interval = new;
@@ -121,35 +145,46 @@ impl Pacer {
         })
     }
 
-    /// One tick's fan-out: `handed` snapshots handed to players, `replaced` of them in
-    /// place of one the player had not taken, and how long the fan-out took to hand out
-    /// its last one (`None`: it had not yet when the next tick came). The new interval
-    /// when it changes.
-    pub(crate) fn on_tick(&mut self, handed: usize, replaced: usize, drained: Option<Duration>) -> Option<u8> {
+    /// One round of the fan-out (see [`Round`]). The new interval when it changes.
+    pub(crate) fn on_round(&mut self, round: Round) -> Option<u8> {
         if self.pinned {
             return None;
         }
-        self.handed += handed as u64;
-        self.replaced += replaced as u64;
-        if self.interval > 1 {
-            let up = f64::from(self.interval) / f64::from(self.interval - 1);
+        let half = self.period / 2;
+        if round.after >= half {
+            // A round right behind the one before it (a world catching up on late ticks)
+            // replaces snapshots whatever the fan-out does: its figures say nothing.
+            self.handed += round.handed as u64;
+            self.replaced += round.replaced as u64;
+        }
+        if round.lasted >= half {
             let room = ROOM * self.period.as_secs_f64();
-            self.tight += u32::from(drained.is_none_or(|d| d.as_secs_f64() * up > room));
+            let took = |scale: f64| round.drained.is_none_or(|d| d.as_secs_f64() * scale > room);
+            self.judged += 1;
+            self.busy += u32::from(took(1.0));
+            if self.interval > 1 {
+                self.tight += u32::from(took(f64::from(self.interval) / f64::from(self.interval - 1)));
+            }
         }
         self.ticks += 1;
         if self.ticks < self.ticks_per_second {
             return None;
         }
-        let late = self.handed > 0 && self.replaced as f64 > LATE_SHARE * self.handed as f64;
-        let none = self.replaced == 0 && f64::from(self.tight) <= TIGHT_SHARE * f64::from(self.ticks);
+        let share = |n: u32| f64::from(n) > TIGHT_SHARE * f64::from(self.judged);
+        // Late: snapshots replaced, and the fan-out is what makes them late (a slow world
+        // or a stalled player actor replaces snapshots too, with a fan-out that has room).
+        let late = self.handed > 0 && self.replaced as f64 > LATE_SHARE * self.handed as f64 && share(self.busy);
+        let none = self.replaced == 0 && !share(self.tight);
         tracing::debug!(
             interval = self.interval,
             handed = self.handed,
             replaced = self.replaced,
+            judged = self.judged,
+            busy = self.busy,
             tight = self.tight,
             "snapshot pacing: the last second"
         );
-        (self.ticks, self.handed, self.replaced, self.tight) = (0, 0, 0, 0);
+        (self.ticks, self.handed, self.replaced, self.judged, self.busy, self.tight) = (0, 0, 0, 0, 0, 0);
         if std::mem::take(&mut self.settling) {
             return None;
         }
@@ -186,13 +221,22 @@ impl Pacer {
 mod tests {
     use super::*;
 
+    /// A round a period after the one before, the next a period after it.
+    fn round(replaced: usize, drained: Option<Duration>) -> Round {
+        let period = Duration::from_micros(16_667);
+        Round { handed: 100, replaced, after: period, drained, lasted: period }
+    }
+
     /// Runs `secs` seconds of 60 ticks with `replaced` of 100 snapshots replaced a tick;
     /// the changes, by second.
     fn run(p: &mut Pacer, secs: u32, replaced: usize) -> Vec<(u32, u8)> {
         let mut out = Vec::new();
         for s in 0..secs {
             for _ in 0..60 {
-                if let Some(i) = p.on_tick(100, replaced, Some(Duration::from_millis(2))) {
+                // Replaced snapshots come with a busy fan-out here (still handing out when
+                // the next round began).
+                let drained = (replaced == 0).then_some(Duration::from_millis(2));
+                if let Some(i) = p.on_round(round(replaced, drained)) {
                     out.push((s, i));
                 }
             }
@@ -242,13 +286,29 @@ mod tests {
         let calm = |p: &mut Pacer, drained: Option<Duration>, secs: u32| {
             let mut changes: Vec<u8> = Vec::new();
             for _ in 0..secs * 60 {
-                changes.extend(p.on_tick(100, 0, drained));
+                changes.extend(p.on_round(round(0, drained)));
             }
             changes
         };
         assert_eq!(calm(&mut p, Some(Duration::from_millis(5)), 30), [0u8; 0]);
         assert_eq!(calm(&mut p, None, 30), [0u8; 0], "a fan-out still running at the next tick has no room");
         assert_eq!(calm(&mut p, Some(Duration::from_millis(4)), 10), [1], "4 ms: 8 of 16.7 at interval 1");
+    }
+
+    #[test]
+    fn snapshots_replaced_that_fewer_snapshots_would_not_save_change_nothing() {
+        let mut p = Pacer::new(60, 15);
+        // A slow world or a stalled player actor: replaced, with a fan-out that had room.
+        for _ in 0..600 {
+            assert_eq!(p.on_round(round(50, Some(Duration::from_millis(1)))), None);
+        }
+        // A world catching up on late ticks: rounds right behind each other.
+        for _ in 0..600 {
+            let burst =
+                Round { after: Duration::from_micros(100), lasted: Duration::from_micros(100), ..round(80, None) };
+            assert_eq!(p.on_round(burst), None);
+        }
+        assert_eq!(p.interval(), 1);
     }
 
     #[test]
