@@ -197,18 +197,26 @@ def bandwidth():
     b.row("Send rates")
     b.panel("Players' send rate budgets", "Bps", quantiles("volley_send_rate_bytes_per_second", [0.01, 0.1, 0.5]),
             "Each player's send rate budget (sampled once a second each): at the configured most on a quiet link, "
-            "lower while its link queues. The low quantiles are the players on narrow or busy lines.", w=8)
+            "lower while its link queues. The low quantiles are the players on narrow or busy lines.", w=6)
     b.panel("Held back and left out", "ops",
             [q(f"sum(rate(volley_snapshots_held_total{{{SEL}}}[{RI}]))", "snapshots held (budget spent)"),
              q(f"sum(rate(volley_snapshot_entities_deferred_total{{{SEL}}}[{RI}]))", "entities left out by priority"),
              q(f"sum(rate(volley_snapshot_entities_skipped_total{{{SEL}}}[{RI}]))", "entities skipped by their rate")],
             "Snapshots not sent because a player's budget was spent, changed entities left for a later snapshot "
             "because the packet's budget was full (the priority accumulator picked what went), and changed entities "
-            "whose own send rate (Interest::every: far ones less often) skipped the snapshot.", w=8)
+            "whose own send rate (Interest::every: far ones less often) skipped the snapshot.", w=6)
     b.panel("Rate cuts", "cps", [q(f"sum(rate(volley_send_rate_cuts_total{{{SEL}}}[{RI}]))", "cuts"),
                                  q(f"sum(rate(volley_send_rate_path_changes_total{{{SEL}}}[{RI}]))", "path changes")],
             "Times a player's send rate was cut because its round trip grew (its link queued), and times a rise "
-            "that cutting did not drain was taken for a change of the path's own delay (the rate grew back).", w=8)
+            "that cutting did not drain was taken for a change of the path's own delay (the rate grew back).", w=6)
+    b.panel("Snapshot pacing", "short",
+            [q(f"min(volley_snapshot_rate_ratio{{{SEL}}})", "share of the snapshot rate"),
+             q(f"sum(rate(volley_snapshots_paced_total{{{SEL}}}[{RI}]))", "snapshots paced out /s"),
+             q(f"sum(rate(volley_snapshots_replaced_total{{{SEL}}}[{RI}]))", "snapshots replaced /s")],
+            "The share of the configured snapshot rate every player gets (1; 1/2, 1/3, 1/4 when the server, short "
+            "of CPU, lowers every player's rate evenly and asks the clients to send their inputs at that rate), and "
+            "the snapshots a second that pacing leaves out, against those a lagging player's actor let a newer tick "
+            "replace (the unevenness pacing is there to prevent).", w=6)
     b.row("Load and health")
     b.panel("Players and slots", "none",
             [q(f"sum(volley_players{{{SEL}}})", "players"), q(f"sum(volley_player_slots{{{SEL}}})", "slots")],
