@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::world::{Applied, Held, HeldInput};
 use super::world::{
-    Audience, BoardChange, Departure, HandoffEnd, JoinInfo, MAX_PANICKING_TICKS, Outbox, PlayerId, Tap, World,
-    WorldChange, WorldFault, WorldId, message_event,
+    Audience, BoardChange, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, Outbox, PlayerId, Players, Tap,
+    World, WorldChange, WorldFault, WorldId, message_event,
 };
 use super::worlds::ToWorld;
 use crate::protocol::cut;
@@ -18,28 +19,6 @@ use crate::protocol::recording::Event;
 use crate::protocol::scoreboard::ScoreRow;
 use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::system::Redirect;
-use crate::protocol::zone::ZoneId;
-
-/// Inputs held for a player being handed off, at most (four seconds at 60 Hz; the answer
-/// comes within the handoff timeout, 100 ms by default): later ones are dropped.
-pub(crate) const MAX_HELD_INPUTS: usize = 240;
-
-/// A player being handed to another zone: where, since which step, and its inputs held
-/// until the answer.
-#[derive(Debug)]
-struct Leaving {
-    to: ZoneId,
-    since: u64,
-    held: Vec<HeldInput>,
-}
-
-/// An input held while its player is being handed off.
-#[derive(Debug)]
-struct HeldInput {
-    seq: u32,
-    bytes: Vec<u8>,
-    view: Option<ViewTime>,
-}
 
 /// One input on its way into a tick, however its shell holds it.
 pub(crate) trait TickInput {
@@ -139,8 +118,8 @@ pub(crate) struct Simulation {
     /// Steps run (the scoreboard's updates are counted in steps, not tick numbers).
     steps: u64,
     dt: Duration,
-    /// Per player, the sequence of the newest input applied.
-    applied: BTreeMap<PlayerId, u32>,
+    /// Per player, the sequences of the first and the newest input applied since it joined.
+    applied: BTreeMap<PlayerId, Applied>,
     /// The players joined (a leave for one not here is not passed on).
     joined: std::collections::BTreeSet<PlayerId>,
     /// Stop once empty ([`WorldOptions::stop_when_empty`](super::WorldOptions::stop_when_empty)),
@@ -165,13 +144,8 @@ pub(crate) struct Simulation {
     /// leaves since the last frame (kept only while there is a tap).
     taps: Taps,
     events: Vec<Event>,
-    /// Players being handed to another zone ([`Outbox::hand_off`]).
-    leaving: BTreeMap<PlayerId, Leaving>,
-    /// Players whose handoff failed, and the step until which another is ignored.
-    cooldown: BTreeMap<PlayerId, u64>,
-    /// Players handed over from another zone whose first input has not come yet, with the
-    /// newest input the old zone applied.
-    arrived: BTreeMap<PlayerId, u32>,
+    /// Players whose inputs a tap holds ([`Players::hold`]).
+    held: BTreeMap<PlayerId, Held>,
 }
 
 /// The taps of a simulation.
@@ -221,9 +195,7 @@ impl Simulation {
             panicking: 0,
             taps: Taps::default(),
             events: Vec::new(),
-            leaving: BTreeMap::new(),
-            cooldown: BTreeMap::new(),
-            arrived: BTreeMap::new(),
+            held: BTreeMap::new(),
         }
     }
 
@@ -232,84 +204,69 @@ impl Simulation {
         (secs / self.dt.as_secs_f64().max(1e-6)).ceil() as u64
     }
 
-    /// Ends the handoffs whose answer came (or that waited too long: the zone's tap is gone)
-    /// before this step's inputs: an accepted one makes the player leave, its redirect into
-    /// `redirects`; a failed one applies its held inputs, in order, and tells the world.
-    fn end_handoffs<W: World + ?Sized>(
+    /// Lets the taps act on the players before this step's inputs ([`Tap::before_inputs`]),
+    /// then carries out what they asked: held inputs let go are applied, in order; players
+    /// sent elsewhere leave, their redirects into `redirects`. A hold older than
+    /// [`MAX_HOLD`] is let go.
+    fn before_inputs<W: World + ?Sized>(
         &mut self,
         world: &mut W,
         latest: u32,
         redirects: &mut Vec<(PlayerId, bytes::Bytes)>,
     ) {
-        if self.leaving.is_empty() {
-            return;
-        }
-        let mut ended: Vec<HandoffEnd> = Vec::new();
-        for t in &mut self.taps.0 {
-            t.poll_handoffs(&mut ended);
-        }
-        let give_up = self.steps_in(2.0);
-        for (p, l) in &self.leaving {
-            if self.steps - l.since > give_up {
-                ended.push(HandoffEnd { player: *p, token: Err("no answer from the zone's bus".into()) });
+        let mut released = Vec::new();
+        let mut sent = Vec::new();
+        if !self.taps.0.is_empty() {
+            let mut taps = std::mem::take(&mut self.taps.0);
+            let steps = self.steps;
+            let mut panicked = 0;
+            taps.retain_mut(|t| {
+                let mut players = Players {
+                    joined: &self.joined,
+                    applied: &self.applied,
+                    held: &mut self.held,
+                    released: &mut released,
+                    redirects: &mut sent,
+                    step: steps,
+                };
+                let ok =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.before_inputs(&mut players))).is_ok();
+                panicked += usize::from(!ok);
+                ok
+            });
+            self.taps.0 = taps;
+            for _ in 0..panicked {
+                self.record(WorldFault::PanicInTap, "a tap panicked before a tick's inputs");
             }
         }
-        for end in ended {
-            let Some(l) = self.leaving.remove(&end.player) else { continue };
-            let player = end.player;
-            match end.token {
-                Ok(token) => {
-                    let last_applied = self.applied.get(&player).copied();
-                    redirects.push((player, Redirect { token, last_applied }.encode()));
-                    self.leave(world, player);
-                }
-                Err(why) => {
-                    for h in l.held {
-                        let view = h.view.map(|v| v.not_after(latest));
-                        self.guard(WorldFault::PanicInInput, || world.input_viewed(player, &h.bytes, view));
-                        self.applied.insert(player, h.seq);
-                    }
-                    let until = self.steps + self.steps_in(1.0);
-                    self.cooldown.insert(player, until);
-                    self.guard(WorldFault::PanicInHandoff, || world.handoff_refused(player, l.to, &why));
+        if !self.held.is_empty() {
+            let give_up = self.steps_in(MAX_HOLD.as_secs_f64());
+            let stale: Vec<PlayerId> =
+                self.held.iter().filter(|(_, h)| self.steps - h.since > give_up).map(|(p, _)| *p).collect();
+            for p in stale {
+                if let Some(h) = self.held.remove(&p) {
+                    tracing::warn!(player = p, "inputs held too long were let go");
+                    released.push((p, h));
                 }
             }
+        }
+        for (player, h) in released {
+            for input in h.inputs {
+                let view = input.view.map(|v| v.not_after(latest));
+                self.guard(WorldFault::PanicInInput, || world.input_viewed(player, &input.bytes, view));
+                self.note_applied(player, input.seq);
+            }
+        }
+        for (player, token) in sent {
+            let last_applied = self.applied.get(&player).map(|a| a.newest);
+            redirects.push((player, Redirect { token, last_applied }.encode()));
+            self.leave(world, player);
         }
     }
 
-    /// A handed-over player's input `seq` was applied: if it is its first here, tells the
-    /// taps what came between it and the old zone's newest.
-    fn first_after_handoff(&mut self, player: PlayerId, seq: u32) {
-        let Some(last) = self.arrived.remove(&player) else { return };
-        let d = seq.wrapping_sub(last);
-        let (lost, repeated) = if d == 0 || d >= 1 << 31 { (0, last.wrapping_sub(seq) + 1) } else { (d - 1, 0) };
-        if lost + repeated > 0 {
-            tracing::warn!(player, lost, repeated, "a handed-over player's inputs did not follow on");
-        }
-        for t in &mut self.taps.0 {
-            t.arrival_inputs(player, lost, repeated);
-        }
-    }
-
-    /// Starts the handoffs the world asked for this step (see [`Outbox::hand_off`]).
-    fn start_handoffs<W: World + ?Sized>(&mut self, world: &mut W, asked: Vec<(PlayerId, ZoneId, Vec<u8>)>) {
-        for (player, to, state) in asked {
-            let cooling = self.cooldown.get(&player).is_some_and(|until| self.steps < *until);
-            if !self.joined.contains(&player) || self.leaving.contains_key(&player) || cooling {
-                continue;
-            }
-            self.cooldown.remove(&player);
-            let d = Departure { player, to, state, last_applied: self.applied.get(&player).copied() };
-            if self.taps.0.iter_mut().any(|t| t.handing_off(&d)) {
-                self.leaving.insert(player, Leaving { to, since: self.steps, held: Vec::new() });
-            } else {
-                let until = self.steps + self.steps_in(1.0);
-                self.cooldown.insert(player, until);
-                self.guard(WorldFault::PanicInHandoff, || {
-                    world.handoff_refused(player, to, "this world is not a zone")
-                });
-            }
-        }
+    /// Input `seq` of `player` was applied.
+    fn note_applied(&mut self, player: PlayerId, seq: u32) {
+        self.applied.entry(player).and_modify(|a| a.newest = seq).or_insert(Applied { first: seq, newest: seq });
     }
 
     /// Hands every tick's frame to `tap` from the next step on, until it says it is done.
@@ -358,9 +315,6 @@ impl Simulation {
         let mut taps = std::mem::take(&mut self.taps.0);
         taps.retain_mut(|t| self.guard(WorldFault::PanicInTap, || t.joining(player, &mut who)).is_some());
         self.taps.0 = taps;
-        if let Some(h) = &who.handoff {
-            self.arrived.insert(player, h.last_applied);
-        }
         self.guard(WorldFault::PanicInJoin, || world.join_with(player, &who));
     }
 
@@ -380,9 +334,7 @@ impl Simulation {
             return;
         }
         self.applied.remove(&player);
-        self.leaving.remove(&player);
-        self.cooldown.remove(&player);
-        self.arrived.remove(&player);
+        self.held.remove(&player);
         if let Some(b) = &mut self.board {
             b.remove(&player);
         }
@@ -486,7 +438,7 @@ impl Simulation {
         self.steps += 1;
         let panics_before = self.panics();
         let mut redirects = Vec::new();
-        self.end_handoffs(world, latest, &mut redirects);
+        self.before_inputs(world, latest, &mut redirects);
         for input in inputs {
             if !self.joined.contains(&input.player()) {
                 // Not (or no longer) in this world: it moved, or its join is on its way.
@@ -497,21 +449,18 @@ impl Simulation {
                 self.guard(WorldFault::PanicInMessage, || world.message(player, message, reliable));
                 continue;
             }
-            if let Some(l) = self.leaving.get_mut(&input.player()) {
-                // Held until the new zone answers: applied here if it refuses, sent again
-                // by the client to the new zone if it accepts.
-                if l.held.len() < MAX_HELD_INPUTS {
-                    l.held.push(HeldInput { seq: input.seq(), bytes: input.bytes().to_vec(), view: input.view() });
+            if let Some(h) = self.held.get_mut(&input.player()) {
+                // Held for a tap (a zone asking a neighbour to take the player): applied here
+                // when let go, sent again by the client to the new server if redirected.
+                if h.inputs.len() < MAX_HELD_INPUTS {
+                    h.inputs.push(HeldInput { seq: input.seq(), bytes: input.bytes().to_vec(), view: input.view() });
                 }
                 continue;
             }
             let view = input.view().map(|v| v.not_after(latest));
             self.guard(WorldFault::PanicInInput, || world.input_viewed(input.player(), input.bytes(), view));
             // Applied even if it panicked: the client must not send it again.
-            self.applied.insert(input.player(), input.seq());
-            if !self.arrived.is_empty() {
-                self.first_after_handoff(input.player(), input.seq());
-            }
+            self.note_applied(input.player(), input.seq());
             applied(&input, view);
         }
         let (tick, dt) = (self.tick, self.dt);
@@ -527,8 +476,6 @@ impl Simulation {
         // A player the game moves or kicks, or whose world it stops, gets the board as it
         // ends (a player redirected to another zone leaves the game's board behind).
         let final_board = outbox.sends_players_away();
-        let asked = outbox.take_handoffs();
-        self.start_handoffs(world, asked);
         for (player, notice) in redirects {
             outbox.system(Audience::Player(player), notice);
             outbox.moved(player);
@@ -646,12 +593,12 @@ impl Simulation {
 
     /// Per player, the sequence of the newest applied input (sorted by player).
     pub(crate) fn applied_inputs(&self) -> impl Iterator<Item = (PlayerId, u32)> + '_ {
-        self.applied.iter().map(|(p, q)| (*p, *q))
+        self.applied.iter().map(|(p, a)| (*p, a.newest))
     }
 }
 
 #[cfg(test)]
-mod handoff_tests {
+mod hold_tests {
     #![allow(clippy::unwrap_used)]
     use std::sync::{Arc, Mutex};
 
@@ -679,12 +626,10 @@ mod handoff_tests {
         }
     }
 
-    /// Applies inputs (their sequence numbers, in order), hands player 1 to zone 3 when asked.
+    /// Applies inputs (their sequence numbers, in order).
     #[derive(Default)]
     struct Game {
         applied: Vec<u32>,
-        hand_off: bool,
-        refused: Vec<String>,
         left: Vec<PlayerId>,
         seq: u32,
     }
@@ -700,79 +645,83 @@ mod handoff_tests {
             self.applied.push(self.seq);
         }
         fn tick(&mut self, _: u32, _: Duration) {}
-        fn messages(&mut self, out: &mut Outbox) {
-            if std::mem::take(&mut self.hand_off) {
-                out.hand_off(1, 3, b"state".to_vec());
-            }
-        }
-        fn handoff_refused(&mut self, _: PlayerId, _: ZoneId, why: &str) {
-            self.refused.push(why.to_string());
-        }
         fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
     }
 
-    /// A zone's tap as the simulation sees it: takes departures, ends them when told.
+    /// What the test's tap does to player 1 before the next step's inputs.
+    #[derive(Debug, Clone)]
+    enum Order {
+        Hold,
+        Release,
+        Redirect(Vec<u8>),
+    }
+
+    /// A tap that carries out the test's orders, and says what [`Players`] answered and
+    /// showed (the answer, the first and newest applied input).
     #[derive(Default, Clone)]
-    struct FakeZone(Arc<Mutex<(Vec<Departure>, Vec<HandoffEnd>)>>);
-    impl Tap for FakeZone {
+    #[allow(clippy::type_complexity)]
+    struct Orders(Arc<Mutex<(Vec<Order>, Vec<(bool, Option<u32>, Option<u32>)>)>>);
+    impl Orders {
+        fn give(&self, o: Order) {
+            self.0.lock().unwrap().0.push(o);
+        }
+        fn answers(&self) -> Vec<(bool, Option<u32>, Option<u32>)> {
+            std::mem::take(&mut self.0.lock().unwrap().1)
+        }
+    }
+    impl Tap for Orders {
         fn frame(&mut self, _: u32, _: Option<&Arc<WorldSnapshot>>, _: &[Event]) -> bool {
             true
         }
-        fn handing_off(&mut self, d: &Departure) -> bool {
-            self.0.lock().unwrap().0.push(d.clone());
-            true
-        }
-        fn poll_handoffs(&mut self, out: &mut Vec<HandoffEnd>) {
-            out.append(&mut self.0.lock().unwrap().1);
+        fn before_inputs(&mut self, players: &mut Players<'_>) {
+            let mut shared = self.0.lock().unwrap();
+            for o in std::mem::take(&mut shared.0) {
+                let ok = match o {
+                    Order::Hold => players.hold(1),
+                    Order::Release => players.release(1),
+                    Order::Redirect(token) => players.redirect(1, token),
+                };
+                shared.1.push((ok, players.first_applied(1), players.last_applied(1)));
+            }
         }
     }
 
-    fn setup() -> (Simulation, Game, FakeZone) {
+    fn setup() -> (Simulation, Game, Orders) {
         let mut sim = Simulation::new(Arc::new(Schema::new()), Duration::from_millis(10));
-        let zone = FakeZone::default();
-        sim.add_tap(Box::new(zone.clone()));
+        let tap = Orders::default();
+        sim.add_tap(Box::new(tap.clone()));
         let mut game = Game::default();
         sim.join(&mut game, 1, &JoinInfo::new(9, [0; crate::protocol::netcode::USER_DATA_BYTES]));
-        (sim, game, zone)
+        (sim, game, tap)
     }
 
     #[test]
-    fn inputs_are_held_while_a_handoff_is_asked_and_applied_in_order_if_it_fails() {
-        let (mut sim, mut game, zone) = setup();
-        sim.step(&mut game, [In(1, 1)], |_, _| {}).unwrap();
-        game.hand_off = true;
-        sim.step(&mut game, [In(1, 2)], |_, _| {}).unwrap();
-        let d = zone.0.lock().unwrap().0.clone();
-        assert_eq!((d.len(), d[0].to, d[0].last_applied, d[0].state.as_slice()), (1, 3, Some(2), &b"state"[..]));
-        // Held: not applied while the answer is awaited.
+    fn held_inputs_wait_and_are_applied_in_order_when_let_go() {
+        let (mut sim, mut game, tap) = setup();
+        sim.step(&mut game, [In(1, 1), In(1, 2)], |_, _| {}).unwrap();
+        tap.give(Order::Hold);
+        tap.give(Order::Hold);
         sim.step(&mut game, [In(1, 3), In(1, 4)], |_, _| {}).unwrap();
-        assert_eq!(game.applied, [1, 2]);
-        zone.0.lock().unwrap().1.push(HandoffEnd { player: 1, token: Err("zone 3 refused: full".into()) });
+        assert_eq!(tap.answers(), [(true, Some(1), Some(2)), (false, Some(1), Some(2))], "one hold at a time");
+        assert_eq!(game.applied, [1, 2], "held: not applied");
+        tap.give(Order::Release);
         sim.step(&mut game, [In(1, 5)], |_, _| {}).unwrap();
         assert_eq!(game.applied, [1, 2, 3, 4, 5], "held inputs first, in order, then the step's");
-        assert_eq!(game.refused, ["zone 3 refused: full"]);
-        // A second ask within the second's cooldown is ignored; after it, it goes.
-        game.hand_off = true;
+        tap.give(Order::Release);
         sim.step(&mut game, none(), |_, _| {}).unwrap();
-        assert_eq!(zone.0.lock().unwrap().0.len(), 1);
-        for _ in 0..100 {
-            sim.step(&mut game, none(), |_, _| {}).unwrap();
-        }
-        game.hand_off = true;
-        sim.step(&mut game, none(), |_, _| {}).unwrap();
-        assert_eq!(zone.0.lock().unwrap().0.len(), 2);
+        assert_eq!(tap.answers(), [(true, Some(1), Some(2)), (false, Some(1), Some(5))]);
+        assert_eq!(sim.applied_inputs().collect::<Vec<_>>(), [(1, 5)]);
     }
 
     #[test]
-    fn an_accepted_handoff_redirects_the_player_and_ends_its_session_as_moved() {
-        let (mut sim, mut game, zone) = setup();
+    fn a_redirected_player_leaves_with_its_token_and_its_session_ends_as_moved() {
+        let (mut sim, mut game, tap) = setup();
         sim.step(&mut game, [In(1, 1)], |_, _| {}).unwrap();
-        game.hand_off = true;
-        sim.step(&mut game, none(), |_, _| {}).unwrap();
+        tap.give(Order::Hold);
         sim.step(&mut game, [In(1, 2)], |_, _| {}).unwrap();
-        zone.0.lock().unwrap().1.push(HandoffEnd { player: 1, token: Ok(vec![5; 2048]) });
+        tap.give(Order::Redirect(vec![5; 2048]));
         let mut stepped = sim.step(&mut game, [In(1, 3)], |_, _| {}).unwrap();
-        assert_eq!(game.applied, [1], "held and later inputs go to the new zone, not here");
+        assert_eq!(game.applied, [1], "held and later inputs go to the new server, not here");
         assert_eq!(game.left, [1]);
         let system = stepped.outbox.take_system();
         assert_eq!(system.len(), 1);
@@ -781,12 +730,16 @@ mod handoff_tests {
         assert_eq!((r.token.len(), r.last_applied), (2048, Some(1)));
         let (_, kicks) = stepped.outbox.into_parts();
         assert_eq!(kicks, [(1, SessionEnd::Moved)]);
+        tap.give(Order::Redirect(vec![5]));
+        tap.give(Order::Hold);
+        sim.step(&mut game, none(), |_, _| {}).unwrap();
+        assert_eq!(tap.answers().iter().map(|a| a.0).collect::<Vec<_>>(), [true, true, false, false], "gone");
     }
 
     #[test]
-    fn a_handoff_never_answered_is_given_up_and_the_player_stays() {
-        let (mut sim, mut game, _zone) = setup();
-        game.hand_off = true;
+    fn a_hold_never_let_go_ends_after_max_hold_and_the_player_stays() {
+        let (mut sim, mut game, tap) = setup();
+        tap.give(Order::Hold);
         sim.step(&mut game, none(), |_, _| {}).unwrap();
         for seq in 1..=150 {
             sim.step(&mut game, [In(1, seq)], |_, _| {}).unwrap();
@@ -796,7 +749,26 @@ mod handoff_tests {
             sim.step(&mut game, none(), |_, _| {}).unwrap();
         }
         assert_eq!(game.applied.len(), 150);
-        assert_eq!(game.refused, ["no answer from the zone's bus"]);
         assert!(game.left.is_empty());
+    }
+
+    #[test]
+    fn a_tap_that_panics_before_the_inputs_is_dropped_and_counted() {
+        struct Bad;
+        impl Tap for Bad {
+            fn frame(&mut self, _: u32, _: Option<&Arc<WorldSnapshot>>, _: &[Event]) -> bool {
+                true
+            }
+            fn before_inputs(&mut self, _: &mut Players<'_>) {
+                panic!("bad tap");
+            }
+        }
+        let (mut sim, mut game, _tap) = setup();
+        sim.add_tap(Box::new(Bad));
+        sim.step(&mut game, [In(1, 1)], |_, _| {}).unwrap();
+        sim.step(&mut game, [In(1, 2)], |_, _| {}).unwrap();
+        assert_eq!(game.applied, [1, 2]);
+        let taps: u64 = sim.faults().filter(|(f, _)| *f == WorldFault::PanicInTap).map(|(_, n)| n).sum();
+        assert_eq!((taps, sim.taps.0.len()), (1, 1));
     }
 }

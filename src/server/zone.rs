@@ -17,7 +17,11 @@
 //! after [`ZoneOptions::fade_after`], counted; they return with its next frame.
 //!
 //! The game gives the zone what only it knows ([`ZoneGame`]): where an entity stands, where
-//! a player stands, and how far players see.
+//! a player stands, and how far players see. It hands a player whose avatar crossed into a
+//! neighbour's region over through the link's [`ZoneExit`] ([`ZoneLink::exit`], kept by the
+//! world from [`World::started`]): the zone is an extension on the world, a [`Tap`], and
+//! holds, lets go and redirects the player through the taps' [`Players`] hook, like any
+//! extension may; nothing of it is on [`World`] or the outbox.
 //!
 //! Entity ids: a zone game keeps its ids below `1 << `[`BORDER_ID_BITS`] (131 072). Zones
 //! number their entities on their own, so two neighbours may both have an entity 7; the
@@ -34,8 +38,8 @@ use std::time::Duration;
 use glam::Vec2;
 
 use super::world::{
-    Departure, Handles, HandoffEnd, JoinInfo, PlayerId, Relevancy, SpawnError, Tap, TokenKeys, World, WorldId,
-    WorldOptions, WorldRef, Worlds,
+    Handles, JoinInfo, PlayerId, Players, Relevancy, SpawnError, Tap, TokenKeys, World, WorldId, WorldOptions,
+    WorldRef, Worlds,
 };
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
@@ -48,6 +52,14 @@ use volley_util::cpu::{cpu_since, thread_cpu_time};
 /// Snapshots waiting for the bus shell to pick their border entities (a twentieth of a
 /// second at 60 Hz): a shell further behind loses the oldest, counted.
 pub const ZONE_QUEUE: usize = 4;
+
+/// How a handoff ended, for the zone's tap: the connect token for the new zone
+/// (accepted), or why the player stays.
+#[derive(Debug, Clone)]
+struct HandoffEnd {
+    player: PlayerId,
+    token: Result<Vec<u8>, String>,
+}
 
 /// What a zone needs to know of the game.
 ///
@@ -220,6 +232,112 @@ pub struct Departing {
     pub offer: bytes::Bytes,
 }
 
+/// Handoffs a zone's world may ask for in one tick, at most ([`ZoneExit::hand_off`]): more
+/// are refused.
+pub const MAX_ASKED_HANDOFFS: usize = 4096;
+
+/// Refused handoffs kept for the game, at most ([`ZoneExit::take_refused`]): older ones
+/// are dropped.
+pub const MAX_REFUSED_KEPT: usize = 1024;
+
+/// How long after a refused handoff another of the same player is ignored.
+pub const HANDOFF_COOLDOWN: Duration = Duration::from_secs(1);
+
+/// The game's side of a zone's handoffs ([`ZoneLink::exit`]): a world that runs as a zone
+/// keeps it and hands its players to neighbouring zones through it. Cheap to clone.
+///
+/// ```
+/// # use volley::prelude::*;
+/// # use volley::protocol::zone::ZoneLayout;
+/// # use volley::server::zone::ZoneExit;
+/// # struct Game { layout: ZoneLayout, me: u16, exit: Option<ZoneExit>, avatars: Vec<(PlayerId, glam::Vec2)> }
+/// # impl Game {
+/// fn tick(&mut self, _tick: u32, _dt: std::time::Duration) {
+///     let Some(exit) = &self.exit else { return };
+///     for refused in exit.take_refused() {
+///         tracing::debug!(player = refused.player, why = %refused.why, "stays here");
+///     }
+///     for (player, at) in &self.avatars {
+///         match self.layout.owner(*at) {
+///             Some(zone) if zone != self.me => exit.hand_off(*player, zone, at.x.to_le_bytes().to_vec()),
+///             _ => {}
+///         }
+///     }
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ZoneExit {
+    shared: Arc<Mutex<ExitQueue>>,
+}
+
+/// What a [`ZoneExit`] holds between the game and the zone's tap.
+#[derive(Debug, Default)]
+struct ExitQueue {
+    asked: Vec<(PlayerId, ZoneId, Vec<u8>)>,
+    refused: std::collections::VecDeque<Refused>,
+}
+
+/// A handoff that did not happen ([`ZoneExit::take_refused`]): the player stays, its held
+/// inputs applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The player.
+    pub player: PlayerId,
+    /// The zone it was to go to.
+    pub to: ZoneId,
+    /// Why not: the new zone refused it, did not answer in time, or the bus is behind.
+    pub why: String,
+}
+
+impl ZoneExit {
+    /// Hands `player` (one of this zone's) to the neighbouring zone `to`, with `state`: what
+    /// the game there needs to go on with it (its avatar's place, health, inventory: at most
+    /// [`MAX_STATE_BYTES`](crate::protocol::zone::handoff::MAX_STATE_BYTES)). Call it when
+    /// the player's avatar crosses into `to`'s region (every tick it stays there is fine).
+    ///
+    /// From the next tick on the player's inputs are held, not applied, while the new zone
+    /// is asked (at most the zone's handoff timeout, 100 ms by default). If it accepts, the
+    /// player leaves this world ([`World::leave`]), its client is given a connect token for
+    /// the new zone's server and goes on there by itself, re-sending the inputs held here,
+    /// and the new zone's [`World::join_with`] gets `state` in [`JoinInfo::handoff`]. If it
+    /// refuses or does not answer, the player stays: the held inputs are applied, in order,
+    /// and [`ZoneExit::take_refused`] says why. A second handoff of the same player while
+    /// one is under way, or within [`HANDOFF_COOLDOWN`] of a refusal, is ignored.
+    pub fn hand_off(&self, player: PlayerId, to: ZoneId, state: impl Into<Vec<u8>>) {
+        let Ok(mut q) = self.shared.lock() else { return };
+        if q.asked.len() < MAX_ASKED_HANDOFFS {
+            q.asked.push((player, to, state.into()));
+        } else {
+            q.refuse(Refused { player, to, why: "too many handoffs asked in one tick".into() });
+        }
+    }
+
+    /// The handoffs refused since the last call (the newest [`MAX_REFUSED_KEPT`]).
+    pub fn take_refused(&self) -> Vec<Refused> {
+        self.shared.lock().map(|mut q| q.refused.drain(..).collect()).unwrap_or_default()
+    }
+
+    fn take_asked(&self) -> Vec<(PlayerId, ZoneId, Vec<u8>)> {
+        self.shared.lock().map(|mut q| std::mem::take(&mut q.asked)).unwrap_or_default()
+    }
+
+    fn refuse(&self, r: Refused) {
+        if let Ok(mut q) = self.shared.lock() {
+            q.refuse(r);
+        }
+    }
+}
+
+impl ExitQueue {
+    fn refuse(&mut self, r: Refused) {
+        if self.refused.len() >= MAX_REFUSED_KEPT {
+            self.refused.pop_front();
+        }
+        self.refused.push_back(r);
+    }
+}
+
 pub use crate::protocol::zone::ZoneCounters;
 
 /// Adds the thread's CPU time since `began` (a [`thread_cpu_time`] reading) to `counter`, in
@@ -291,6 +409,7 @@ pub struct ZoneLink {
     counters: Arc<ZoneCounters>,
     handoff_timeout: Duration,
     encoder: BorderEncoder,
+    exit: ZoneExit,
 }
 
 impl std::fmt::Debug for dyn ZoneGame {
@@ -394,7 +513,7 @@ impl ZoneLink {
         self.inbox.handle_frame(bytes)
     }
 
-    /// The players the zone's world hands off ([`Outbox::hand_off`](crate::server::Outbox::hand_off)),
+    /// The players the zone's world hands off ([`ZoneExit::hand_off`]),
     /// for the bus shell to offer (taken once: `None` the second time). Each offer's answer,
     /// or why there is none, goes to [`ZoneInbox::end_handoff`].
     pub fn take_departures(&mut self) -> Option<tokio::sync::mpsc::Receiver<Departing>> {
@@ -404,6 +523,12 @@ impl ZoneLink {
     /// The receiving side, to hand to the bus shell's subscriber task.
     pub fn inbox(&self) -> ZoneInbox {
         self.inbox.clone()
+    }
+
+    /// The game's side of the zone's handoffs: its world keeps it and hands players to the
+    /// neighbouring zones through it ([`ZoneExit::hand_off`]).
+    pub fn exit(&self) -> ZoneExit {
+        self.exit.clone()
     }
 }
 
@@ -577,8 +702,16 @@ pub(crate) struct ZoneTap {
     /// Who each player of the zone's world is (its token's client id and user data): what
     /// an offer for it carries, and what its token for the new zone says.
     pub who: BTreeMap<PlayerId, (u64, [u8; crate::protocol::netcode::USER_DATA_BYTES])>,
-    /// Handoffs that ended before they reached the bus.
-    pub refused: Vec<HandoffEnd>,
+    /// The game's side of the handoffs.
+    pub exit: ZoneExit,
+    /// Players being handed off, and where to.
+    pub leaving: BTreeMap<PlayerId, ZoneId>,
+    /// Players whose handoff was refused, and until when another is ignored (on the inbox's
+    /// clock).
+    pub cooldown: BTreeMap<PlayerId, Duration>,
+    /// Players handed over to this zone whose first input here has not been applied yet,
+    /// with the newest input their old zone applied.
+    pub arrived: BTreeMap<PlayerId, u32>,
     /// Border entities not to show (shared with the border world).
     pub hidden: Hidden,
     /// The neighbours' frames the border world's two newest snapshots were made of, when the
@@ -661,6 +794,41 @@ impl ZoneTap {
         Ok(token.to_bytes().to_vec())
     }
 
+    /// Offers `player` to zone `to` through the bus shell, with the game's `state` for it.
+    fn offer(
+        &mut self,
+        player: PlayerId,
+        to: ZoneId,
+        state: Vec<u8>,
+        last_applied: Option<u32>,
+        now: Duration,
+    ) -> Result<(), String> {
+        let Some(&(client_id, user_data)) = self.who.get(&player) else {
+            return Err("the player is not known to the zone".into());
+        };
+        let offer = Offer {
+            from: self.inbox.me,
+            client_id,
+            user_data: user_data.to_vec(),
+            state,
+            last_applied: last_applied.unwrap_or(0),
+            inputs: Vec::new(),
+            old_id: Some(player),
+        };
+        offer.check().map_err(|e| e.to_string())?;
+        if self.inbox.begin_handoff(player, to, now).is_err() {
+            return Err("a handoff of the player is under way".into());
+        }
+        let departing = Departing { player, to, offer: offer.encode().into() };
+        if self.departing.try_send(departing).is_err() {
+            if let Ok(mut dep) = self.inbox.departures.lock() {
+                dep.forget(player);
+            }
+            return Err("the zone's bus is behind".into());
+        }
+        Ok(())
+    }
+
     /// How a handoff's outcome reaches the world: the token for the new zone, or why not.
     fn end_of(&self, outcome: Outcome) -> HandoffEnd {
         match outcome {
@@ -697,56 +865,66 @@ impl Tap for ZoneTap {
             {
                 h.insert(border_id(slot, old), Hide::default());
             }
+            self.arrived.insert(player, offer.last_applied);
             who.handoff = Some(Arc::new(offer));
             who.origin = super::world::Origin::HandedOver;
         }
     }
 
-    fn handing_off(&mut self, d: &Departure) -> bool {
-        let refuse = |tap: &mut Self, why: String| {
-            tap.counters.handoffs_out[1].fetch_add(1, Ordering::Relaxed);
-            tap.refused.push(HandoffEnd { player: d.player, token: Err(why) });
-            true
-        };
-        let Some(&(client_id, user_data)) = self.who.get(&d.player) else {
-            return refuse(self, "the player is not known to the zone".into());
-        };
-        let offer = Offer {
-            from: self.inbox.me,
-            client_id,
-            user_data: user_data.to_vec(),
-            state: d.state.clone(),
-            last_applied: d.last_applied.unwrap_or(0),
-            inputs: Vec::new(),
-            old_id: Some(d.player),
-        };
-        if let Err(e) = offer.check() {
-            return refuse(self, e.to_string());
-        }
-        if self.inbox.begin_handoff(d.player, d.to, self.inbox.now()).is_err() {
-            return refuse(self, "a handoff of the player is under way".into());
-        }
-        let departing = Departing { player: d.player, to: d.to, offer: offer.encode().into() };
-        if self.departing.try_send(departing).is_err() {
-            if let Ok(mut dep) = self.inbox.departures.lock() {
-                dep.forget(d.player);
-            }
-            return refuse(self, "the zone's bus is behind".into());
-        }
-        true
-    }
-
-    fn arrival_inputs(&mut self, _player: PlayerId, lost: u32, repeated: u32) {
-        self.counters.inputs_lost.fetch_add(u64::from(lost), Ordering::Relaxed);
-        self.counters.inputs_repeated.fetch_add(u64::from(repeated), Ordering::Relaxed);
-    }
-
-    fn poll_handoffs(&mut self, out: &mut Vec<HandoffEnd>) {
-        out.append(&mut self.refused);
+    fn before_inputs(&mut self, players: &mut Players<'_>) {
+        let now = self.inbox.now();
+        // The handoffs that ended: an accepted one sends the player on, a failed one lets
+        // its held inputs go and tells the game.
         let mut ended = self.inbox.ended.lock().map(|mut e| std::mem::take(&mut *e)).unwrap_or_default();
-        ended.extend(self.inbox.poll_handoff_timeouts(self.inbox.now()));
+        ended.extend(self.inbox.poll_handoff_timeouts(now));
         for o in ended {
-            out.push(self.end_of(o));
+            let HandoffEnd { player, token } = self.end_of(o);
+            let Some(to) = self.leaving.remove(&player) else { continue };
+            match token {
+                Ok(token) => {
+                    players.redirect(player, token);
+                }
+                Err(why) => {
+                    players.release(player);
+                    self.cooldown.insert(player, now + HANDOFF_COOLDOWN);
+                    self.exit.refuse(Refused { player, to, why });
+                }
+            }
+        }
+        // The handoffs the game asked for since.
+        for (player, to, state) in self.exit.take_asked() {
+            let cooling = self.cooldown.get(&player).is_some_and(|until| now < *until);
+            if !players.is_joined(player) || players.is_held(player) || self.leaving.contains_key(&player) || cooling {
+                continue;
+            }
+            self.cooldown.remove(&player);
+            match self.offer(player, to, state, players.last_applied(player), now) {
+                Ok(()) => {
+                    players.hold(player);
+                    self.leaving.insert(player, to);
+                }
+                Err(why) => {
+                    self.counters.handoffs_out[1].fetch_add(1, Ordering::Relaxed);
+                    self.cooldown.insert(player, now + HANDOFF_COOLDOWN);
+                    self.exit.refuse(Refused { player, to, why });
+                }
+            }
+        }
+        // Players handed over: did their first input here follow the old zone's newest?
+        if !self.arrived.is_empty() {
+            let counters = &self.counters;
+            self.arrived.retain(|player, last| {
+                let Some(seq) = players.first_applied(*player) else { return players.is_joined(*player) };
+                let d = seq.wrapping_sub(*last);
+                let (lost, repeated) =
+                    if d == 0 || d >= 1 << 31 { (0, last.wrapping_sub(seq) + 1) } else { (d - 1, 0) };
+                if lost + repeated > 0 {
+                    tracing::warn!(player, lost, repeated, "a handed-over player's inputs did not follow on");
+                }
+                counters.inputs_lost.fetch_add(u64::from(lost), Ordering::Relaxed);
+                counters.inputs_repeated.fetch_add(u64::from(repeated), Ordering::Relaxed);
+                false
+            });
         }
     }
 
@@ -754,6 +932,9 @@ impl Tap for ZoneTap {
         for e in events {
             match e {
                 Event::Left { player } => {
+                    self.leaving.remove(player);
+                    self.cooldown.remove(player);
+                    self.arrived.remove(player);
                     let client = self.who.remove(player).map(|w| w.0);
                     tracing::debug!(zone = self.inbox.me, tick, player, client, "a player left the zone's world");
                 }
@@ -1066,14 +1247,29 @@ pub(crate) fn parts(
             keys,
             token_life: arrival_wait,
             who: BTreeMap::new(),
-            refused: Vec::new(),
+            exit: ZoneExit::default(),
+            leaving: BTreeMap::new(),
+            cooldown: BTreeMap::new(),
+            arrived: BTreeMap::new(),
             hidden,
             shown,
         };
         let departures = Some(departures);
         let encoder = BorderEncoder::new(layout.clone(), me, schema.clone());
-        let link =
-            ZoneLink { me, layout, game, schema, snapshots: rx, departures, inbox, counters, handoff_timeout, encoder };
+        let exit = tap.exit.clone();
+        let link = ZoneLink {
+            me,
+            layout,
+            game,
+            schema,
+            snapshots: rx,
+            departures,
+            inbox,
+            counters,
+            handoff_timeout,
+            encoder,
+            exit,
+        };
         (link, tap)
     };
     (world, build)
@@ -1256,5 +1452,100 @@ mod tests {
         assert_eq!(z.shown(18, &[(7, 105), (8, 120)]), vec![8]);
         assert_eq!(z.shown(19, &[(7, 105), (8, 120)]), vec![7, 8]);
         assert!(z.hidden.read().unwrap().is_empty());
+    }
+
+    /// A zone's world as its handoffs need it: applies inputs (their sequence numbers).
+    #[derive(Default)]
+    struct Walkers {
+        applied: Vec<(PlayerId, u32)>,
+        left: Vec<PlayerId>,
+    }
+    impl World for Walkers {
+        fn schema(&self) -> Schema {
+            Schema::new()
+        }
+        fn leave(&mut self, p: PlayerId) {
+            self.left.push(p);
+        }
+        fn input(&mut self, p: PlayerId, input: &[u8]) {
+            self.applied.push((p, u32::from(input[0])));
+        }
+        fn tick(&mut self, _: u32, _: Duration) {}
+        fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+    }
+
+    struct In(PlayerId, u32);
+    impl crate::server::simulation::TickInput for In {
+        fn player(&self) -> PlayerId {
+            self.0
+        }
+        fn seq(&self) -> u32 {
+            self.1
+        }
+        fn bytes(&self) -> &[u8] {
+            std::slice::from_ref(&[0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9][self.1 as usize % 10])
+        }
+        fn view(&self) -> Option<crate::protocol::input::ViewTime> {
+            None
+        }
+    }
+
+    #[test]
+    fn the_zones_tap_holds_offers_and_ends_each_handoff_through_the_players_hooks() {
+        use crate::server::simulation::Simulation;
+        let schema = Arc::new(Schema::new());
+        let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(200.0, 100.0), 2, 1, 50.0).unwrap();
+        let options = ZoneOptions::new(layout, 0, Arc::new(Line));
+        let keys = TokenKeys { protocol_id: 7, private_key: [3; 32] };
+        let (_border, build) = parts(schema.clone(), &options, 30, keys);
+        let (border, _frames) = WorldRef::detached(WorldId(1));
+        let (mut link, tap) = build(border);
+        let mut departures = link.take_departures().unwrap();
+        let (exit, inbox) = (link.exit(), link.inbox());
+        let mut sim = Simulation::new(schema, Duration::from_millis(10));
+        sim.add_tap(Box::new(tap));
+        let mut game = Walkers::default();
+        for p in [1, 2] {
+            sim.join(&mut game, p, &JoinInfo::new(u64::from(p) + 100, [0; crate::protocol::netcode::USER_DATA_BYTES]));
+        }
+        let step =
+            |sim: &mut Simulation, game: &mut Walkers, inputs: Vec<In>| sim.step(game, inputs, |_, _| {}).unwrap();
+        step(&mut sim, &mut game, vec![In(1, 1)]);
+
+        // Asked: offered to zone 1 through the bus shell, its inputs held from the next tick.
+        exit.hand_off(1, 1, b"east".to_vec());
+        exit.hand_off(1, 1, b"east".to_vec());
+        step(&mut sim, &mut game, vec![In(1, 2), In(1, 3)]);
+        let d = departures.try_recv().unwrap();
+        let offer = Offer::decode(&d.offer).unwrap();
+        assert_eq!((d.player, d.to, offer.state.as_slice(), offer.last_applied), (1, 1, &b"east"[..], 1));
+        assert!(departures.try_recv().is_err(), "one offer for two asks");
+        assert_eq!(game.applied, [(1, 1)], "held while the neighbour is asked");
+
+        // Refused: the held inputs are applied in order, the game hears why, and another
+        // ask within the cooldown is ignored.
+        let refused = Answer::Refused { reason: "full".into() }.encode();
+        inbox.end_handoff(1, Ok(&refused), inbox.now()).unwrap();
+        exit.hand_off(1, 1, b"east".to_vec());
+        step(&mut sim, &mut game, vec![In(1, 4)]);
+        assert_eq!(game.applied, [(1, 1), (1, 2), (1, 3), (1, 4)]);
+        let r = exit.take_refused();
+        assert_eq!((r.len(), r[0].player, r[0].to, r[0].why.as_str()), (1, 1, 1, "zone 1 refused: full"));
+        assert!(departures.try_recv().is_err(), "cooling down");
+
+        // Accepted: player 2 leaves with a connect token for the new zone's server.
+        exit.hand_off(2, 1, Vec::new());
+        step(&mut sim, &mut game, vec![In(2, 1)]);
+        assert_eq!(departures.try_recv().unwrap().player, 2);
+        let accepted = Answer::Accepted { server: "127.0.0.1:4000".parse().unwrap() }.encode();
+        inbox.end_handoff(2, Ok(&accepted), inbox.now()).unwrap();
+        let mut stepped = step(&mut sim, &mut game, vec![In(2, 2)]);
+        assert_eq!(game.left, [2]);
+        let system = stepped.outbox.take_system();
+        let redirect = crate::protocol::system::Redirect::decode(&system[0].1).unwrap();
+        assert_eq!(redirect.last_applied, None, "its one input was held");
+        let token = crate::protocol::netcode::token::ConnectToken::from_bytes(&redirect.token).unwrap();
+        assert_eq!(token.server_addresses.as_slice(), ["127.0.0.1:4000".parse().unwrap()]);
+        assert!(!game.applied.contains(&(2, 1)), "its held input goes to the new zone");
     }
 }

@@ -1,5 +1,5 @@
 //! A player walks over a border between two zone servers (real `nats-server`, real UDP): the
-//! game hands it over ([`Outbox::hand_off`]), its client follows the redirect by itself, the
+//! game hands it over ([`ZoneExit::hand_off`]), its client follows the redirect by itself, the
 //! new zone's `join_with` gets the old zone's state, and every input the client sent is
 //! applied once, in order, by one zone or the other. A handoff nobody answers leaves the
 //! player where it is, with the inputs it sent meanwhile applied in order.
@@ -13,7 +13,7 @@ use glam::Vec2;
 use volley::prelude::*;
 use volley::protocol::snapshot::{EntityRef, Replicate};
 use volley::protocol::zone::{ZoneId, ZoneLayout};
-use volley::server::zone::{ZoneGame, ZoneLink, ZoneOptions};
+use volley::server::zone::{ZoneExit, ZoneGame, ZoneLink, ZoneOptions};
 use volley_zones::{BusConfig, ZoneBus};
 
 use crate::nats_support as nats;
@@ -72,6 +72,8 @@ struct Walkers {
     players: BTreeMap<PlayerId, (u64, f32)>,
     log: Arc<Mutex<Log>>,
     link: Arc<Mutex<Option<ZoneLink>>>,
+    /// Where it hands players over (from the link).
+    exit: Option<ZoneExit>,
     /// Ticks run (a tick's inputs come before its `tick`).
     ticks: u64,
 }
@@ -83,7 +85,9 @@ impl World for Walkers {
     fn started(&mut self, me: WorldId, worlds: &Worlds) {
         let mut options = ZoneOptions::new(self.layout.clone(), self.me, Arc::new(Positions));
         options.handoff_timeout = Duration::from_millis(100);
-        *self.link.lock().unwrap() = Some(worlds.zone(me, options, WorldOptions::new("border")).unwrap());
+        let link = worlds.zone(me, options, WorldOptions::new("border")).unwrap();
+        self.exit = Some(link.exit());
+        *self.link.lock().unwrap() = Some(link);
     }
     fn join_with(&mut self, p: PlayerId, who: &JoinInfo) {
         let carried = who.handoff.as_ref().and_then(|h| Some(f32::from_le_bytes(h.state.get(..4)?.try_into().ok()?)));
@@ -103,16 +107,17 @@ impl World for Walkers {
     fn tick(&mut self, _: u32, _: Duration) {
         self.ticks += 1;
     }
-    fn messages(&mut self, out: &mut Outbox) {
+    fn messages(&mut self, _: &mut Outbox) {
+        let exit = self.exit.as_ref().unwrap();
+        for r in exit.take_refused() {
+            self.log.lock().unwrap().refused.push(r.why);
+        }
         for (p, (_, x)) in &self.players {
             match self.layout.owner(Vec2::new(*x, 50.0)) {
-                Some(zone) if zone != self.me => out.hand_off(*p, zone, x.to_le_bytes().to_vec()),
+                Some(zone) if zone != self.me => exit.hand_off(*p, zone, x.to_le_bytes().to_vec()),
                 _ => {}
             }
         }
-    }
-    fn handoff_refused(&mut self, _: PlayerId, _: ZoneId, why: &str) {
-        self.log.lock().unwrap().refused.push(why.to_string());
     }
     fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
         for (p, (_, x)) in &self.players {
@@ -125,7 +130,8 @@ impl World for Walkers {
 async fn zone(me: ZoneId, zones: u16, url: &str, log: &Arc<Mutex<Log>>) -> (ServerHandle, ZoneBus) {
     let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(100.0 * f32::from(zones), 100.0), zones, 1, 30.0).unwrap();
     let link = Arc::new(Mutex::new(None));
-    let world = Walkers { me, layout, players: BTreeMap::new(), log: log.clone(), link: link.clone(), ticks: 0 };
+    let world =
+        Walkers { me, layout, players: BTreeMap::new(), log: log.clone(), link: link.clone(), exit: None, ticks: 0 };
     let (server, bus) = nats::serve_zone(world, link, KEY, url).await;
     let began = Instant::now();
     while !bus.is_connected() {

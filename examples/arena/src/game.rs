@@ -19,7 +19,7 @@ use volley::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, Wo
 use volley::protocol::zone::{ZoneId, ZoneLayout};
 use volley::server::lagcomp::History;
 use volley::server::spatial::{Grid, Near};
-use volley::server::zone::{ZoneGame, ZoneLink, ZoneOptions};
+use volley::server::zone::{ZoneExit, ZoneGame, ZoneLink, ZoneOptions};
 use volley::server::{Audience, JoinInfo, Outbox, PlayerId, Relevancy, World};
 
 /// Half the arena's side, in metres.
@@ -211,6 +211,8 @@ struct ArenaZone {
     /// Where the zone's link goes once the world has started (the program starts the bus
     /// shell with it).
     link: Arc<std::sync::Mutex<Option<ZoneLink>>>,
+    /// Where it hands players to its neighbours, once the world has started.
+    exit: Option<ZoneExit>,
     /// Whether it publishes its whole state each tick.
     publish_state: bool,
 }
@@ -333,7 +335,7 @@ impl Arena {
     /// its kinds; the zone's link is in the returned slot once the world has started.
     pub fn zoned(layout: ZoneLayout, me: ZoneId) -> (Self, Arc<std::sync::Mutex<Option<ZoneLink>>>) {
         let link = Arc::new(std::sync::Mutex::new(None));
-        let zone = ArenaZone { layout, me, link: link.clone(), publish_state: false };
+        let zone = ArenaZone { layout, me, link: link.clone(), exit: None, publish_state: false };
         (Self { zone: Some(zone), ..Self::new() }, link)
     }
 
@@ -463,22 +465,18 @@ impl World for Arena {
     }
 
     fn started(&mut self, me: volley::server::WorldId, worlds: &volley::server::Worlds) {
-        let Some(z) = &self.zone else { return };
+        let Some(z) = &mut self.zone else { return };
         let mut options = ZoneOptions::new(z.layout.clone(), z.me, Arc::new(ArenaPositions));
         options.publish_state = z.publish_state;
         match worlds.zone(me, options, volley::server::WorldOptions::new("border")) {
             Ok(link) => {
+                z.exit = Some(link.exit());
                 if let Ok(mut slot) = z.link.lock() {
                     *slot = Some(link);
                 }
             }
             Err(e) => tracing::error!(zone = z.me, error = %e, "the arena could not run as a zone"),
         }
-    }
-
-    fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
-        // It stays, and is offered again (the server lets a second pass between tries).
-        tracing::debug!(player, to, why, "a handoff did not happen; the player stays");
     }
 
     fn leave(&mut self, player: PlayerId) {
@@ -631,9 +629,13 @@ impl World for Arena {
     }
 
     fn messages(&mut self, out: &mut Outbox) {
-        if let Some(z) = &self.zone {
+        if let Some((z, exit)) = self.zone.as_ref().and_then(|z| Some((z, z.exit.as_ref()?))) {
+            // A refused one stays, and is offered again (the zone lets a second pass first).
+            for r in exit.take_refused() {
+                tracing::debug!(player = r.player, to = r.to, why = %r.why, "a handoff did not happen; the player stays");
+            }
             // A living player in a neighbour's region goes there, as it is (asked every tick
-            // it is there: the server ignores a second ask while one is under way).
+            // it is there: the zone ignores a second ask while one is under way).
             let mine = z.layout.region(z.me);
             for (id, p) in self.players.iter().filter(|(_, p)| p.avatar.alive) {
                 // A metre past the border, so that one walking along it is not handed to and
@@ -650,7 +652,7 @@ impl World for Arena {
                     score: a.score,
                     deaths: a.deaths,
                 };
-                out.hand_off(*id, to, postcard::to_allocvec(&carried).unwrap_or_default());
+                exit.hand_off(*id, to, postcard::to_allocvec(&carried).unwrap_or_default());
             }
         }
         for player in self.arrived.drain(..) {

@@ -16,7 +16,7 @@ use super::tap::Tap;
 use super::{JoinInfo, Numbers, Outbox, PlayerId, Relevancy, World, WorldId, WorldOptions};
 use crate::protocol::input::ViewTime;
 use crate::protocol::snapshot::{Schema, SnapshotBuilder};
-use crate::protocol::zone::{ZoneCounters, ZoneId};
+use crate::protocol::zone::ZoneCounters;
 
 /// Why a world could not be started.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -106,6 +106,13 @@ pub enum SendError {
 }
 
 impl<M> WorldRef<M> {
+    /// A reference to no running world, and what is sent through it (for tests).
+    #[cfg(test)]
+    pub(crate) fn detached(id: WorldId) -> (Self, tokio::sync::mpsc::Receiver<M>) {
+        let (tx, rx) = tokio::sync::mpsc::channel(WORLD_MESSAGE_QUEUE);
+        (Self { id, tx }, rx)
+    }
+
     /// The world.
     pub fn id(&self) -> WorldId {
         self.id
@@ -204,9 +211,6 @@ impl<M: Send + 'static, W: Handles<M>> World for WithMessages<W, M> {
     fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
         self.world.message(player, message, reliable);
     }
-    fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
-        self.world.handoff_refused(player, to, why);
-    }
     fn world_stopped(&mut self, world: WorldId, why: &str) {
         self.world.world_stopped(world, why);
     }
@@ -258,9 +262,6 @@ impl World for Box<dyn World> {
     }
     fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
         (**self).message(player, message, reliable);
-    }
-    fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
-        (**self).handoff_refused(player, to, why);
     }
     fn world_stopped(&mut self, world: WorldId, why: &str) {
         (**self).world_stopped(world, why);
@@ -708,9 +709,6 @@ mod tests {
         fn input(&mut self, _: PlayerId, _: &[u8]) {}
         fn tick(&mut self, _: u32, _: Duration) {}
         fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
-        fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
-            self.log(format!("refused {player} {to} {why}"));
-        }
         fn world_stopped(&mut self, world: WorldId, why: &str) {
             self.log(format!("stopped {world} {why}"));
         }
@@ -741,12 +739,11 @@ mod tests {
         let who = JoinInfo::new(7, [0; crate::protocol::netcode::USER_DATA_BYTES]);
         w.join_with(6, &who);
         w.input_viewed(6, b"x", None);
-        w.handoff_refused(1, 2, "full");
         w.world_stopped(WorldId(3), "over");
         w.message(4, b"hi", true);
         w.shutdown();
         assert_eq!(w.scoreboard_columns(), ["points"]);
-        let want = ["join 6 7", "input 6", "refused 1 2 full", "stopped world 3 over", "message 4 true", "shutdown"];
+        let want = ["join 6 7", "input 6", "stopped world 3 over", "message 4 true", "shutdown"];
         assert_eq!(calls.take(), want);
     }
 

@@ -12,7 +12,7 @@
 //! | `mod.rs` | [`World`], [`Outbox`], [`JoinInfo`], [`Relevancy`], [`WorldFault`] |
 //! | `options.rs` | [`WorldId`], [`WorldOptions`], [`Origin`] |
 //! | `handle.rs` | [`Worlds`] and the host it asks (the actor server's or the stepper's), [`WorldRef`], [`Handles`], [`WithMessages`] |
-//! | `tap.rs` | [`Tap`], the extension interface: what takes a world's frames on the tick's path (recorder, spectators' feed, zone, your own), with hooks on joins and handoffs |
+//! | `tap.rs` | [`Tap`], the extension interface: what takes a world's frames on the tick's path (recorder, spectators' feed, zone, your own), with hooks on joins and on the players before each tick's inputs ([`Players`]: hold, release, redirect) |
 
 mod handle;
 mod options;
@@ -25,12 +25,12 @@ use crate::protocol::input::ViewTime;
 use crate::protocol::netcode::USER_DATA_BYTES;
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
-use crate::protocol::zone::ZoneId;
 pub use handle::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, WorldRef, Worlds};
 pub(crate) use handle::{Host, Request, TokenKeys};
 pub(crate) use options::Numbers;
 pub use options::{Origin, WorldId, WorldOptions};
-pub use tap::{Departure, HandoffEnd, Tap};
+pub(crate) use tap::{Applied, Held, HeldInput};
+pub use tap::{MAX_HELD_INPUTS, MAX_HOLD, Players, Tap};
 pub(crate) use tap::{TapBox, message_event};
 
 pub use crate::protocol::{Audience, PlayerId};
@@ -61,8 +61,6 @@ pub enum WorldFault {
     PanicInShutdown,
     /// [`World::snapshot`] panicked.
     PanicInSnapshot,
-    /// [`World::handoff_refused`] panicked.
-    PanicInHandoff,
     /// [`World::world_stopped`] panicked.
     PanicInWorldStopped,
     /// A [`Tap`] panicked taking a frame or a join: it is dropped, the world goes on.
@@ -75,7 +73,7 @@ pub enum WorldFault {
 
 impl WorldFault {
     /// Every kind, in label order.
-    pub const ALL: [WorldFault; 13] = [
+    pub const ALL: [WorldFault; 12] = [
         Self::PanicInJoin,
         Self::PanicInLeave,
         Self::PanicInInput,
@@ -84,7 +82,6 @@ impl WorldFault {
         Self::PanicInMessages,
         Self::PanicInShutdown,
         Self::PanicInSnapshot,
-        Self::PanicInHandoff,
         Self::PanicInWorldStopped,
         Self::PanicInTap,
         Self::DuplicateEntity,
@@ -102,7 +99,6 @@ impl WorldFault {
             Self::PanicInMessages => "panic_in_messages",
             Self::PanicInShutdown => "panic_in_shutdown",
             Self::PanicInSnapshot => "panic_in_snapshot",
-            Self::PanicInHandoff => "panic_in_handoff",
             Self::PanicInWorldStopped => "panic_in_world_stopped",
             Self::PanicInTap => "panic_in_tap",
             Self::DuplicateEntity => "duplicate_entity",
@@ -185,8 +181,6 @@ pub struct Outbox {
     items: Vec<Outgoing>,
     /// Players to disconnect, with why (the words their clients read).
     kicks: Vec<(PlayerId, SessionEnd)>,
-    /// Players to hand to a neighbouring zone, with the game's state for each.
-    handoffs: Vec<(PlayerId, ZoneId, Vec<u8>)>,
     /// Scoreboard changes: a player's fields, or its name.
     board: Vec<(PlayerId, BoardChange)>,
     /// Moves, watches and a stop, in the order asked.
@@ -242,41 +236,6 @@ impl Outbox {
     /// ```
     pub fn kick(&mut self, player: PlayerId, reason: impl Into<String>) {
         self.kicks.push((player, SessionEnd::Kicked(reason.into())));
-    }
-
-    /// Hands `player` (one of this zone's) to the neighbouring zone `to`, with `state`: what
-    /// the game there needs to go on with it (its avatar's place, health, inventory: at most
-    /// [`MAX_STATE_BYTES`](crate::protocol::zone::handoff::MAX_STATE_BYTES)). For a world
-    /// that runs as a zone ([`Worlds::zone`](crate::server::Worlds::zone)); call it when the
-    /// player's avatar crosses into `to`'s region.
-    ///
-    /// From this tick on the player's inputs are held, not applied, while the new zone is
-    /// asked (at most the zone's handoff timeout, 100 ms by default). If it accepts, the
-    /// player leaves this world ([`World::leave`]), its client is given a connect token for
-    /// the new zone's server and goes on there by itself, re-sending the inputs held here,
-    /// and the new zone's [`World::join_with`] gets `state` in
-    /// [`JoinInfo::handoff`]. If it refuses or does not answer, the player stays: the held
-    /// inputs are applied, in order, and [`World::handoff_refused`] says why. A second
-    /// handoff of the same player while one is under way, or within a second of a refusal,
-    /// is ignored.
-    ///
-    /// ```
-    /// # use volley::prelude::*;
-    /// # use volley::protocol::zone::ZoneLayout;
-    /// # struct Game { layout: ZoneLayout, me: u16, avatars: Vec<(PlayerId, glam::Vec2)> }
-    /// # impl Game {
-    /// fn messages(&mut self, out: &mut Outbox) {
-    ///     for (player, at) in &self.avatars {
-    ///         match self.layout.owner(*at) {
-    ///             Some(zone) if zone != self.me => out.hand_off(*player, zone, at.x.to_le_bytes().to_vec()),
-    ///             _ => {}
-    ///         }
-    ///     }
-    /// }
-    /// # }
-    /// ```
-    pub fn hand_off(&mut self, player: PlayerId, to: ZoneId, state: impl Into<Vec<u8>>) {
-        self.handoffs.push((player, to, state.into()));
     }
 
     /// Sets `player`'s score fields on the scoreboard, one per column the world named in
@@ -372,10 +331,6 @@ impl Outbox {
 
     pub(crate) fn take_system(&mut self) -> Vec<(Audience, bytes::Bytes)> {
         std::mem::take(&mut self.system)
-    }
-
-    pub(crate) fn take_handoffs(&mut self) -> Vec<(PlayerId, ZoneId, Vec<u8>)> {
-        std::mem::take(&mut self.handoffs)
     }
 
     /// Ends `player`'s session as moved to another zone.
@@ -484,13 +439,6 @@ pub trait World: Send + 'static {
     /// is dropped and counted (`volley_client_messages_dropped_total`).
     fn message(&mut self, player: PlayerId, message: &[u8], reliable: bool) {
         let _ = (player, message, reliable);
-    }
-    /// The handoff of `player` to zone `to` ([`Outbox::hand_off`]) did not happen: the new
-    /// zone refused it or did not answer in time (`why` says which), or this world is not a
-    /// zone. The player stays here, its held inputs applied; the game may try again (after a
-    /// second). Nothing by default.
-    fn handoff_refused(&mut self, player: PlayerId, to: ZoneId, why: &str) {
-        let _ = (player, to, why);
     }
     /// World `world`, which this world started ([`Worlds::spawn`](crate::server::Worlds::spawn)
     /// on the handle [`World::started`] gave it), stopped: it called

@@ -1,7 +1,9 @@
 //! Taps: the extension interface. A tap takes a world's frames on the tick's path — the
 //! recorder, the spectators' feed and a zone's border are taps — with hooks on its joins
-//! and handoffs; a game adds its own ([`Worlds::tap`](super::Worlds::tap)).
+//! and on its players before each tick's inputs ([`Players`]: hold, release, redirect); a
+//! game adds its own ([`Worlds::tap`](super::Worlds::tap)).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use super::{JoinInfo, Outgoing, PlayerId};
@@ -48,49 +50,138 @@ pub trait Tap: Send {
         let _ = (player, who);
     }
 
-    /// The world hands a player to another zone ([`Outbox::hand_off`]): a zone's tap takes
-    /// it (true) and asks the new zone; any other leaves it (false).
-    ///
-    /// [`Outbox::hand_off`]: crate::server::Outbox::hand_off
-    fn handing_off(&mut self, departure: &Departure) -> bool {
-        let _ = departure;
-        false
-    }
-
-    /// Handoffs that ended since the last step, into `out`. Nothing by default.
-    fn poll_handoffs(&mut self, out: &mut Vec<HandoffEnd>) {
-        let _ = out;
-    }
-
-    /// A player handed over from another zone had its first input applied here: `lost`
-    /// inputs between the old zone's newest applied one and it never came, `repeated` were
-    /// applied by both zones (both 0 when the handoff lost nothing). Nothing by default.
-    fn arrival_inputs(&mut self, player: PlayerId, lost: u32, repeated: u32) {
-        let _ = (player, lost, repeated);
+    /// Before each tick's inputs: what the tap does to the world's players through
+    /// [`Players`] (hold a player's inputs while it may be leaving, let them go, send it to
+    /// another server). A zone hands its players over this way. Nothing by default.
+    fn before_inputs(&mut self, players: &mut Players<'_>) {
+        let _ = players;
     }
 }
 
-/// A player the world hands to another zone, as its tap sees it ([`Tap::handing_off`]).
-#[derive(Debug, Clone)]
-pub struct Departure {
-    /// The player.
-    pub player: PlayerId,
-    /// The zone it goes to.
-    pub to: crate::protocol::zone::ZoneId,
-    /// The game's state for it.
-    pub state: Vec<u8>,
-    /// The newest of its inputs the world applied.
-    pub last_applied: Option<u32>,
+/// A world's players as a tap may act on them before a tick's inputs
+/// ([`Tap::before_inputs`]): hold one's inputs while it may be leaving, let them go, or send
+/// it to another server. What it asks is carried out before the tick's inputs, in order.
+///
+/// A tap that sends the players of a world to another server once a backend has a token for
+/// each:
+///
+/// ```
+/// use std::sync::{Arc, Mutex};
+/// use volley::server::{PlayerId, Players, Tap};
+/// # use volley::protocol::{recording::Event, snapshot::WorldSnapshot};
+///
+/// /// Tokens for the new server, by player, as the backend mints them.
+/// struct Evacuate(Arc<Mutex<Vec<(PlayerId, Vec<u8>)>>>);
+///
+/// impl Tap for Evacuate {
+///     fn frame(&mut self, _: u32, _: Option<&Arc<WorldSnapshot>>, _: &[Event]) -> bool {
+///         true
+///     }
+///     fn before_inputs(&mut self, players: &mut Players<'_>) {
+///         for (player, token) in self.0.lock().map(|mut t| std::mem::take(&mut *t)).unwrap_or_default() {
+///             players.redirect(player, token);
+///         }
+///     }
+/// }
+/// ```
+pub struct Players<'a> {
+    pub(crate) joined: &'a BTreeSet<PlayerId>,
+    pub(crate) applied: &'a BTreeMap<PlayerId, Applied>,
+    pub(crate) held: &'a mut BTreeMap<PlayerId, Held>,
+    /// Holds let go, their inputs to apply in order.
+    pub(crate) released: &'a mut Vec<(PlayerId, Held)>,
+    /// Players to send elsewhere, with their connect tokens.
+    pub(crate) redirects: &'a mut Vec<(PlayerId, Vec<u8>)>,
+    /// The step this is before.
+    pub(crate) step: u64,
 }
 
-/// How a handoff ended ([`Tap::poll_handoffs`]): the connect token for the new zone
-/// (accepted), or why the player stays.
-#[derive(Debug, Clone)]
-pub struct HandoffEnd {
-    /// The player.
-    pub player: PlayerId,
-    /// The connect token for the new zone, or why the handoff failed.
-    pub token: Result<Vec<u8>, String>,
+impl Players<'_> {
+    /// Whether `player` is in the world (and not being sent elsewhere this tick).
+    pub fn is_joined(&self, player: PlayerId) -> bool {
+        self.joined.contains(&player) && !self.redirects.iter().any(|(p, _)| *p == player)
+    }
+
+    /// The sequence of the newest input of `player` the world applied, if any (since it
+    /// joined).
+    pub fn last_applied(&self, player: PlayerId) -> Option<u32> {
+        self.applied.get(&player).map(|a| a.newest)
+    }
+
+    /// The sequence of the first input of `player` the world applied since it joined, if
+    /// one was (a zone checks that a player handed over went on where its old zone stopped).
+    pub fn first_applied(&self, player: PlayerId) -> Option<u32> {
+        self.applied.get(&player).map(|a| a.first)
+    }
+
+    /// Whether `player`'s inputs are held.
+    pub fn is_held(&self, player: PlayerId) -> bool {
+        self.held.contains_key(&player)
+    }
+
+    /// Holds `player`'s inputs from this tick on: they are kept, not applied (at most
+    /// [`MAX_HELD_INPUTS`](crate::server::MAX_HELD_INPUTS); later ones are dropped), until
+    /// [`Players::release`] or [`Players::redirect`], or for [`MAX_HOLD`] at most, after
+    /// which they are applied. False when the player is not in the world or already held.
+    pub fn hold(&mut self, player: PlayerId) -> bool {
+        if !self.is_joined(player) || self.is_held(player) {
+            return false;
+        }
+        self.held.insert(player, Held { since: self.step, inputs: Vec::new() });
+        true
+    }
+
+    /// Lets `player`'s held inputs go: the world gets them now, in order, before this
+    /// tick's. False when they were not held.
+    pub fn release(&mut self, player: PlayerId) -> bool {
+        let Some(h) = self.held.remove(&player) else { return false };
+        self.released.push((player, h));
+        true
+    }
+
+    /// Sends `player` to another server: its client is given `token` (a connect token for
+    /// that server, with the newest input applied here) and goes on there by itself,
+    /// sending again the inputs held here; the player leaves this world
+    /// ([`World::leave`](crate::server::World::leave)). False when it is not in the world.
+    pub fn redirect(&mut self, player: PlayerId, token: Vec<u8>) -> bool {
+        if !self.is_joined(player) {
+            return false;
+        }
+        self.held.remove(&player);
+        self.redirects.push((player, token));
+        true
+    }
+}
+
+/// Inputs held for a player at most ([`Players::hold`]; four seconds at 60 Hz): later ones
+/// are dropped.
+pub const MAX_HELD_INPUTS: usize = 240;
+
+/// How long a player's inputs are held at most ([`Players::hold`]): then they are applied,
+/// as if released (a tap that holds them is gone, or stuck).
+pub const MAX_HOLD: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The first and the newest input of a player a world applied since it joined.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Applied {
+    pub first: u32,
+    pub newest: u32,
+}
+
+/// A player's held inputs ([`Players::hold`]).
+#[derive(Debug)]
+pub(crate) struct Held {
+    /// The step the hold began before.
+    pub since: u64,
+    pub inputs: Vec<HeldInput>,
+}
+
+/// An input held ([`Players::hold`]).
+#[derive(Debug)]
+pub(crate) struct HeldInput {
+    pub seq: u32,
+    pub bytes: Vec<u8>,
+    pub view: Option<crate::protocol::input::ViewTime>,
 }
 
 /// A tap on its way to a world.
