@@ -59,14 +59,30 @@ pub struct Grid {
     cols: usize,
     rows: usize,
     positions: Vec<Vec2>,
-    /// The items in each cell, row by row.
-    cells: Vec<Vec<u32>>,
+    /// The items in each cell, row by row, each with its position (a query reads a cell's
+    /// points in one run of memory).
+    cells: Vec<Vec<(Vec2, u32)>>,
 }
 
 thread_local! {
-    /// A query's candidates on this thread (so that a query allocates nothing once warm).
-    static CANDIDATES: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// A query's candidates on this thread, and the bits that order the chosen by item (so
+    /// that a query allocates nothing once warm).
+    static SCRATCH: RefCell<Scratch> = const { RefCell::new(Scratch { candidates: Vec::new(), bits: Vec::new(), d2: Vec::new() }) };
 }
+
+/// A query's working memory ([`Grid::nearest`]).
+struct Scratch {
+    /// Candidates: squared distance's bits above item.
+    candidates: Vec<u64>,
+    /// A bit per item chosen.
+    bits: Vec<u64>,
+    /// The squared distance's bits of each item chosen, by item (only those are read).
+    d2: Vec<u32>,
+}
+
+/// Grids of at most this many items order a query's answer by a bit per item rather than by
+/// a sort.
+const BIT_ORDER_ITEMS: usize = 1 << 16;
 
 impl Grid {
     /// An empty grid over the rectangle from `min` to `max` in cells of side `cell` (wider
@@ -95,7 +111,7 @@ impl Grid {
         let item = self.positions.len() as u32;
         let (x, y) = self.cell_of(at);
         self.positions.push(at);
-        self.cells[y * self.cols + x].push(item);
+        self.cells[y * self.cols + x].push((at, item));
         item
     }
 
@@ -128,7 +144,7 @@ impl Grid {
         let (cx, cy) = self.cell_of(at);
         let (x0, x1) = (cx.saturating_sub(rings), (cx + rings).min(self.cols - 1));
         let (y0, y1) = (cy.saturating_sub(rings), (cy + rings).min(self.rows - 1));
-        (y0..=y1).flat_map(move |y| (x0..=x1).flat_map(move |x| self.cells[y * self.cols + x].iter().copied()))
+        (y0..=y1).flat_map(move |y| (x0..=x1).flat_map(move |x| self.cells[y * self.cols + x].iter().map(|(_, i)| *i)))
     }
 
     /// Every item within `radius` of `at`, by ascending item, into `out` (cleared first).
@@ -155,7 +171,7 @@ impl Grid {
         if k == 0 {
             return;
         }
-        CANDIDATES.with_borrow_mut(|candidates| self.nearest_into(at, k, keep, candidates, out));
+        SCRATCH.with_borrow_mut(|scratch| self.nearest_into(at, k, keep, scratch, out));
     }
 
     /// [`nearest`](Self::nearest) with the candidates in `candidates`. A candidate is one
@@ -167,25 +183,38 @@ impl Grid {
         at: Vec2,
         k: usize,
         mut keep: impl FnMut(u32, f32) -> bool,
-        candidates: &mut Vec<u64>,
+        scratch: &mut Scratch,
         out: &mut Vec<Near>,
     ) {
+        let Scratch { candidates, bits, d2 } = scratch;
         candidates.clear();
         let (cx, cy) = self.cell_of(at);
         let (last_x, last_y) = (self.cols - 1, self.rows - 1);
+        let mut take = |x: usize, y: usize, candidates: &mut Vec<u64>| {
+            for &(position, item) in &self.cells[y * self.cols + x] {
+                let d2 = at.distance_squared(position);
+                if keep(item, d2) {
+                    candidates.push(u64::from(d2.to_bits()) << 32 | u64::from(item));
+                }
+            }
+        };
         for r in 0..self.cols.max(self.rows) {
             let (x0, x1) = (cx.saturating_sub(r), (cx + r).min(last_x));
             let (y0, y1) = (cy.saturating_sub(r), (cy + r).min(last_y));
-            for y in y0..=y1 {
-                for x in x0..=x1 {
-                    if x.abs_diff(cx).max(y.abs_diff(cy)) != r {
-                        continue; // inner rings are done
+            // Only the ring's own cells (the inner rings are done): its top and bottom rows
+            // where the grid has them, then its left and right columns between.
+            if r == 0 {
+                take(cx, cy, candidates);
+            } else {
+                for y in [cy.checked_sub(r), Some(cy + r).filter(|y| *y <= last_y)].into_iter().flatten() {
+                    for x in x0..=x1 {
+                        take(x, y, candidates);
                     }
-                    for &item in &self.cells[y * self.cols + x] {
-                        let d2 = at.distance_squared(self.positions[item as usize]);
-                        if keep(item, d2) {
-                            candidates.push(u64::from(d2.to_bits()) << 32 | u64::from(item));
-                        }
+                }
+                let (inner0, inner1) = ((cy + 1).saturating_sub(r).max(y0), (cy + r - 1).min(y1));
+                for x in [cx.checked_sub(r), Some(cx + r).filter(|x| *x <= last_x)].into_iter().flatten() {
+                    for y in inner0..=inner1 {
+                        take(x, y, candidates);
                     }
                 }
             }
@@ -207,7 +236,32 @@ impl Grid {
             candidates.select_nth_unstable(k - 1);
             candidates.truncate(k);
         }
-        // Item above distance, to sort by item.
+        // By item. Few items in all (a bit each is fewer words than a sort's comparisons):
+        // a bit per item chosen, read in order; else a sort, item above distance.
+        let n = self.positions.len();
+        let words = n.div_ceil(64);
+        if n <= BIT_ORDER_ITEMS && words <= candidates.len() * 4 {
+            bits.clear();
+            bits.resize(words, 0);
+            if d2.len() < n {
+                d2.resize(n, 0);
+            }
+            for c in candidates.iter() {
+                let item = *c as u32 as usize;
+                bits[item / 64] |= 1 << (item % 64);
+                d2[item] = (*c >> 32) as u32;
+            }
+            out.reserve(candidates.len());
+            for (w, word) in bits.iter().enumerate() {
+                let mut word = *word;
+                while word != 0 {
+                    let item = w * 64 + word.trailing_zeros() as usize;
+                    word &= word - 1;
+                    out.push(Near { item: item as u32, distance_squared: f32::from_bits(d2[item]) });
+                }
+            }
+            return;
+        }
         for c in candidates.iter_mut() {
             *c = c.rotate_left(32);
         }
