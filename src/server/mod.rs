@@ -121,6 +121,7 @@
 
 pub mod admin;
 pub(crate) mod batcher;
+pub(crate) mod board;
 pub(crate) mod broadcaster;
 pub(crate) mod inputs;
 pub mod lagcomp;

@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::board::Board;
 use super::world::{Applied, Held, HeldInput};
 use super::world::{
-    Audience, BoardChange, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, Outbox, PlayerId, Players, Tap,
-    World, WorldChange, WorldFault, WorldId, message_event,
+    Audience, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, Outbox, PlayerId, Players, Tap, World,
+    WorldChange, WorldFault, WorldId, message_event,
 };
 use super::worlds::ToWorld;
-use crate::protocol::cut;
 use crate::protocol::input::ViewTime;
 use crate::protocol::recording::Event;
 use crate::protocol::scoreboard::ScoreRow;
@@ -102,11 +102,6 @@ impl Stepped {
     }
 }
 
-/// Ticks between two scoreboard updates: half a second.
-fn board_every(dt: Duration) -> u32 {
-    (0.5 / dt.as_secs_f64().max(1e-6)).round().max(1.0) as u32
-}
-
 /// A world's tick count, players, the inputs it applied and its previous snapshot: what a
 /// step needs besides the [`World`] itself (which its shell owns).
 #[derive(Debug)]
@@ -128,11 +123,8 @@ pub(crate) struct Simulation {
     had_players: bool,
     /// Shut down: no more joins, leaves or ticks reach the world.
     shut_down: bool,
-    /// The scoreboard's rows (name, fields) by player, when the world has one.
-    board: Option<BTreeMap<PlayerId, (String, Vec<i32>)>>,
-    /// The other world's board this world shows ([`Outbox::mirror_board`]) instead of its
-    /// own, as it last came.
-    mirrored: Option<Vec<ScoreRow>>,
+    /// The scoreboard, when the world has one.
+    board: Option<Board>,
     previous: Option<Arc<WorldSnapshot>>,
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
     faults: [u64; WorldFault::ALL.len()],
@@ -158,16 +150,6 @@ impl std::fmt::Debug for Taps {
     }
 }
 
-/// A player's name from its connect token's user data: the UTF-8 text before the first zero
-/// byte, or "player N".
-fn name_from_token(player: PlayerId, who: &JoinInfo) -> String {
-    let end = who.user_data.iter().position(|b| *b == 0).unwrap_or(who.user_data.len());
-    match std::str::from_utf8(&who.user_data[..end]) {
-        Ok(name) if !name.trim().is_empty() => cut(name, crate::protocol::scoreboard::MAX_NAME_BYTES).to_owned(),
-        _ => format!("player {player}"),
-    }
-}
-
 /// The world panicked in [`MAX_PANICKING_TICKS`] ticks in a row: it is stopped.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the world panicked in {0} ticks in a row; it is stopped")]
@@ -188,7 +170,6 @@ impl Simulation {
             had_players: false,
             shut_down: false,
             board: None,
-            mirrored: None,
             previous: None,
             faults: [0; WorldFault::ALL.len()],
             reported: [0; WorldFault::ALL.len()],
@@ -276,7 +257,7 @@ impl Simulation {
 
     /// Keeps a scoreboard (the world has columns for one).
     pub(crate) fn with_scoreboard(mut self, on: bool) -> Self {
-        self.board = on.then(BTreeMap::new);
+        self.board = on.then(|| Board::new(self.dt));
         self
     }
 
@@ -304,7 +285,7 @@ impl Simulation {
         }
         self.had_players = true;
         if let Some(b) = &mut self.board {
-            b.insert(player, (name_from_token(player, who), Vec::new()));
+            b.join(player, who);
         }
         if self.taps.0.is_empty() {
             self.guard(WorldFault::PanicInJoin, || world.join_with(player, who));
@@ -336,7 +317,7 @@ impl Simulation {
         self.applied.remove(&player);
         self.held.remove(&player);
         if let Some(b) = &mut self.board {
-            b.remove(&player);
+            b.leave(player);
         }
         if !self.taps.0.is_empty() {
             self.events.push(Event::Left { player });
@@ -499,7 +480,8 @@ impl Simulation {
             return Err(WorldStopped(self.panicking));
         }
         let mirror = outbox.take_mirror();
-        let board = self.board_update(outbox.take_board(), final_board, mirror);
+        let (changes, steps) = (outbox.take_board(), self.steps);
+        let board = self.board.as_mut().and_then(|b| b.update(changes, final_board, mirror, steps));
         if !self.taps.0.is_empty() {
             let mut events = std::mem::take(&mut self.events);
             events.extend(outbox.messages().iter().map(message_event));
@@ -516,44 +498,6 @@ impl Simulation {
             self.events = events;
         }
         Ok(Stepped { snapshot, outbox, board })
-    }
-
-    /// Applies the world's scoreboard changes; the rows when an update is due (every half
-    /// second, and at once when `now`). A world that mirrors another's board (`mirror`)
-    /// shows those rows when they come, and its own players' never again.
-    fn board_update(
-        &mut self,
-        changes: Vec<(PlayerId, BoardChange)>,
-        now: bool,
-        mirror: Option<Vec<ScoreRow>>,
-    ) -> Option<Vec<ScoreRow>> {
-        let board = self.board.as_mut()?;
-        if let Some(rows) = mirror {
-            self.mirrored = Some(rows.clone());
-            return Some(rows);
-        }
-        if let Some(rows) = &self.mirrored {
-            // Players sent away get it as it stands.
-            return now.then(|| rows.clone());
-        }
-        for (p, change) in changes {
-            let Some(row) = board.get_mut(&p) else { continue };
-            match change {
-                BoardChange::Fields(f) => row.1 = f,
-                BoardChange::Name(n) => row.0 = n,
-            }
-        }
-        (now || self.steps.is_multiple_of(u64::from(board_every(self.dt)))).then(|| {
-            board
-                .iter()
-                .map(|(p, (name, fields))| ScoreRow {
-                    player: *p,
-                    name: name.clone(),
-                    fields: fields.clone(),
-                    ping_ms: 0,
-                })
-                .collect()
-        })
     }
 
     /// Panics caught so far, of every kind.
