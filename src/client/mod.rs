@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::protocol::input::{REDUNDANT_INPUTS, ViewTime, write_input_packet};
+use crate::protocol::input::{MAX_PACKET_INPUTS, REDUNDANT_INPUTS, ViewTime, write_input_packet};
 use crate::protocol::netcode::client::{Client as NetcodeClient, ClientState};
 use crate::protocol::netcode::token::ConnectToken;
 use crate::protocol::netcode::{MAX_PAYLOAD_BYTES, Transmit};
@@ -813,9 +813,13 @@ impl GameClient {
             return;
         }
         // The oldest input's buffer is reused for the newest: no allocation per frame once
-        // REDUNDANT_INPUTS frames have passed.
-        let (mut newest, _) =
-            if self.inputs.len() == REDUNDANT_INPUTS { self.inputs.pop_back() } else { None }.unwrap_or_default();
+        // the packet's inputs are all kept. A packet carries the last REDUNDANT_INPUTS inputs
+        // for every one in `pace` it stands for, so each input still goes in as many packets.
+        let keep = REDUNDANT_INPUTS * usize::from(self.pace.max(1));
+        while self.inputs.len() > keep {
+            self.inputs.pop_back();
+        }
+        let (mut newest, _) = if self.inputs.len() == keep { self.inputs.pop_back() } else { None }.unwrap_or_default();
         newest.clear();
         newest.extend_from_slice(input);
         self.inputs.push_front((newest, view));
@@ -825,11 +829,11 @@ impl GameClient {
             // The server asked for fewer packets: the next one carries this input too.
             return;
         }
-        let mut refs: [(&[u8], Option<ViewTime>); REDUNDANT_INPUTS] = [(&[], None); REDUNDANT_INPUTS];
+        let mut refs: [(&[u8], Option<ViewTime>); MAX_PACKET_INPUTS] = [(&[], None); MAX_PACKET_INPUTS];
         for (r, (i, v)) in refs.iter_mut().zip(&self.inputs) {
             *r = (i, *v);
         }
-        let refs = &refs[..self.inputs.len().min(REDUNDANT_INPUTS)];
+        let refs = &refs[..self.inputs.len().min(MAX_PACKET_INPUTS)];
         let mut state = std::mem::take(&mut self.scratch);
         write_input_packet(&mut state, self.snapshots.newest_tick(), self.input_seq, refs);
         let mut out = [0u8; MAX_PAYLOAD_BYTES];
@@ -853,9 +857,8 @@ impl GameClient {
     /// [`GameClient::send_without_input`]) go into one packet: 1 unless the server, short of
     /// CPU, lowered every player's snapshot rate and asked its clients to send at the same
     /// rate ([`Pace`]). The game goes on calling once a frame; every input still reaches the
-    /// server (a packet carries the last
-    /// [`REDUNDANT_INPUTS`]), a few milliseconds
-    /// later.
+    /// server, a few milliseconds later, and travels in as many packets as before (a packet
+    /// carries the last [`REDUNDANT_INPUTS`] inputs for each one in `pace` it stands for).
     pub fn pace(&self) -> u8 {
         self.pace
     }

@@ -6,15 +6,24 @@
 //! compensation), so a lost packet loses no input: the next packet repeats it.
 //!
 //! Layout: ack tick (u32 LE, `u32::MAX` for none), newest sequence (u32 LE), input count
-//! (u8, at most [`REDUNDANT_INPUTS`]), then per input its length (u8, at most
+//! (u8, at most [`MAX_PACKET_INPUTS`]: [`REDUNDANT_INPUTS`], or that many times the interval a
+//! pacing server asked for), then per input its length (u8, at most
 //! [`MAX_INPUT_BYTES`]), its bytes, and its view in one to three bytes. The first holds how
 //! many ticks before the ack tick the view's older snapshot is (six bits, at most
 //! [`MAX_VIEW_BACK`]) and its form (two bits): one snapshot (nothing follows); a blend
 //! towards the next tick (its blend follows, in 255ths); a blend towards a later tick (the
 //! span in ticks follows, then the blend). `0xFF` alone is no view.
 
-/// Inputs repeated in every packet.
+/// Inputs repeated in every packet: each input travels in this many packets.
 pub const REDUNDANT_INPUTS: usize = 4;
+/// The most inputs one packet carries. A client that sends one packet in `n` inputs (a
+/// server short of CPU asked it to, [`Pace`](crate::protocol::system::Pace); `n` is at most
+/// [`REDUNDANT_INPUTS`]) puts its last `n × REDUNDANT_INPUTS` inputs in each, so every input
+/// still travels in [`REDUNDANT_INPUTS`] packets.
+pub const MAX_PACKET_INPUTS: usize = REDUNDANT_INPUTS * REDUNDANT_INPUTS;
+/// A packet's inputs stop before they would pass this many bytes (the first
+/// [`REDUNDANT_INPUTS`] always go: at most 272 bytes).
+pub const INPUT_BYTES_BUDGET: usize = 480;
 /// Largest encoded input.
 pub const MAX_INPUT_BYTES: usize = 64;
 /// The most ticks before a packet's ack tick a view can start (a client's playback delay is
@@ -134,20 +143,20 @@ pub struct InputPacket<'a> {
     pub ack_tick: Option<u32>,
     /// Sequence number of the newest input; older ones count down from it.
     pub newest_seq: u32,
-    inputs: [&'a [u8]; REDUNDANT_INPUTS],
-    views: [Option<ViewTime>; REDUNDANT_INPUTS],
+    inputs: [&'a [u8]; MAX_PACKET_INPUTS],
+    views: [Option<ViewTime>; MAX_PACKET_INPUTS],
     count: usize,
 }
 
 impl<'a> InputPacket<'a> {
     /// Inputs, newest first.
     pub fn inputs(&self) -> &[&'a [u8]] {
-        &self.inputs[..self.count.min(REDUNDANT_INPUTS)]
+        &self.inputs[..self.count.min(MAX_PACKET_INPUTS)]
     }
 
     /// The view each input was made with, in the order of [`InputPacket::inputs`].
     pub fn views(&self) -> &[Option<ViewTime>] {
-        &self.views[..self.count.min(REDUNDANT_INPUTS)]
+        &self.views[..self.count.min(MAX_PACKET_INPUTS)]
     }
 }
 
@@ -163,17 +172,17 @@ pub struct FreshInput<'a> {
 }
 
 /// The inputs of a packet not seen before, oldest first ([`InputDedup::fresh`]; at most
-/// [`REDUNDANT_INPUTS`], no allocation).
+/// [`MAX_PACKET_INPUTS`], no allocation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FreshInputs<'a> {
-    items: [FreshInput<'a>; REDUNDANT_INPUTS],
+    items: [FreshInput<'a>; MAX_PACKET_INPUTS],
     count: usize,
 }
 
 impl<'a> FreshInputs<'a> {
     /// The fresh inputs, oldest first.
     pub fn as_slice(&self) -> &[FreshInput<'a>] {
-        &self.items[..self.count.min(REDUNDANT_INPUTS)]
+        &self.items[..self.count.min(MAX_PACKET_INPUTS)]
     }
 
     /// True when every input was seen before.
@@ -190,7 +199,8 @@ impl<'a> FreshInputs<'a> {
 }
 
 /// Encodes `(ack, newest_seq, inputs newest first with their views)` into `out` (cleared
-/// first); at most [`REDUNDANT_INPUTS`] inputs of at most [`MAX_INPUT_BYTES`] each are kept.
+/// first); at most [`MAX_PACKET_INPUTS`] inputs of at most [`MAX_INPUT_BYTES`] each are kept,
+/// and past the first [`REDUNDANT_INPUTS`] only while they fit in [`INPUT_BYTES_BUDGET`].
 /// A view that cannot be said relative to `ack_tick` (no ack, or more than
 /// [`MAX_VIEW_BACK`] ticks before it) goes as none.
 pub fn write_input_packet(
@@ -202,14 +212,22 @@ pub fn write_input_packet(
     out.clear();
     out.extend_from_slice(&ack_tick.map_or(u32::MAX, |t| t).to_le_bytes());
     out.extend_from_slice(&newest_seq.to_le_bytes());
-    let inputs = &inputs[..inputs.len().min(REDUNDANT_INPUTS)];
-    out.push(inputs.len() as u8);
-    for (i, view) in inputs {
+    let inputs = &inputs[..inputs.len().min(MAX_PACKET_INPUTS)];
+    let count_at = out.len();
+    out.push(0);
+    let mut count = 0u8;
+    for (k, (i, view)) in inputs.iter().enumerate() {
         let i = &i[..i.len().min(MAX_INPUT_BYTES)];
+        // A view takes at most three bytes.
+        if k >= REDUNDANT_INPUTS && out.len() + 1 + i.len() + 3 > INPUT_BYTES_BUDGET {
+            break;
+        }
         out.push(i.len() as u8);
         out.extend_from_slice(i);
         ViewTime::encode(*view, ack_tick, out);
+        count += 1;
     }
+    out[count_at] = count;
 }
 
 /// Reads an input packet.
@@ -224,11 +242,11 @@ pub fn read_input_packet(b: &[u8]) -> Result<InputPacket<'_>, MalformedInput> {
     let ack_tick = (ack != u32::MAX).then_some(ack);
     let newest_seq = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
     let count = head[8] as usize;
-    if count > REDUNDANT_INPUTS {
+    if count > MAX_PACKET_INPUTS {
         return Err(MalformedInput);
     }
-    let mut inputs: [&[u8]; REDUNDANT_INPUTS] = [&[]; REDUNDANT_INPUTS];
-    let mut views = [None; REDUNDANT_INPUTS];
+    let mut inputs: [&[u8]; MAX_PACKET_INPUTS] = [&[]; MAX_PACKET_INPUTS];
+    let mut views = [None; MAX_PACKET_INPUTS];
     let mut at = 9;
     for (slot, view) in inputs.iter_mut().zip(&mut views).take(count) {
         let len = *b.get(at).ok_or(MalformedInput)? as usize;
@@ -257,7 +275,7 @@ impl InputDedup {
     /// From a packet's inputs (newest first), the new ones, oldest first, with their sequence.
     pub fn fresh<'a>(&mut self, p: &InputPacket<'a>) -> FreshInputs<'a> {
         let none = FreshInput { seq: 0, bytes: &[], view: None };
-        let mut out = FreshInputs { items: [none; REDUNDANT_INPUTS], count: 0 };
+        let mut out = FreshInputs { items: [none; MAX_PACKET_INPUTS], count: 0 };
         for (k, (input, view)) in p.inputs().iter().zip(p.views()).enumerate().rev() {
             let seq = p.newest_seq.wrapping_sub(k as u32);
             if self.last.is_none_or(|l| seq.wrapping_sub(l) as i32 > 0) {
@@ -292,6 +310,30 @@ mod tests {
         assert_eq!(p.ack_tick, None);
         assert_eq!(seqs(&d.fresh(&p)), [(13, &b"d"[..])], "repeats are skipped");
         assert!(read_input_packet(&buf[..buf.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn a_paced_packet_carries_up_to_sixteen_inputs_within_its_byte_budget() {
+        let mut buf = Vec::new();
+        let many: Vec<[u8; 2]> = (0..20u8).map(|i| [i, 0]).collect();
+        let refs: Vec<(&[u8], Option<ViewTime>)> = many.iter().map(|i| (&i[..], None)).collect();
+        write_input_packet(&mut buf, Some(3), 40, &refs);
+        let p = read_input_packet(&buf).unwrap();
+        assert_eq!(p.inputs().len(), MAX_PACKET_INPUTS, "sixteen of twenty");
+        let mut d = InputDedup::default();
+        let fresh = d.fresh(&p);
+        assert_eq!((fresh.as_slice()[0].seq, fresh.as_slice()[15].seq), (25, 40), "oldest first");
+        // More than sixteen is refused.
+        let mut bad = buf.clone();
+        bad[8] = 17;
+        assert!(read_input_packet(&bad).is_err());
+        // Large inputs: the first four always, then only while the packet stays in budget.
+        let big = [7u8; MAX_INPUT_BYTES];
+        let refs: Vec<(&[u8], Option<ViewTime>)> = (0..16).map(|_| (&big[..], None)).collect();
+        write_input_packet(&mut buf, Some(3), 40, &refs);
+        let p = read_input_packet(&buf).unwrap();
+        assert_eq!(p.inputs().len(), 7);
+        assert!(buf.len() <= INPUT_BYTES_BUDGET, "{} bytes", buf.len());
     }
 
     #[test]

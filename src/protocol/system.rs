@@ -181,8 +181,9 @@ pub enum SpectatorControl {
 
 /// "One snapshot in `interval` ticks, and one input packet in `interval` inputs": a server
 /// short of CPU lowers every player's snapshot rate evenly and asks its clients to send
-/// their inputs at the same rate (each input packet carries the last
-/// [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS) inputs, so none is lost).
+/// their inputs at the same rate (each input packet then carries the last `interval ×`
+/// [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS) inputs, so each input still
+/// travels in as many packets).
 /// Sent to every player when the interval changes, and to a player that connects while it
 /// is above 1. A client that ignores it keeps working: it only sends more than it needs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

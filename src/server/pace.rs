@@ -21,9 +21,9 @@
 
 use std::time::Duration;
 
-/// The most ticks between two of a player's snapshots: a client's input packet carries its
-/// last [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS), so it may send one
-/// packet in that many inputs without losing any.
+/// The most ticks between two of a player's snapshots: a client's input packet then carries
+/// its last `interval ×` [`REDUNDANT_INPUTS`](crate::protocol::input::REDUNDANT_INPUTS)
+/// inputs, at most [`MAX_PACKET_INPUTS`](crate::protocol::input::MAX_PACKET_INPUTS).
 pub(crate) const MAX_INTERVAL: u8 = crate::protocol::input::REDUNDANT_INPUTS as u8;
 
 /// A second's snapshots replaced above this share: one step down.
