@@ -116,6 +116,8 @@ pub struct GameClient {
     redirect: Option<Redirect>,
     /// The server's [`Pace`]: one input packet in this many inputs (1: every one).
     pace: u8,
+    /// The most inputs the server reads in a packet (its [`Pace`] says).
+    pace_inputs: u8,
     /// Inputs (or, watching, frames) since the last packet sent.
     unsent: u8,
     /// The inputs sent lately, oldest first, with their sequence numbers (at most
@@ -201,6 +203,7 @@ impl GameClient {
             protocol_version: crate::protocol::session::PROTOCOL_VERSION,
             redirect: None,
             pace: 1,
+            pace_inputs: REDUNDANT_INPUTS as u8,
             unsent: 0,
             sent: VecDeque::new(),
             replay: None,
@@ -692,6 +695,7 @@ impl GameClient {
                     }
                     if let Some(p) = Pace::decode(&message) {
                         self.pace = p.interval;
+                        self.pace_inputs = p.max_inputs;
                         continue;
                     }
                     if let Some(r) = Redirect::decode(&message) {
@@ -815,7 +819,8 @@ impl GameClient {
         // The oldest input's buffer is reused for the newest: no allocation per frame once
         // the packet's inputs are all kept. A packet carries the last REDUNDANT_INPUTS inputs
         // for every one in `pace` it stands for, so each input still goes in as many packets.
-        let keep = REDUNDANT_INPUTS * usize::from(self.pace.max(1));
+        let keep = (REDUNDANT_INPUTS * usize::from(self.pace.max(1)))
+            .min(usize::from(self.pace_inputs).clamp(REDUNDANT_INPUTS, MAX_PACKET_INPUTS));
         while self.inputs.len() > keep {
             self.inputs.pop_back();
         }

@@ -186,28 +186,43 @@ pub enum SpectatorControl {
 /// travels in as many packets).
 /// Sent to every player when the interval changes, and to a player that connects while it
 /// is above 1. A client that ignores it keeps working: it only sends more than it needs to.
+///
+/// Bytes: kind, interval, and the most inputs the server reads in one packet
+/// ([`MAX_PACKET_INPUTS`](crate::protocol::input::MAX_PACKET_INPUTS)). A pace of two bytes
+/// (a server of session 37, which read four) is read as four.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pace {
     /// Ticks between two snapshots of this player, and inputs between two of its input
     /// packets (1: every one; at most `REDUNDANT_INPUTS`).
     pub interval: u8,
+    /// The most inputs the server reads in one packet (4 to `MAX_PACKET_INPUTS`).
+    pub max_inputs: u8,
 }
 
 impl Pace {
-    /// The pace as the system channel carries it.
-    pub fn encode(&self) -> bytes::Bytes {
-        bytes::Bytes::from(vec![PACE, self.interval])
+    /// The pace `interval` from this server (which reads up to
+    /// [`MAX_PACKET_INPUTS`](crate::protocol::input::MAX_PACKET_INPUTS) inputs a packet).
+    pub fn new(interval: u8) -> Self {
+        Self { interval, max_inputs: crate::protocol::input::MAX_PACKET_INPUTS as u8 }
     }
 
-    /// A pace from the system channel; `None` when the bytes are not one or its interval is
-    /// not 1 to `REDUNDANT_INPUTS`.
+    /// The pace as the system channel carries it.
+    pub fn encode(&self) -> bytes::Bytes {
+        bytes::Bytes::from(vec![PACE, self.interval, self.max_inputs])
+    }
+
+    /// A pace from the system channel; `None` when the bytes are not one, its interval is
+    /// not 1 to `REDUNDANT_INPUTS`, or its inputs are not 4 to `MAX_PACKET_INPUTS`.
     pub fn decode(bytes: &[u8]) -> Option<Self> {
-        match bytes {
-            [PACE, interval] if (1..=crate::protocol::input::REDUNDANT_INPUTS as u8).contains(interval) => {
-                Some(Self { interval: *interval })
-            }
-            _ => None,
-        }
+        use crate::protocol::input::{MAX_PACKET_INPUTS, REDUNDANT_INPUTS};
+        let (interval, max_inputs) = match bytes {
+            [PACE, interval] => (*interval, REDUNDANT_INPUTS as u8),
+            [PACE, interval, max] => (*interval, *max),
+            _ => return None,
+        };
+        let ok = (1..=REDUNDANT_INPUTS as u8).contains(&interval)
+            && (REDUNDANT_INPUTS as u8..=MAX_PACKET_INPUTS as u8).contains(&max_inputs);
+        ok.then_some(Self { interval, max_inputs })
     }
 }
 
@@ -218,11 +233,15 @@ mod tests {
     #[test]
     fn a_pace_survives_the_wire_and_an_interval_out_of_range_is_refused() {
         for interval in 1..=4 {
-            assert_eq!(Pace::decode(&Pace { interval }.encode()), Some(Pace { interval }));
+            assert_eq!(Pace::decode(&Pace::new(interval).encode()), Some(Pace::new(interval)));
         }
+        // A server of session 37 said no more, and read four inputs a packet.
+        assert_eq!(Pace::decode(&[PACE, 3]), Some(Pace { interval: 3, max_inputs: 4 }));
         assert_eq!(Pace::decode(&[PACE, 0]), None);
         assert_eq!(Pace::decode(&[PACE, 5]), None);
         assert_eq!(Pace::decode(&[PACE, 2, 0]), None);
+        assert_eq!(Pace::decode(&[PACE, 2, 17]), None);
+        assert_eq!(Pace::decode(&[PACE, 2, 16, 0]), None);
         assert_eq!(Pace::decode(&[BOARD, 2]), None);
     }
 

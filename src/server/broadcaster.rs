@@ -340,7 +340,7 @@ impl BroadcastState {
     fn tell_pace(&mut self, interval: u8) {
         tracing::info!(interval, "snapshot pacing: every player gets one snapshot in {interval}");
         self.metrics.snapshot_interval.store(u64::from(interval), Ordering::Relaxed);
-        let pace = Pace { interval }.encode();
+        let pace = Pace::new(interval).encode();
         for (_, p) in self.dir.players() {
             p.tell(PlayerMsg::System(pace.clone()));
         }
@@ -417,7 +417,7 @@ impl Actor for Broadcaster {
                 // A slot reused before its last player's removal was seen: that one left.
                 let mut effects = state.dir.remove_player(p);
                 if state.pacer.interval() > 1 {
-                    handle.tell(PlayerMsg::System(Pace { interval: state.pacer.interval() }.encode()));
+                    handle.tell(PlayerMsg::System(Pace::new(state.pacer.interval()).encode()));
                 }
                 effects.extend(state.dir.add_player(p, handle, *who));
                 state.apply(effects);
