@@ -358,3 +358,27 @@ async fn over_udp_a_line_the_server_puts_on_while_running_is_followed_and_taken_
     assert!(p99 <= 10, "near movers' age p99 {p99} ticks behind the line");
     assert!(after >= 2 * line_rate, "the rate grew back: {after} B/s against {line_rate}");
 }
+
+/// A player can be put behind a line as soon as it is connected: its row of `/players`, by
+/// which the conditioner finds its address, is written when it connects, not at its first
+/// second's figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_player_can_be_conditioned_as_soon_as_it_is_connected() {
+    let key = [7u8; 32];
+    let server =
+        volley::server::start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), Field(0, 1)).await.unwrap();
+    let params = TokenParams::new(DEFAULT_PROTOCOL_ID, 1, server.addr(), unix_now().as_secs());
+    let token = ConnectToken::generate(&params, &key).unwrap();
+    let client = GameClient::new(token, Arc::new(Field(0, 1).schema()), unix_now());
+    let mut c = UdpClient::bind(client, "127.0.0.1:0".parse().unwrap(), unix_now).await.unwrap();
+    let (mut next, mut frames) = (tokio::time::Instant::now(), 0);
+    while server.metrics().totals().players == 0 && frames < 120 {
+        next += Duration::from_micros(16_667);
+        c.step(&[0], next).await;
+        frames += 1;
+    }
+    let line = volley::server::PlayerLink::from_query("rate=32000").unwrap();
+    let at_once = server.condition_player(0, Some(line));
+    server.shutdown().await;
+    assert!(at_once, "the player, connected {frames} frames ago, could not be conditioned");
+}

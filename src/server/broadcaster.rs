@@ -94,11 +94,24 @@ impl FanOut {
     }
 
     /// Queues this tick's wake-ups behind any the last tick left, and starts the window.
-    /// Several worlds' snapshots of one server tick (`tick`) share a generation: the second
-    /// world's players queue behind the first's, for the chains already running (and the
-    /// window is started again only if they had run out of players).
+    /// Several worlds' snapshots of one server tick (`tick`), or of an older one (a late
+    /// world), share a generation: the second world's players queue behind the first's, for
+    /// the chains already running (and the window is started again only if they had run out
+    /// of players).
     fn start(&self, players: &mut Vec<Arc<PlayerRef>>, tick: u32) {
-        let same_tick = self.tick.swap(tick, Ordering::AcqRel) == tick;
+        // Only a newer tick starts a new generation: a late world's snapshot of an older
+        // tick queues behind the running chains, as one of the same tick does.
+        let mut before = self.tick.load(Ordering::Acquire);
+        let newer = loop {
+            if before != u32::MAX && tick.wrapping_sub(before) as i32 <= 0 {
+                break false;
+            }
+            match self.tick.compare_exchange_weak(before, tick, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break true,
+                Err(now) => before = now,
+            }
+        };
+        let same_tick = !newer;
         let mut was_empty = true;
         if let Ok(mut q) = self.pending.lock() {
             was_empty = q.is_empty();
@@ -685,12 +698,14 @@ mod tests {
             players.push(handle(r, PlayerShared::without_session()));
         }
         let fanout = FanOut::new(2, None);
-        let (mut first, mut second) = (players[..4].to_vec(), players[4..].to_vec());
+        let (mut first, mut second, mut late) = (players[..4].to_vec(), players[4..6].to_vec(), players[6..].to_vec());
         fanout.start(&mut first, 7);
         settle(|| woken.load(Ordering::Relaxed) >= 2).await;
         let g = generation.load(Ordering::Relaxed);
-        // A second world's snapshot of tick 7: no new window, the chains stay current.
+        // A second world's snapshot of tick 7, and a late world's of tick 6: no new window,
+        // the chains stay current.
         fanout.start(&mut second, 7);
+        fanout.start(&mut late, 6);
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
         assert_eq!(woken.load(Ordering::Relaxed), 2, "still the window");
         for _ in 0..6 {
@@ -698,7 +713,7 @@ mod tests {
         }
         settle(|| woken.load(Ordering::Relaxed) >= 8).await;
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
-        assert_eq!(woken.load(Ordering::Relaxed), 8, "the first chains carried both worlds' players, each once");
+        assert_eq!(woken.load(Ordering::Relaxed), 8, "the first chains carried the three worlds' players, each once");
         for p in players {
             p.actor.stop(None);
         }

@@ -100,8 +100,15 @@ impl PlayerState {
         m.reliable_queue.fetch_add(queue, Ordering::Relaxed);
         m.reliable_queue.fetch_sub(self.figures.reliable_queue, Ordering::Relaxed);
         self.figures.reliable_queue = queue;
+        m.set_player(self.row(session));
+    }
+
+    /// This player's row of `/players` (and what the admin's link conditioner finds it by).
+    fn row(&self, session: &PlayerSession) -> PlayerStats {
+        let link = session.channel().link();
+        let (rtt, jitter, loss) = (link.rtt(), link.jitter(), link.loss());
         let (f, fig) = (&self.figures, &self.shared.figures);
-        m.set_player(PlayerStats {
+        PlayerStats {
             id: session.id(),
             addr: self.shared.addr().to_string(),
             connected_seconds: f.connected_at.map(|t| t.elapsed().as_secs_f64()).unwrap_or_default(),
@@ -113,10 +120,10 @@ impl PlayerState {
             received_bytes: fig.received_bytes.load(Ordering::Relaxed),
             snapshots: fig.snapshots.load(Ordering::Relaxed),
             full_snapshots: fig.full_snapshots.load(Ordering::Relaxed),
-            reliable_resends: resends,
-            reliable_queue: queue,
-            send_rate_bytes_per_second: rate.bytes_per_second(),
-        });
+            reliable_resends: f.resends,
+            reliable_queue: f.reliable_queue,
+            send_rate_bytes_per_second: session.send_rate().bytes_per_second(),
+        }
     }
 }
 
@@ -140,7 +147,13 @@ impl Actor for PlayerActor {
         shell.metrics.players.fetch_add(1, Ordering::Relaxed);
         shell.metrics.connects.fetch_add(1, Ordering::Relaxed);
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
-        Ok(PlayerState { args: shell, shared, reason: EndReason::Local, figures, batches: Vec::new() })
+        let state = PlayerState { args: shell, shared, reason: EndReason::Local, figures, batches: Vec::new() };
+        // Its row of `/players` from the start, not only from the first second's sample:
+        // the admin can find (and condition) a player as soon as it is connected.
+        if let Ok(session) = state.shared.session() {
+            state.args.metrics.set_player(state.row(&session));
+        }
+        Ok(state)
     }
 
     async fn handle(
