@@ -200,7 +200,7 @@ impl Simulation {
         if !self.taps.0.is_empty() {
             let mut taps = std::mem::take(&mut self.taps.0);
             let steps = self.steps;
-            let mut panicked = 0;
+            let mut panics = Vec::new();
             taps.retain_mut(|t| {
                 let mut players = Players {
                     joined: &self.joined,
@@ -210,14 +210,17 @@ impl Simulation {
                     redirects: &mut sent,
                     step: steps,
                 };
-                let ok =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.before_inputs(&mut players))).is_ok();
-                panicked += usize::from(!ok);
-                ok
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.before_inputs(&mut players))) {
+                    Ok(()) => true,
+                    Err(payload) => {
+                        panics.push(format!("a tap panicked before a tick's inputs: {}", panic_text(&*payload)));
+                        false
+                    }
+                }
             });
             self.taps.0 = taps;
-            for _ in 0..panicked {
-                self.record(WorldFault::PanicInTap, "a tap panicked before a tick's inputs");
+            for why in panics {
+                self.record(WorldFault::PanicInTap, &why);
             }
         }
         if !self.held.is_empty() {
@@ -356,12 +359,7 @@ impl Simulation {
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
             Ok(r) => Some(r),
             Err(payload) => {
-                let why = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic without a message".into());
-                self.record(fault, &why);
+                self.record(fault, &panic_text(&*payload));
                 None
             }
         }
@@ -541,6 +539,15 @@ impl Simulation {
     }
 }
 
+/// What a caught panic said (its message, if it had one).
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
 #[cfg(test)]
 mod hold_tests {
     #![allow(clippy::unwrap_used)]
@@ -714,5 +721,18 @@ mod hold_tests {
         assert_eq!(game.applied, [1, 2]);
         let taps: u64 = sim.faults().filter(|(f, _)| *f == WorldFault::PanicInTap).map(|(_, n)| n).sum();
         assert_eq!((taps, sim.taps.0.len()), (1, 1));
+    }
+}
+
+#[cfg(test)]
+mod panic_text_tests {
+    use super::panic_text;
+
+    #[test]
+    fn a_caught_panic_says_what_it_said() {
+        let said = |f: fn()| std::panic::catch_unwind(f).map_err(|p| panic_text(&*p)).err();
+        assert_eq!(said(|| panic!("plain")).as_deref(), Some("plain"));
+        assert_eq!(said(|| panic!("formatted {}", 7)).as_deref(), Some("formatted 7"));
+        assert_eq!(said(|| std::panic::panic_any(5u8)).as_deref(), Some("a panic without a message"));
     }
 }

@@ -32,6 +32,7 @@
 //! `cargo bench -p volley-arena --bench arena` measures it for 1000 players.
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
 
 use glam::Vec2;
 
@@ -59,9 +60,28 @@ pub struct Grid {
     cols: usize,
     rows: usize,
     positions: Vec<Vec2>,
-    /// The items in each cell, row by row, each with its position (a query reads a cell's
-    /// points in one run of memory).
-    cells: Vec<Vec<(Vec2, u32)>>,
+    /// Each item's cell (row by row).
+    cell_of_item: Vec<u32>,
+    /// The items by cell, built by the first query after a push.
+    cells: OnceLock<Cells>,
+}
+
+/// Every item with its position, ordered by cell, row by row (a counting sort of the pushed
+/// items): a cell's points, and a row of cells' points, are one run of memory.
+#[derive(Debug, Clone, Default)]
+struct Cells {
+    /// Where each cell's points start in `points`, and one past the last cell's end.
+    starts: Vec<u32>,
+    points: Vec<(Vec2, u32)>,
+}
+
+impl Cells {
+    /// The points of the cells `from..=to` (indices into the grid's cells, one row).
+    #[inline]
+    fn run(&self, from: usize, to: usize) -> &[(Vec2, u32)] {
+        let (a, b) = (self.starts[from] as usize, self.starts[to + 1] as usize);
+        &self.points[a..b]
+    }
 }
 
 thread_local! {
@@ -96,13 +116,14 @@ impl Grid {
         let side = |len: f32| ((len / cell).ceil() as usize).clamp(1, MAX_CELLS_PER_SIDE - 2) + 2;
         let (cols, rows) = (side(size.x), side(size.y));
         let min = if min.is_finite() { min } else { Vec2::ZERO };
-        Self { min, cell, cols, rows, positions: Vec::new(), cells: vec![Vec::new(); cols * rows] }
+        Self { min, cell, cols, rows, positions: Vec::new(), cell_of_item: Vec::new(), cells: OnceLock::new() }
     }
 
     /// Empties the grid, keeping its memory (for the next tick's points).
     pub fn clear(&mut self) {
         self.positions.clear();
-        self.cells.iter_mut().for_each(Vec::clear);
+        self.cell_of_item.clear();
+        self.cells.take();
     }
 
     /// Adds a point; returns its item number (0 for the first since the last
@@ -111,8 +132,34 @@ impl Grid {
         let item = self.positions.len() as u32;
         let (x, y) = self.cell_of(at);
         self.positions.push(at);
-        self.cells[y * self.cols + x].push((at, item));
+        self.cell_of_item.push((y * self.cols + x) as u32);
+        if self.cells.get().is_some() {
+            self.cells.take();
+        }
         item
+    }
+
+    /// The items by cell, sorted into place by the first query after a push (once for all
+    /// the queries of a tick, on whichever thread asks first).
+    fn cells(&self) -> &Cells {
+        self.cells.get_or_init(|| {
+            let n = self.cols * self.rows;
+            let mut starts = vec![0u32; n + 1];
+            for &c in &self.cell_of_item {
+                starts[c as usize + 1] += 1;
+            }
+            for i in 0..n {
+                starts[i + 1] += starts[i];
+            }
+            let mut next = starts.clone();
+            let mut points = vec![(Vec2::ZERO, 0u32); self.positions.len()];
+            for (item, (&c, &at)) in self.cell_of_item.iter().zip(&self.positions).enumerate() {
+                let slot = &mut next[c as usize];
+                points[*slot as usize] = (at, item as u32);
+                *slot += 1;
+            }
+            Cells { starts, points }
+        })
     }
 
     /// How many points it holds.
@@ -144,7 +191,8 @@ impl Grid {
         let (cx, cy) = self.cell_of(at);
         let (x0, x1) = (cx.saturating_sub(rings), (cx + rings).min(self.cols - 1));
         let (y0, y1) = (cy.saturating_sub(rings), (cy + rings).min(self.rows - 1));
-        (y0..=y1).flat_map(move |y| (x0..=x1).flat_map(move |x| self.cells[y * self.cols + x].iter().map(|(_, i)| *i)))
+        let cells = self.cells();
+        (y0..=y1).flat_map(move |y| cells.run(y * self.cols + x0, y * self.cols + x1).iter().map(|(_, i)| *i))
     }
 
     /// Every item within `radius` of `at`, by ascending item, into `out` (cleared first).
@@ -190,8 +238,11 @@ impl Grid {
         candidates.clear();
         let (cx, cy) = self.cell_of(at);
         let (last_x, last_y) = (self.cols - 1, self.rows - 1);
-        let mut take = |x: usize, y: usize, candidates: &mut Vec<u64>| {
-            for &(position, item) in &self.cells[y * self.cols + x] {
+        let cells = self.cells();
+        let cols = self.cols;
+        // The points of cells x0..=x1 of row y, kept or not.
+        let mut take = |y: usize, x0: usize, x1: usize, candidates: &mut Vec<u64>| {
+            for &(position, item) in cells.run(y * cols + x0, y * cols + x1) {
                 let d2 = at.distance_squared(position);
                 if keep(item, d2) {
                     candidates.push(u64::from(d2.to_bits()) << 32 | u64::from(item));
@@ -202,19 +253,18 @@ impl Grid {
             let (x0, x1) = (cx.saturating_sub(r), (cx + r).min(last_x));
             let (y0, y1) = (cy.saturating_sub(r), (cy + r).min(last_y));
             // Only the ring's own cells (the inner rings are done): its top and bottom rows
-            // where the grid has them, then its left and right columns between.
+            // where the grid has them (each row's cells one run of points), then its left
+            // and right columns between.
             if r == 0 {
-                take(cx, cy, candidates);
+                take(cy, cx, cx, candidates);
             } else {
                 for y in [cy.checked_sub(r), Some(cy + r).filter(|y| *y <= last_y)].into_iter().flatten() {
-                    for x in x0..=x1 {
-                        take(x, y, candidates);
-                    }
+                    take(y, x0, x1, candidates);
                 }
                 let (inner0, inner1) = ((cy + 1).saturating_sub(r).max(y0), (cy + r - 1).min(y1));
                 for x in [cx.checked_sub(r), Some(cx + r).filter(|x| *x <= last_x)].into_iter().flatten() {
                     for y in inner0..=inner1 {
-                        take(x, y, candidates);
+                        take(y, x, x, candidates);
                     }
                 }
             }
@@ -338,7 +388,7 @@ mod tests {
         assert!(out.is_empty(), "nothing is within any distance of no place");
         // A rectangle far too large for its cells gets wider ones, not a billion of them.
         let huge = Grid::new(Vec2::splat(-1e9), Vec2::splat(1e9), 0.001);
-        assert!(huge.cells.len() <= MAX_CELLS_PER_SIDE * MAX_CELLS_PER_SIDE);
+        assert!(huge.cols * huge.rows <= MAX_CELLS_PER_SIDE * MAX_CELLS_PER_SIDE);
         assert_eq!(grid.position(3), Some(Vec2::ZERO));
         assert_eq!(grid.position(9), None);
     }
