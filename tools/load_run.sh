@@ -9,7 +9,9 @@
 # The server runs the arena's rooms (a lobby and matches, the default); SERVER_ARGS adds
 # flags to it, e.g. SERVER_ARGS="--match-size 0" for one arena world. BOTS_BIN runs the
 # swarm from another binary (the same bots against an older server); KEEP_LOG=1 keeps the
-# logs and says where.
+# logs and says where. On a machine where the server is short of CPU, its pacer lowers the
+# snapshot rate for part of a run and the CPU per player-tick follows that, not the binary:
+# to compare binaries' CPU, hold the rate with SERVER_ARGS="... --min-snapshot-rate 60".
 set -euo pipefail
 BIN=${1:?usage: tools/load_run.sh BIN [PLAYERS]}
 N=${2:-1000}
