@@ -119,7 +119,7 @@ impl Grid {
         Self { min, cell, cols, rows, positions: Vec::new(), cell_of_item: Vec::new(), cells: OnceLock::new() }
     }
 
-    /// Empties the grid, keeping its memory (for the next tick's points).
+    /// Empties the grid, keeping its points' memory (for the next tick's points).
     pub fn clear(&mut self) {
         self.positions.clear();
         self.cell_of_item.clear();
@@ -133,9 +133,7 @@ impl Grid {
         let (x, y) = self.cell_of(at);
         self.positions.push(at);
         self.cell_of_item.push((y * self.cols + x) as u32);
-        if self.cells.get().is_some() {
-            self.cells.take();
-        }
+        self.cells.take();
         item
     }
 

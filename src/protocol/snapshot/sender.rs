@@ -150,7 +150,6 @@ impl Entry {
 /// pointing at whatever the client still has.
 #[derive(Debug, Default)]
 struct SentView {
-    tick: Option<u32>,
     /// The client acknowledged this snapshot (it can serve as a second reference).
     acked: bool,
     sources: Vec<Arc<WorldSnapshot>>,
@@ -260,9 +259,9 @@ struct Record {
 pub struct SnapshotSender {
     schema: Arc<Schema>,
     ring: Vec<SentView>,
-    /// Each ring slot's tick (its view's `tick`), side by side: the searches for a tick
-    /// (every ack, every baseline) read these few lines instead of a line or two of every
-    /// view they pass, most of them released.
+    /// The tick of each ring slot's view (`None`: empty or released), side by side: the
+    /// searches for a tick (every ack, every baseline) read these few lines instead of a
+    /// line or two of every view they pass, most of them released.
     ticks: Vec<Option<u32>>,
     cursor: usize,
     acked: Option<u32>,
@@ -378,7 +377,6 @@ impl SnapshotSender {
             if predict && v.acked {
                 continue;
             }
-            v.tick = None;
             self.ticks[i] = None;
             v.sources.clear();
             v.entries.clear();
@@ -395,14 +393,15 @@ impl SnapshotSender {
     /// as far before the baseline as `tick` is after it (a ratio of 1 amplifies quantization
     /// noise least), at most 8 times closer.
     fn reference_slot(&self, base_slot: usize, tick: u32) -> Option<(usize, u32, u32)> {
-        let tb = self.ring[base_slot].tick?;
+        let tb = self.ticks[base_slot]?;
         let ahead = tick.checked_sub(tb)?;
         self.ring
             .iter()
+            .zip(&self.ticks)
             .enumerate()
-            .filter(|(s, v)| *s != self.cursor && *s != base_slot && v.acked)
-            .filter_map(|(s, v)| {
-                let behind = tb.checked_sub(v.tick?).filter(|b| *b > 0 && ahead + *b <= self.max_age)?;
+            .filter(|(s, (v, _))| *s != self.cursor && *s != base_slot && v.acked)
+            .filter_map(|(s, (_, t))| {
+                let behind = tb.checked_sub((*t)?).filter(|b| *b > 0 && ahead + *b <= self.max_age)?;
                 (ahead <= behind * 8).then_some((s, ahead, behind))
             })
             .min_by_key(|(_, _, behind)| *behind)
@@ -435,7 +434,7 @@ impl SnapshotSender {
             return Err(SnapshotError::TickNotIncreasing);
         }
         let base_slot =
-            self.baseline_slot().filter(|s| self.ring[*s].tick.is_some_and(|b| tick.wrapping_sub(b) <= self.max_age));
+            self.baseline_slot().filter(|s| self.ticks[*s].is_some_and(|b| tick.wrapping_sub(b) <= self.max_age));
         let mut view = std::mem::take(&mut self.ring[self.cursor]);
         self.ticks[self.cursor] = None;
         if view.entries.capacity() == 0 {
@@ -449,7 +448,6 @@ impl SnapshotSender {
         }
         view.entries.clear();
         view.entries.reserve_exact(want);
-        view.tick = None;
         view.acked = false;
         view.waiting.clear();
         view.whole = None;
@@ -471,7 +469,6 @@ impl SnapshotSender {
             out[..hit.bytes.len()].copy_from_slice(&hit.bytes);
             view.entries.extend_from_slice(&hit.entries);
             view.whole = Some(world.serial());
-            view.tick = Some(tick);
             self.ring[self.cursor] = view;
             self.ticks[self.cursor] = Some(tick);
             self.cursor = (self.cursor + 1) % self.ring.len();
@@ -481,10 +478,12 @@ impl SnapshotSender {
         let reference = if self.predict { base_slot.and_then(|b| self.reference_slot(b, tick)) } else { None };
         let reference = reference.map(|(s, num, den)| Reference { view: &self.ring[s], num, den });
         // The game's prediction, from the client's snapshots as the client holds them.
-        let predicted = match (&mut self.game, base, reference) {
-            (Some(g), Some(b), Some(rf)) => {
-                client_view(b, &mut g.baseline);
-                client_view(rf.view, &mut g.reference);
+        let base_tick = base_slot.and_then(|s| self.ticks[s]);
+        let predicted = match (&mut self.game, base.zip(base_tick), reference) {
+            (Some(g), Some((b, tb)), Some(rf)) => {
+                // The reference is `den` ticks before the baseline (`reference_slot`).
+                client_view(b, tb, &mut g.baseline);
+                client_view(rf.view, tb.wrapping_sub(rf.den), &mut g.reference);
                 g.predictor.predict(&g.baseline, &g.reference, rf.num, rf.den)
             }
             _ => None,
@@ -498,7 +497,6 @@ impl SnapshotSender {
 
         let kind_bits = kind_bits(&self.schema);
         let has_base = base.is_some();
-        let base_tick = base.and_then(|b| b.tick);
         // Everything but the records and the working memory is fixed for this packet.
         let (schema, predict) = (&self.schema, self.predict);
         let write_records = |records: &[Record], out: &mut [u8]| {
@@ -550,7 +548,6 @@ impl SnapshotSender {
             }
         }
 
-        view.tick = Some(tick);
         self.ring[self.cursor] = view;
         self.ticks[self.cursor] = Some(tick);
         self.cursor = (self.cursor + 1) % self.ring.len();
@@ -561,7 +558,7 @@ impl SnapshotSender {
     /// What the client holds after the snapshot of `tick`, as a world snapshot (tests, and
     /// the admin endpoint's drill-down).
     pub fn client_view(&self, tick: u32) -> Option<WorldSnapshot> {
-        let v = self.ring.iter().find(|v| v.tick == Some(tick))?;
+        let v = &self.ring[self.ticks.iter().position(|t| *t == Some(tick))?];
         let mut out = WorldSnapshot::new(tick);
         for e in v.entries.iter().filter(|e| e.present()) {
             out.push_raw(e.id, e.kind(), v.words(e));
@@ -845,8 +842,8 @@ struct GamePredictor {
 }
 
 /// The entities the client has in `view`, as a snapshot (for the game's predictor).
-fn client_view(view: &SentView, out: &mut WorldSnapshot) {
-    out.reset(view.tick.unwrap_or(0));
+fn client_view(view: &SentView, tick: u32, out: &mut WorldSnapshot) {
+    out.reset(tick);
     for e in view.entries.iter().filter(|e| e.present()) {
         out.push_raw(e.id, e.kind(), view.words(e));
     }
