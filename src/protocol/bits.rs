@@ -13,6 +13,7 @@ pub struct BitError;
 #[derive(Debug)]
 pub struct BitWriter<'a> {
     buf: &'a mut [u8],
+    /// Bits not yet stored, fewer than 64 between calls (a whole 64 is stored at once).
     scratch: u64,
     scratch_bits: u32,
     pos: usize,
@@ -45,23 +46,36 @@ impl<'a> BitWriter<'a> {
     #[inline]
     pub fn write(&mut self, value: u32, bits: u32) {
         debug_assert!(bits <= 32);
+        self.write_long(u64::from(value), bits.min(32));
+    }
+
+    /// Writes the low `bits` bits of `value` (0 to 64 bits) at once: a record's id gap, op
+    /// and cached field bits go out in one or two calls.
+    #[inline]
+    pub fn write_long(&mut self, value: u64, bits: u32) {
+        debug_assert!(bits <= 64);
         if bits == 0 {
             return;
         }
-        let masked = u64::from(value) & ((1u64 << bits) - 1);
-        self.scratch |= masked << self.scratch_bits;
-        self.scratch_bits += bits;
-        if self.scratch_bits >= 32 {
-            match self.buf.get_mut(self.pos..self.pos + 4) {
-                Some(b) => {
-                    b.copy_from_slice(&(self.scratch as u32).to_le_bytes());
-                    self.pos += 4;
-                }
-                None => self.overflow = true,
-            }
-            self.scratch >>= 32;
-            self.scratch_bits -= 32;
+        let masked = if bits >= 64 { value } else { value & ((1u64 << bits) - 1) };
+        let have = self.scratch_bits; // below 64
+        self.scratch |= masked << have;
+        let total = have + bits;
+        if total < 64 {
+            self.scratch_bits = total;
+            return;
         }
+        match self.buf.get_mut(self.pos..self.pos + 8) {
+            Some(b) => {
+                b.copy_from_slice(&self.scratch.to_le_bytes());
+                self.pos += 8;
+            }
+            None => self.overflow = true,
+        }
+        // The bits of `masked` that did not fit (none when `have` is 0: shifted in two
+        // steps so that no shift reaches 64).
+        self.scratch = (masked >> 1) >> (63 - have);
+        self.scratch_bits = total - 64;
     }
 
     /// Writes one bit.
@@ -72,8 +86,7 @@ impl<'a> BitWriter<'a> {
 
     /// Writes a 64-bit value in two halves.
     pub fn write_u64(&mut self, v: u64) {
-        self.write(v as u32, 32);
-        self.write((v >> 32) as u32, 32);
+        self.write_long(v, 64);
     }
 
     /// Writes whole bytes (after any bits already written).
@@ -88,18 +101,17 @@ impl<'a> BitWriter<'a> {
     /// first, to suit this writer.)
     #[inline]
     pub fn write_golomb(&mut self, v: u32, k: u32) {
-        let n = u64::from(v) + (1u64 << k);
-        let len = 64 - n.leading_zeros(); // at least k + 1
-        let prefix = len - 1 - k;
-        if prefix > 31 {
-            self.write(0, 31);
-            self.write(1 << (prefix - 31), prefix - 31 + 1);
-        } else {
-            self.write(1 << prefix, prefix + 1);
+        match golomb_code(v, k) {
+            Some((code, len)) => self.write_long(code, len),
+            None => {
+                let n = u64::from(v) + (1u64 << k);
+                let len = 64 - n.leading_zeros(); // at least k + 1
+                let prefix = len - 1 - k;
+                self.write_long(1 << prefix, prefix + 1);
+                let rest = len - 1;
+                self.write_long(n & ((1u64 << rest) - 1), rest);
+            }
         }
-        let rest = len - 1;
-        let low = n & ((1u64 << rest) - 1);
-        self.write(low as u32, rest.min(32));
     }
 
     /// Flushes the last partial byte; returns the bytes written.
@@ -121,6 +133,20 @@ impl<'a> BitWriter<'a> {
     pub fn overflowed(&self) -> bool {
         self.overflow
     }
+}
+
+/// The Exp-Golomb code of `v` with order `k` (`k` below 32) as the bits
+/// [`BitWriter::write_golomb`] writes, least significant first, and their count, when it
+/// fits in 64 bits (every `v` below 2^31 does).
+#[inline]
+pub(crate) fn golomb_code(v: u32, k: u32) -> Option<(u64, u32)> {
+    let n = u64::from(v) + (1u64 << k);
+    let len = 64 - n.leading_zeros(); // at least k + 1
+    let prefix = len - 1 - k;
+    let total = 2 * len - 1 - k;
+    // The zero prefix, the marker 1, then the low `len - 1` bits of n.
+    let low = n & ((1u64 << (len - 1)) - 1);
+    (total <= 64).then(|| (1u64 << prefix | low << (prefix + 1), total))
 }
 
 /// Reads bits written by [`BitWriter`].
@@ -275,6 +301,7 @@ mod tests {
         Bits(u32, u32),
         Golomb(u32, u32),
         U64(u64),
+        Long(u64, u32),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -287,6 +314,7 @@ mod tests {
                 .prop_map(|(v, n)| Op::Bits(v, n)),
             (any::<u32>(), 0u32..8).prop_map(|(v, k)| Op::Golomb(v >> (k % 4 * 8), k)),
             any::<u64>().prop_map(Op::U64),
+            (any::<u64>(), 0u32..=64).prop_map(|(v, n)| Op::Long(if n == 64 { v } else { v & ((1 << n) - 1) }, n)),
         ]
     }
 
@@ -300,6 +328,7 @@ mod tests {
                     Op::Bits(v, n) => w.write(v, n),
                     Op::Golomb(v, k) => w.write_golomb(v, k),
                     Op::U64(v) => w.write_u64(v),
+                    Op::Long(v, n) => w.write_long(v, n),
                 }
             }
             let n = w.finish().unwrap();
@@ -309,6 +338,11 @@ mod tests {
                     Op::Bits(v, n) => prop_assert_eq!(r.read(n).unwrap(), v),
                     Op::Golomb(v, k) => prop_assert_eq!(r.read_golomb(k).unwrap(), v),
                     Op::U64(v) => prop_assert_eq!(r.read_u64().unwrap(), v),
+                    Op::Long(v, n) => {
+                        let lo = r.read(n.min(32)).unwrap();
+                        let hi = r.read(n.saturating_sub(32)).unwrap();
+                        prop_assert_eq!(u64::from(lo) | u64::from(hi) << 32, v);
+                    }
                 }
             }
             prop_assert!(r.bits_left() < 8);
@@ -395,6 +429,55 @@ mod tests {
         let mut r = BitReader::new(&[0xff]);
         assert_eq!(r.read(8), Ok(0xff));
         assert_eq!(r.read(1), Err(BitError));
+    }
+
+    /// A whole 64 bits is stored at once: it overflows a buffer exactly when the bits do not
+    /// fit, whatever the buffer's length.
+    #[test]
+    fn long_writes_overflow_exactly_at_the_end() {
+        for len in 0..20usize {
+            for bits in [1u32, 7, 56, 63, 64, 65, 100, 127, 128, 129, 160] {
+                let mut buf = vec![0u8; len];
+                let mut w = BitWriter::new(&mut buf);
+                let mut left = bits;
+                while left > 0 {
+                    let n = left.min(64);
+                    w.write_long(u64::MAX, n);
+                    left -= n;
+                }
+                let fits = bits as usize <= len * 8;
+                assert_eq!(w.fits(), fits, "{bits} bits into {len} bytes");
+                assert_eq!(w.finish().is_ok(), fits, "{bits} bits into {len} bytes");
+                if fits {
+                    let ones = buf.iter().map(|b| b.count_ones()).sum::<u32>();
+                    assert_eq!(ones, bits, "every bit written, none past them");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_golomb_code_is_what_the_writer_writes() {
+        for k in 0..8 {
+            for v in [0u32, 1, 2, 5, 100, 4095, 65_535, (1 << 30) - 1, (1 << 31) - 1, u32::MAX] {
+                let mut a = [0u8; 16];
+                let mut w = BitWriter::new(&mut a);
+                w.write_golomb(v, k);
+                let len = w.bits_written() as u32;
+                w.finish().unwrap();
+                match golomb_code(v, k) {
+                    Some((code, n)) => {
+                        assert_eq!(n, len);
+                        let mut b = [0u8; 16];
+                        let mut w = BitWriter::new(&mut b);
+                        w.write_long(code, n);
+                        w.finish().unwrap();
+                        assert_eq!(a, b, "{v} at order {k}");
+                    }
+                    None => assert!(len > 64, "{v} at order {k}: {len} bits"),
+                }
+            }
+        }
     }
 
     #[test]

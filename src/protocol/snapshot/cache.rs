@@ -125,12 +125,12 @@ pub(crate) struct Capture {
 
 impl super::codec::Sink for Capture {
     #[inline]
-    fn bits(&mut self, v: u32, n: u32) {
+    fn bits(&mut self, v: u64, n: u32) {
         if self.len + n > MAX_BITS {
             self.overflow = true;
             return;
         }
-        let v = if n >= 32 { v } else { v & ((1u32 << n) - 1) };
+        let v = if n >= 64 { v } else { v & ((1u64 << n) - 1) };
         self.bits |= u128::from(v) << self.len;
         self.len += n;
     }
@@ -143,13 +143,11 @@ impl super::codec::Sink for Capture {
 /// Writes captured bits.
 #[inline]
 pub(crate) fn write_bits(w: &mut crate::protocol::bits::BitWriter<'_>, bits: u128, len: u32) {
-    let mut left = len;
-    let mut b = bits;
-    while left > 0 {
-        let n = left.min(32);
-        w.write(b as u32, n);
-        b >>= 32;
-        left -= n;
+    if len <= 64 {
+        w.write_long(bits as u64, len);
+    } else {
+        w.write_long(bits as u64, 64);
+        w.write_long((bits >> 64) as u64, len.min(MAX_BITS) - 64);
     }
 }
 
@@ -182,7 +180,7 @@ mod tests {
         let mut buf = [0u8; 32];
         let mut direct = crate::protocol::bits::BitWriter::new(&mut buf);
         for (v, n) in [(5u32, 3u32), (0xABCD_EF01, 32), (1, 1), (0x3FF, 10), (0xFFFF_FFFF, 32), (3, 2)] {
-            cap.bits(v, n);
+            cap.bits(u64::from(v), n);
             direct.write(v, n);
         }
         let n = direct.finish().unwrap();

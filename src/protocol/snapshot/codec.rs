@@ -13,14 +13,15 @@ use crate::protocol::range::{Prob, RangeDecoder, RangeEncoder};
 
 /// Something bits go into: the writer, or a counter for sizing.
 pub(crate) trait Sink {
-    fn bits(&mut self, v: u32, n: u32);
+    /// The low `n` bits of `v` (`n` at most 64).
+    fn bits(&mut self, v: u64, n: u32);
     fn golomb(&mut self, v: u32, k: u32);
 }
 
 impl Sink for BitWriter<'_> {
     #[inline]
-    fn bits(&mut self, v: u32, n: u32) {
-        self.write(v, n);
+    fn bits(&mut self, v: u64, n: u32) {
+        self.write_long(v, n);
     }
     #[inline]
     fn golomb(&mut self, v: u32, k: u32) {
@@ -34,7 +35,7 @@ pub(crate) struct Counter(pub u32);
 
 impl Sink for Counter {
     #[inline]
-    fn bits(&mut self, _: u32, n: u32) {
+    fn bits(&mut self, _: u64, n: u32) {
         self.0 += n;
     }
     #[inline]
@@ -44,8 +45,9 @@ impl Sink for Counter {
 }
 
 /// Collects an entity's bits in a local word so that the hot loop keeps them in registers,
-/// handing whole 32-bit words to the sink.
+/// handing whole 64-bit words to the sink.
 struct Acc<'s, S: Sink> {
+    /// Fewer than 64 bits between calls.
     acc: u64,
     n: u32,
     sink: &'s mut S,
@@ -60,19 +62,23 @@ impl<'s, S: Sink> Acc<'s, S> {
     /// Appends the low `bits` (at most 32) of `v`; `v` must have no higher bits set.
     #[inline]
     fn put(&mut self, v: u32, bits: u32) {
-        self.acc |= u64::from(v) << self.n;
-        self.n += bits;
-        if self.n >= 32 {
-            self.sink.bits(self.acc as u32, 32);
-            self.acc >>= 32;
-            self.n -= 32;
+        let have = self.n; // below 64
+        self.acc |= u64::from(v) << have;
+        let total = have + bits;
+        if total < 64 {
+            self.n = total;
+            return;
         }
+        self.sink.bits(self.acc, 64);
+        // What of `v` did not fit (none when `have` is 0; no shift reaches 64).
+        self.acc = (u64::from(v) >> 1) >> (63 - have);
+        self.n = total - 64;
     }
 
     #[inline]
     fn finish(self) {
         if self.n > 0 {
-            self.sink.bits(self.acc as u32, self.n);
+            self.sink.bits(self.acc, self.n);
         }
     }
 }
@@ -131,7 +137,7 @@ fn write_component<S: Sink>(base: u32, cur: u32, width: u32, k: u32, a: &mut Acc
         a.put(0b01, 2);
         let n_bits = a.n;
         let acc = a.acc;
-        a.sink.bits(acc as u32, n_bits);
+        a.sink.bits(acc, n_bits);
         a.acc = 0;
         a.n = 0;
         a.sink.golomb(z, k);

@@ -8,7 +8,7 @@ use super::predictor::{PredictedWalk, Predictor};
 use super::schema::{EntityId, KindId, Schema};
 use super::world::WorldSnapshot;
 use super::{SnapshotError, kind_bits};
-use crate::protocol::bits::BitWriter;
+use crate::protocol::bits::{BitWriter, golomb_code};
 use crate::protocol::range::RangeEncoder;
 
 /// Settings of a [`SnapshotSender`].
@@ -858,6 +858,19 @@ struct Reference<'a> {
     den: u32,
 }
 
+/// Writes `head` (bits and their count) then the low `len` bits of `bits` (at most
+/// [`cache::MAX_BITS`]), in one call when they fit in 64 bits.
+#[inline]
+fn write_after(w: &mut BitWriter<'_>, head: (u64, u32), bits: u128, len: u32) {
+    let (h, n) = head;
+    if n + len <= 64 {
+        w.write_long(h | (bits as u64).checked_shl(n).unwrap_or(0), n + len);
+    } else {
+        w.write_long(h, n);
+        cache::write_bits(w, bits, len);
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn write(
     schema: &Schema,
@@ -926,6 +939,8 @@ fn write(
     let base_entries: &[Entry] = base.map_or(&[], |b| &b.entries);
     let mut walk = BaseWalk::default();
     for r in sent() {
+        // The record's first bits not yet written (its id gap and op; none when range-coded).
+        let mut head = (0u64, 0u32);
         if rc {
             // Where the record is: one flag per baseline entity passed, in the context of
             // whether that entity was moving (a record is far likelier on a moving one).
@@ -961,19 +976,27 @@ fn write(
         } else {
             let gap = r.id.saturating_sub(next_id);
             next_id = r.id.saturating_add(1);
-            w.write_golomb(gap, gap_order);
-        }
-        if base_tick.is_some() && !rc {
-            match r.op {
-                Op::Changed => w.write(0, 1),
-                Op::Created => w.write(0b01, 2),
-                _ => w.write(0b11, 2),
+            // The id gap, then (against a baseline) the op: `0` changed, `01` created, `11`
+            // destroyed; held in `head` to go out with the record's next bits when they fit
+            // in 64 bits, as they almost always do.
+            let (op, op_len) = match (base_tick.is_some(), r.op) {
+                (false, _) => (0, 0),
+                (true, Op::Changed) => (0, 1),
+                (true, Op::Created) => (0b01, 2),
+                (true, Op::Destroyed) => (0b11, 2),
+            };
+            match golomb_code(gap, gap_order) {
+                Some((code, len)) if len + op_len <= 64 => head = (code | op << len, len + op_len),
+                _ => {
+                    w.write_golomb(gap, gap_order);
+                    w.write_long(op, op_len);
+                }
             }
         }
         match r.op {
             Op::Created => {
                 let kind = world.kind_at(r.world_index as usize);
-                w.write(u32::from(kind), kind_bits);
+                write_after(&mut w, head, u128::from(kind), kind_bits);
                 let k = schema.kind(kind).ok_or(SnapshotError::UnknownKind)?;
                 codec::write_full(k, world.words_at(r.world_index as usize), &mut w);
             }
@@ -986,8 +1009,9 @@ fn write(
                     let (serial, index) = (src.serial(), r.world_index as usize);
                     let lookup = world.cached_delta(index, serial);
                     if let cache::Lookup::Hit(bits, len) = lookup {
-                        cache::write_bits(&mut w, bits, len);
+                        write_after(&mut w, head, bits, len);
                     } else {
+                        w.write_long(head.0, head.1);
                         let k = schema.kind(e.kind()).ok_or(SnapshotError::UnknownKind)?;
                         let (from, to) = (src.words_at(e.index as usize), world.words_at(index));
                         let mut cap = cache::Capture::default();
@@ -1006,6 +1030,7 @@ fn write(
                     }
                     continue;
                 }
+                w.write_long(head.0, head.1); // nothing: range-coded records have no head
                 let k = schema.kind(e.kind()).ok_or(SnapshotError::UnknownKind)?;
                 let cur = world.words_at(r.world_index as usize);
                 let m = models.kind(e.kind(), k);
@@ -1033,7 +1058,7 @@ fn write(
                 }
                 codec::write_delta_rc(k, reference_words, cur, motion, m, &mut enc);
             }
-            _ => {}
+            Op::Destroyed => w.write_long(head.0, head.1),
         }
         if w.overflowed() || (rc && enc.bytes_so_far() > out_len) {
             break;
