@@ -302,6 +302,143 @@ impl Count for Tally {
     }
 }
 
+/// Most bucket edges a [`HotHistogram`] has.
+const HOT_EDGES: usize = 24;
+
+/// A histogram recorded on hot paths (every snapshot, every input): bucket counts and a
+/// sum in a slot per thread, as a [`Tally`] keeps its counts, rendered in Prometheus' text
+/// format after the exporter's own. A sample costs a scan of the edges and two additions
+/// no other thread contends for; the exporter's histograms read a clock and push every
+/// sample onto a shared list until the next upkeep (about 2.5 % of a 500-player server's
+/// CPU for these six).
+#[derive(Debug)]
+pub(crate) struct HotHistogram {
+    name: &'static str,
+    /// Its one label (`stage="encoded"`), or empty.
+    label: &'static str,
+    /// Upper bucket edges, ascending (at most [`HOT_EDGES`]).
+    edges: Vec<f64>,
+    slots: [HotSlot; TALLY_SLOTS],
+}
+
+/// One thread slot of a [`HotHistogram`], on cache lines of its own.
+#[derive(Debug)]
+#[repr(align(128))]
+struct HotSlot {
+    /// Samples in each bucket, not cumulative: `counts[i]` those up to `edges[i]` (and above
+    /// the edge before), the one after the last edge those above every edge.
+    counts: [AtomicU64; HOT_EDGES + 1],
+    /// The samples' sum (an `f64`'s bits).
+    sum: AtomicU64,
+}
+
+impl HotHistogram {
+    fn new(name: &'static str, label: &'static str, edges: &[f64]) -> Self {
+        debug_assert!(edges.len() <= HOT_EDGES && edges.windows(2).all(|w| w[0] < w[1]));
+        let slot = || HotSlot { counts: std::array::from_fn(|_| AtomicU64::new(0)), sum: AtomicU64::new(0) };
+        Self {
+            name,
+            label,
+            edges: edges.iter().copied().take(HOT_EDGES).collect(),
+            slots: std::array::from_fn(|_| slot()),
+        }
+    }
+
+    /// Counts one sample (a NaN is not counted).
+    #[inline]
+    pub(crate) fn record(&self, v: f64) {
+        if v.is_nan() {
+            return;
+        }
+        let bucket = self.edges.iter().position(|e| v <= *e).unwrap_or(self.edges.len());
+        let slot = &self.slots[TALLY_SLOT.try_with(|s| *s).unwrap_or(0)];
+        slot.counts[bucket].fetch_add(1, Ordering::Relaxed);
+        // Another thread shares this slot only when there are more threads than slots.
+        let _ =
+            slot.sum.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| Some((f64::from_bits(b) + v).to_bits()));
+    }
+
+    /// Its series (cumulative buckets, sum and count) in Prometheus' text format.
+    fn render(&self, out: &mut String) {
+        use std::fmt::Write;
+        let mut counts = [0u64; HOT_EDGES + 1];
+        let mut sum = 0.0f64;
+        for s in &self.slots {
+            for (c, n) in counts.iter_mut().zip(&s.counts) {
+                *c += n.load(Ordering::Relaxed);
+            }
+            sum += f64::from_bits(s.sum.load(Ordering::Relaxed));
+        }
+        let (name, label) = (self.name, self.label);
+        let sep = if label.is_empty() { "" } else { "," };
+        let mut total = 0u64;
+        for (edge, n) in self.edges.iter().zip(counts) {
+            total += n;
+            let _ = writeln!(out, "{name}_bucket{{{label}{sep}le=\"{edge}\"}} {total}");
+        }
+        total += counts[self.edges.len()];
+        let _ = writeln!(out, "{name}_bucket{{{label}{sep}le=\"+Inf\"}} {total}");
+        let braced = if label.is_empty() { String::new() } else { format!("{{{label}}}") };
+        let _ = writeln!(out, "{name}_sum{braced} {sum}");
+        let _ = writeln!(out, "{name}_count{braced} {total}");
+    }
+}
+
+/// The histograms recorded for every snapshot and every input ([`HotHistogram`]).
+#[derive(Debug)]
+struct HotHistograms {
+    baseline_age: HotHistogram,
+    input_delay: HotHistogram,
+    input_effect: HotHistogram,
+    view_age: HotHistogram,
+    snapshot_encoded: HotHistogram,
+    snapshot_sent: HotHistogram,
+}
+
+impl HotHistograms {
+    /// Every family, its help and its series.
+    fn families(&self) -> [(&'static str, &'static str, Vec<&HotHistogram>); 5] {
+        [
+            (
+                "volley_snapshot_baseline_age_seconds",
+                "Age of the acknowledged baseline each delta snapshot was encoded against.",
+                vec![&self.baseline_age],
+            ),
+            (
+                "volley_input_effect_seconds",
+                "Server latency from an input's arrival to the snapshot carrying its effect leaving, without the wait for the tick.",
+                vec![&self.input_effect],
+            ),
+            (
+                "volley_input_delay_seconds",
+                "Time from an input's arrival to the tick that applied it.",
+                vec![&self.input_delay],
+            ),
+            (
+                "volley_input_view_age_seconds",
+                "How far behind the newest snapshot the view reported with each input was: how far lag compensation rewinds.",
+                vec![&self.view_age],
+            ),
+            (
+                "volley_snapshot_size_bytes",
+                "Snapshot size as encoded, and as sent (after lz4 where it helped, with acks and messages).",
+                vec![&self.snapshot_encoded, &self.snapshot_sent],
+            ),
+        ]
+    }
+
+    /// Every family in Prometheus' text format, appended to `out`.
+    fn render(&self, out: &mut String) {
+        for (name, help, series) in self.families() {
+            out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} histogram\n"));
+            for h in series {
+                h.render(out);
+            }
+            out.push('\n');
+        }
+    }
+}
+
 /// Histogram handles, cached at construction.
 struct Histograms {
     tick_duration: Histogram,
@@ -310,12 +447,6 @@ struct Histograms {
     jitter: Histogram,
     loss: Histogram,
     send_rate: Histogram,
-    baseline_age: Histogram,
-    input_delay: Histogram,
-    input_effect: Histogram,
-    view_age: Histogram,
-    snapshot_encoded: Histogram,
-    snapshot_sent: Histogram,
 }
 
 impl std::fmt::Debug for Histograms {
@@ -552,6 +683,7 @@ pub struct ServerMetrics {
     /// The figures of the zones this server runs ([`ServerMetrics::add_zone`]).
     zones: Mutex<Vec<Arc<ZoneCounters>>>,
     hist: Histograms,
+    hot: HotHistograms,
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
 }
@@ -617,11 +749,6 @@ impl ServerMetrics {
         b = buckets(b, "volley_jitter_seconds", JITTER_BUCKETS);
         b = buckets(b, "volley_packet_loss_ratio", LOSS_BUCKETS);
         b = buckets(b, "volley_send_rate_bytes_per_second", RATE_BUCKETS);
-        b = buckets(b, "volley_snapshot_baseline_age_seconds", &baseline);
-        b = buckets(b, "volley_input_delay_seconds", &input_delay);
-        b = buckets(b, "volley_input_effect_seconds", &tick);
-        b = buckets(b, "volley_input_view_age_seconds", RTT_BUCKETS);
-        b = buckets(b, "volley_snapshot_size_bytes", SIZE_BUCKETS);
         let recorder = b.build_recorder();
         let handle = recorder.handle();
         let h = |name: &'static str, labels: &[(&'static str, &'static str)]| {
@@ -634,12 +761,14 @@ impl ServerMetrics {
             jitter: h("volley_jitter_seconds", &[]),
             loss: h("volley_packet_loss_ratio", &[]),
             send_rate: h("volley_send_rate_bytes_per_second", &[]),
-            baseline_age: h("volley_snapshot_baseline_age_seconds", &[]),
-            input_delay: h("volley_input_delay_seconds", &[]),
-            input_effect: h("volley_input_effect_seconds", &[]),
-            view_age: h("volley_input_view_age_seconds", &[]),
-            snapshot_encoded: h("volley_snapshot_size_bytes", &[("stage", "encoded")]),
-            snapshot_sent: h("volley_snapshot_size_bytes", &[("stage", "sent")]),
+        };
+        let hot = HotHistograms {
+            baseline_age: HotHistogram::new("volley_snapshot_baseline_age_seconds", "", &baseline),
+            input_delay: HotHistogram::new("volley_input_delay_seconds", "", &input_delay),
+            input_effect: HotHistogram::new("volley_input_effect_seconds", "", &tick),
+            view_age: HotHistogram::new("volley_input_view_age_seconds", "", RTT_BUCKETS),
+            snapshot_encoded: HotHistogram::new("volley_snapshot_size_bytes", "stage=\"encoded\"", SIZE_BUCKETS),
+            snapshot_sent: HotHistogram::new("volley_snapshot_size_bytes", "stage=\"sent\"", SIZE_BUCKETS),
         };
         let m = Self {
             players: AtomicU64::new(0),
@@ -706,6 +835,7 @@ impl ServerMetrics {
             kinds: std::sync::OnceLock::new(),
             zones: Mutex::new(Vec::new()),
             hist,
+            hot,
             recorder,
             handle,
         };
@@ -734,11 +864,6 @@ impl ServerMetrics {
         d("volley_rtt_seconds", Some(Unit::Seconds), "Players' smoothed round-trip times, sampled once a second each.");
         d("volley_jitter_seconds", Some(Unit::Seconds), "Players' round-trip variation, sampled once a second each.");
         d("volley_packet_loss_ratio", None, "Players' estimated packet loss, sampled once a second each.");
-        d(
-            "volley_snapshot_baseline_age_seconds",
-            Some(Unit::Seconds),
-            "Age of the acknowledged baseline each delta snapshot was encoded against.",
-        );
         d("volley_snapshot_full_total", None, "Snapshots sent in full because no acknowledged baseline was usable.");
         d("volley_snapshots_total", None, "Snapshots sent.");
         d("volley_snapshots_held_total", None, "Snapshots not sent because the client's send rate budget was spent.");
@@ -779,11 +904,6 @@ impl ServerMetrics {
             "The share of the configured snapshot rate every player gets now: 1, or 1/2, 1/3, 1/4 when the server is short of CPU.",
         );
         d("volley_reliable_resends_total", None, "Reliable messages resent after an ack timeout.");
-        d(
-            "volley_input_delay_seconds",
-            Some(Unit::Seconds),
-            "Time from an input's arrival to the tick that applied it.",
-        );
         d("volley_inputs_applied_total", None, "Player inputs applied by the world.");
         d(
             "volley_inputs_dropped_total",
@@ -821,25 +941,10 @@ impl ServerMetrics {
             None,
             "Ticks times the players connected at each: the count behind per-player-tick costs.",
         );
-        d(
-            "volley_input_effect_seconds",
-            Some(Unit::Seconds),
-            "Server latency from an input's arrival to the snapshot carrying its effect leaving, without the wait for the tick.",
-        );
-        d(
-            "volley_input_view_age_seconds",
-            Some(Unit::Seconds),
-            "How far behind the newest snapshot the view reported with each input was: how far lag compensation rewinds.",
-        );
         d("volley_sent_bytes_total", None, "Bytes sent, by what they carried.");
         d("volley_sent_packets_total", None, "Datagrams sent, by what they carried.");
         d("volley_received_bytes_total", None, "Bytes received, by what they carried.");
         d("volley_received_packets_total", None, "Datagrams received, by what they carried.");
-        d(
-            "volley_snapshot_size_bytes",
-            Some(Unit::Bytes),
-            "Snapshot size as encoded, and as sent (after lz4 where it helped, with acks and messages).",
-        );
         d("volley_players", None, "Players connected.");
         d("volley_client_messages_total", None, "Messages from clients handed to the world.");
         d("volley_recorded_frames_total", None, "World ticks written to recordings.");
@@ -1183,7 +1288,7 @@ impl ServerMetrics {
 
     /// Records how long an input waited from arrival to being applied.
     pub fn record_input_delay(&self, d: Duration) {
-        self.hist.input_delay.record(d.as_secs_f64());
+        self.hot.input_delay.record(d.as_secs_f64());
         if let Ok(mut r) = self.input_delay_us.lock() {
             r.push(d);
         }
@@ -1192,7 +1297,7 @@ impl ServerMetrics {
     /// Records the server's added latency for one input: from its arrival to the snapshot
     /// with its effect leaving, without the wait for the tick to begin.
     pub fn record_input_effect(&self, d: Duration) {
-        self.hist.input_effect.record(d.as_secs_f64());
+        self.hot.input_effect.record(d.as_secs_f64());
         if let Ok(mut r) = self.input_effect_us.lock() {
             r.push(d);
         }
@@ -1200,7 +1305,7 @@ impl ServerMetrics {
 
     /// Records how far (seconds) behind the newest snapshot an input's reported view was.
     pub fn record_view_age(&self, seconds: f64) {
-        self.hist.view_age.record(seconds);
+        self.hot.view_age.record(seconds);
     }
 
     /// Quantile of the added input-to-effect latency over recent inputs.
@@ -1240,10 +1345,10 @@ impl ServerMetrics {
             self.entities_deferred.fetch_add(u64::from(deferred), Ordering::Relaxed);
         }
         self.snapshot_bytes.fetch_add(encoded as u64, Ordering::Relaxed);
-        self.hist.snapshot_encoded.record(encoded as f64);
-        self.hist.snapshot_sent.record(sent as f64);
+        self.hot.snapshot_encoded.record(encoded as f64);
+        self.hot.snapshot_sent.record(sent as f64);
         match baseline_age {
-            Some(age) => self.hist.baseline_age.record(age.as_secs_f64()),
+            Some(age) => self.hot.baseline_age.record(age.as_secs_f64()),
             None => {
                 self.full_snapshots.fetch_add(1, Ordering::Relaxed);
             }
@@ -1599,7 +1704,8 @@ impl ServerMetrics {
             let c = self.recorder.register_counter(&key("process_cpu_seconds_total", &[]), &META);
             c.absolute(cpu.as_millis() as u64);
         }
-        let text = self.handle.render();
+        let mut text = self.handle.render();
+        self.hot.render(&mut text);
         fix_seconds(text)
     }
 }
@@ -1659,6 +1765,49 @@ mod bucket_tests {
         let total = buckets.last().map_or(0.0, |b| b.1);
         let i = buckets.iter().position(|(_, n)| *n >= q * total).unwrap_or(0);
         (if i == 0 { 0.0 } else { buckets[i - 1].0 }, buckets[i].0)
+    }
+
+    /// A hot histogram renders as the exporter's do: cumulative buckets whose edge is
+    /// inclusive, `+Inf`, sum and count, with samples from several threads all counted.
+    #[test]
+    fn hot_histograms_count_every_thread_and_render_as_prometheus_reads_them() {
+        let h = HotHistogram::new("x_bytes", "stage=\"sent\"", &[1.0, 10.0]);
+        std::thread::scope(|s| {
+            for _ in 0..3 {
+                s.spawn(|| {
+                    for v in [0.5, 1.0, 7.0, 10.0, 11.0, f64::NAN] {
+                        h.record(v);
+                    }
+                });
+            }
+        });
+        let mut text = String::new();
+        h.render(&mut text);
+        assert_eq!(
+            text,
+            "x_bytes_bucket{stage=\"sent\",le=\"1\"} 6\nx_bytes_bucket{stage=\"sent\",le=\"10\"} 12\n\
+             x_bytes_bucket{stage=\"sent\",le=\"+Inf\"} 15\nx_bytes_sum{stage=\"sent\"} 88.5\nx_bytes_count{stage=\"sent\"} 15\n"
+        );
+        let h = HotHistogram::new("y_seconds", "", &[0.5]);
+        h.record(0.25);
+        let mut text = String::new();
+        h.render(&mut text);
+        assert_eq!(
+            text,
+            "y_seconds_bucket{le=\"0.5\"} 1\ny_seconds_bucket{le=\"+Inf\"} 1\ny_seconds_sum 0.25\ny_seconds_count 1\n"
+        );
+        // Each family once, with its help and type, in the server's exposition.
+        let m = ServerMetrics::new();
+        m.record_snapshot(100, 120, None, 0);
+        let text = m.render();
+        for family in
+            ["volley_snapshot_size_bytes", "volley_input_delay_seconds", "volley_snapshot_baseline_age_seconds"]
+        {
+            assert_eq!(text.matches(&format!("# TYPE {family} histogram")).count(), 1, "{family}");
+            assert_eq!(text.matches(&format!("# HELP {family} ")).count(), 1, "{family}");
+        }
+        assert!(text.contains("volley_snapshot_size_bytes_bucket{stage=\"encoded\",le=\"128\"} 1\n"));
+        assert!(text.contains("volley_snapshot_size_bytes_count{stage=\"sent\"} 1\n"));
     }
 
     #[test]
