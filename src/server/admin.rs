@@ -181,8 +181,9 @@ impl AdminThread {
                 let upkeep = {
                     let metrics = admin.metrics.clone();
                     async move {
-                        // Histogram samples wait in memory until drained: at 1000 players
-                        // that is 1.4 MB a second, so drain five times a second.
+                        // The exporter's histogram samples (ticks, and each player's link
+                        // once a second) wait in memory until drained, so drain five times a
+                        // second. (Those of every snapshot and input are `HotHistogram`s.)
                         let mut every = tokio::time::interval(Duration::from_millis(200));
                         loop {
                             every.tick().await;

@@ -1,7 +1,9 @@
 //! The server's live figures and their Prometheus exposition.
 //!
-//! Hot paths touch plain atomics (one relaxed add) or a cached histogram handle; counters and
-//! gauges are copied into the Prometheus recorder only when it renders a scrape. Every
+//! Hot paths touch plain atomics (one relaxed add), a per-thread slot of a counter or of a
+//! histogram recorded for every snapshot and input (`Tally`, `HotHistogram`), or, for the
+//! rarer samples (a tick, a player's link once a second), a cached histogram handle; counters
+//! and gauges are copied into the Prometheus recorder only when it renders a scrape. Every
 //! [`ServerMetrics`] owns its own recorder, so several servers in one process (tests) never
 //! share series, and no global recorder is installed.
 //!
