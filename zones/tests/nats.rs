@@ -32,7 +32,18 @@ async fn zone_of(me: u16, zones: u16, url: &str) -> (ServerHandle, ZoneBus) {
 
 /// [`zone_of`], and who joined its world.
 async fn zone_with_joins(me: u16, zones: u16, url: &str) -> (ServerHandle, ZoneBus, Arc<Mutex<Vec<JoinInfo>>>) {
-    let (world, link) = Zone::of(me, zones);
+    zone_waiting(me, zones, url, None).await
+}
+
+/// [`zone_with_joins`], whose handoffs wait `handoff_timeout` for their answer.
+async fn zone_waiting(
+    me: u16,
+    zones: u16,
+    url: &str,
+    handoff_timeout: Option<Duration>,
+) -> (ServerHandle, ZoneBus, Arc<Mutex<Vec<JoinInfo>>>) {
+    let (mut world, link) = Zone::of(me, zones);
+    world.handoff_timeout = handoff_timeout;
     let joins = world.joins.clone();
     let (server, bus) = nats::serve_zone(world, link, KEY, url).await;
     (server, bus, joins)
@@ -154,14 +165,23 @@ async fn zones_share_their_borders_over_nats_and_ride_out_its_loss() {
 async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_the_player_go() {
     let Some(path) = tools::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
     let mut nats = Nats::start(path);
-    // Three zones side by side; zone 2 never starts.
-    let (_a, bus_a) = zone_of(0, 3, &nats.url()).await;
-    let (b, bus_b, joins_b) = zone_with_joins(1, 3, &nats.url()).await;
+    // Three zones side by side; zone 2 never starts. The answers may take long on a loaded
+    // machine (the whole suite runs beside this test in CI): what is tested is which answer
+    // comes, so they get two seconds rather than the default 100 ms, which a slow answer
+    // turned into a timeout (an accepted offer counted as unanswered).
+    const WAIT: Duration = Duration::from_secs(2);
+    let (_a, bus_a, _) = zone_waiting(0, 3, &nats.url(), Some(WAIT)).await;
+    let (b, bus_b, joins_b) = zone_waiting(1, 3, &nats.url(), Some(WAIT)).await;
     let wait_connected = Instant::now();
     while !(bus_a.is_connected() && bus_b.is_connected()) {
         assert!(wait_connected.elapsed() < Duration::from_secs(5));
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // Connected is not subscribed: until NATS has zone 1's subscription to its offers, an
+    // offer finds no responder (and times out at once). A flush waits for the server to
+    // have read everything each client sent before it, its subscriptions among them.
+    bus_a.client().flush().await.unwrap();
+    bus_b.client().flush().await.unwrap();
 
     // Accepted: zone 1 answers with its address and keeps the state for the player's arrival.
     let offer = Offer::new(0, 42, [1; 256], b"health=80".to_vec());
@@ -190,18 +210,21 @@ async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_th
     // Taken once; and one whose player never comes expires (the token's life, 10 s).
     let mut other = offer.clone();
     other.client_id = 43;
-    bus_a.hand_off(12, 1, &other).await.unwrap();
+    let outcome = bus_a.hand_off(12, 1, &other).await.unwrap();
+    assert!(matches!(outcome, Outcome::Accepted { player: 12, to: 1, .. }), "{outcome:?}");
     let now = bus_b.now();
     assert_eq!(bus_b.inbox().take_arrival(43, now).unwrap().state, b"health=80");
     assert!(bus_b.inbox().take_arrival(43, now).is_none(), "a player arrives once");
-    bus_a.hand_off(12, 1, &other).await.unwrap();
+    let outcome = bus_a.hand_off(12, 1, &other).await.unwrap();
+    assert!(matches!(outcome, Outcome::Accepted { player: 12, to: 1, .. }), "{outcome:?}");
     assert!(bus_b.inbox().take_arrival(43, bus_b.now() + Duration::from_secs(11)).is_none());
 
-    // Nobody listens for zone 2: the player stays, at once (NATS says there are no responders).
+    // Nobody listens for zone 2: the player stays, at once (NATS says there are no
+    // responders): sooner than the wait for an answer could end.
     let began = Instant::now();
     let outcome = bus_a.hand_off(8, 2, &offer).await.unwrap();
     assert_eq!(outcome, Outcome::TimedOut { player: 8, to: 2 });
-    assert!(began.elapsed() < Duration::from_millis(500));
+    assert!(began.elapsed() < WAIT, "{:?}: no answer was waited for", began.elapsed());
     assert!(!bus_a.inbox().is_leaving(8), "the player stays where it is");
 
     // Refused: zone 0 takes players only from its neighbour, zone 1, not from zone 2.
@@ -210,11 +233,14 @@ async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_th
     let outcome = bus_b.hand_off(10, 0, &foreign).await.unwrap();
     assert!(matches!(&outcome, Outcome::Refused { reason, .. } if reason.contains("not a neighbour")), "{outcome:?}");
 
-    // The bus down: no answer, the player stays.
+    // The bus down: no answer, the player stays. The request waits out the timeout, and the
+    // zone's world polls the same timeout each tick: whichever ends the handoff first, it
+    // timed out (`None`: the world's poll did, and counted it).
     nats.kill();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let outcome = bus_a.hand_off(11, 1, &offer).await.unwrap();
-    assert_eq!(outcome, Outcome::TimedOut { player: 11, to: 1 });
+    let outcome = bus_a.hand_off(11, 1, &offer).await;
+    assert!(matches!(outcome, None | Some(Outcome::TimedOut { player: 11, to: 1 })), "{outcome:?}");
+    assert!(!bus_a.inbox().is_leaving(11), "the player stays where it is");
 
     let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
     let a = bus_a.counters();
@@ -222,6 +248,6 @@ async fn a_handoff_is_accepted_refused_or_unanswered_and_only_acceptance_lets_th
     assert_eq!(n(&bus_b.counters().handoffs_in[0]), 3);
     assert_eq!(n(&a.handoffs_in[1]), 1, "zone 0 refused one");
     assert_eq!(n(&bus_b.counters().handoffs_out[1]), 1);
+    // (How fast an answer comes is a figure, not a test: BENCHMARKS.md, session 20.)
     eprintln!("an accepted handoff's answer took {took:?}");
-    assert!(took < Duration::from_millis(100), "{took:?}");
 }

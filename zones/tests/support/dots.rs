@@ -70,6 +70,8 @@ pub struct Zone {
     pub link: Arc<Mutex<Option<ZoneLink>>>,
     /// Who joined, as the world heard it.
     pub joins: Arc<Mutex<Vec<JoinInfo>>>,
+    /// How long a handoff waits for its answer (`None`: the zone's default, 100 ms).
+    pub handoff_timeout: Option<std::time::Duration>,
 }
 
 impl Zone {
@@ -88,7 +90,10 @@ impl World for Zone {
     }
     fn started(&mut self, me: WorldId, worlds: &Worlds) {
         let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(200.0, 100.0), self.zones, 1, RADIUS).unwrap();
-        let options = ZoneOptions::new(layout, self.me, Arc::new(Dots { me: self.me }));
+        let mut options = ZoneOptions::new(layout, self.me, Arc::new(Dots { me: self.me }));
+        if let Some(t) = self.handoff_timeout {
+            options.handoff_timeout = t;
+        }
         *self.link.lock().unwrap() = Some(worlds.zone(me, options, WorldOptions::new("border")).unwrap());
     }
     fn join_with(&mut self, p: PlayerId, who: &JoinInfo) {
@@ -121,7 +126,18 @@ impl Zone {
     /// Zone `me` of `zones` side by side.
     pub fn of(me: u16, zones: u16) -> (Self, Arc<Mutex<Option<ZoneLink>>>) {
         let link = Arc::new(Mutex::new(None));
-        (Self { me, zones, tick: 0, players: Vec::new(), link: link.clone(), joins: Arc::default() }, link)
+        (
+            Self {
+                me,
+                zones,
+                tick: 0,
+                players: Vec::new(),
+                link: link.clone(),
+                joins: Arc::default(),
+                handoff_timeout: None,
+            },
+            link,
+        )
     }
 }
 
