@@ -398,31 +398,20 @@ struct HotHistograms {
 }
 
 impl HotHistograms {
-    /// Every family, its help and its series.
-    fn families(&self) -> [(&'static str, &'static str, Vec<&HotHistogram>); 5] {
+    /// Every family: its help and its series (the family's name is theirs).
+    fn families(&self) -> [(&'static str, Vec<&HotHistogram>); 5] {
         [
+            ("Age of the acknowledged baseline each delta snapshot was encoded against.", vec![&self.baseline_age]),
             (
-                "volley_snapshot_baseline_age_seconds",
-                "Age of the acknowledged baseline each delta snapshot was encoded against.",
-                vec![&self.baseline_age],
-            ),
-            (
-                "volley_input_effect_seconds",
                 "Server latency from an input's arrival to the snapshot carrying its effect leaving, without the wait for the tick.",
                 vec![&self.input_effect],
             ),
+            ("Time from an input's arrival to the tick that applied it.", vec![&self.input_delay]),
             (
-                "volley_input_delay_seconds",
-                "Time from an input's arrival to the tick that applied it.",
-                vec![&self.input_delay],
-            ),
-            (
-                "volley_input_view_age_seconds",
                 "How far behind the newest snapshot the view reported with each input was: how far lag compensation rewinds.",
                 vec![&self.view_age],
             ),
             (
-                "volley_snapshot_size_bytes",
                 "Snapshot size as encoded, and as sent (after lz4 where it helped, with acks and messages).",
                 vec![&self.snapshot_encoded, &self.snapshot_sent],
             ),
@@ -431,7 +420,8 @@ impl HotHistograms {
 
     /// Every family in Prometheus' text format, appended to `out`.
     fn render(&self, out: &mut String) {
-        for (name, help, series) in self.families() {
+        for (help, series) in self.families() {
+            let Some(name) = series.first().map(|h| h.name) else { continue };
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} histogram\n"));
             for h in series {
                 h.render(out);
