@@ -160,3 +160,53 @@ async fn paced_inputs_keep_their_redundancy_through_a_lossy_uplink() {
     assert!(sent.len() >= 200, "{} inputs sent while paced", sent.len());
     assert!(lost.len() * 50 <= sent.len(), "at most 2 % lost: {} of {}", lost.len(), sent.len());
 }
+
+/// The same pacing in the stepper (`Stepper::pin_snapshot_interval`), where it is exact: at
+/// one in three the client gets the snapshot of every third tick and sends one packet in
+/// three, a client that connects meanwhile is told, every input reaches the world once and
+/// in order, and letting go brings every tick's snapshot back at once. A game tries its
+/// client at a paced rate this way, one tick at a time.
+#[test]
+fn the_stepper_paces_as_the_server_does() {
+    let inputs = Arc::new(Mutex::new(Vec::new()));
+    let mut stepper = volley::testing::Stepper::new(Counting { inputs: inputs.clone(), tick: 0 }, 60, 4);
+    stepper.add_client(LinkProfile::PERFECT);
+    let mut frame = 0u32;
+    // Steps `n` ticks, client 0 sending its frame number; (snapshots it got, packets it sent).
+    let mut phase = |stepper: &mut volley::testing::Stepper<Counting>, n: u32| {
+        let up = |s: &volley::testing::Stepper<Counting>| s.link_counts(0).unwrap().0.datagrams;
+        let (mut snapshots, packets) = (0, up(stepper));
+        let mut last = stepper.clients[0].client.latest().map(|s| s.tick());
+        for _ in 0..n {
+            stepper.step_with(|i, _, _| if i == 0 { frame.to_le_bytes().to_vec() } else { Vec::new() });
+            frame += 1;
+            let now = stepper.clients[0].client.latest().map(|s| s.tick());
+            snapshots += u32::from(now != last);
+            last = now;
+        }
+        (snapshots, up(stepper) - packets)
+    };
+    phase(&mut stepper, 60);
+    let free = phase(&mut stepper, 120);
+    stepper.pin_snapshot_interval(Some(3));
+    phase(&mut stepper, 30);
+    let late = stepper.add_client(LinkProfile::PERFECT);
+    let paced = phase(&mut stepper, 120);
+    assert_eq!(stepper.clients[0].client.pace(), 3, "told the pace");
+    assert_eq!(stepper.clients[late].client.pace(), 3, "a client that connects while the server paces is told");
+    stepper.pin_snapshot_interval(None);
+    phase(&mut stepper, 5);
+    let back = phase(&mut stepper, 120);
+    println!(
+        "120 ticks each (snapshots to the client, packets from it): free {free:?}, paced at 3 {paced:?}, back {back:?}"
+    );
+    assert_eq!(free, (120, 120));
+    assert_eq!(paced.0, 40, "the snapshot of every third tick");
+    assert!((39..=41).contains(&paced.1), "one packet in three: {}", paced.1);
+    assert_eq!(stepper.clients[0].client.pace(), 1);
+    assert_eq!(back, (120, 120));
+    let got = inputs.lock().unwrap().clone();
+    let first = *got.first().expect("inputs arrived");
+    let want: Vec<u32> = (first..frame).collect();
+    assert_eq!(got, want, "every input once, in order");
+}

@@ -18,6 +18,8 @@ use crate::protocol::reliability::RateConfig;
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
+use crate::protocol::system::Pace;
+use crate::server::pace::Pacer;
 pub use crate::server::record::SharedBuffer;
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::simulation::{Command, Simulation, Stepped, TickInput};
@@ -28,12 +30,13 @@ use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions
 use crate::transport::conditioner::{Bottleneck, LinkConditioner, LinkCounts, LinkProfile};
 
 const KEY: Key = [0x5a; 32];
-/// What the stepper's zones mint handoff tokens with.
+
 /// World `id`'s scoreboard columns, from its board (none: no board).
 fn columns_of(boards: &BTreeMap<WorldId, BoardSender>, id: WorldId) -> Vec<String> {
     boards.get(&id).map(|b| b.columns().to_vec()).unwrap_or_default()
 }
 
+/// What the stepper's zones mint handoff tokens with.
 const STEPPER_KEYS: TokenKeys = TokenKeys { protocol_id: crate::DEFAULT_PROTOCOL_ID, private_key: KEY };
 const SERVER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 40_000);
 
@@ -147,6 +150,8 @@ pub struct Stepper<W: World> {
     keys: Vec<(Key, Key)>,
     /// The datagrams sent since [`Stepper::capture`], when capturing.
     capture: Option<Vec<Datagram>>,
+    /// Every player's snapshot interval, as the broadcaster's ([`Stepper::pin_snapshot_interval`]).
+    pacer: Pacer,
 }
 
 /// One datagram the stepper's network carried, as [`Stepper::captured`] gives it: a capture
@@ -224,6 +229,7 @@ impl<W: World> Stepper<W> {
             failure: None,
             keys: Vec::new(),
             capture: None,
+            pacer: Pacer::new(u32::from(hz), u32::from(hz)),
             world,
         }
     }
@@ -321,6 +327,24 @@ impl<W: World> Stepper<W> {
         s.snapshot_every = every.max(1);
         s.params.snapshot_rate_hz = (s.params.tick_rate_hz / s.snapshot_every as u16).max(1);
         self
+    }
+
+    /// Holds every player's snapshot interval at `interval` ticks (1 to 4), as
+    /// [`ServerHandle::pin_snapshot_interval`](crate::server::ServerHandle::pin_snapshot_interval)
+    /// does on the server: a player gets the snapshots of the ticks where `(tick + id) %
+    /// interval == 0`, staggered by player, and every client is told the pace
+    /// ([`GameClient::pace`]) and sends its inputs at that rate, each packet carrying more of
+    /// them. So a game tries its client at the rate a server short of CPU would choose.
+    /// `None` lets go: the stepper is never short of CPU, so its players get every snapshot
+    /// again at once (a server raises the rate once it has had room for a while).
+    pub fn pin_snapshot_interval(&mut self, interval: Option<u8>) {
+        let Some(interval) = self.pacer.pin(Some(interval.unwrap_or(1))) else { return };
+        let (now, pace) = (self.now, Pace::new(interval).encode());
+        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        for (_, o) in self.sessions.iter_mut() {
+            o.value.send_notice(now, pace.clone(), &mut wire);
+        }
+        self.send_from_server(wire);
     }
 
     /// Adds a client behind a link with `profile` (both ways); returns its index. Its
@@ -495,7 +519,11 @@ impl<W: World> Stepper<W> {
                 let NewConnection { connection, reservation } = *new;
                 let who = JoinInfo::new(connection.client_id(), *connection.user_data());
                 let slot = connection.client_index();
-                let session = self.settings.open(connection);
+                let mut session = self.settings.open(connection);
+                // Told the pace at once when the server paces, as the broadcaster tells it.
+                if self.pacer.interval() > 1 {
+                    session.send_notice(now, Pace::new(self.pacer.interval()).encode(), &mut wire);
+                }
                 self.sessions.attach(reservation, session);
                 let effects = self.dir.add_player(slot, (), who);
                 self.send_from_server(wire);
@@ -841,7 +869,13 @@ impl<W: World> Stepper<W> {
                 }
                 Command::Snapshot(snapshot) => {
                     let mut out = Vec::new();
-                    self.dir.publish(id, snapshot, |view, p, _| out.push((p, view.clone())));
+                    // Only the players whose turn it is, as the broadcaster hands them out.
+                    let (pacer, tick) = (&self.pacer, self.server_tick);
+                    self.dir.publish(id, snapshot, |view, p, _| {
+                        if pacer.due(tick, p) {
+                            out.push((p, view.clone()));
+                        }
+                    });
                     for (p, view) in out {
                         sends.push((p, view, newest.get(&p).copied()));
                     }
