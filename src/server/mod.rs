@@ -13,7 +13,7 @@
 //! | [`Worlds`], [`WorldOptions`], [`WorldId`] | more worlds while it runs (lobbies, matches, a global world): start and stop them, move players between them without reconnecting ([`Outbox::move_to`]), let players watch other worlds ([`Outbox::watch`]) |
 //! | [`Handles`], [`WorldRef`], [`WithMessages`] | a world that takes the game's own typed messages (from a matchmaker, a stats actor, another world: [`Worlds::world_ref`], [`Worlds::started_by`]); [`World::world_stopped`] tells a world that one it started stopped |
 //! | [`spectate::SpectatorWorld`], [`Worlds::spectate`], [`WorldOptions::recorded`], [`ServerConfig::record`] | recordings of worlds, replays of them, and live spectators a delay behind (see the README's "Replays and spectators") |
-//! | [`Tap`], [`Worlds::tap`], [`Players`] | your own extension on a world (an anti-cheat check, an analytics exporter): each tick's snapshot, joins, leaves, messages and board, and the players before each tick's inputs (hold, let go, redirect to another server), as recording, spectators and zones get them |
+//! | [`Tap`], [`Worlds::tap`], [`Players`] | your own extension on a world (an anti-cheat check, an analytics exporter): each tick's snapshot, joins, leaves, messages and board, and the players before each tick's inputs (hold, let go, redirect to another server, kick, send messages), as recording, spectators and zones get them |
 //! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
 //! | [`lagcomp`] | a history to judge inputs against what the client saw |
 //! | [`spatial::Grid`] | a spatial index: the nearest k and everything within a radius, for a [`Relevancy`] or the game's own rules |
@@ -157,9 +157,9 @@ pub use session::{
 };
 pub use shaping::{LinkReport, PlayerLink};
 pub use world::{
-    Audience, Everything, Handles, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, Origin, Outbox, PlayerId,
-    Players, Relevancy, SendError, SpawnError, Tap, WORLD_MESSAGE_QUEUE, WithMessages, World, WorldFault, WorldId,
-    WorldOptions, WorldRef, Worlds, decode_message,
+    Audience, Everything, Handles, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, MAX_TAP_MESSAGES, Origin,
+    Outbox, PlayerId, Players, Relevancy, SendError, SpawnError, Tap, WORLD_MESSAGE_QUEUE, WithMessages, World,
+    WorldFault, WorldId, WorldOptions, WorldRef, Worlds, decode_message,
 };
 
 use crate::protocol::netcode::Key;

@@ -102,6 +102,14 @@ impl Stepped {
     }
 }
 
+/// What the taps asked before a tick's inputs that goes out with the tick's own output
+/// ([`Players::kick`], [`Players::send`]).
+#[derive(Debug, Default)]
+struct TapAsks {
+    kicks: Vec<(PlayerId, String)>,
+    messages: Vec<super::world::Outgoing>,
+}
+
 /// A world's tick count, players, the inputs it applied and its previous snapshot: what a
 /// step needs besides the [`World`] itself (which its shell owns).
 #[derive(Debug)]
@@ -194,6 +202,7 @@ impl Simulation {
         world: &mut W,
         latest: u32,
         redirects: &mut Vec<(PlayerId, bytes::Bytes)>,
+        asked: &mut TapAsks,
     ) {
         let mut released = Vec::new();
         let mut sent = Vec::new();
@@ -208,6 +217,8 @@ impl Simulation {
                     held: &mut self.held,
                     released: &mut released,
                     redirects: &mut sent,
+                    kicks: &mut asked.kicks,
+                    messages: &mut asked.messages,
                     step: steps,
                 };
                 match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.before_inputs(&mut players))) {
@@ -417,10 +428,12 @@ impl Simulation {
         self.steps += 1;
         let panics_before = self.panics();
         let mut redirects = Vec::new();
-        self.before_inputs(world, latest, &mut redirects);
+        let mut asked = TapAsks::default();
+        self.before_inputs(world, latest, &mut redirects, &mut asked);
         for input in inputs {
-            if !self.joined.contains(&input.player()) {
-                // Not (or no longer) in this world: it moved, or its join is on its way.
+            if !self.joined.contains(&input.player()) || asked.kicks.iter().any(|(p, _)| *p == input.player()) {
+                // Not (or no longer) in this world: it moved, or its join is on its way; or
+                // a tap kicked it.
                 continue;
             }
             if let Some((message, reliable)) = input.message() {
@@ -448,6 +461,13 @@ impl Simulation {
         if self.guard(WorldFault::PanicInMessages, || world.messages(&mut outbox)).is_none() {
             // What it had sent before the panic may be half of something: none of it goes.
             outbox = Outbox::default();
+        }
+        // What the taps asked goes out after the world's own.
+        for (to, data, reliable) in asked.messages {
+            if reliable { outbox.reliable(to, data) } else { outbox.event(to, data) }
+        }
+        for (player, reason) in asked.kicks {
+            outbox.kick(player, reason);
         }
         if self.stop_when_empty && self.had_players && self.joined.is_empty() {
             outbox.stop_world();

@@ -30,7 +30,7 @@ pub(crate) use handle::{Host, Request, TokenKeys};
 pub(crate) use options::Numbers;
 pub use options::{Origin, WorldId, WorldOptions};
 pub(crate) use tap::{Applied, Held, HeldInput};
-pub use tap::{MAX_HELD_INPUTS, MAX_HOLD, Players, Tap};
+pub use tap::{MAX_HELD_INPUTS, MAX_HOLD, MAX_TAP_MESSAGES, Players, Tap};
 pub(crate) use tap::{TapBox, message_event};
 
 pub use crate::protocol::{Audience, PlayerId};

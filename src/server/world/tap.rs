@@ -1,12 +1,12 @@
 //! Taps: the extension interface. A tap takes a world's frames on the tick's path — the
 //! recorder, the spectators' feed and a zone's border are taps — with hooks on its joins
-//! and on its players before each tick's inputs ([`Players`]: hold, release, redirect); a
+//! and on its players before each tick's inputs ([`Players`]: hold, release, redirect, kick, send); a
 //! game adds its own ([`Worlds::tap`](super::Worlds::tap)).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::{JoinInfo, Outgoing, PlayerId};
+use super::{Audience, JoinInfo, Outgoing, PlayerId};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::WorldSnapshot;
 
@@ -52,15 +52,19 @@ pub trait Tap: Send {
 
     /// Before each tick's inputs: what the tap does to the world's players through
     /// [`Players`] (hold a player's inputs while it may be leaving, let them go, send it to
-    /// another server). A zone hands its players over this way. Nothing by default.
+    /// another server, kick it, send messages). A zone hands its players over this way; an
+    /// anti-cheat tap judges what it saw in [`Tap::frame`] and kicks here. Nothing by
+    /// default.
     fn before_inputs(&mut self, players: &mut Players<'_>) {
         let _ = players;
     }
 }
 
 /// A world's players as a tap may act on them before a tick's inputs
-/// ([`Tap::before_inputs`]): hold one's inputs while it may be leaving, let them go, or send
-/// it to another server. What it asks is carried out before the tick's inputs, in order.
+/// ([`Tap::before_inputs`]): hold one's inputs while it may be leaving, let them go, send it
+/// to another server, kick it, or send messages to the world's audiences. Holds, releases
+/// and redirects are carried out before the tick's inputs, in order; kicks and messages go
+/// out with the tick's own, after the world's.
 ///
 /// A tap that sends the players of a world to another server once a backend has a token for
 /// each:
@@ -92,14 +96,20 @@ pub struct Players<'a> {
     pub(crate) released: &'a mut Vec<(PlayerId, Held)>,
     /// Players to send elsewhere, with their connect tokens.
     pub(crate) redirects: &'a mut Vec<(PlayerId, Vec<u8>)>,
+    /// Players to kick, with the reason.
+    pub(crate) kicks: &'a mut Vec<(PlayerId, String)>,
+    /// Messages to send: audience, bytes, reliable.
+    pub(crate) messages: &'a mut Vec<Outgoing>,
     /// The step this is before.
     pub(crate) step: u64,
 }
 
 impl Players<'_> {
-    /// Whether `player` is in the world (and not being sent elsewhere this tick).
+    /// Whether `player` is in the world (and not being sent elsewhere or kicked this tick).
     pub fn is_joined(&self, player: PlayerId) -> bool {
-        self.joined.contains(&player) && !self.redirects.iter().any(|(p, _)| *p == player)
+        self.joined.contains(&player)
+            && !self.redirects.iter().any(|(p, _)| *p == player)
+            && !self.kicks.iter().any(|(p, _)| *p == player)
     }
 
     /// The sequence of the newest input of `player` the world applied, if any (since it
@@ -151,7 +161,64 @@ impl Players<'_> {
         self.redirects.push((player, token));
         true
     }
+
+    /// Kicks `player` as [`Outbox::kick`](crate::server::Outbox::kick) does: its client is
+    /// told [`SessionEnd::Kicked`](crate::protocol::session::SessionEnd::Kicked) with
+    /// `reason`, it gets the scoreboard as it stands, and it leaves the world
+    /// ([`World::leave`](crate::server::World::leave)). Its inputs are not applied from this
+    /// tick on (held ones are dropped). False when it is not in the world.
+    ///
+    /// An anti-cheat tap that kicks whoever its check flagged in the frames it saw:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use volley::protocol::{recording::Event, snapshot::WorldSnapshot};
+    /// use volley::server::{Audience, PlayerId, Players, Tap};
+    ///
+    /// struct AntiCheat {
+    ///     flagged: Vec<PlayerId>,
+    /// }
+    ///
+    /// impl Tap for AntiCheat {
+    ///     fn frame(&mut self, _: u32, _snapshot: Option<&Arc<WorldSnapshot>>, _: &[Event]) -> bool {
+    ///         // ... compare each avatar's position with the last frame's, flag the impossible
+    ///         true
+    ///     }
+    ///     fn before_inputs(&mut self, players: &mut Players<'_>) {
+    ///         for p in self.flagged.drain(..) {
+    ///             if players.kick(p, "moved faster than the game allows") {
+    ///                 players.send(Audience::All, format!("player {p} was removed").into_bytes(), true);
+    ///             }
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    pub fn kick(&mut self, player: PlayerId, reason: impl Into<String>) -> bool {
+        if !self.is_joined(player) {
+            return false;
+        }
+        self.held.remove(&player);
+        self.kicks.push((player, reason.into()));
+        true
+    }
+
+    /// Sends `data` to `to`, one of the world's audiences (as
+    /// [`Outbox::reliable`](crate::server::Outbox::reliable), or as
+    /// [`Outbox::event`](crate::server::Outbox::event) when not `reliable`), after the
+    /// world's own messages of this tick: recorded, and heard by spectators by the same
+    /// rules. At most [`MAX_TAP_MESSAGES`] a tick from a world's taps; false for one past
+    /// that (it is not sent).
+    pub fn send(&mut self, to: Audience, data: impl Into<bytes::Bytes>, reliable: bool) -> bool {
+        if self.messages.len() >= MAX_TAP_MESSAGES {
+            return false;
+        }
+        self.messages.push((to, data.into(), reliable));
+        true
+    }
 }
+
+/// Messages a world's taps may send in one tick ([`Players::send`]).
+pub const MAX_TAP_MESSAGES: usize = 1024;
 
 /// Inputs held for a player at most ([`Players::hold`]; four seconds at 60 Hz): later ones
 /// are dropped.
