@@ -29,7 +29,9 @@
 //!
 //! The arena's relevancy (`volley_arena::game::Nearby`: each player's 64 nearest, avatars
 //! anywhere and shots within its view) and its shots' hits use it;
-//! `cargo bench -p volley-arena --bench arena` measures it for 1000 players.
+//! `cargo bench -p volley-arena --bench arena` measures it for 1000 players. A zone's border
+//! relevancy searches one (`server::zone::BorderView::within`) where its border entities
+//! spread over many view radii.
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
@@ -196,16 +198,21 @@ impl Grid {
     /// Every item within `radius` of `at`, by ascending item, into `out` (cleared first).
     pub fn within(&self, at: Vec2, radius: f32, out: &mut Vec<Near>) {
         out.clear();
+        out.extend(self.near(at, radius));
+        out.sort_unstable_by_key(|n| n.item);
+    }
+
+    /// Every item within `radius` of `at`, in no particular order (cell by cell): what
+    /// [`within`](Self::within) gives, for a caller that turns each into something else
+    /// (and orders those itself) without a list between.
+    pub fn near(&self, at: Vec2, radius: f32) -> impl Iterator<Item = Near> + '_ {
         let r2 = radius * radius;
         let rings =
             if radius.is_finite() { (radius / self.cell).ceil().max(0.0) as usize } else { self.cols.max(self.rows) };
-        for item in self.around(at, rings) {
+        self.around(at, rings).filter_map(move |item| {
             let d2 = at.distance_squared(self.positions[item as usize]);
-            if d2 <= r2 {
-                out.push(Near { item, distance_squared: d2 });
-            }
-        }
-        out.sort_unstable_by_key(|n| n.item);
+            (d2 <= r2).then_some(Near { item, distance_squared: d2 })
+        })
     }
 
     /// The `k` items nearest `at` among those `keep(item, distance_squared)` accepts, by

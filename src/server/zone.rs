@@ -37,6 +37,8 @@ use std::time::Duration;
 
 use glam::Vec2;
 
+use super::spatial::Grid;
+
 use super::world::{
     Handles, JoinInfo, PlayerId, Players, Relevancy, SpawnError, Tap, TokenKeys, World, WorldId, WorldOptions,
     WorldRef, Worlds,
@@ -103,7 +105,11 @@ pub trait ZoneGame: Send + Sync + 'static {
     /// [`ZoneGame::viewer`], nearer ones first in priority (2 at the player, 1 at the radius).
     ///
     /// Called for every player at every snapshot: the view gives each border entity's place,
-    /// read with [`ZoneGame::position`] once per border snapshot for all players.
+    /// read with [`ZoneGame::position`] once per border snapshot for all players. Where the
+    /// border entities spread over many view radii (a long border), it searches the cells
+    /// around the player ([`BorderView::within`]), so a player far from the border costs a
+    /// few empty cells; where they stand within a few (small zones, where most of a zone is
+    /// border), one pass over them all costs less, and that is what it does.
     fn border_interest(
         &self,
         home: &WorldSnapshot,
@@ -113,8 +119,14 @@ pub trait ZoneGame: Send + Sync + 'static {
     ) {
         out.clear();
         let Some(me) = self.viewer(home, player) else { return };
-        let r2 = self.view_radius() * self.view_radius();
+        let radius = self.view_radius();
+        let r2 = radius * radius;
         let per = 1.0 / r2.max(f32::MIN_POSITIVE);
+        if border.is_indexed() {
+            out.extend(border.within(me, radius).map(|(p, d2)| Interest::new(p.index, 2.0 - d2 * per)));
+            out.sort_unstable_by_key(|i| i.index);
+            return;
+        }
         // Without a branch: every entity is written, and the next overwrites it unless it
         // was within the radius (which side of the radius an entity falls is a coin toss
         // the processor would often guess wrong).
@@ -143,11 +155,13 @@ pub struct Placed {
 }
 
 /// The border entities a player may be shown ([`ZoneGame::border_interest`]): the border
-/// world's snapshot, and the place of each of its entities that has one.
+/// world's snapshot, the place of each of its entities that has one, and a spatial index of
+/// those places ([`Grid`], cells as wide as [`ZoneGame::view_radius`]), built once per border
+/// snapshot for every player's query.
 #[derive(Debug, Clone, Copy)]
 pub struct BorderView<'a> {
     snapshot: &'a WorldSnapshot,
-    placed: &'a [Placed],
+    places: &'a BorderPlaces,
 }
 
 impl<'a> BorderView<'a> {
@@ -158,7 +172,67 @@ impl<'a> BorderView<'a> {
 
     /// The entities that have a place, ascending by index.
     pub fn placed(&self) -> &'a [Placed] {
-        self.placed
+        &self.places.placed
+    }
+
+    /// The placed entities within `radius` of `at`, each with its squared distance, in no
+    /// particular order: searched in the index's cells around `at` when the view has one
+    /// ([`is_indexed`](Self::is_indexed)), else over every placed entity.
+    pub fn within(&self, at: Vec2, radius: f32) -> impl Iterator<Item = (Placed, f32)> + 'a {
+        let placed: &'a [Placed] = &self.places.placed;
+        let r2 = radius * radius;
+        let indexed = self
+            .places
+            .grid
+            .as_ref()
+            .map(|g| g.near(at, radius).filter_map(|n| Some((*placed.get(n.item as usize)?, n.distance_squared))));
+        let scanned = indexed.is_none().then(|| {
+            placed.iter().map(move |p| (*p, p.position.distance_squared(at))).filter(move |(_, d2)| *d2 <= r2)
+        });
+        indexed.into_iter().flatten().chain(scanned.into_iter().flatten())
+    }
+
+    /// Whether the places have a spatial index ([`Grid`], cells as wide as
+    /// [`ZoneGame::view_radius`]): only when there are over 128 of them, spread so that a
+    /// query around a player (the 3 × 3 cells around its own) reads at most a quarter of the
+    /// cells they fill (a 1 km border 40 m deep: 3 of 25; a 50 m zone's: all 4 of them).
+    pub fn is_indexed(&self) -> bool {
+        self.places.grid.is_some()
+    }
+}
+
+/// Border entities with a place above which a border view may be indexed
+/// ([`BorderView::is_indexed`]).
+const INDEXED_PLACES: usize = 128;
+
+/// The places of one border snapshot's entities, and their grid when it pays (item `i` is
+/// `placed[i]`).
+#[derive(Debug)]
+struct BorderPlaces {
+    placed: Box<[Placed]>,
+    grid: Option<Grid>,
+}
+
+impl BorderPlaces {
+    /// The places, in a grid over the rectangle they span in cells of side `cell` when they
+    /// spread over enough of them (see [`BorderView::is_indexed`]).
+    fn new(placed: Box<[Placed]>, cell: f32) -> Self {
+        let finite = placed.iter().map(|p| p.position).filter(|p| p.is_finite());
+        let (min, max) = finite
+            .fold(None, |b: Option<(Vec2, Vec2)>, p| Some(b.map_or((p, p), |(lo, hi)| (lo.min(p), hi.max(p)))))
+            .unwrap_or_default();
+        // The cells the places fill, and those a query around a player reads of them.
+        let cells = ((max - min) / cell).ceil().max(Vec2::ONE);
+        let read = cells.min(Vec2::splat(3.0));
+        let spread = cell.is_finite() && cell > 0.0 && read.x * read.y * 4.0 <= cells.x * cells.y;
+        let grid = (placed.len() > INDEXED_PLACES && spread).then(|| {
+            let mut grid = Grid::new(min, max, cell);
+            for p in &placed {
+                grid.push(p.position);
+            }
+            grid
+        });
+        Self { placed, grid }
     }
 }
 
@@ -1145,22 +1219,23 @@ thread_local! {
 /// once per snapshot, for every player's view (a view may merge one before the newest).
 #[derive(Default)]
 struct Places {
-    recent: std::collections::VecDeque<(u64, Arc<[Placed]>)>,
+    recent: std::collections::VecDeque<(u64, Arc<BorderPlaces>)>,
 }
 
 /// Border snapshots whose places are kept.
 const PLACES_KEPT: usize = 4;
 
 impl BorderRelevancy {
-    fn places_of(&self, world: &WorldSnapshot) -> Arc<[Placed]> {
+    fn places_of(&self, world: &WorldSnapshot) -> Arc<BorderPlaces> {
         let serial = world.serial();
-        let place = || -> Arc<[Placed]> {
+        let place = || {
             let game = &self.game;
-            world
+            let placed = world
                 .iter()
                 .enumerate()
                 .filter_map(|(index, e)| Some(Placed { index: index as u32, position: game.position(e)? }))
-                .collect()
+                .collect();
+            Arc::new(BorderPlaces::new(placed, game.view_radius()))
         };
         let Ok(mut places) = self.places.lock() else { return place() };
         if let Some((_, p)) = places.recent.iter().find(|(s, _)| *s == serial) {
@@ -1186,7 +1261,7 @@ impl Relevancy for BorderRelevancy {
         let home = self.home.read().ok().and_then(|h| h.clone());
         if let Some(home) = home {
             let placed = self.places_of(world);
-            self.game.border_interest(&home, &BorderView { snapshot: world, placed: &placed }, player, out);
+            self.game.border_interest(&home, &BorderView { snapshot: world, places: &placed }, player, out);
         }
         if let Ok(hidden) = self.hidden.read()
             && !hidden.is_empty()
@@ -1395,6 +1470,152 @@ mod tests {
         fn view_radius(&self) -> f32 {
             15.0
         }
+    }
+
+    /// A game on a plane (x, y in whole units), seeing its `.0` units around.
+    struct Plane(f32);
+    impl ZoneGame for Plane {
+        fn position(&self, e: EntityRef<'_>) -> Option<Vec2> {
+            let (x, y) = (*e.words.first()?, *e.words.get(1)?);
+            // Some entities have no place.
+            (x % 7 != 3).then(|| Vec2::new(x as f32, y as f32))
+        }
+        fn view_radius(&self) -> f32 {
+            self.0
+        }
+    }
+
+    crate::replicated! {
+        /// A dot on a plane.
+        #[derive(Debug, Clone, PartialEq)]
+        pub struct Spot {
+            /// Where, in whole units.
+            pub x: u32 = Bits(10),
+            /// Where, in whole units.
+            pub y: u32 = Bits(10),
+        }
+    }
+
+    #[test]
+    fn the_default_border_interest_searches_its_grid_and_finds_what_a_full_scan_finds() {
+        let mut schema = Schema::new();
+        schema.register::<Spot>().unwrap();
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u32| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % u64::from(n)) as u32
+        };
+        let (mut compared, mut indexed) = (0, Vec::new());
+        for (radius, count) in [(15.0, 400), (60.0, 200), (0.0, 50), (5000.0, 300), (f32::NAN, 20)] {
+            let game = Plane(radius);
+            let mut b = SnapshotBuilder::new(&schema, 1);
+            for id in 0..count {
+                b.insert(id, &Spot { x: next(1000), y: next(300) }).unwrap();
+            }
+            let border = b.finish().unwrap();
+            let placed: Box<[Placed]> = border
+                .iter()
+                .enumerate()
+                .filter_map(|(index, e)| Some(Placed { index: index as u32, position: game.position(e)? }))
+                .collect();
+            let places = BorderPlaces::new(placed, game.view_radius());
+            let view = BorderView { snapshot: &border, places: &places };
+            for _ in 0..50 {
+                let me = (next(1200), next(400));
+                let home = snapshot_of(&schema, me);
+                let mut got = Vec::new();
+                game.border_interest(&home, &view, 1, &mut got);
+                // The full scan: every placed entity within the radius, by index (nothing for a
+                // player with no place).
+                let Some(at) = game.viewer(&home, 1) else {
+                    assert_eq!(got, []);
+                    continue;
+                };
+                let per = 1.0 / (radius * radius).max(f32::MIN_POSITIVE);
+                let want: Vec<Interest> = view
+                    .placed()
+                    .iter()
+                    .map(|p| (p, p.position.distance_squared(at)))
+                    .filter(|(_, d2)| *d2 <= radius * radius)
+                    .map(|(p, d2)| Interest::new(p.index, 2.0 - d2 * per))
+                    .collect();
+                assert_eq!(got, want, "radius {radius}, player at {me:?}");
+                // What a game's own relevancy asks of the view: the same entities.
+                let mut within: Vec<u32> = view.within(at, radius).map(|(p, _)| p.index).collect();
+                within.sort_unstable();
+                assert_eq!(within, want.iter().map(|i| i.index).collect::<Vec<_>>());
+                compared += want.len();
+            }
+            indexed.push(view.is_indexed());
+        }
+        assert!(compared > 1000, "the answers held entities: {compared}");
+        assert_eq!(indexed, [true, true, false, false, false], "spread over many cells, and not");
+    }
+
+    /// What the default border relevancy costs a player, indexed and by one pass over every
+    /// border entity, on a long border and on a small zone's (printed, not asserted; run with
+    /// `cargo test --release -p volley --lib border_interest_cost -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "a figure to read, in release"]
+    fn border_interest_cost() {
+        let mut schema = Schema::new();
+        schema.register::<Spot>().unwrap();
+        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u32| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % u64::from(n)) as u32
+        };
+        // (what, radius, entities, width, height): a 1 km border 40 m deep; a 50 m zone's.
+        for (what, radius, count, w, h) in [("long border", 40.0, 1000, 1000, 40), ("small zone", 40.0, 150, 50, 50)] {
+            let game = Plane(radius);
+            let mut b = SnapshotBuilder::new(&schema, 1);
+            for id in 0..count {
+                b.insert(id, &Spot { x: next(w), y: next(h) }).unwrap();
+            }
+            let border = b.finish().unwrap();
+            let placed: Box<[Placed]> = border
+                .iter()
+                .enumerate()
+                .filter_map(|(index, e)| Some(Placed { index: index as u32, position: game.position(e)? }))
+                .collect();
+            let homes: Vec<WorldSnapshot> = (0..1000).map(|_| snapshot_of(&schema, (next(w), next(h + 100)))).collect();
+            let mut indexed = BorderPlaces::new(placed.clone(), radius);
+            let mut scanned = BorderPlaces::new(placed, radius);
+            println!("{what}: indexed by the rule: {}", indexed.grid.is_some());
+            scanned.grid = None;
+            if indexed.grid.is_none() {
+                let mut grid = Grid::new(Vec2::ZERO, Vec2::new(w as f32, h as f32), radius);
+                for p in indexed.placed.iter() {
+                    grid.push(p.position);
+                }
+                indexed.grid = Some(grid);
+            }
+            for (how, places) in [("indexed", &indexed), ("one pass", &scanned)] {
+                let view = BorderView { snapshot: &border, places };
+                let mut out = Vec::new();
+                let began = std::time::Instant::now();
+                let mut shown = 0;
+                for _ in 0..20 {
+                    for home in &homes {
+                        game.border_interest(home, &view, 1, &mut out);
+                        shown += out.len();
+                    }
+                }
+                let each = began.elapsed() / 20_000;
+                println!("{what} ({count} entities): {how}: {each:?} a player, {} shown on average", shown / 20_000);
+            }
+        }
+    }
+
+    /// Player 1's zone, with it at `at`.
+    fn snapshot_of(schema: &Schema, at: (u32, u32)) -> WorldSnapshot {
+        let mut b = SnapshotBuilder::new(schema, 1);
+        b.insert(1, &Spot { x: at.0, y: at.1 }).unwrap();
+        b.finish().unwrap()
     }
 
     #[test]
