@@ -430,10 +430,14 @@ impl Simulation {
         let mut redirects = Vec::new();
         let mut asked = TapAsks::default();
         self.before_inputs(world, latest, &mut redirects, &mut asked);
+        // A player a tap kicked leaves at once: none of its inputs is applied from here on
+        // (in every shell, however long its session takes to end).
+        for (player, _) in &asked.kicks {
+            self.leave(world, *player);
+        }
         for input in inputs {
-            if !self.joined.contains(&input.player()) || asked.kicks.iter().any(|(p, _)| *p == input.player()) {
-                // Not (or no longer) in this world: it moved, or its join is on its way; or
-                // a tap kicked it.
+            if !self.joined.contains(&input.player()) {
+                // Not (or no longer) in this world: it moved, or its join is on its way.
                 continue;
             }
             if let Some((message, reliable)) = input.message() {

@@ -162,11 +162,12 @@ impl Players<'_> {
         true
     }
 
-    /// Kicks `player` as [`Outbox::kick`](crate::server::Outbox::kick) does: its client is
-    /// told [`SessionEnd::Kicked`](crate::protocol::session::SessionEnd::Kicked) with
-    /// `reason`, it gets the scoreboard as it stands, and it leaves the world
-    /// ([`World::leave`](crate::server::World::leave)). Its inputs are not applied from this
-    /// tick on (held ones are dropped). False when it is not in the world.
+    /// Kicks `player`: it leaves the world at once, before this tick's inputs
+    /// ([`World::leave`](crate::server::World::leave); none of its inputs is applied from
+    /// here on, held ones are dropped), and its client is told
+    /// [`SessionEnd::Kicked`](crate::protocol::session::SessionEnd::Kicked) with `reason`
+    /// with this tick's output, as [`Outbox::kick`](crate::server::Outbox::kick) tells it.
+    /// False when it is not in the world.
     ///
     /// An anti-cheat tap that kicks whoever its check flagged in the frames it saw:
     ///
