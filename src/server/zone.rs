@@ -214,6 +214,16 @@ struct BorderPlaces {
 }
 
 impl BorderPlaces {
+    /// The places of `world`'s entities that have one, as `game` reads them.
+    fn of(game: &dyn ZoneGame, world: &WorldSnapshot) -> Self {
+        let placed = world
+            .iter()
+            .enumerate()
+            .filter_map(|(index, e)| Some(Placed { index: index as u32, position: game.position(e)? }))
+            .collect();
+        Self::new(placed, game.view_radius())
+    }
+
     /// The places, in a grid over the rectangle they span in cells of side `cell` when they
     /// spread over enough of them (see [`BorderView::is_indexed`]).
     fn new(placed: Box<[Placed]>, cell: f32) -> Self {
@@ -1228,15 +1238,7 @@ const PLACES_KEPT: usize = 4;
 impl BorderRelevancy {
     fn places_of(&self, world: &WorldSnapshot) -> Arc<BorderPlaces> {
         let serial = world.serial();
-        let place = || {
-            let game = &self.game;
-            let placed = world
-                .iter()
-                .enumerate()
-                .filter_map(|(index, e)| Some(Placed { index: index as u32, position: game.position(e)? }))
-                .collect();
-            Arc::new(BorderPlaces::new(placed, game.view_radius()))
-        };
+        let place = || Arc::new(BorderPlaces::of(&*self.game, world));
         let Ok(mut places) = self.places.lock() else { return place() };
         if let Some((_, p)) = places.recent.iter().find(|(s, _)| *s == serial) {
             return p.clone();
@@ -1500,27 +1502,12 @@ mod tests {
     fn the_default_border_interest_searches_its_grid_and_finds_what_a_full_scan_finds() {
         let mut schema = Schema::new();
         schema.register::<Spot>().unwrap();
-        let mut rng = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u32| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % u64::from(n)) as u32
-        };
+        let mut next = numbers(0x2545_f491_4f6c_dd1d);
         let (mut compared, mut indexed) = (0, Vec::new());
         for (radius, count) in [(15.0, 400), (60.0, 200), (0.0, 50), (5000.0, 300), (f32::NAN, 20)] {
             let game = Plane(radius);
-            let mut b = SnapshotBuilder::new(&schema, 1);
-            for id in 0..count {
-                b.insert(id, &Spot { x: next(1000), y: next(300) }).unwrap();
-            }
-            let border = b.finish().unwrap();
-            let placed: Box<[Placed]> = border
-                .iter()
-                .enumerate()
-                .filter_map(|(index, e)| Some(Placed { index: index as u32, position: game.position(e)? }))
-                .collect();
-            let places = BorderPlaces::new(placed, game.view_radius());
+            let border = spots(&schema, count, (1000, 300), &mut next);
+            let places = BorderPlaces::of(&game, &border);
             let view = BorderView { snapshot: &border, places: &places };
             for _ in 0..50 {
                 let me = (next(1200), next(400));
@@ -1562,26 +1549,12 @@ mod tests {
     fn border_interest_cost() {
         let mut schema = Schema::new();
         schema.register::<Spot>().unwrap();
-        let mut rng = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u32| {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            (rng % u64::from(n)) as u32
-        };
+        let mut next = numbers(0x9e37_79b9_7f4a_7c15);
         // (what, radius, entities, width, height): a 1 km border 40 m deep; a 50 m zone's.
         for (what, radius, count, w, h) in [("long border", 40.0, 1000, 1000, 40), ("small zone", 40.0, 150, 50, 50)] {
             let game = Plane(radius);
-            let mut b = SnapshotBuilder::new(&schema, 1);
-            for id in 0..count {
-                b.insert(id, &Spot { x: next(w), y: next(h) }).unwrap();
-            }
-            let border = b.finish().unwrap();
-            let placed: Box<[Placed]> = border
-                .iter()
-                .enumerate()
-                .filter_map(|(index, e)| Some(Placed { index: index as u32, position: game.position(e)? }))
-                .collect();
+            let border = spots(&schema, count, (w, h), &mut next);
+            let placed = BorderPlaces::of(&game, &border).placed;
             let homes: Vec<WorldSnapshot> = (0..1000).map(|_| snapshot_of(&schema, (next(w), next(h + 100)))).collect();
             let mut indexed = BorderPlaces::new(placed.clone(), radius);
             let mut scanned = BorderPlaces::new(placed, radius);
@@ -1609,6 +1582,25 @@ mod tests {
                 println!("{what} ({count} entities): {how}: {each:?} a player, {} shown on average", shown / 20_000);
             }
         }
+    }
+
+    /// Numbers below `n`, the same each run from `seed` (xorshift).
+    fn numbers(mut seed: u64) -> impl FnMut(u32) -> u32 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % u64::from(n)) as u32
+        }
+    }
+
+    /// A border snapshot of `count` spots placed at random within `(width, height)`.
+    fn spots(schema: &Schema, count: u32, (w, h): (u32, u32), next: &mut impl FnMut(u32) -> u32) -> WorldSnapshot {
+        let mut b = SnapshotBuilder::new(schema, 1);
+        for id in 0..count {
+            b.insert(id, &Spot { x: next(w), y: next(h) }).unwrap();
+        }
+        b.finish().unwrap()
     }
 
     /// Player 1's zone, with it at `at`.
