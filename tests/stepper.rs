@@ -144,7 +144,10 @@ fn under_loss_and_jitter_every_client_still_equals_the_server_and_hears_everythi
     for (i, h) in out.heard.iter().enumerate() {
         assert!(h.windows(2).all(|w| w[1] == w[0] + 1), "client {i}: not exactly once in order: {h:?}");
         assert!(h.first() == Some(&0), "client {i} missed the first announcement");
-        assert!(h.len() + 2 >= longest, "client {i} lags: {} of {longest}", h.len());
+        // Everything announced a second before the end has arrived (one announcement in ten
+        // ticks: six a second). Nearer the end a message lost twice on a 20 % link, with its
+        // resends, may still be on its way (every client's stream is exactly once and in order).
+        assert!(h.len() + 6 >= longest, "client {i} lags: {} of {longest}", h.len());
     }
     // Inputs are repeated in four packets: at 20 % loss at most a few in a thousand are lost.
     let sent = 900 - 60; // ticks after the session is up, roughly

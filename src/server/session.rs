@@ -13,7 +13,7 @@ use crate::protocol::netcode::packet::{MAX_PACKET_BYTES, Packet};
 use crate::protocol::netcode::server::Connection;
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
-use crate::protocol::reliability::{Channel, ChannelConfig, RateConfig, SendRate};
+use crate::protocol::reliability::{Channel, ChannelConfig, Mark, RateConfig, SendRate};
 use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
 use crate::protocol::snapshot::{EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender};
@@ -270,6 +270,13 @@ pub(crate) struct PlayerSession {
     /// The framework's own reliable channel (the scoreboard), once there is something for
     /// it, with whether the client has been sent the whole board and when it last sent.
     system: Option<Box<SystemChannel>>,
+    /// World notices in the order the player entered the worlds, each with the point in the
+    /// game's channel where it belongs ([`PlayerSession::enter_world`]), and the framework's
+    /// messages queued behind them (`false`: a playback status, a pace).
+    notices: std::collections::VecDeque<(Bytes, Mark, bool)>,
+    /// The notice on the framework's channel, not yet acknowledged: the point after it
+    /// there, and its place in the game's channel.
+    notice_sent: Option<(Mark, Mark)>,
 }
 
 /// The framework's channel beside the game's.
@@ -279,6 +286,11 @@ struct SystemChannel {
     whole_board_sent: bool,
     last_sent: Duration,
 }
+
+/// World notices a session keeps waiting for their turn (a game moving a player faster than
+/// its link carries the notices); one more disconnects the player
+/// ([`SessionEnd::TooFarBehind`]).
+const MAX_WAITING_NOTICES: usize = 16;
 
 /// How often unacknowledged scoreboard updates are sent again, at most.
 const SYSTEM_RESEND: Duration = Duration::from_millis(200);
@@ -360,6 +372,8 @@ impl PlayerSession {
             last_flood_round: 0,
             closing: None,
             system: None,
+            notices: std::collections::VecDeque::new(),
+            notice_sent: None,
         }
     }
 
@@ -420,9 +434,11 @@ impl PlayerSession {
                 unexpected = true;
             }
             if unexpected {
+                self.advance_notices(now, tx);
                 return unreadable(&mut self.malformed_run, PacketDrop::UnexpectedSystemMessage);
             }
             self.malformed_run = 0;
+            self.advance_notices(now, tx);
             return Incoming::Nothing;
         }
         if self.closing.is_some() {
@@ -436,7 +452,17 @@ impl PlayerSession {
                     let mut b = [0u8; MAX_CONTROL_BYTES];
                     let n = answer.encode(&mut b);
                     let _ = self.connection.send_payload(now, &b[..n], tx);
-                    self.welcomed = matches!(answer, Control::Welcome(_));
+                    let welcomed = matches!(answer, Control::Welcome(_));
+                    if welcomed && !self.welcomed {
+                        // What waited for the session to be agreed (the entry world's notice)
+                        // goes now, not at the next resend.
+                        self.welcomed = true;
+                        self.advance_notices(now, tx);
+                        if self.system.as_ref().is_some_and(|s| s.channel.unacked_messages() > 0) {
+                            self.send_system(now, tx);
+                        }
+                    }
+                    self.welcomed = welcomed;
                 }
                 Ok(_) => {}
                 Err(_) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed),
@@ -569,6 +595,11 @@ impl PlayerSession {
         tx: &mut impl Transmit,
     ) -> Option<SentSnapshot> {
         let world = &view.merged;
+        if !self.notices.is_empty() {
+            // The game channel's acknowledgements since the last snapshot may let a waiting
+            // world notice go (its datagram before this snapshot's).
+            self.advance_notices(now, tx);
+        }
         if !self.welcomed || self.closed || self.closing.is_some() || !world.tick().is_multiple_of(self.snapshot_every)
         {
             return None;
@@ -592,6 +623,16 @@ impl PlayerSession {
         let n = self.channel.build_packet(now, Some(&self.snapshot_buf[..4 + stats.bytes]), &mut packet);
         let _ = self.connection.send_payload(now, &packet[..n], tx);
         self.rate.spend(n + WIRE_OVERHEAD);
+        if !self.notices.is_empty() {
+            // The events before a waiting notice may have gone in this packet.
+            self.advance_notices(now, tx);
+        }
+        if self.notice_sent.is_some() && self.system.as_ref().is_some_and(|s| s.channel.has_due(now)) {
+            // A world notice lost on the way goes again as soon as its resend timeout
+            // passes (not at the framework channel's slower resend of boards): the new
+            // world's messages wait for it.
+            self.send_system(now, tx);
+        }
         Some(SentSnapshot {
             encode: stats,
             state_bytes: 4 + stats.bytes,
@@ -677,7 +718,9 @@ impl PlayerSession {
     /// each delta) on the framework's channel and sends it. Unacknowledged updates are sent
     /// again by [`PlayerSession::heartbeat`].
     pub(crate) fn queue_board(&mut self, now: Duration, updates: &BoardUpdates, tx: &mut impl Transmit) {
-        if !self.welcomed || self.closed || self.closing.is_some() {
+        // While the notice of a new world waits, the board is that world's: it goes whole
+        // after the notice.
+        if !self.welcomed || self.closed || self.closing.is_some() || !self.notices.is_empty() {
             return;
         }
         let s = self.system_channel(now);
@@ -707,21 +750,77 @@ impl PlayerSession {
 
     /// The player is now in another world: its client is told (on the framework's channel),
     /// and gets that world's whole scoreboard next, if it has one.
+    ///
+    /// The notice keeps its place among the game's messages, whatever the link loses or
+    /// reorders: it goes once the client has acknowledged every reliable message queued for
+    /// the player before it (the old world's last words) and every event before it has been
+    /// sent, and what is queued after it (the new world's messages and events) is held back
+    /// until the client has acknowledged the notice. So a client reads a world's messages
+    /// only while it knows it is in that world, at connect and at every move. The price: the
+    /// notice waits a round trip when the old world's last messages are still unacknowledged,
+    /// and the new world's first messages a round trip more.
     pub(crate) fn enter_world(&mut self, now: Duration, notice: &WorldNotice, tx: &mut impl Transmit) {
         if self.closed || self.closing.is_some() {
             return;
         }
-        let s = self.system_channel(now);
-        s.whole_board_sent = false;
-        let _ = s.channel.send_reliable(notice.encode());
-        if self.welcomed {
+        // A client this far behind (moved from world to world faster than its link carries
+        // the news) is disconnected, as one too far behind on reliable messages is: a notice
+        // is never dropped, which would let a world's messages arrive unannounced.
+        if self.notices.len() >= MAX_WAITING_NOTICES {
+            self.close(now, SessionEnd::TooFarBehind, tx);
+            return;
+        }
+        let at = self.channel.mark();
+        // The framework's channel exists from the first notice on (what a client sends there
+        // is read, and counted, from then on).
+        self.system_channel(now);
+        self.notices.push_back((notice.encode(), at, true));
+        self.advance_notices(now, tx);
+    }
+
+    /// Sends the next world notice once everything before it on the game's channel is
+    /// through, and holds the game's channel back at the next notice's place until the
+    /// client has the one before ([`PlayerSession::enter_world`]).
+    fn advance_notices(&mut self, now: Duration, tx: &mut impl Transmit) {
+        loop {
+            if let Some((after, _)) = self.notice_sent {
+                if !self.system.as_ref().is_some_and(|s| s.channel.through(after)) {
+                    return;
+                }
+                self.notice_sent = None;
+            }
+            let Some(&(_, at, world)) = self.notices.front() else {
+                self.channel.release_held();
+                return;
+            };
+            if world {
+                self.channel.hold_from(at);
+            }
+            if !self.welcomed || (world && !self.channel.through(at)) {
+                return;
+            }
+            let Some((bytes, at, world)) = self.notices.pop_front() else { return };
+            let s = self.system_channel(now);
+            if world {
+                s.whole_board_sent = false;
+            }
+            let ok = s.channel.send_reliable(bytes).is_ok();
+            if ok && world {
+                self.notice_sent = Some((s.channel.mark(), at));
+            }
             self.send_system(now, tx);
         }
     }
 
-    /// Sends `data` reliably on the framework's channel (a playback status).
+    /// Sends `data` reliably on the framework's channel (a playback status, a pace), after
+    /// any world notice still waiting for its turn.
     pub(crate) fn send_notice(&mut self, now: Duration, data: bytes::Bytes, tx: &mut impl Transmit) {
         if self.closed || self.closing.is_some() {
+            return;
+        }
+        if !self.notices.is_empty() {
+            let at = self.channel.mark();
+            self.notices.push_back((data, at, false));
             return;
         }
         let s = self.system_channel(now);

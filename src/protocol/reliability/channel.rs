@@ -285,6 +285,20 @@ pub struct Channel {
     /// resets it. A stream of bit-packed snapshots then costs a compression attempt in 32
     /// packets, not every one.
     lz4_pause: (u8, u8),
+    /// Events ever queued, and ever sent (or dropped unsent): an event's place in the stream.
+    events_queued: u64,
+    events_sent: u64,
+    /// What was queued from this point on waits for [`Channel::release_held`].
+    hold: Option<Mark>,
+}
+
+/// A point in the stream a channel sends ([`Channel::mark`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    /// The id of the first reliable message after it.
+    id: u16,
+    /// Events queued before it.
+    events: u64,
 }
 
 /// The longest pause between lz4 attempts, in packets.
@@ -382,6 +396,53 @@ impl Channel {
             events_in: VecDeque::new(),
             scratch: Vec::new(),
             lz4_pause: (0, 0),
+            events_queued: 0,
+            events_sent: 0,
+            hold: None,
+        }
+    }
+
+    /// A point in what this channel sends: the reliable messages and events queued so far
+    /// are before it, everything queued from now on after it.
+    pub fn mark(&self) -> Mark {
+        Mark { id: self.next_message_id, events: self.events_queued }
+    }
+
+    /// Keeps back what was queued after `mark` (queued and counted as ever, but put in no
+    /// packet) until [`Channel::release_held`] or another line; what came before goes on as
+    /// usual. The server draws one when it tells a player it is in a new world, so that
+    /// nothing the new world sends reaches the client before that notice.
+    pub fn hold_from(&mut self, mark: Mark) {
+        self.hold = Some(mark);
+    }
+
+    /// Lets go what [`Channel::hold_from`] kept back: it goes in the next packets, in order.
+    pub fn release_held(&mut self) {
+        self.hold = None;
+    }
+
+    /// Whether messages are being kept back ([`Channel::hold_from`]).
+    pub fn is_holding(&self) -> bool {
+        self.hold.is_some()
+    }
+
+    /// Whether everything before `mark` is through: every reliable message acknowledged
+    /// (the peer has had them all, and delivers them in order) and every event sent.
+    pub fn through(&self, mark: Mark) -> bool {
+        // The queue holds consecutive ids from its oldest unacknowledged one.
+        let acked = self.send_queue.front().is_none_or(|m| {
+            let ahead = mark.id.wrapping_sub(m.id);
+            // The mark at or before the front (within half the id space): all before it is gone.
+            ahead == 0 || ahead > u16::MAX / 2
+        });
+        acked && self.events_sent >= mark.events
+    }
+
+    /// How many of the queue's messages, from its front, may go out now (all but the held).
+    fn sendable(&self) -> usize {
+        match (self.hold, self.send_queue.front()) {
+            (Some(h), Some(front)) => usize::from(h.id.wrapping_sub(front.id)).min(self.send_queue.len()),
+            _ => self.send_queue.len(),
         }
     }
 
@@ -407,13 +468,14 @@ impl Channel {
         let oldest = self.send_queue.front().map(|m| m.id);
         self.send_queue
             .iter()
+            .take(self.sendable())
             .take_while(|m| oldest.is_none_or(|o| m.id.wrapping_sub(o) < self.config.reliable_window))
             .any(|m| !m.acked && m.last_sent.is_none_or(|t| now.saturating_sub(t) >= timeout))
     }
 
     /// Whether events wait to be sent.
     pub fn has_events(&self) -> bool {
-        !self.events_out.is_empty()
+        !self.events_out.is_empty() && self.hold.is_none_or(|h| self.events_sent < h.events)
     }
 
     /// Queues a reliable message: delivered once and in order, resent until acknowledged.
@@ -471,6 +533,7 @@ impl Channel {
             return Err(QueueError::QueueFull(self.events_out.len()));
         }
         self.events_out.push_back(data);
+        self.events_queued += 1;
         Ok(())
     }
 
@@ -565,7 +628,8 @@ impl Channel {
         };
         let timeout = self.link.resend_timeout();
         let oldest = self.send_queue.front().map(|m| m.id);
-        for m in self.send_queue.iter_mut() {
+        let sendable = self.sendable();
+        for m in self.send_queue.iter_mut().take(sendable) {
             if usize::from(sent.reliable_len) == MAX_RELIABLE_PER_PACKET {
                 break;
             }
@@ -609,6 +673,9 @@ impl Channel {
         }
         let mut sections = usize::from(sent.reliable_len);
         while let Some(e) = self.events_out.front() {
+            if self.hold.is_some_and(|h| self.events_sent >= h.events) {
+                break;
+            }
             let need = 1 + varint_len(e.len()) + e.len();
             if body.len() + need > limit || sections >= MAX_SECTIONS {
                 break;
@@ -618,6 +685,7 @@ impl Channel {
             put_varint(&mut body, e.len());
             body.extend_from_slice(e);
             self.events_out.pop_front();
+            self.events_sent += 1;
         }
         let mut len = body.len();
         out[..len].copy_from_slice(&body);

@@ -7,6 +7,6 @@ pub mod rate;
 pub mod rtt;
 pub mod seq;
 
-pub use channel::{Channel, ChannelConfig, ChannelStats, QueueError, ReceiveError};
+pub use channel::{Channel, ChannelConfig, ChannelStats, Mark, QueueError, ReceiveError};
 pub use rate::{RateConfig, SendRate};
 pub use rtt::LinkEstimate;
