@@ -564,7 +564,7 @@ impl Simulation {
 }
 
 /// What a caught panic said (its message, if it had one).
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())

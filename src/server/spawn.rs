@@ -101,7 +101,11 @@ fn spawn_actor<W: World>(
 ) -> Result<Option<ActorStarted>, SpawnError> {
     let inputs = InputQueue::new(b.input_limit);
     let kind = b.metrics.kind_index(&options.kind).unwrap_or(0);
-    let record = options.record.clone().or_else(|| b.record.clone()).map(|dir| (dir, options.kind.clone()));
+    let record = options
+        .record
+        .clone()
+        .or_else(|| b.record.clone())
+        .map(|dir| (dir, options.kind.clone(), options.recording.clone()));
     let options_stop = options.stop_when_empty;
     let new = NewWorld {
         id,

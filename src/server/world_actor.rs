@@ -79,8 +79,8 @@ pub(crate) struct WorldArgs<W: World> {
     pub worlds: super::world::Worlds,
     /// Why it ended, for whoever watches it end.
     pub why: Arc<std::sync::Mutex<String>>,
-    /// Record it into this folder (with its kind's name).
-    pub record: Option<(std::path::PathBuf, String)>,
+    /// Record it into this folder (with its kind's name), telling this handle how it goes.
+    pub record: Option<(std::path::PathBuf, String, super::world::RecordingHandle)>,
     /// Stop once its last player has left.
     pub stop_when_empty: bool,
 }
@@ -173,7 +173,10 @@ impl<W: World> Actor for WorldActor<W> {
             metrics.set_tick_period(clock.dt);
         }
         let tick_rate_hz = (1.0 / clock.dt.as_secs_f64()).round() as u16;
-        let record = record.as_ref().map(|(dir, kind)| (dir.as_path(), kind.as_str()));
+        let record = record.as_ref().map(|(dir, kind, handle)| {
+            let to = super::record::RecordTo { dir: dir.as_path(), handle: handle.clone(), inline: false };
+            (kind.as_str(), to)
+        });
         let start = Start { id, dt, stride, tick_rate_hz, stop_when_empty, record, metrics: Some(metrics.clone()) };
         let sim = start_world(&mut world, &worlds, start);
         Ok(WorldState {
@@ -273,8 +276,8 @@ pub(crate) struct Start<'a> {
     pub tick_rate_hz: u16,
     /// Stop once its last player has left.
     pub stop_when_empty: bool,
-    /// Record it into this folder, with this kind's name.
-    pub record: Option<(&'a std::path::Path, &'a str)>,
+    /// Record it (its kind's name, where, how).
+    pub record: Option<(&'a str, super::record::RecordTo<'a>)>,
     /// Figures (none in the stepper).
     pub metrics: Option<Arc<ServerMetrics>>,
 }
@@ -291,7 +294,7 @@ pub(crate) fn start_world<W: World + ?Sized>(
     let mut sim = Simulation::new(Arc::new(world.schema()), how.dt)
         .with_scoreboard(!columns.is_empty())
         .with_stop_when_empty(how.stop_when_empty);
-    if let Some((dir, kind)) = how.record {
+    if let Some((kind, to)) = how.record {
         let of = super::record::RecordingOf {
             schema: sim.schema().clone(),
             kind,
@@ -299,7 +302,7 @@ pub(crate) fn start_world<W: World + ?Sized>(
             tick_rate_hz: how.tick_rate_hz,
             stride: how.stride,
         };
-        super::record::record_into(&mut |tap| sim.add_tap(tap), dir, how.id, of, how.metrics);
+        super::record::record_into(&mut |tap| sim.add_tap(tap), to, how.id, of, how.metrics);
     }
     let worlds = worlds.of(how.id);
     sim.guard(WorldFault::PanicInJoin, || world.started(how.id, &worlds));

@@ -20,6 +20,7 @@ use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::protocol::system::Pace;
 use crate::server::pace::Pacer;
+use crate::server::record::RecordTo;
 pub use crate::server::record::SharedBuffer;
 use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::simulation::{Command, Simulation, Stepped, TickInput};
@@ -595,8 +596,12 @@ impl<W: World> Stepper<W> {
                     if !columns.is_empty() {
                         self.boards.insert(id, BoardSender::new(columns));
                     }
-                    let (record, kind, stop_when_empty) =
-                        (options.record.clone(), options.kind.clone(), options.stop_when_empty);
+                    let (record, kind, stop_when_empty, handle) = (
+                        options.record.clone(),
+                        options.kind.clone(),
+                        options.stop_when_empty,
+                        options.recording.clone(),
+                    );
                     self.dir.add_world(id, options, world.relevancy(), parent);
                     let start = Start {
                         id,
@@ -604,7 +609,9 @@ impl<W: World> Stepper<W> {
                         stride,
                         tick_rate_hz: server,
                         stop_when_empty,
-                        record: record.as_deref().map(|dir| (dir, kind.as_str())),
+                        // Written as the world ticks, in this thread: every frame, and the
+                        // file whole when the world stops.
+                        record: record.as_deref().map(|dir| (kind.as_str(), RecordTo { dir, handle, inline: true })),
                         metrics: None,
                     };
                     let sim = start_world(&mut *world, &self.worlds, start);
@@ -633,11 +640,15 @@ impl<W: World> Stepper<W> {
     }
 
     /// Records world `id` from its next tick, into memory: the bytes of the recording file
-    /// ([`crate::protocol::recording`]) grow in the returned buffer as its chunks close (the
-    /// last closes when the world stops or the stepper is dropped).
+    /// ([`crate::protocol::recording`]) grow in the returned buffer as the world ticks, in
+    /// the stepper's own thread, every frame (nothing is left out however fast the stepper
+    /// runs), and the file is whole, its last chunk and end written, as soon as the world
+    /// stops or the stepper is dropped. Worlds spawned with
+    /// [`WorldOptions::recorded`](crate::server::WorldOptions::recorded) are recorded the same
+    /// way, into their files.
     ///
     /// # Errors
-    /// When the recorder's thread cannot start.
+    /// When the recording's header cannot be written (never, into memory).
     pub fn record(&mut self, id: WorldId) -> std::io::Result<SharedBuffer> {
         let out = SharedBuffer::default();
         let stride = if id == WorldId::ENTRY { 1 } else { self.hosted.get(&id).map_or(1, |h| h.stride) };
@@ -648,7 +659,9 @@ impl<W: World> Stepper<W> {
             tick_rate_hz: self.settings.params.tick_rate_hz,
             stride,
         };
-        let recorder = crate::server::record::Recorder::start(out.clone(), of, None)?;
+        let handle = crate::server::RecordingHandle::default();
+        let recorder =
+            crate::server::record::Recorder::start(out.clone(), std::path::PathBuf::new(), handle, true, of, None)?;
         self.add_tap(id, Box::new(recorder));
         Ok(out)
     }
@@ -707,8 +720,10 @@ impl<W: World> Stepper<W> {
         self.step_each(|i, c, now| Some(input(i, c, now)));
     }
 
-    /// [`Stepper::step_with`], where `None` sends no input (as [`StepClient::input`]).
-    fn step_each(&mut self, mut input: impl FnMut(usize, &mut StepClient, Duration) -> Option<Vec<u8>>) {
+    /// [`Stepper::step_with`], where `None` sends no input this tick for that client (it
+    /// still acknowledges what it received and sends its messages, as a client with no
+    /// [`StepClient::input`] does): a client that stalls a frame, or one that only watches.
+    pub fn step_each(&mut self, mut input: impl FnMut(usize, &mut StepClient, Duration) -> Option<Vec<u8>>) {
         if self.shut_down {
             return;
         }

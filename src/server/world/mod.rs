@@ -28,7 +28,7 @@ use crate::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot
 pub use handle::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessages, WorldRef, Worlds};
 pub(crate) use handle::{Host, Request, TokenKeys};
 pub(crate) use options::Numbers;
-pub use options::{Origin, WorldId, WorldOptions};
+pub use options::{Origin, RecordingClosed, RecordingHandle, RecordingState, WorldId, WorldOptions};
 pub(crate) use tap::{Applied, Held, HeldInput};
 pub use tap::{MAX_HELD_INPUTS, MAX_HOLD, MAX_TAP_MESSAGES, Players, Tap};
 pub(crate) use tap::{TapBox, message_event};
@@ -290,8 +290,11 @@ impl Outbox {
     /// Puts `player` (one of this world's) in `team` (`None`: in none), for
     /// [`Audience::Team`]. It holds for this tick's messages already, whichever order they
     /// were queued in: a world gives a player that joined its team here, in the first
-    /// [`World::messages`] after [`World::join_with`], and its team hears what it sends the
-    /// team in the same call. A move takes the player out of its team.
+    /// [`World::messages`] after [`World::join_with`] (the same tick's, before anything of
+    /// that tick reaches anyone: no client sees the player without its team), and its team
+    /// hears what it sends the team in the same call. `join_with` itself has no `Outbox`: a
+    /// world notes the team there and sets it here, as below. A move takes the player out of
+    /// its team.
     ///
     /// ```
     /// # use volley::prelude::*;
@@ -431,7 +434,7 @@ pub trait World: Send + 'static {
     }
     /// A message the client sent ([`GameClient::channel`](crate::client::GameClient::channel):
     /// `send_message` reliably, `send_event_message` as an event; decode it with
-    /// `postcard::from_bytes` into the same type), in the order it arrived among the player's
+    /// [`decode_message`] into the same type), in the order it arrived among the player's
     /// inputs, before the tick. Ignored by default. At most
     /// [`MAX_CLIENT_MESSAGES_PER_TICK`](crate::server::MAX_CLIENT_MESSAGES_PER_TICK)
     /// a player and tick, none over

@@ -91,6 +91,8 @@ pub struct WorldOptions {
     pub record: Option<std::path::PathBuf>,
     /// It stops by itself once its last player has left ([`WorldOptions::stop_when_empty`]).
     pub stop_when_empty: bool,
+    /// Where its recording stands, if it is recorded ([`WorldOptions::recording`]).
+    pub recording: RecordingHandle,
 }
 
 impl WorldOptions {
@@ -103,6 +105,7 @@ impl WorldOptions {
             watched_by_everyone: false,
             record: None,
             stop_when_empty: false,
+            recording: RecordingHandle::default(),
         }
     }
 
@@ -125,10 +128,32 @@ impl WorldOptions {
     }
 
     /// It is recorded, into a new file in `dir` (`{kind}-{number}-{unix ms}.vrec`), from its
-    /// first tick until it stops; `volley replay FILE` plays it back.
+    /// first tick until it stops; `volley replay FILE` plays it back. When the world stops,
+    /// its recording is closed whole (every frame written, then the file's end), and
+    /// [`WorldOptions::recording`] says so and where.
     pub fn recorded(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.record = Some(dir.into());
         self
+    }
+
+    /// Where this world's recording stands: take it before spawning, keep it, and ask it
+    /// later ([`RecordingHandle::closed`], or [`RecordingHandle::wait_closed`] outside a
+    /// world). A world that is not recorded stays [`RecordingState::NotRecorded`].
+    ///
+    /// ```no_run
+    /// # use volley::server::{World, WorldId, WorldOptions, Worlds, RecordingState};
+    /// # fn f(worlds: &Worlds, a_match: impl World) {
+    /// let options = WorldOptions::new("match").fallback(WorldId::ENTRY).recorded("recordings");
+    /// let recording = options.recording();
+    /// worlds.spawn(options, a_match).unwrap();
+    /// // ... later, at any tick of the lobby:
+    /// if let Some(done) = recording.closed() {
+    ///     println!("the match's replay: {} ({} frames)", done.path.display(), done.frames);
+    /// }
+    /// # }
+    /// ```
+    pub fn recording(&self) -> RecordingHandle {
+        self.recording.clone()
     }
 
     /// It stops by itself at the end of the first tick after its last player has left (a
@@ -171,3 +196,107 @@ impl Numbers {
         self.in_use.remove(&id.0);
     }
 }
+
+/// Where one world's recording stands: shared between whoever asked for it
+/// ([`WorldOptions::recording`]) and the framework that writes it. Cloning it shares it.
+#[derive(Clone, Default)]
+pub struct RecordingHandle(std::sync::Arc<(std::sync::Mutex<RecordingState>, std::sync::Condvar)>);
+
+/// What a [`RecordingHandle`] says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RecordingState {
+    /// No recording has begun (the world is not recorded, or has not started yet).
+    #[default]
+    NotRecorded,
+    /// Frames are being written into this file.
+    Writing(std::path::PathBuf),
+    /// The world stopped and its recording is whole: every frame it queued written, then the
+    /// file's end (a replay reads it to its last tick).
+    Closed(RecordingClosed),
+    /// It could not be recorded, or writing failed (the folder, the disk, the writer's own
+    /// fault): what was written before stays readable up to its last whole chunk.
+    Failed {
+        /// The file, if one was made.
+        path: Option<std::path::PathBuf>,
+        /// What went wrong.
+        error: String,
+    },
+}
+
+/// A recording closed whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordingClosed {
+    /// The file (in the stepper's memory recordings, `Stepper::record`, an empty path).
+    pub path: std::path::PathBuf,
+    /// Frames written.
+    pub frames: u64,
+    /// Frames left out while the disk was behind (only keyframes then; 0 in the stepper,
+    /// which writes every frame as it ticks).
+    pub left_out: u64,
+    /// Bytes of the file.
+    pub bytes: u64,
+}
+
+impl RecordingHandle {
+    /// What it says now.
+    pub fn state(&self) -> RecordingState {
+        self.0.0.lock().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// The recording's file, once one was made.
+    pub fn path(&self) -> Option<std::path::PathBuf> {
+        match self.state() {
+            RecordingState::Writing(p) => Some(p),
+            RecordingState::Closed(c) => Some(c.path),
+            RecordingState::Failed { path, .. } => path,
+            RecordingState::NotRecorded => None,
+        }
+    }
+
+    /// The closed recording, once the world stopped and it is whole.
+    pub fn closed(&self) -> Option<RecordingClosed> {
+        match self.state() {
+            RecordingState::Closed(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Waits up to `timeout` for the recording to close or fail (for a program or a test,
+    /// not a world's tick, which should ask [`RecordingHandle::closed`] instead); the state
+    /// then, whatever it is.
+    pub fn wait_closed(&self, timeout: std::time::Duration) -> RecordingState {
+        let (lock, ready) = &*self.0;
+        let Ok(guard) = lock.lock() else { return self.state() };
+        let done = |s: &mut RecordingState| matches!(s, RecordingState::Closed(_) | RecordingState::Failed { .. });
+        match ready.wait_timeout_while(guard, timeout, |s| !done(s)) {
+            Ok((s, _)) => s.clone(),
+            Err(_) => self.state(),
+        }
+    }
+
+    /// The framework's side: the recording moves on.
+    pub(crate) fn set(&self, state: RecordingState) {
+        let (lock, ready) = &*self.0;
+        let mut s = lock.lock().unwrap_or_else(|p| p.into_inner());
+        // A closed or failed recording stays so.
+        if !matches!(*s, RecordingState::Closed(_) | RecordingState::Failed { .. }) {
+            *s = state;
+        }
+        ready.notify_all();
+    }
+}
+
+impl std::fmt::Debug for RecordingHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("RecordingHandle").field(&self.state()).finish()
+    }
+}
+
+/// Two handles are equal when they are the same recording's.
+impl PartialEq for RecordingHandle {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for RecordingHandle {}
