@@ -9,8 +9,10 @@
  *
  * It plays SECONDS seconds at 60 frames a second. For each new snapshot it writes the
  * avatars exactly as that snapshot holds them ("tick T" and a line per avatar: id, then its
- * numbers field by field) to the fourth argument's file, if given. It exits 0 when it was
- * connected, decoded snapshots and was welcomed by the arena; 1 otherwise. */
+ * numbers field by field) to the fourth argument's file, if given. It predicts its own
+ * avatar (each input applied at once, reconciled with every snapshot: see `Prediction`) and
+ * prints how often reconciling corrected it. It exits 0 when it was connected, decoded
+ * snapshots, predicted, and was welcomed by the arena; 1 otherwise. */
 #define _POSIX_C_SOURCE 199309L
 #include <math.h>
 #include <stdio.h>
@@ -63,6 +65,67 @@ static size_t arena_input(unsigned char *out, int move_x, int move_y, unsigned a
     out[n++] = (unsigned char)fire;
     out[n++] = 0;
     return n;
+}
+
+/* Prediction of the own avatar. The arena moves an avatar by its newest input each tick
+ * (SPEED metres a second, inside the walls); this client sends one input a frame, about one a
+ * tick, so it predicts by applying each input at once. With each new snapshot it reconciles:
+ * the snapshot's position of its own entity (volley_client_own_entity) with every input the
+ * server had not yet applied (volley_client_applied_input) replayed on it. What that moves
+ * the prediction by is a correction. */
+#define SPEED 8.0
+#define HALF_SIZE 50.0
+#define HISTORY 128
+
+typedef struct {
+    uint32_t seq[HISTORY];
+    double dx[HISTORY], dy[HISTORY];
+    double x, y;      /* the prediction */
+    int have;         /* a snapshot has been reconciled */
+    long reconciled, corrections;
+    double corrected; /* the corrections' sum, metres */
+} Prediction;
+
+static double clamp(double v) {
+    double lim = HALF_SIZE - 0.5;
+    return v < -lim ? -lim : v > lim ? lim : v;
+}
+
+/* One input applied as the arena applies it for a tick. */
+static void step(double *x, double *y, double dx, double dy) {
+    *x = clamp(*x + dx * SPEED / 60.0);
+    *y = clamp(*y + dy * SPEED / 60.0);
+}
+
+/* An input just sent (its sequence number from volley_client_input_seq). */
+static void predict_sent(Prediction *p, uint32_t seq, int move_x, int move_y) {
+    double dx = move_x / 127.0, dy = move_y / 127.0, len = sqrt(dx * dx + dy * dy);
+    if (len > 1.0) {
+        dx /= len;
+        dy /= len;
+    }
+    p->seq[seq % HISTORY] = seq;
+    p->dx[seq % HISTORY] = dx;
+    p->dy[seq % HISTORY] = dy;
+    if (p->have) step(&p->x, &p->y, dx, dy);
+}
+
+/* A new snapshot: the own avatar at (x, y) in it, the server having applied our inputs up to
+ * `applied` (if `has_applied`), our newest input `newest`. */
+static void predict_reconcile(Prediction *p, double x, double y, int has_applied, uint32_t applied, uint32_t newest) {
+    uint32_t from = has_applied ? applied + 1 : newest - HISTORY + 1;
+    for (uint32_t s = from; (int32_t)(newest - s) >= 0; s++) {
+        if (p->seq[s % HISTORY] == s) step(&x, &y, p->dx[s % HISTORY], p->dy[s % HISTORY]);
+    }
+    if (p->have) {
+        double e = sqrt((x - p->x) * (x - p->x) + (y - p->y) * (y - p->y));
+        p->corrected += e;
+        if (e > 0.01) p->corrections++;
+    }
+    p->x = x;
+    p->y = y;
+    p->have = 1;
+    p->reconciled++;
 }
 
 /* Reads a varint from the message; 0 when it is cut short. */
@@ -120,19 +183,27 @@ int main(int argc, char **argv) {
     struct timespec frame = {0, 16666667}, cpu0, cpu1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
     int frames = 0;
+    Prediction me_predicted;
+    memset(&me_predicted, 0, sizeof me_predicted);
     for (int f = 0; f < seconds * 60; f++) {
         frames++;
         /* Steer in a circle, aim the way we go, fire now and then. */
         double a = f * 0.05;
         unsigned char input[16];
-        size_t n = arena_input(input, (int)(cos(a) * 127), (int)(sin(a) * 127),
-                               (unsigned)(fmod(a / TAU, 1.0) * 65536) & 0xffff, f % 30 == 0);
+        int move_x = (int)(cos(a) * 127), move_y = (int)(sin(a) * 127);
+        size_t n = arena_input(input, move_x, move_y, (unsigned)(fmod(a / TAU, 1.0) * 65536) & 0xffff, f % 30 == 0);
+        uint32_t before = 0, seq = 0;
+        int had = volley_client_input_seq(client, &before);
         rc = volley_client_poll(client, input, n);
         if (rc < 0) {
             fail("volley_client_poll", rc);
             break;
         }
         snapshots += rc;
+        /* The input went out (once connected): predicted at once. */
+        if (volley_client_input_seq(client, &seq) == 1 && (!had || seq != before)) {
+            predict_sent(&me_predicted, seq, move_x, move_y);
+        }
         int status = volley_client_status(client);
         if (status == VOLLEY_CONNECTED && !connected) {
             connected = 1;
@@ -164,6 +235,13 @@ int main(int argc, char **argv) {
             last_tick = tick;
             size_t count = 0;
             rc = volley_client_snapshot_entities(client, tick, avatar, ids, values, MAX_AVATARS, &count);
+            uint32_t own = 0, applied = 0;
+            if (rc == 1 && volley_client_own_entity(client, &own) == 1 && volley_client_input_seq(client, &seq) == 1) {
+                int has_applied = volley_client_applied_input(client, tick, &applied) == 1;
+                for (size_t i = 0; i < count; i++) {
+                    if (ids[i] == own) predict_reconcile(&me_predicted, values[i * per], values[i * per + 1], has_applied, applied, seq);
+                }
+            }
             if (rc == 1 && out) {
                 fprintf(out, "tick %u\n", tick);
                 for (size_t i = 0; i < count; i++) {
@@ -195,6 +273,10 @@ int main(int argc, char **argv) {
     volley_client_stats(client, &stats);
     printf("snapshots %d (decoded %llu, errors %llu), frames drawn %d, rtt %.2f ms\n", snapshots,
            (unsigned long long)stats.snapshots, (unsigned long long)stats.snapshot_errors, drawn, stats.rtt_ms);
+    printf("prediction: %ld reconciled, %ld corrections, mean %.4f m; jitter %.2f ms, render delay %.1f ms\n",
+           me_predicted.reconciled, me_predicted.corrections,
+           me_predicted.reconciled ? me_predicted.corrected / me_predicted.reconciled : 0.0, stats.jitter_ms,
+           stats.render_delay_ms);
     volley_client_free(client);
     /* A freed handle is refused, not followed. */
     if (volley_client_status(client) != VOLLEY_ERR_HANDLE) {
@@ -202,7 +284,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     if (out) fclose(out);
-    int ok = connected && snapshots >= 30 && welcomed && drawn > 0;
+    int ok = connected && snapshots >= 30 && welcomed && drawn > 0 && me_predicted.reconciled >= 30;
     printf("%s\n", ok ? "ok" : "FAILED");
     return ok ? 0 : 1;
 }

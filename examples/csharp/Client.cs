@@ -1,6 +1,6 @@
 // A volley client in C#, through volley-ffi with P/Invoke: the route a Unity or Godot .NET
 // game takes. It connects to an arena server, steers its avatar, decodes the snapshots and
-// reads the arena's reliable messages.
+// reads the arena's reliable messages, and predicts its own avatar (Prediction, below).
 //
 //   cargo build -p volley-ffi
 //   mcs -out:client.exe examples/csharp/Client.cs
@@ -29,7 +29,7 @@ static class Volley
     {
         public double RttMs, Loss;
         public ulong Snapshots, SnapshotErrors, BytesReceived, FramesInterpolated, FramesExtrapolated;
-        public double RenderDelayTicks;
+        public double RenderDelayTicks, JitterMs, RenderDelayMs;
     }
 
     [DllImport(Lib)] public static extern UIntPtr volley_last_error(byte[] buf, UIntPtr capacity);
@@ -44,6 +44,9 @@ static class Volley
     [DllImport(Lib)] public static extern int volley_client_snapshot_entities(ulong client, uint tick, ushort kind, uint[] ids, double[] values, UIntPtr capacity, out UIntPtr count);
     [DllImport(Lib)] public static extern int volley_client_next_message(ulong client, byte[] buf, UIntPtr capacity, out UIntPtr len, [MarshalAs(UnmanagedType.U1)] out bool reliable);
     [DllImport(Lib)] public static extern int volley_client_stats(ulong client, out Stats stats);
+    [DllImport(Lib)] public static extern int volley_client_input_seq(ulong client, out uint seq);
+    [DllImport(Lib)] public static extern int volley_client_applied_input(ulong client, uint tick, out uint seq);
+    [DllImport(Lib)] public static extern int volley_client_own_entity(ulong client, out uint id);
 
     public static string LastError()
     {
@@ -54,6 +57,58 @@ static class Volley
     }
 
     public static byte[] CString(string s) => Encoding.UTF8.GetBytes(s + "\0");
+}
+
+// The own avatar, predicted. The arena moves an avatar by its newest input each tick (Speed
+// metres a second, inside the walls); this client sends one input a frame, so it applies each
+// input at once. Each new snapshot reconciles: its position of the own entity, with the inputs
+// the server had not yet applied replayed on it; what that moves the prediction by is a
+// correction.
+class Prediction
+{
+    const double Speed = 8.0, HalfSize = 50.0;
+    const int History = 128;
+    readonly uint[] seqs = new uint[History];
+    readonly double[] dxs = new double[History], dys = new double[History];
+    double x, y;
+    bool have;
+    public long Reconciled, Corrections;
+    public double Corrected;
+
+    static double Clamp(double v) => Math.Max(-(HalfSize - 0.5), Math.Min(HalfSize - 0.5, v));
+
+    static void Step(ref double x, ref double y, double dx, double dy)
+    {
+        x = Clamp(x + dx * Speed / 60.0);
+        y = Clamp(y + dy * Speed / 60.0);
+    }
+
+    public void Sent(uint seq, int moveX, int moveY)
+    {
+        double dx = moveX / 127.0, dy = moveY / 127.0, len = Math.Sqrt(dx * dx + dy * dy);
+        if (len > 1.0) { dx /= len; dy /= len; }
+        seqs[seq % History] = seq;
+        dxs[seq % History] = dx;
+        dys[seq % History] = dy;
+        if (have) Step(ref x, ref y, dx, dy);
+    }
+
+    public void Reconcile(double sx, double sy, uint? applied, uint newest)
+    {
+        uint from = applied.HasValue ? applied.Value + 1 : newest - History + 1;
+        for (uint s = from; (int)(newest - s) >= 0; s++)
+            if (seqs[s % History] == s) Step(ref sx, ref sy, dxs[s % History], dys[s % History]);
+        if (have)
+        {
+            double e = Math.Sqrt((sx - x) * (sx - x) + (sy - y) * (sy - y));
+            Corrected += e;
+            if (e > 0.01) Corrections++;
+        }
+        x = sx;
+        y = sy;
+        have = true;
+        Reconciled++;
+    }
 }
 
 static class Program
@@ -122,14 +177,20 @@ static class Program
         uint me = 0;
         uint? lastTick = null;
         int snapshots = 0, drawn = 0;
+        var prediction = new Prediction();
         for (int f = 0; f < seconds * 60; f++)
         {
             double a = f * 0.05;
             uint aim = (uint)((a / (2 * Math.PI)) % 1.0 * 65536) & 0xffff;
-            byte[] input = ArenaInput((int)(Math.Cos(a) * 127), (int)(Math.Sin(a) * 127), aim, f % 30 == 0);
+            int moveX = (int)(Math.Cos(a) * 127), moveY = (int)(Math.Sin(a) * 127);
+            byte[] input = ArenaInput(moveX, moveY, aim, f % 30 == 0);
+            bool had = Volley.volley_client_input_seq(client, out uint before) == 1;
             int rc = Volley.volley_client_poll(client, input, (UIntPtr)input.Length);
             if (rc < 0) { Console.Error.WriteLine("volley_client_poll: " + Volley.LastError()); break; }
             snapshots += rc;
+            // The input went out (once connected): predicted at once.
+            if (Volley.volley_client_input_seq(client, out uint seq) == 1 && (!had || seq != before))
+                prediction.Sent(seq, moveX, moveY);
             int status = Volley.volley_client_status(client);
             if (status == Volley.Connected && !connected)
             {
@@ -151,7 +212,14 @@ static class Program
             if (Volley.volley_client_latest_tick(client, out uint tick) == 1 && tick != lastTick)
             {
                 lastTick = tick;
-                if (Volley.volley_client_snapshot_entities(client, tick, kind, ids, values, (UIntPtr)cap, out UIntPtr count) == 1 && output != null)
+                bool held = Volley.volley_client_snapshot_entities(client, tick, kind, ids, values, (UIntPtr)cap, out UIntPtr count) == 1;
+                if (held && Volley.volley_client_own_entity(client, out uint own) == 1 && Volley.volley_client_input_seq(client, out uint newest) == 1)
+                {
+                    uint? applied = Volley.volley_client_applied_input(client, tick, out uint done) == 1 ? done : (uint?)null;
+                    for (int i = 0; i < (int)count; i++)
+                        if (ids[i] == own) prediction.Reconcile(values[i * per], values[i * per + 1], applied, newest);
+                }
+                if (held && output != null)
                 {
                     output.WriteLine("tick " + tick);
                     for (int i = 0; i < (int)count; i++)
@@ -168,10 +236,13 @@ static class Program
         }
         Volley.volley_client_stats(client, out Volley.Stats stats);
         Console.WriteLine("snapshots " + snapshots + " (decoded " + stats.Snapshots + ", errors " + stats.SnapshotErrors + "), frames drawn " + drawn);
+        double mean = prediction.Reconciled > 0 ? prediction.Corrected / prediction.Reconciled : 0.0;
+        Console.WriteLine(string.Format(inv, "prediction: {0} reconciled, {1} corrections, mean {2:F4} m; jitter {3:F2} ms, render delay {4:F1} ms",
+            prediction.Reconciled, prediction.Corrections, mean, stats.JitterMs, stats.RenderDelayMs));
         Volley.volley_client_free(client);
         if (Volley.volley_client_status(client) != Volley.ErrHandle) { Console.WriteLine("a freed handle was not refused"); return 1; }
         output?.Close();
-        bool ok = connected && snapshots >= 30 && welcomed && drawn > 0;
+        bool ok = connected && snapshots >= 30 && welcomed && drawn > 0 && prediction.Reconciled >= 30;
         Console.WriteLine(ok ? "ok" : "FAILED");
         return ok ? 0 : 1;
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A volley bot in Python, with nothing but the standard library's ctypes: connects to an
 arena server, steers its avatar, decodes the snapshots and reads the arena's reliable
-messages, through volley-ffi (libvolley_ffi.so).
+messages, and predicts its own avatar, through volley-ffi (libvolley_ffi.so).
 
     cargo build -p volley-ffi
     volley schema > arena.json
@@ -34,6 +34,8 @@ class Stats(C.Structure):
         ("frames_interpolated", C.c_uint64),
         ("frames_extrapolated", C.c_uint64),
         ("render_delay_ticks", C.c_double),
+        ("jitter_ms", C.c_double),
+        ("render_delay_ms", C.c_double),
     ]
 
 
@@ -55,6 +57,9 @@ def load(path):
             i32, [u64, u32, u16, C.POINTER(u32), C.POINTER(C.c_double), size, C.POINTER(size)]),
         "volley_client_next_message": (i32, [u64, C.c_char_p, size, C.POINTER(size), C.POINTER(C.c_bool)]),
         "volley_client_stats": (i32, [u64, C.POINTER(Stats)]),
+        "volley_client_input_seq": (i32, [u64, C.POINTER(u32)]),
+        "volley_client_applied_input": (i32, [u64, u32, C.POINTER(u32)]),
+        "volley_client_own_entity": (i32, [u64, C.POINTER(u32)]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -79,6 +84,48 @@ def arena_input(move_x, move_y, aim, fire):
             break
     out += bytes([1 if fire else 0, 0])
     return bytes(out)
+
+
+SPEED, HALF_SIZE, HISTORY = 8.0, 50.0, 128
+
+
+class Prediction:
+    """The own avatar, predicted: the arena moves an avatar by its newest input each tick
+    (SPEED metres a second, inside the walls), and this bot sends one input a frame, so it
+    applies each input at once; each new snapshot reconciles (its position of the own entity,
+    with the inputs the server had not applied replayed on it), and what that moves the
+    prediction by is a correction."""
+
+    def __init__(self):
+        self.sent = {}
+        self.pos = None
+        self.reconciled = self.corrections = 0
+        self.corrected = 0.0
+
+    @staticmethod
+    def step(pos, d):
+        lim = HALF_SIZE - 0.5
+        return tuple(max(-lim, min(lim, p + v * SPEED / 60.0)) for p, v in zip(pos, d))
+
+    def sent_input(self, seq, move_x, move_y):
+        d = (move_x / 127.0, move_y / 127.0)
+        n = math.hypot(*d)
+        d = (d[0] / n, d[1] / n) if n > 1.0 else d
+        self.sent[seq] = d
+        self.sent.pop(seq - HISTORY, None)
+        if self.pos is not None:
+            self.pos = self.step(self.pos, d)
+
+    def reconcile(self, pos, applied, newest):
+        for seq in range(newest - HISTORY + 1 if applied is None else applied + 1, newest + 1):
+            if seq in self.sent:
+                pos = self.step(pos, self.sent[seq])
+        if self.pos is not None:
+            e = math.dist(pos, self.pos)
+            self.corrected += e
+            self.corrections += e > 0.01
+        self.pos = pos
+        self.reconciled += 1
 
 
 def varints(data):
@@ -120,15 +167,21 @@ def main():
     me, tick, last_tick = C.c_uint32(), C.c_uint32(), None
     connected = welcomed = too_small_seen = False
     snapshots = drawn = 0
+    prediction, seq, own, applied = Prediction(), C.c_uint32(), C.c_uint32(), C.c_uint32()
     for f in range(seconds * 60):
         a = f * 0.05
         aim = int((a / (2 * math.pi)) % 1.0 * 65536) & 0xFFFF
-        data = arena_input(int(math.cos(a) * 127), int(math.sin(a) * 127), aim, f % 30 == 0)
+        move_x, move_y = int(math.cos(a) * 127), int(math.sin(a) * 127)
+        data = arena_input(move_x, move_y, aim, f % 30 == 0)
+        before = seq.value if lib.volley_client_input_seq(client, C.byref(seq)) == 1 else None
         rc = lib.volley_client_poll(client, data, len(data))
         if rc < 0:
             print(f"volley_client_poll: {rc}: {last_error(lib)}", file=sys.stderr)
             break
         snapshots += rc
+        # The input went out (once connected): predicted at once.
+        if lib.volley_client_input_seq(client, C.byref(seq)) == 1 and seq.value != before:
+            prediction.sent_input(seq.value, move_x, move_y)
         status = lib.volley_client_status(client)
         if status == CONNECTED and not connected:
             connected = True
@@ -152,6 +205,13 @@ def main():
         if lib.volley_client_latest_tick(client, C.byref(tick)) == 1 and tick.value != last_tick:
             last_tick = tick.value
             rc = lib.volley_client_snapshot_entities(client, tick, kind, ids, values, cap, C.byref(count))
+            if rc == 1 and lib.volley_client_own_entity(client, C.byref(own)) == 1 \
+                    and lib.volley_client_input_seq(client, C.byref(seq)) == 1:
+                done = lib.volley_client_applied_input(client, tick, C.byref(applied)) == 1
+                for i in range(count.value):
+                    if ids[i] == own.value:
+                        at = (values[i * per.value], values[i * per.value + 1])
+                        prediction.reconcile(at, applied.value if done else None, seq.value)
             if rc == 1 and out:
                 out.write(f"tick {tick.value}\n")
                 for i in range(count.value):
@@ -167,13 +227,16 @@ def main():
     lib.volley_client_stats(client, C.byref(stats))
     print(f"snapshots {snapshots} (decoded {stats.snapshots}, errors {stats.snapshot_errors}), "
           f"frames drawn {drawn}, rtt {stats.rtt_ms:.2f} ms")
+    mean = prediction.corrected / prediction.reconciled if prediction.reconciled else 0.0
+    print(f"prediction: {prediction.reconciled} reconciled, {prediction.corrections} corrections, "
+          f"mean {mean:.4f} m; jitter {stats.jitter_ms:.2f} ms, render delay {stats.render_delay_ms:.1f} ms")
     lib.volley_client_free(client)
     if lib.volley_client_status(client) != ERR_HANDLE:
         print("a freed handle was not refused")
         return 1
     if out:
         out.close()
-    ok = connected and snapshots >= 30 and welcomed and drawn > 0 and too_small_seen
+    ok = connected and snapshots >= 30 and welcomed and drawn > 0 and too_small_seen and prediction.reconciled >= 30
     print("ok" if ok else "FAILED")
     return 0 if ok else 1
 

@@ -92,6 +92,11 @@ typedef struct {
   uint64_t frames_extrapolated;
   // How far behind the server the picture is drawn, in ticks.
   double render_delay_ticks;
+  // How much the round-trip time varies, milliseconds.
+  double jitter_ms;
+  // How far behind the server the picture is drawn, milliseconds (`render_delay_ticks`
+  // at the session's tick rate; 0 before the session is agreed).
+  double render_delay_ms;
 } VolleyStats;
 
 #ifdef __cplusplus
@@ -267,6 +272,33 @@ int32_t volley_client_snapshot_entities(uint64_t client,
 // # Safety
 // `out_index` must be null or writable.
 int32_t volley_client_index(uint64_t client, uint32_t *out_index);
+
+// Prediction: the sequence number of the newest input this client sent (each poll with
+// an input sends one, numbered on from 1) into `*out_seq`: returns 1, or 0 before the
+// first. Record the input under it; a snapshot later says which inputs the server applied
+// ([`volley_client_applied_input`]), and the prediction replays the rest on the snapshot's
+// state of the player's own entity ([`volley_client_own_entity`]).
+//
+// # Safety
+// `out_seq` must be null or writable.
+int32_t volley_client_input_seq(uint64_t client, uint32_t *out_seq);
+
+// Prediction: the sequence number of the newest of this client's inputs that the server
+// had applied in the snapshot of `tick` into `*out_seq`: returns 1, or 0 when that
+// snapshot is not held or had applied none of them yet.
+//
+// # Safety
+// `out_seq` must be null or writable.
+int32_t volley_client_applied_input(uint64_t client, uint32_t tick, uint32_t *out_seq);
+
+// Prediction: the id of this player's own entity in its snapshots into `*out_id`, for a
+// game whose worlds give each player an entity under the player's id (the arena): the
+// player's id merged with its world's number, so it follows the player across moves.
+// Returns 1, or 0 before the client is connected and told its world.
+//
+// # Safety
+// `out_id` must be null or writable.
+int32_t volley_client_own_entity(uint64_t client, uint32_t *out_id);
 
 // Takes the next world notice, oldest first (every world the player entered, in order): its
 // number into `*out_world`, why into `*out_reason` (`VOLLEY_ENTERED_*`), its kind into

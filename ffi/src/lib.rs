@@ -90,6 +90,11 @@ pub struct VolleyStats {
     pub frames_extrapolated: u64,
     /// How far behind the server the picture is drawn, in ticks.
     pub render_delay_ticks: f64,
+    /// How much the round-trip time varies, milliseconds.
+    pub jitter_ms: f64,
+    /// How far behind the server the picture is drawn, milliseconds (`render_delay_ticks`
+    /// at the session's tick rate; 0 before the session is agreed).
+    pub render_delay_ms: f64,
 }
 
 /// One client and the scratch its calls reuse.
@@ -681,6 +686,12 @@ pub unsafe extern "C" fn volley_client_stats(client: u64, out: *mut VolleyStats)
                 frames_interpolated: s.frames_interpolated,
                 frames_extrapolated: s.frames_extrapolated,
                 render_delay_ticks: s.render_delay_ticks,
+                jitter_ms: s.jitter.as_secs_f64() * 1e3,
+                render_delay_ms: e
+                    .polled
+                    .client
+                    .session()
+                    .map_or(0.0, |p| s.render_delay_ticks * 1e3 / f64::from(p.tick_rate_hz.max(1))),
             };
             // SAFETY: checked not null; the caller promises it is writable.
             unsafe { out.write(stats) };
@@ -794,6 +805,66 @@ pub unsafe extern "C" fn volley_client_index(client: u64, out_index: *mut u32) -
             let Some(i) = e.polled.client.client_index() else { return Ok(0) };
             // SAFETY: forwarded from the caller.
             unsafe { set(out_index, i) };
+            Ok(1)
+        })
+    })
+}
+
+/// Prediction: the sequence number of the newest input this client sent (each poll with
+/// an input sends one, numbered on from 1) into `*out_seq`: returns 1, or 0 before the
+/// first. Record the input under it; a snapshot later says which inputs the server applied
+/// ([`volley_client_applied_input`]), and the prediction replays the rest on the snapshot's
+/// state of the player's own entity ([`volley_client_own_entity`]).
+///
+/// # Safety
+/// `out_seq` must be null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_input_seq(client: u64, out_seq: *mut u32) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            let seq = e.polled.client.input_seq();
+            if seq == 0 {
+                return Ok(0);
+            }
+            // SAFETY: forwarded from the caller.
+            unsafe { set(out_seq, seq) };
+            Ok(1)
+        })
+    })
+}
+
+/// Prediction: the sequence number of the newest of this client's inputs that the server
+/// had applied in the snapshot of `tick` into `*out_seq`: returns 1, or 0 when that
+/// snapshot is not held or had applied none of them yet.
+///
+/// # Safety
+/// `out_seq` must be null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_applied_input(client: u64, tick: u32, out_seq: *mut u32) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            let Some(seq) = e.polled.client.applied_input(tick) else { return Ok(0) };
+            // SAFETY: forwarded from the caller.
+            unsafe { set(out_seq, seq) };
+            Ok(1)
+        })
+    })
+}
+
+/// Prediction: the id of this player's own entity in its snapshots into `*out_id`, for a
+/// game whose worlds give each player an entity under the player's id (the arena): the
+/// player's id merged with its world's number, so it follows the player across moves.
+/// Returns 1, or 0 before the client is connected and told its world.
+///
+/// # Safety
+/// `out_id` must be null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_own_entity(client: u64, out_id: *mut u32) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            let Some(id) = e.polled.client.own_entity() else { return Ok(0) };
+            // SAFETY: forwarded from the caller.
+            unsafe { set(out_id, id) };
             Ok(1)
         })
     })

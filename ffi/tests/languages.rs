@@ -113,6 +113,21 @@ async fn play_beside(name: &str, program: impl FnOnce(&Path, &Path, &Path) -> Co
     (text, theirs, mine)
 }
 
+/// The client predicted its own avatar against the real server: the line it printed
+/// ("prediction: R reconciled, C corrections, mean M m"), reconciled often, its corrections
+/// counted and small (on loopback the server applies each input about as the client
+/// predicted it; a reconciler that replayed the wrong inputs would be metres off).
+fn predicted(name: &str, text: &str) {
+    let line = text.lines().find(|l| l.starts_with("prediction: ")).unwrap_or_else(|| panic!("{name}: {text}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let reconciled: u64 = words[1].parse().unwrap();
+    let corrections: u64 = words[3].parse().unwrap();
+    let mean: f64 = words[6].parse().unwrap();
+    eprintln!("{name}: {line}");
+    assert!(reconciled >= 30, "{name}: {line}");
+    assert!(corrections <= reconciled && mean < 0.25, "{name}: {line}");
+}
+
 /// Whether `tool` runs; under the test command (tests/run.sh) it must.
 fn installed(tool: &str, arg: &str) -> bool {
     let there = Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success());
@@ -182,6 +197,7 @@ async fn a_c_client_plays_against_a_real_server_and_decodes_what_rust_decodes() 
         eprintln!("valgrind is not installed: the C client ran without it");
     }
     same_ticks("the C client", &theirs, &mine);
+    predicted("the C client", &text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,6 +212,7 @@ async fn a_python_bot_plays_against_a_real_server_and_decodes_what_rust_decodes(
     .await;
     assert!(text.contains("welcome: player") && text.contains("ok"), "{text}");
     same_ticks("the Python bot", &theirs, &mine);
+    predicted("the Python bot", &text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,4 +239,5 @@ async fn a_csharp_client_plays_against_a_real_server_and_decodes_what_rust_decod
     let _ = std::fs::remove_file(&exe);
     assert!(text.contains("welcome: player") && text.contains("ok"), "{text}");
     same_ticks("the C# client", &theirs, &mine);
+    predicted("the C# client", &text);
 }

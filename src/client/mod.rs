@@ -371,6 +371,28 @@ impl GameClient {
         self.netcode.is_connected().then(|| self.netcode.client_index())
     }
 
+    /// The id of this player's own entity in its snapshots, for a game whose worlds give each
+    /// player one entity under the player's id (the arena, tag: `out.insert(player, ..)`):
+    /// the player's id merged with the number of the world it is in
+    /// ([`merged_id`](crate::protocol::snapshot::world::merged_id)). It follows the player
+    /// across moves (the world's number changes) and zones (so does its id). `None` until the
+    /// client is connected and told its world.
+    pub fn own_entity(&self) -> Option<EntityId> {
+        let world = self.world.as_ref()?.world;
+        Some(crate::protocol::snapshot::world::merged_id(u32::from(world), self.client_index()?))
+    }
+
+    /// The bytes of the input this client sent with sequence number `seq`
+    /// ([`GameClient::input_seq`]), while it is kept (the last [`REPLAY_INPUTS`], including
+    /// those waiting for the next zone's server): what [`predict::Prediction::frame`] reads
+    /// the inputs sent from, whatever driver sent them.
+    pub fn sent_input(&self, seq: u32) -> Option<&[u8]> {
+        fn find(q: &VecDeque<(u32, Vec<u8>)>, seq: u32) -> Option<&[u8]> {
+            q.iter().rev().find(|(s, _)| *s == seq).map(|(_, b)| &b[..])
+        }
+        find(&self.sent, seq).or_else(|| self.replay.as_ref().and_then(|r| find(r, seq)))
+    }
+
     /// Why the session ended, once it has: what the server said in its goodbye (kicked, with
     /// the world's words; shutting down; …), what it refused (server full, protocol
     /// version), or what this client saw (timed out, no answer, its own disconnect). `None`

@@ -196,8 +196,14 @@ impl<T: Smoothable> Smoother<T> {
 /// assert_eq!(drawn, Some(Vec2::new(0.1, 0.0)));
 /// ```
 ///
-/// With a [`GameClient`](super::GameClient), each frame: `me.sent(client.input_seq(), input)`
-/// after sending it, then `me.update(&client, now, |snapshot| /* find your entity */, step)`.
+/// With a [`GameClient`](super::GameClient), one call a frame, after the frame's input went
+/// out (by any driver): [`Prediction::frame`] with the game's [`Model`] reads the inputs the
+/// client sent since the last frame, finds the player's own entity in the newest snapshot
+/// ([`GameClient::own_entity`](super::GameClient::own_entity), across moves and zones),
+/// reconciles and smooths. [`Prediction::corrections`] and [`Prediction::last_correction`]
+/// show what reconciling changed (a game that smooths its own way sets a zero half-life and
+/// reads them). By hand instead: `me.sent(client.input_seq(), input)` after sending, then
+/// `me.update(&client, now, |snapshot| /* find your entity */, step)`.
 #[derive(Debug, Clone)]
 pub struct Prediction<S, I> {
     inputs: Reconciler<I>,
@@ -211,6 +217,84 @@ pub struct Prediction<S, I> {
     since: Vec<I>,
     /// The newest input the server is known to have applied, in any world.
     applied: Option<u32>,
+    /// The newest input sequence [`Prediction::frame`] has read from the client.
+    seen: Option<u32>,
+    /// Reconciliations that moved the prediction, and the last such move.
+    corrections: u64,
+    last_correction: S,
+    tolerance: f32,
+}
+
+/// A correction up to this size ([`Smoothable::size`]) is not counted by
+/// [`Prediction::corrections`] unless [`Prediction::tolerance`] says otherwise.
+pub const CORRECTION_EPSILON: f32 = 1e-3;
+
+/// What a game tells [`Prediction::frame`] about its own entity, written once: which kind it
+/// is, what of it is predicted, how an input is read from the bytes the client sent, and the
+/// step the world applies for each input (the same code the server runs).
+///
+/// ```
+/// use std::time::Duration;
+/// use glam::Vec2;
+/// use volley::client::predict::{Model, Prediction};
+/// use volley::prelude::*;
+///
+/// volley::replicated! {
+///     /// A player.
+///     #[derive(Debug, Clone, PartialEq)]
+///     pub struct Avatar {
+///         /// Where it is.
+///         pub position: Vec2 = Vec2Q::bounded(Vec2::splat(-50.0), Vec2::splat(50.0), 0.01),
+///     }
+/// }
+///
+/// /// Each input (two bytes: x, y) moves the avatar a step: the world applies the same.
+/// struct Walk;
+/// impl Model for Walk {
+///     type Kind = Avatar;
+///     type State = Vec2;
+///     type Input = Vec2;
+///     fn state(&mut self, a: &Avatar) -> Vec2 {
+///         a.position
+///     }
+///     fn input(&self, bytes: &[u8]) -> Option<Vec2> {
+///         match bytes {
+///             [x, y] => Some(Vec2::new(f32::from(*x as i8), f32::from(*y as i8)) / 127.0),
+///             _ => None,
+///         }
+///     }
+///     fn step(&self, pos: &mut Vec2, dir: &Vec2) {
+///         *pos += *dir * 0.1;
+///     }
+/// }
+///
+/// // Each frame, after the frame's input went out:
+/// # fn frame(client: &GameClient, now: Duration, me: &mut Prediction<Vec2, Vec2>) {
+/// if let Some(drawn) = me.frame(client, now, &mut Walk) {
+///     // draw the own avatar at `drawn`, the others from `client.entities::<Avatar>(now)`
+/// #   let _ = drawn;
+/// }
+/// # }
+/// ```
+pub trait Model {
+    /// The replicated kind of the player's entity.
+    type Kind: crate::protocol::snapshot::Replicate + 'static;
+    /// What is predicted of it (its position, say).
+    type State: Smoothable;
+    /// An input, as the world reads it.
+    type Input: Clone;
+    /// The predicted state of the entity as the newest snapshot has it (the model may keep
+    /// what else of it the step needs: a speed, a flag).
+    fn state(&mut self, entity: &Self::Kind) -> Self::State;
+    /// An input from the bytes the client sent; `None` is not one of the game's (skipped).
+    fn input(&self, bytes: &[u8]) -> Option<Self::Input>;
+    /// One input applied to the state, exactly as the world applies it.
+    fn step(&self, state: &mut Self::State, input: &Self::Input);
+    /// The entity's id in the client's snapshots: by default
+    /// [`GameClient::own_entity`](super::GameClient::own_entity) (the player's id in its world).
+    fn entity(&self, client: &super::GameClient) -> Option<crate::protocol::snapshot::EntityId> {
+        client.own_entity()
+    }
 }
 
 impl<S: Smoothable, I: Clone> Prediction<S, I> {
@@ -227,7 +311,72 @@ impl<S: Smoothable, I: Clone> Prediction<S, I> {
             last: None,
             since: Vec::new(),
             applied: None,
+            seen: None,
+            corrections: 0,
+            last_correction: S::default(),
+            tolerance: CORRECTION_EPSILON,
         }
+    }
+
+    /// Corrections up to `distance` are not counted ([`Prediction::corrections`]): the
+    /// snapshot's rounding (a position quantized to 1 cm replays to within half of it on
+    /// each axis, about 0.7 cm, of what was predicted from the snapshot before) is not a
+    /// misprediction. They are still applied and smoothed.
+    pub fn tolerance(mut self, distance: f32) -> Self {
+        self.tolerance = distance.max(0.0);
+        self
+    }
+
+    /// What to draw of the own entity at `now`, in one call a frame (after the frame's input
+    /// went out): the inputs the client sent since the last call (read back from it,
+    /// [`GameClient::sent_input`](super::GameClient::sent_input), decoded by `model`), the
+    /// entity's state in the newest snapshot (its id from [`Model::entity`]), every input the
+    /// server had not applied replayed on it with [`Model::step`], the correction smoothed.
+    /// `None` until the entity has been seen.
+    pub fn frame<M: Model<State = S, Input = I>>(
+        &mut self,
+        client: &super::GameClient,
+        now: Duration,
+        model: &mut M,
+    ) -> Option<S> {
+        let newest = client.input_seq();
+        // The inputs sent since the last frame (the first frame: the newest only).
+        let new = self.seen.map_or(1, |seen| newest.wrapping_sub(seen)).min(self.capacity as u32);
+        for k in (0..new).rev() {
+            let seq = newest.wrapping_sub(k);
+            if let Some(input) = client.sent_input(seq).and_then(|b| model.input(b)) {
+                self.sent(seq, input);
+            }
+        }
+        self.seen = Some(newest);
+        let world = client.world().map(|n| n.world);
+        let latest = client.latest();
+        let applied = latest.and_then(|l| client.applied_input(l.tick()));
+        let server = latest
+            .zip(model.entity(client))
+            .and_then(|(l, id)| l.read::<M::Kind>(client.schema(), id))
+            .map(|k| model.state(&k));
+        self.reconcile_at(now, world, server, applied, |s, i| model.step(s, i))
+    }
+
+    /// Reconciliations that moved the prediction by more than its tolerance
+    /// ([`Prediction::tolerance`], [`CORRECTION_EPSILON`] by default): the
+    /// server's state, with the inputs it had not applied replayed, was not what the client
+    /// had predicted (a misprediction, a collision the client did not know of, a lost input).
+    /// Zero on a game whose step is exact.
+    pub fn corrections(&self) -> u64 {
+        self.corrections
+    }
+
+    /// The last such correction: the new prediction minus the old (what the smoothing hides
+    /// as it fades: [`Prediction::smoothing_offset`]).
+    pub fn last_correction(&self) -> S {
+        self.last_correction
+    }
+
+    /// What is left of the corrections on screen now (zero once faded, or with smoothing off).
+    pub fn smoothing_offset(&self) -> S {
+        self.smoother.offset()
     }
 
     /// Corrections larger than `distance` snap at once (a respawn is not smoothed).
@@ -299,6 +448,10 @@ impl<S: Smoothable, I: Clone> Prediction<S, I> {
             // the new one is a correction, faded.
             for input in &self.since {
                 step(&mut before, input);
+            }
+            if (predicted - before).size() > self.tolerance {
+                self.corrections += 1;
+                self.last_correction = predicted - before;
             }
             self.smoother.correct(before, predicted);
         }

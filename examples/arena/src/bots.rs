@@ -522,10 +522,8 @@ impl Bot {
         } else if got > 0 && !idle {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
             progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
-            if let (Some(world), Some(me)) = (bot.client.latest(), bot.client.client_index()) {
-                // In a match world its avatar's id carries the world's number.
-                let home = bot.client.world().map_or(0, |n| u32::from(n.world));
-                let me = volley::protocol::snapshot::world::merged_id(home, me);
+            // Its avatar's id (in a match world it carries the world's number).
+            if let (Some(world), Some(me)) = (bot.client.latest(), bot.client.own_entity()) {
                 let (i, others) = think(me, world, schema, self.tick);
                 report.max_others_seen = report.max_others_seen.max(others);
                 self.input = i.to_bytes();

@@ -20,6 +20,11 @@ pub const FIELD: f32 = 20.0;
 pub const TAG_DISTANCE: f32 = 1.0;
 /// Players' speed, metres a second ("it" is a little faster).
 pub const SPEED: f32 = 5.0;
+/// What one input stands for: a frame of a 60 Hz client (the server's tick). Each input the
+/// world applies moves its runner this long at its speed ([`run`]), so a client predicts its
+/// own runner exactly by applying the same step to the inputs the server has not yet applied
+/// ([`RunnerModel`]).
+pub const INPUT_SECONDS: f32 = 1.0 / 60.0;
 /// Seconds without input before a player is kicked.
 pub const IDLE_KICK_SECS: f32 = 10.0;
 /// A word that gets a player kicked from the chat.
@@ -70,6 +75,51 @@ impl TagInput {
     pub fn towards(from: Vec2, to: Vec2) -> Self {
         let d = (to - from).normalize_or_zero() * 127.0;
         Self { x: d.x as i8, y: d.y as i8 }
+    }
+}
+
+/// Where one input takes a runner at `from` (faster when it is "it"): the rule the world
+/// applies and a predicting client replays.
+pub fn run(from: Vec2, it: bool, input: TagInput) -> Vec2 {
+    let steer = (Vec2::new(f32::from(input.x), f32::from(input.y)) / 127.0).clamp_length_max(1.0);
+    let speed = if it { SPEED * 1.1 } else { SPEED };
+    (from + steer * speed * INPUT_SECONDS).clamp(Vec2::splat(-FIELD), Vec2::splat(FIELD))
+}
+
+/// The client's prediction of its own runner ([`volley::client::predict::Model`]): its
+/// position, moved by each input as the world moves it ([`run`]), at the speed of whether it
+/// was "it" in the newest snapshot.
+///
+/// ```
+/// # use volley::prelude::*;
+/// # use volley::client::predict::Prediction;
+/// # fn frame(client: &GameClient, now: std::time::Duration) {
+/// /// // Positions are sent to the centimetre: smaller corrections are rounding.
+/// let mut me = Prediction::new(120, std::time::Duration::from_millis(100)).tolerance(0.01);
+/// let mut model = volley_tag::RunnerModel::default();
+/// // each frame, after sending the input:
+/// let drawn = me.frame(client, now, &mut model);
+/// # let _ = drawn;
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunnerModel {
+    it: bool,
+}
+
+impl volley::client::predict::Model for RunnerModel {
+    type Kind = Runner;
+    type State = Vec2;
+    type Input = TagInput;
+    fn state(&mut self, runner: &Runner) -> Vec2 {
+        self.it = runner.it;
+        runner.position
+    }
+    fn input(&self, bytes: &[u8]) -> Option<TagInput> {
+        TagInput::from_bytes(bytes)
+    }
+    fn step(&self, position: &mut Vec2, input: &TagInput) {
+        *position = run(*position, self.it, *input);
     }
 }
 
@@ -137,7 +187,6 @@ pub fn user_data_for(name: &str) -> [u8; 256] {
 struct Player {
     name: String,
     position: Vec2,
-    steer: Vec2,
     idle: f32,
     tags: u32,
     seconds_it: f32,
@@ -192,7 +241,7 @@ impl World for TagWorld {
         let angle = player as f32 * 2.4;
         let position = Vec2::from_angle(angle) * (FIELD * 0.5);
         let name = name_from(player, who);
-        self.players.insert(player, Player { name, position, steer: Vec2::ZERO, idle: 0.0, tags: 0, seconds_it: 0.0 });
+        self.players.insert(player, Player { name, position, idle: 0.0, tags: 0, seconds_it: 0.0 });
         self.it.get_or_insert(player);
     }
 
@@ -207,8 +256,11 @@ impl World for TagWorld {
     }
 
     fn input(&mut self, player: PlayerId, input: &[u8]) {
+        let it = self.it == Some(player);
         let (Some(p), Some(i)) = (self.players.get_mut(&player), TagInput::from_bytes(input)) else { return };
-        p.steer = (Vec2::new(f32::from(i.x), f32::from(i.y)) / 127.0).clamp_length_max(1.0);
+        // Each input moves its runner one frame's way (no input, no move): the client
+        // predicts its own runner with the same rule.
+        p.position = run(p.position, it, i);
         if i != TagInput::default() {
             p.idle = 0.0;
         }
@@ -230,8 +282,6 @@ impl World for TagWorld {
         let dt = dt.as_secs_f32();
         self.cooldown = self.cooldown.saturating_sub(1);
         for (id, p) in &mut self.players {
-            let speed = if self.it == Some(*id) { SPEED * 1.1 } else { SPEED };
-            p.position = (p.position + p.steer * speed * dt).clamp(Vec2::splat(-FIELD), Vec2::splat(FIELD));
             p.idle += dt;
             if self.it == Some(*id) {
                 p.seconds_it += dt;
