@@ -19,6 +19,8 @@ mod udp;
 
 #[path = "churn.rs"]
 mod churn;
+#[path = "client_ends.rs"]
+mod client_ends;
 #[path = "client_entities.rs"]
 mod client_entities;
 #[path = "client_messages.rs"]
@@ -39,8 +41,12 @@ mod lifecycle;
 mod netcode_interop;
 #[path = "netcode_rules.rs"]
 mod netcode_rules;
+#[path = "ordering.rs"]
+mod ordering;
 #[path = "pacing.rs"]
 mod pacing;
+#[path = "recording_whole.rs"]
+mod recording_whole;
 #[path = "reliability.rs"]
 mod reliability;
 #[path = "replay.rs"]

@@ -114,8 +114,13 @@ async fn finished_recording(dir: &Path) -> PathBuf {
 }
 
 /// What a viewer of `file` decoded, by the recorded tick each snapshot showed, with the
-/// controls sent at the given frames.
-async fn watch(file: &Path, frames: usize, controls: &[(usize, SpectatorControl)]) -> (BTreeMap<u32, Content>, u32) {
+/// controls sent at the given frames; how often playback went back; the statuses it was
+/// told. Two snapshots said to show the same recorded tick must hold the same state.
+async fn watch(
+    file: &Path,
+    frames: usize,
+    controls: &[(usize, SpectatorControl)],
+) -> (BTreeMap<u32, Content>, u32, Vec<SpectatorStatus>) {
     let key = [44u8; 32];
     let world = SpectatorWorld::open(file, schema(), Arc::new(Everything), 1 << 30).unwrap();
     let server = start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), world).await.unwrap();
@@ -151,9 +156,11 @@ async fn watch(file: &Path, frames: usize, controls: &[(usize, SpectatorControl)
             went_back += 1;
         }
         last_shown = r;
-        shown.insert(r, c);
+        if let Some(before) = shown.insert(r, c.clone()) {
+            assert_eq!(before, c, "two snapshots showing recorded tick {r} differ");
+        }
     }
-    (shown, went_back)
+    (shown, went_back, statuses)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,12 +205,28 @@ async fn a_recorded_world_replays_to_a_viewer_exactly_as_a_live_client_saw_it() 
     // From the start, then a seek back to a tick in the middle of a chunk, then double speed.
     let mid = first + 45;
     let controls = [(120, SpectatorControl::Seek(mid)), (240, SpectatorControl::Speed(8))];
-    let (shown, went_back) = watch(&file, 420, &controls).await;
+    let (shown, went_back, _) = watch(&file, 420, &controls).await;
     let compared = check(&shown, "played");
     assert!(compared > 200, "{compared} recorded ticks compared");
     assert!(went_back >= 1, "the seek went back");
     assert!(shown.keys().any(|t| *t == mid), "the seek landed on tick {mid}");
     assert!(shown.keys().any(|t| *t > first + 330), "double speed went past real time");
+
+    // Paused for two seconds, then played on: the viewer is told (speed 0, then real time
+    // again), every snapshot of the pause shows the same recorded tick, and after it the
+    // replay goes on from there, not from where real time would be.
+    let controls = [(60, SpectatorControl::Pause), (180, SpectatorControl::Play)];
+    let (shown, went_back, statuses) = watch(&file, 300, &controls).await;
+    assert_eq!(went_back, 0);
+    let paused = statuses.iter().find(|s| s.quarters == 0).expect("a paused status");
+    let resumed = statuses.iter().find(|s| s.since > paused.since && s.quarters == 4).expect("a playing status after");
+    let held = paused.shown_at(paused.since);
+    let from = resumed.shown_at(resumed.since);
+    assert!(from.abs_diff(held) <= 1, "it plays on from where it paused (within a tick): {held} then {from}");
+    assert_eq!(paused.shown_at(paused.since + 90), held, "held still while paused");
+    let newest = *shown.keys().next_back().unwrap();
+    assert!(newest > held + 60 && newest < first + 300 - 60, "played on after the pause: {held} then {newest}");
+    check(&shown, "paused");
 
     // A file cut off in its last chunk plays to the end of the chunk before.
     let bytes = std::fs::read(&file).unwrap();
@@ -212,7 +235,7 @@ async fn a_recorded_world_replays_to_a_viewer_exactly_as_a_live_client_saw_it() 
     let truncated = Recording::parse(bytes[..bytes.len() - 50].to_vec().into(), Some(&schema())).unwrap();
     let (_, end) = truncated.ticks().unwrap();
     assert!(truncated.cut_off() > 0 && end < last, "the last chunk is gone: {end} < {last}");
-    let (shown, _) = watch(&cut, 240, &[(1, SpectatorControl::Seek(end - 30))]).await;
+    let (shown, ..) = watch(&cut, 240, &[(1, SpectatorControl::Seek(end - 30))]).await;
     check(&shown, "cut off");
     assert_eq!(shown.keys().next_back(), Some(&end), "it played to tick {end} and stopped there");
     let _ = std::fs::remove_dir_all(&dir);

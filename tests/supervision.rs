@@ -10,6 +10,7 @@ use volley::client::GameClient;
 use volley::client::udp::UdpClient;
 use volley::protocol::netcode::client::ClientState;
 use volley::protocol::netcode::token::{ConnectToken, TokenParams};
+use volley::protocol::session::SessionEnd;
 use volley::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use volley::server::metrics::DeliveryPath;
 use volley::server::{PlayerId, Relevancy, ServerConfig, World, unix_now};
@@ -122,6 +123,7 @@ async fn one_player_fails(n: u64, victim_client: usize) {
     assert_eq!(m.totals().actor_failures, 1, "exactly one actor failed");
     assert_eq!(m.totals().players, n - 1, "the others are still connected");
     assert_eq!(clients[victim_client].client.state(), ClientState::Disconnected, "the victim was told");
+    assert_eq!(clients[victim_client].client.ended(), Some(SessionEnd::ServerFault), "and read why");
     for (i, c) in clients.iter().enumerate().filter(|(i, _)| *i != victim_client) {
         let got = c.client.stats().snapshots - before[i];
         // About 86 ticks passed. The clients are stepped one after another on a machine

@@ -730,7 +730,8 @@ fn live_line(
     let inb = m.totals().bytes_received;
     let snaps = m.totals().snapshots;
     let players = m.totals().players;
-    let rtt = if players > 0 { m.totals().rtt_sum_us as f64 / players as f64 / 1000.0 } else { 0.0 };
+    // The players' median RTT: one client with a broken link cannot move it, as it did a mean.
+    let rtt = m.rtt_quantile(0.5).as_secs_f64() * 1000.0;
     let kinds = m.worlds_by_kind();
     let kind = |name: &str| kinds.iter().find(|k| k.0 == name).map_or((0, 0), |k| (k.1, k.2));
     // What a newcomer looks for first: games running and who is in them.
@@ -748,7 +749,7 @@ fn live_line(
     };
     let (frames, recorded) = m.recorded();
     let line = format!(
-        "{games}players {:>4} | tick p50 {:>6.3} ms p99 {:>6.3} ms | out {:>8.1} kbit/s in {:>7.1} kbit/s | snapshots {:>6.0}/s | rtt {:>5.2} ms{}{}",
+        "{games}players {:>4} | tick p50 {:>6.3} ms p99 {:>6.3} ms | out {:>8.1} kbit/s in {:>7.1} kbit/s | snapshots {:>6.0}/s | rtt p50 {:>5.2} ms{}{}",
         players,
         m.tick_quantile(0.5).as_secs_f64() * 1e3,
         m.tick_quantile(0.99).as_secs_f64() * 1e3,
@@ -770,7 +771,7 @@ fn live_line(
     line
 }
 
-const CSV_HEADER: &str = "seconds,players,tick_p50_ms,tick_p99_ms,tick_budget_ms,egress_kbit_s,ingress_kbit_s,egress_per_player_kbit_s,rtt_ms";
+const CSV_HEADER: &str = "seconds,players,tick_p50_ms,tick_p99_ms,tick_budget_ms,egress_kbit_s,ingress_kbit_s,egress_per_player_kbit_s,rtt_p50_ms";
 
 /// One line per second of `--csv` output (tick quantiles over the recent ticks; rates over the
 /// last second).
@@ -787,7 +788,7 @@ impl CsvRow {
         let dt = (now - self.at).max(1e-3);
         let players = m.totals().players;
         let egress = (out - self.out) as f64 * 8.0 / 1000.0 / dt;
-        let rtt = if players > 0 { m.totals().rtt_sum_us as f64 / players as f64 / 1000.0 } else { 0.0 };
+        let rtt = m.rtt_quantile(0.5).as_secs_f64() * 1000.0;
         let line = format!(
             "{now:.1},{players},{:.3},{:.3},{:.3},{egress:.1},{:.1},{:.2},{rtt:.2}",
             m.tick_quantile(0.5).as_secs_f64() * 1e3,

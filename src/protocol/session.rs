@@ -86,6 +86,11 @@ pub enum SessionEnd {
     /// there with the token the server sent it ([`Redirect`](crate::protocol::system::Redirect)).
     #[error("moved to another server")]
     Moved,
+    /// The server's part for this player failed (a fault in the server, not the game's nor
+    /// the client's: its player actor stopped); the other players play on, and this one may
+    /// connect again with a fresh token.
+    #[error("the server failed this player's session")]
+    ServerFault,
     /// Every slot on the server was taken.
     #[error("the server is full")]
     ServerFull,
@@ -128,6 +133,7 @@ impl SessionEnd {
             Self::TooFarBehind => 5,
             Self::Moved => 6,
             Self::Malformed => 7,
+            Self::ServerFault => 8,
             _ => 0,
         }
     }
@@ -142,6 +148,7 @@ impl SessionEnd {
             Self::Malformed => "malformed",
             Self::TooFarBehind => "too_far_behind",
             Self::Moved => "moved",
+            Self::ServerFault => "server_fault",
             Self::ServerFull => "server_full",
             Self::VersionMismatch { .. } => "version_mismatch",
             Self::TimedOut => "timed_out",
@@ -169,7 +176,7 @@ pub enum Control {
     /// Server → client: the session is over, and why (repeated until the client answers
     /// with its netcode disconnect, or a second has passed). Only the reasons a server
     /// gives travel ([`SessionEnd::Kicked`], `ShuttingDown`, `WorldStopped`, `Flooding`, `Malformed`,
-    /// `TooFarBehind`, `Moved`); any other is sent as `ShuttingDown`.
+    /// `TooFarBehind`, `Moved`, `ServerFault`); any other is sent as `ShuttingDown`.
     Goodbye(SessionEnd),
 }
 
@@ -251,6 +258,7 @@ impl Control {
                     (5, "") => SessionEnd::TooFarBehind,
                     (6, "") => SessionEnd::Moved,
                     (7, "") => SessionEnd::Malformed,
+                    (8, "") => SessionEnd::ServerFault,
                     _ => return Err(Malformed),
                 }))
             }

@@ -986,7 +986,7 @@ impl ServerMetrics {
         d(
             "volley_zone_bus_up",
             None,
-            "1 while the zone's message bus is connected; 0 when it is down or the server runs no zone.",
+            "0 while a zone of this server has lost its message bus; 1 otherwise (every zone's bus connected, or no zone: nothing to alert on).",
         );
         d("volley_zone_bus_rtt_seconds", Some(Unit::Seconds), "The newest round trip to the message bus.");
         d(
@@ -1431,6 +1431,20 @@ impl ServerMetrics {
         self.per_player.lock().is_ok_and(|m| m.contains_key(&id))
     }
 
+    /// The `q` quantile (0 to 1) of the connected players' round-trip times, from their
+    /// newest figures (each refreshed about once a second): a median (`0.5`) that one hostile
+    /// client's seconds-long RTT cannot move, unlike a mean. Zero with no player.
+    pub fn rtt_quantile(&self, q: f64) -> Duration {
+        let mut rtts: Vec<f64> =
+            self.per_player.lock().map(|m| m.values().map(|p| p.rtt_seconds).collect()).unwrap_or_default();
+        if rtts.is_empty() {
+            return Duration::ZERO;
+        }
+        rtts.sort_unstable_by(f64::total_cmp);
+        let i = ((rtts.len() - 1) as f64 * q.clamp(0.0, 1.0)).round() as usize;
+        Duration::from_secs_f64(rtts[i].max(0.0))
+    }
+
     /// Forgets a player's figures.
     pub fn remove_player(&self, id: u32) {
         if let Ok(mut m) = self.per_player.lock() {
@@ -1643,7 +1657,8 @@ impl ServerMetrics {
             chosen.absolute(sum(|z| &z.relevancy_ns));
             let world = self.recorder.register_counter(&key("volley_zone_border_world_seconds_total", &[]), &META);
             world.absolute(sum(|z| &z.world_ns));
-            self.gauge("volley_zone_bus_up", &[], zones.iter().map(|z| get(&z.bus_up)).min().unwrap_or(0) as f64);
+            // Of no zone, none is down.
+            self.gauge("volley_zone_bus_up", &[], zones.iter().map(|z| get(&z.bus_up)).min().unwrap_or(1) as f64);
             let rtt = zones.iter().map(|z| get(&z.bus_rtt_us)).max().unwrap_or(0);
             self.gauge("volley_zone_bus_rtt_seconds", &[], rtt as f64 / 1e6);
         }
@@ -1826,5 +1841,27 @@ mod bucket_tests {
                 .any(|le| (le - tick).abs() < 1e-9);
             assert!(edge, "{hz} Hz: an input-delay bucket edge at the tick period");
         }
+    }
+}
+
+#[cfg(test)]
+mod rtt_tests {
+    use super::*;
+
+    #[test]
+    fn one_hostile_clients_rtt_does_not_move_the_players_median() {
+        let m = ServerMetrics::new();
+        assert_eq!(m.rtt_quantile(0.5), Duration::ZERO, "no player");
+        for id in 0..9 {
+            m.set_player(PlayerStats { id, rtt_seconds: 0.020 + f64::from(id) * 0.001, ..PlayerStats::default() });
+        }
+        // A client that never acknowledges reads a ten-second RTT: a mean of all ten would be
+        // over a second; the median is still the others'.
+        m.set_player(PlayerStats { id: 9, rtt_seconds: 10.1, ..PlayerStats::default() });
+        let median = m.rtt_quantile(0.5);
+        assert!(median >= Duration::from_millis(24) && median <= Duration::from_millis(26), "{median:?}");
+        assert_eq!(m.rtt_quantile(1.0), Duration::from_secs_f64(10.1));
+        m.remove_player(9);
+        assert!(m.rtt_quantile(1.0) < Duration::from_millis(30));
     }
 }

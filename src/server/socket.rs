@@ -201,7 +201,14 @@ async fn receive_loop(
                     let released = hs.by_actor.get(&actor).copied().and_then(|slot| Some((slot as u32, hs.release(slot)?)));
                     if let Some((slot, mut o)) = released {
                         let mut tx = UdpTx::new(&args.socket);
-                        o.value.farewell.disconnect((args.clock)(), &mut tx);
+                        // Its client reads why (`SessionEnd::ServerFault`), then the disconnect.
+                        let now = (args.clock)();
+                        let mut b = [0u8; crate::protocol::session::MAX_CONTROL_BYTES];
+                        let n = crate::protocol::session::Control::Goodbye(SessionEnd::ServerFault).encode(&mut b);
+                        for _ in 0..3 {
+                            let _ = o.value.farewell.send_payload(now, &b[..n], &mut tx);
+                        }
+                        o.value.farewell.disconnect(now, &mut tx);
                         let _ = args.broadcaster.cast(BroadcastMsg::Remove(slot));
                         args.metrics.record_end(EndReason::Failed);
                         args.metrics.remove_player(slot);

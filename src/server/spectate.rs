@@ -36,18 +36,15 @@ pub const MAX_DELAY: Duration = Duration::from_secs(60);
 /// world is told otherwise.
 ///
 /// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use volley::server::Everything;
 /// use volley::server::spectate::{Hearing, Spectators};
-/// # use std::sync::Arc;
-/// # use std::time::Duration;
-/// # struct Everyone;
-/// # impl volley::server::Relevancy for Everyone {
-/// #     fn interest(&self, w: &volley::protocol::snapshot::WorldSnapshot, _: u32, out: &mut Vec<volley::protocol::snapshot::Interest>) {
-/// #         volley::protocol::snapshot::Interest::everything(w, out)
-/// #     }
-/// # }
-/// // The public stands hear what everyone heard; the casters' booth hears both teams.
-/// let stands = Spectators::new(Duration::from_secs(2), Arc::new(Everyone));
-/// let booth = Spectators::new(Duration::from_secs(2), Arc::new(Everyone)).hearing(Hearing::Everything);
+///
+/// // The public stands hear what everyone heard; the casters' booth hears both teams. Both
+/// // see every entity (`Everything`, the framework's relevancy that picks them all).
+/// let stands = Spectators::new(Duration::from_secs(2), Arc::new(Everything));
+/// let booth = Spectators::new(Duration::from_secs(2), Arc::new(Everything)).hearing(Hearing::Everything);
 /// assert_eq!(stands.hearing_of(), Hearing::Public);
 /// assert_eq!(booth.hearing_of(), Hearing::Everything);
 /// ```

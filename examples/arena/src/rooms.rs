@@ -128,9 +128,24 @@ impl World for Lobby {
     fn join_with(&mut self, player: PlayerId, who: &JoinInfo) {
         if who.user_data.starts_with(crate::bots::SPECTATOR) {
             self.watchers.push(player);
-        } else {
-            self.queue.push((player, self.clock));
+            return;
         }
+        match &who.origin {
+            // Its match failed under it: first in the queue for the next one.
+            Origin::Returned { why, .. } => {
+                tracing::info!(player, why = %why, "back from a match that stopped early");
+                self.queue.insert(0, (player, Duration::ZERO));
+            }
+            // A newcomer, or back from a match played to its end: at the back.
+            _ => self.queue.push((player, self.clock)),
+        }
+    }
+    fn world_stopped(&mut self, world: WorldId, why: &str) {
+        // Its players arrive after this: no spectator is sent to a match that is gone.
+        if self.newest == Some(world) {
+            self.newest = None;
+        }
+        tracing::debug!(%world, why, "a match stopped");
     }
     fn leave(&mut self, player: PlayerId) {
         self.queue.retain(|(p, _)| *p != player);
@@ -150,7 +165,8 @@ impl World for Lobby {
             let n = self.figures.started.load(Ordering::Relaxed);
             game.faulty = self.rooms.faulty_match == Some(n);
             let kind = if game.faulty { "faulty" } else { "match" };
-            match worlds.spawn(WorldOptions::new(kind).fallback(WorldId::ENTRY), game) {
+            // A match everyone quit stops by itself (its players gone, nobody to play for).
+            match worlds.spawn(WorldOptions::new(kind).fallback(WorldId::ENTRY).stop_when_empty(), game) {
                 Ok(id) => {
                     self.figures.started.fetch_add(1, Ordering::Relaxed);
                     for (p, _) in self.queue.drain(..take) {

@@ -73,7 +73,13 @@ pub enum SpawnError {
 /// # }
 /// ```
 pub trait Handles<M>: World {
-    /// One message (a panic here is caught and counted like one in [`World::tick`]).
+    /// One message (a panic here is caught and counted like one in [`World::tick`]),
+    /// handled at the start of the world's next tick, before its inputs. There is no
+    /// [`Outbox`](crate::server::Outbox) here on purpose: what the world sends because of the
+    /// message it keeps and sends in the same tick's [`World::messages`], in the one order a
+    /// tick's output has (teams, messages, the scoreboard, kicks, the snapshot, moves), so a
+    /// message handled here never overtakes the tick's own. A reply to the sender travels in
+    /// `M` (a oneshot sender, as above).
     fn handle(&mut self, msg: M);
 }
 
