@@ -421,11 +421,6 @@ impl Channel {
         self.hold = None;
     }
 
-    /// Whether messages are being kept back ([`Channel::hold_from`]).
-    pub fn is_holding(&self) -> bool {
-        self.hold.is_some()
-    }
-
     /// Whether everything before `mark` is through: every reliable message acknowledged
     /// (the peer has had them all, and delivers them in order) and every event sent.
     pub fn through(&self, mark: Mark) -> bool {
