@@ -179,6 +179,13 @@ pub struct FreshInputs<'a> {
     count: usize,
 }
 
+impl Default for FreshInputs<'_> {
+    /// No input.
+    fn default() -> Self {
+        Self { items: [FreshInput { seq: 0, bytes: &[], view: None }; MAX_PACKET_INPUTS], count: 0 }
+    }
+}
+
 impl<'a> FreshInputs<'a> {
     /// The fresh inputs, oldest first.
     pub fn as_slice(&self) -> &[FreshInput<'a>] {

@@ -11,9 +11,7 @@ use super::batcher::SnapshotBatcher;
 use super::inputs::InputQueue;
 use super::metrics::ServerMetrics;
 use super::pace::{Pacer, Round};
-use super::shared::{
-    BroadcastMsg, Direct, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, SnapshotEnv, WorldMsg,
-};
+use super::shared::{BroadcastMsg, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, WorldMsg};
 use super::world::{Audience, Numbers, PlayerId, WorldId};
 use super::worlds::{Directory, Effect, ToPlayer};
 use crate::protocol::scoreboard::{BoardSender, ScoreRow};
@@ -23,9 +21,10 @@ use bytes::Bytes;
 
 /// Wakes a tick's player actors a few at a time: each one that finishes its snapshot wakes
 /// the next. The runtime's queues then never hold more than about `window` snapshot
-/// wake-ups, so a player actor woken by an input datagram runs after those few, not after
-/// every player's snapshot of the tick: inputs and acks do not queue behind the fan-out.
-/// The work is the same and the cores stay busy (the window is a few per core).
+/// wake-ups, so the socket's receive loop and the worlds run between them, not after every
+/// player's snapshot of the tick. The work is the same and the cores stay busy (the window
+/// is a few per core). Each player actor is woken at most once a tick for its snapshot
+/// (`volley_fanout_repeat_wakeups_total` counts any second one).
 ///
 /// Each tick starts a new generation of `window` chains; a chain of an older generation
 /// ends with the player that holds it. So a player actor that dies holding a wake-up costs
@@ -38,22 +37,15 @@ pub(crate) struct FanOut {
     /// The server tick of the current generation.
     tick: AtomicU32,
     batcher: Option<Arc<SnapshotBatcher>>,
-    /// With it, a chain sends the snapshots of players whose links are free itself, without
-    /// waking their actors ([`FanOut::with_direct`]).
-    direct: Option<SnapshotEnv>,
+    /// Where a second wake-up in one tick is counted.
+    metrics: Option<Arc<ServerMetrics>>,
     /// When the current generation started, in microseconds after `epoch`.
     started_us: AtomicU64,
     /// When its queue of wake-ups emptied, in microseconds after it started, plus one; 0
     /// while wake-ups wait ([`FanOut::drain_time`]).
     drained_us: AtomicU64,
-    /// How long into a tick chains may send snapshots themselves: half the tick period.
-    direct_us: u64,
     epoch: Instant,
 }
-
-/// Snapshots a chain sends itself before it wakes a player actor to carry it on, so that
-/// the runtime gets to interleave other work (the socket, the world) between bursts.
-pub(crate) const DIRECT_BURST: usize = 16;
 
 /// Wake-ups in flight per core of the runtime.
 pub(crate) const FAN_OUT_PER_CORE: usize = 4;
@@ -68,22 +60,16 @@ impl FanOut {
             generation: AtomicU32::new(0),
             tick: AtomicU32::new(u32::MAX),
             batcher,
-            direct: None,
+            metrics: None,
             started_us: AtomicU64::new(0),
             drained_us: AtomicU64::new(1),
-            direct_us: 0,
             epoch: Instant::now(),
         }
     }
 
-    /// Lets a chain send a player's snapshot itself, through the player's shared state, when its session
-    /// is free and nothing waits for the player's actor (no datagram, no message to it
-    /// alone; batches to everyone are queued with the snapshot): the same code the actor
-    /// runs, without its wake-up. Up to [`DIRECT_BURST`] in a row, then the chain wakes the
-    /// next player actor as before; and only in the first half of the tick period.
-    pub(crate) fn with_direct(mut self, env: SnapshotEnv) -> Self {
-        self.direct_us = u64::try_from(env.tick_period.as_micros() / 2).unwrap_or(u64::MAX);
-        self.direct = Some(env);
+    /// Counts a player actor woken twice in one tick in `metrics`.
+    pub(crate) fn with_metrics(mut self, metrics: Arc<ServerMetrics>) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -131,21 +117,20 @@ impl FanOut {
         };
         // The chains start on the player actors (spread over the runtime's cores), not here.
         for _ in 0..self.window {
-            if !self.wake_next(generation, 0) {
+            if !self.wake_next(generation) {
                 break;
             }
         }
     }
 
     /// A player actor woken with `generation` has sent its snapshot: it passes the wake-up
-    /// on, if its chain is still current (first sending a burst of snapshots itself, where
-    /// it may).
+    /// on, if its chain is still current.
     pub(crate) fn finished(&self, generation: u32) {
-        self.wake_next(generation, DIRECT_BURST);
+        self.wake_next(generation);
     }
 
-    /// How long the current generation took to hand out its last wake-up (or send its last
-    /// snapshot itself), from its start; `None` while some wait.
+    /// How long the current generation took to hand out its last wake-up, from its start;
+    /// `None` while some wait.
     pub(crate) fn drain_time(&self) -> Option<std::time::Duration> {
         match self.drained_us.load(Ordering::Relaxed) {
             0 => None,
@@ -157,19 +142,10 @@ impl FanOut {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
-    /// Whether chains may still send snapshots themselves: only in the first half of the
-    /// tick. A fan-out that runs longer (an overloaded server) wakes the player actors, one
-    /// short task each, so that the runtime gets to the socket and the world between them.
-    fn direct_allowed(&self) -> bool {
-        self.direct.is_some() && self.micros().saturating_sub(self.started_us.load(Ordering::Relaxed)) < self.direct_us
-    }
-
-    /// Sends up to `burst` queued players' snapshots directly, then wakes the next queued
-    /// player actor; false when none is left.
-    fn wake_next(&self, generation: u32, mut burst: usize) -> bool {
+    /// Wakes the next queued player actor; false when none is left.
+    fn wake_next(&self, generation: u32) -> bool {
         loop {
-            // A chain ends when a newer tick's chains have started (also in mid-burst: the
-            // players queued now are theirs).
+            // A chain ends when a newer tick's chains have started.
             if generation != self.generation.load(Ordering::Acquire) {
                 return false;
             }
@@ -182,9 +158,11 @@ impl FanOut {
                 p
             });
             let Some(p) = next else { return false };
-            if burst > 0 && self.direct_allowed() && self.send_direct(&p) {
-                burst -= 1;
-                continue;
+            let tick = self.tick.load(Ordering::Relaxed);
+            if p.mailbox.figures.woken_tick.swap(tick, Ordering::Relaxed) == tick
+                && let Some(m) = &self.metrics
+            {
+                m.repeat_wakeups.fetch_add(1, Ordering::Relaxed);
             }
             if p.actor.cast(PlayerMsg::SnapshotReady(generation)).is_ok() {
                 return true;
@@ -193,20 +171,6 @@ impl FanOut {
             // answer, so the batcher stops waiting for it.
             if let Some(b) = &self.batcher {
                 b.done();
-            }
-        }
-    }
-
-    /// Sends `p`'s snapshot here if it may (see [`super::shared`]); false (nothing done)
-    /// when its actor must be woken for it.
-    fn send_direct(&self, p: &PlayerRef) -> bool {
-        let Some(env) = &self.direct else { return false };
-        match p.shared.try_send_snapshot(env) {
-            Direct::Busy => false,
-            Direct::Done => true,
-            Direct::Tell(msg) => {
-                p.tell(msg);
-                true
             }
         }
     }
@@ -303,7 +267,7 @@ fn leave_batch<'a>(players: impl Iterator<Item = &'a Arc<PlayerRef>>, batch: &Me
     let n = batch.len();
     let reliable = batch.iter().any(|(_, r)| *r);
     for p in players {
-        let (r, inbox) = (&p.actor, p.shared.inbox());
+        let (r, inbox) = (&p.actor, p.mailbox.inbox());
         let pending = inbox.messages.fetch_add(n, Ordering::Relaxed);
         if pending < MAX_PENDING_MESSAGES {
             if !inbox.leave(batch.clone()) {
@@ -374,7 +338,7 @@ impl BroadcastState {
                     if let ToPlayer::Enter(world, _) = &told {
                         // Its inputs go to that world's queue from now on.
                         let Some(l) = self.worlds.get(world) else { continue };
-                        p.shared.route_to(l.inputs.clone());
+                        p.mailbox.route_to(l.inputs.clone());
                     }
                     p.tell(PlayerMsg::Told(told));
                 }
@@ -487,7 +451,7 @@ impl Actor for Broadcaster {
                 let Some(sender) = state.worlds.get_mut(&world).and_then(|l| l.board.as_mut()) else { return Ok(()) };
                 let ping = |p: PlayerId| {
                     dir.handle(p)
-                        .map_or(0, |r| (r.shared.figures.rtt_us.load(Ordering::Relaxed) / 1000).min(65_535) as u16)
+                        .map_or(0, |r| (r.mailbox.figures.rtt_us.load(Ordering::Relaxed) / 1000).min(65_535) as u16)
                 };
                 let rows = rows.into_iter().map(|r| ScoreRow { ping_ms: ping(r.player), ..r });
                 let updates = Arc::new(sender.update(rows));
@@ -509,7 +473,7 @@ impl Actor for Broadcaster {
             }
             BroadcastMsg::Message { world, to, data, reliable } => {
                 let send = |p: &Arc<PlayerRef>| {
-                    let (r, inbox) = (&p.actor, p.shared.inbox());
+                    let (r, inbox) = (&p.actor, p.mailbox.inbox());
                     let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
                     if pending < MAX_PENDING_MESSAGES {
                         let _ = r.cast(PlayerMsg::Message(data.clone(), reliable, inbox.left()));
@@ -546,7 +510,7 @@ impl Actor for Broadcaster {
                         paced += 1;
                         return;
                     }
-                    let Some(was_empty) = p.shared.inbox().deliver(view.clone(), applied.clone()) else {
+                    let Some(was_empty) = p.mailbox.inbox().deliver(view.clone(), applied.clone()) else {
                         return; // its actor panicked holding it; it is being cleaned up
                     };
                     if was_empty {
@@ -575,21 +539,21 @@ impl Actor for Broadcaster {
 mod tests {
     use super::*;
     use crate::protocol::snapshot::WorldSnapshot;
-    use crate::server::shared::PlayerShared;
+    use crate::server::shared::Mailbox;
     use crate::server::world::{JoinInfo, WorldOptions};
     use std::sync::atomic::{AtomicBool, AtomicUsize};
     use tokio::sync::Notify;
 
     /// A player the fan-out can only wake (no link to send through).
-    fn handle(actor: ActorRef<PlayerMsg>, shared: Arc<PlayerShared>) -> Arc<PlayerRef> {
-        Arc::new(PlayerRef { actor, shared })
+    fn handle(actor: ActorRef<PlayerMsg>, shared: Arc<Mailbox>) -> Arc<PlayerRef> {
+        Arc::new(PlayerRef { actor, mailbox: shared })
     }
 
     /// Stands in for a player actor held back (its first message blocks until released) and
     /// counts what reaches it, as the real one does with the inbox counter.
     struct Stuck {
         release: Arc<Notify>,
-        inbox: Arc<PlayerShared>,
+        inbox: Arc<Mailbox>,
         events: Arc<AtomicUsize>,
         reliable: Arc<AtomicUsize>,
         disconnected: Arc<AtomicBool>,
@@ -656,7 +620,7 @@ mod tests {
         let mut players = Vec::new();
         for _ in 0..10 {
             let (r, _) = Actor::spawn(None, Counted(woken.clone(), generation.clone()), ()).await.unwrap();
-            players.push(handle(r, PlayerShared::without_session()));
+            players.push(handle(r, Mailbox::stand_in()));
         }
         let fanout = FanOut::new(2, None);
         let mut tick = players.clone();
@@ -695,7 +659,7 @@ mod tests {
         let mut players = Vec::new();
         for _ in 0..8 {
             let (r, _) = Actor::spawn(None, Counted(woken.clone(), generation.clone()), ()).await.unwrap();
-            players.push(handle(r, PlayerShared::without_session()));
+            players.push(handle(r, Mailbox::stand_in()));
         }
         let fanout = FanOut::new(2, None);
         let (mut first, mut second, mut late) = (players[..4].to_vec(), players[4..6].to_vec(), players[6..].to_vec());
@@ -720,7 +684,7 @@ mod tests {
     }
 
     /// Records the world messages that reach it, in order, and how many casts woke it.
-    struct Recorder(Arc<Mutex<(Vec<Bytes>, usize)>>, Arc<PlayerShared>);
+    struct Recorder(Arc<Mutex<(Vec<Bytes>, usize)>>, Arc<Mailbox>);
 
     impl Actor for Recorder {
         type Msg = PlayerMsg;
@@ -761,7 +725,7 @@ mod tests {
         let mut slots = Vec::new();
         for p in 0..3u32 {
             let log = Arc::new(Mutex::new((Vec::new(), 0usize)));
-            let slot = PlayerShared::without_session();
+            let slot = Mailbox::stand_in();
             let (r, _) = Actor::spawn(None, Recorder(log.clone(), slot.clone()), ()).await.unwrap();
             broadcaster.cast(BroadcastMsg::Add(p, handle(r, slot.clone()), who(p))).unwrap();
             logs.push(log);
@@ -839,7 +803,7 @@ mod tests {
     async fn a_player_actor_that_falls_behind_holds_at_most_the_bound_then_is_disconnected() {
         let broadcaster = spawn_broadcaster().await;
         let release = Arc::new(Notify::new());
-        let inbox = PlayerShared::without_session();
+        let inbox = Mailbox::stand_in();
         let (events, reliable) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
         let disconnected = Arc::new(AtomicBool::new(false));
         let stuck = Stuck {

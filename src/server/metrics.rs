@@ -200,19 +200,33 @@ const CLIENT_MESSAGE_DROPS: [&str; 3] = ["flood", "too_large", "queue_full"];
 pub const TABLES: [&str; 6] =
     ["pending_handshakes", "pending_ips", "connected_clients", "connected_addresses", "player_actors", "player_rows"];
 
-/// Who took a connected player's datagram or sent its snapshot (see [`crate::server`]'s
-/// runtime semantics): the direct paths cost no wake-up of the player actor.
+/// How the socket actor left a connected player's payload for its player actor (see
+/// [`crate::server`]'s runtime semantics; its inputs went to the world either way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeliveryPath {
-    /// A datagram the socket actor took itself.
-    DatagramDirect = 0,
-    /// A datagram cast to the player actor.
-    DatagramQueued = 1,
-    /// A snapshot a fan-out chain sent itself.
-    SnapshotDirect = 2,
-    /// A snapshot the player actor was woken for.
-    SnapshotWoken = 3,
+    /// Left in the mailbox without waking the actor: read at its next tick.
+    Left = 0,
+    /// Left, and the actor woken for it (a control message, the client's messages, or half
+    /// its room used).
+    Woke = 1,
 }
+
+/// What woke a player actor (`volley_player_wakeups_total{reason}`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wakeup {
+    /// Its tick's snapshot (the fan-out: at most once a tick).
+    Snapshot = 0,
+    /// Payloads the socket left that should be read now.
+    Datagram = 1,
+    /// Its heartbeat (keep-alives, timeouts), every 100 ms.
+    Heartbeat = 2,
+    /// The world or the directory: a message to it alone, a notice, the scoreboard, a move,
+    /// a close, the client's goodbye.
+    World = 3,
+}
+
+/// Labels of `volley_player_wakeups_total{reason}`, by [`Wakeup`].
+const WAKEUPS: [&str; 4] = ["snapshot", "datagram", "heartbeat", "world"];
 
 /// One player's figures for the admin endpoint (never a label).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
@@ -637,7 +651,11 @@ pub struct ServerMetrics {
     /// Inputs refused because the world's input queue was full (a stalled world).
     pub(crate) inputs_dropped: AtomicU64,
     /// Datagrams and snapshots by the path that took them ([`DeliveryPath`]).
-    deliveries: [Tally; 4],
+    deliveries: [Tally; 2],
+    /// Player actors' wake-ups, by [`Wakeup`].
+    wakeups: [Tally; 4],
+    /// Snapshot wake-ups of a player actor already woken for one in that server tick.
+    pub(crate) repeat_wakeups: AtomicU64,
     /// Entries in the server's growing tables, by [`TABLES`] label.
     tables: [AtomicU64; TABLES.len()],
     /// Faults of the game's code survived, by [`WorldFault::ALL`] index.
@@ -800,6 +818,8 @@ impl ServerMetrics {
             snapshot_interval: AtomicU64::new(1),
             inputs_dropped: AtomicU64::new(0),
             deliveries: Default::default(),
+            wakeups: Default::default(),
+            repeat_wakeups: AtomicU64::new(0),
             tables: Default::default(),
             world_faults: Default::default(),
             recording: Default::default(),
@@ -905,12 +925,17 @@ impl ServerMetrics {
         d(
             "volley_player_datagrams_total",
             None,
-            "Datagrams from connected players, by who took them: the socket actor itself, or the player actor.",
+            "Payloads from connected players left for their player actors (inputs went to the world already): without waking the actor (left), or with a wake-up (woke).",
         );
         d(
-            "volley_player_snapshots_taken_total",
+            "volley_player_wakeups_total",
             None,
-            "Players' tick snapshots, by who sent them: a fan-out chain without waking the player actor, or the player actor.",
+            "Player actor wake-ups, by reason: its tick's snapshot, payloads to read now, its heartbeat, the world or directory.",
+        );
+        d(
+            "volley_fanout_repeat_wakeups_total",
+            None,
+            "Snapshot wake-ups of a player actor already woken for one in that server tick (0 by design).",
         );
         d(
             "volley_socket_receive_calls_total",
@@ -1148,14 +1173,30 @@ impl ServerMetrics {
         }
     }
 
-    /// Counts a datagram or snapshot by the path that took it.
+    /// Counts a payload by how it was left for its player actor.
     pub fn record_delivery(&self, path: DeliveryPath) {
         self.deliveries[path as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// How many datagrams or snapshots took `path`.
+    /// How many payloads were left by `path`.
     pub fn deliveries(&self, path: DeliveryPath) -> u64 {
         self.deliveries[path as usize].load(Ordering::Relaxed)
+    }
+
+    /// Counts a player actor's wake-up.
+    pub(crate) fn record_wakeup(&self, why: Wakeup) {
+        self.wakeups[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times player actors were woken for `why`.
+    pub fn wakeups(&self, why: Wakeup) -> u64 {
+        self.wakeups[why as usize].load(Ordering::Relaxed)
+    }
+
+    /// Snapshot wake-ups of a player actor already woken for one in the same server tick
+    /// (none, by design: the fan-out wakes each player actor at most once a tick).
+    pub fn repeat_wakeups(&self) -> u64 {
+        self.repeat_wakeups.load(Ordering::Relaxed)
     }
 
     /// The socket actor's tables: the endpoint's, and its player actors by id.
@@ -1602,12 +1643,13 @@ impl ServerMetrics {
         self.counter("volley_reliable_resends_total", &[], get(&self.reliable_resends));
         self.counter("volley_inputs_applied_total", &[], get(&self.inputs_applied));
         self.counter("volley_inputs_dropped_total", &[], get(&self.inputs_dropped));
-        for (path, n) in ["socket", "actor"].iter().zip(&self.deliveries[0..2]) {
+        for (path, n) in ["left", "woke"].iter().zip(&self.deliveries) {
             self.counter("volley_player_datagrams_total", &[("path", path)], get(n));
         }
-        for (path, n) in ["fanout", "actor"].iter().zip(&self.deliveries[2..4]) {
-            self.counter("volley_player_snapshots_taken_total", &[("path", path)], get(n));
+        for (reason, n) in WAKEUPS.iter().zip(&self.wakeups) {
+            self.counter("volley_player_wakeups_total", &[("reason", reason)], get(n));
         }
+        self.counter("volley_fanout_repeat_wakeups_total", &[], get(&self.repeat_wakeups));
         self.counter("volley_inputs_on_time_total", &[], get(&self.inputs_on_time));
         self.counter("volley_inputs_next_tick_total", &[], get(&self.inputs_next_tick));
         self.counter("volley_player_ticks_total", &[], get(&self.player_ticks));

@@ -124,6 +124,7 @@ pub mod admin;
 pub(crate) mod batcher;
 pub(crate) mod board;
 pub(crate) mod broadcaster;
+pub(crate) mod inlet;
 pub(crate) mod inputs;
 pub mod lagcomp;
 pub mod metrics;
@@ -584,7 +585,7 @@ pub async fn start_with<W: World>(
         clock: unix_now,
         tick_period: Duration::from_secs(1) / u32::from(config.tick_rate_hz.max(1)),
     };
-    let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_direct(env.clone()));
+    let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_metrics(metrics.clone()));
     let numbers = Arc::new(std::sync::Mutex::new(world::Numbers::default()));
     let broadcast_args = broadcaster::BroadcastArgs {
         pacer: pace::Pacer::new(u32::from(config.snapshot_rate_hz), u32::from(config.min_snapshot_rate_hz)),

@@ -1,12 +1,13 @@
-//! The player (connection) actor: one per connected client. It owns the client's netcode
-//! connection, reliability channel and snapshot history (its shared state, [`PlayerShared`]), takes its
-//! datagrams from the socket, and encodes its snapshot from each tick's shared world
-//! snapshot.
+//! The player (connection) actor: one per connected client. It owns the client's session
+//! (the send half of its netcode connection, its reliability channels, its snapshot history
+//! and merged delta) and no other task touches it.
 //!
-//! A datagram does not always need the actor to wake, nor does a snapshot: the socket actor
-//! and the fan-out take that work themselves when the rules in [`super::shared`] allow
-//! (the session free, nothing waiting for the actor that must go first), through the same
-//! code. So most players cost no wake-up in most ticks.
+//! It wakes once a tick, when the fan-out hands it its world's snapshot: it first reads what
+//! the socket left in its [`Mailbox`] (acknowledgements first), hands the client's messages
+//! to the world, then encodes and sends its snapshot. The client's inputs never wait for it:
+//! the socket actor's [`Inlet`](super::inlet::Inlet) hands them to the world at once. A
+//! control message, the client's messages, the directory's news, the scoreboard and a
+//! heartbeat (every 100 ms: keep-alives, timeouts, the goodbye's repeats) wake it too.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -17,10 +18,11 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::broadcaster::FanOut;
-use super::metrics::{EndReason, PlayerStats, ServerMetrics};
+use super::inputs::ClientInput;
+use super::metrics::{EndReason, PlayerStats, ServerMetrics, Wakeup};
 use super::session::PlayerSession;
 use super::shared::{
-    BroadcastMsg, DatagramEnv, MessageBatch, PlayerMsg, PlayerRef, PlayerShared, SnapshotEnv, SocketCtl,
+    BroadcastMsg, Frames, Mailbox, MessageBatch, PlayerMsg, PlayerRef, RouteCache, SnapshotEnv, SocketCtl,
 };
 use super::world::JoinInfo;
 use super::worlds::ToPlayer;
@@ -30,8 +32,10 @@ use crate::transport::udp::UdpTx;
 
 /// What a player actor starts with.
 pub(crate) struct PlayerArgs {
-    /// What it shares with the socket actor and the fan-out (its session among them).
-    pub shared: Arc<PlayerShared>,
+    /// Its session (the actor's alone from now on).
+    pub session: PlayerSession,
+    /// What the other tasks leave for it.
+    pub mailbox: Arc<Mailbox>,
     /// The parts of the server it talks to.
     pub shell: PlayerShell,
 }
@@ -39,11 +43,16 @@ pub(crate) struct PlayerArgs {
 /// A player actor's state: the sans-IO session plus what the actor needs to move bytes.
 pub(crate) struct PlayerState {
     args: PlayerShell,
-    shared: Arc<PlayerShared>,
+    session: PlayerSession,
+    shared: Arc<Mailbox>,
     reason: EndReason,
     figures: Figures,
     /// The inbox's batches, taken (kept to reuse, so taking them does not allocate).
     batches: Vec<MessageBatch>,
+    /// The payloads taken from the mailbox (swapped with its buffer: no allocation).
+    frames: Frames,
+    /// Its world's input queue, where its client's messages go.
+    route: RouteCache,
 }
 
 /// What this player has added to the server-wide sums, and its own totals for `/players`.
@@ -80,10 +89,25 @@ pub(crate) struct PlayerShell {
 #[derive(Debug, Default)]
 pub(crate) struct PlayerActor;
 
+/// What `msg` woke the actor for (`volley_player_wakeups_total{reason}`).
+fn wakeup(msg: &PlayerMsg) -> Wakeup {
+    match msg {
+        PlayerMsg::SnapshotReady(_) => Wakeup::Snapshot,
+        PlayerMsg::Frames => Wakeup::Datagram,
+        PlayerMsg::Heartbeat => Wakeup::Heartbeat,
+        PlayerMsg::PeerGone
+        | PlayerMsg::Board(_)
+        | PlayerMsg::Told(_)
+        | PlayerMsg::Message(..)
+        | PlayerMsg::System(_) => Wakeup::World,
+    }
+}
+
 impl PlayerState {
     /// Once a second: link figures into the histograms, this player's sums into the totals,
     /// and its row of `/players`.
-    fn sample(&mut self, session: &PlayerSession) {
+    fn sample(&mut self) {
+        let session = &self.session;
         let m = &self.args.metrics;
         let link = session.channel().link();
         let (rtt, jitter, loss) = (link.rtt(), link.jitter(), link.loss());
@@ -100,11 +124,45 @@ impl PlayerState {
         m.reliable_queue.fetch_add(queue, Ordering::Relaxed);
         m.reliable_queue.fetch_sub(self.figures.reliable_queue, Ordering::Relaxed);
         self.figures.reliable_queue = queue;
-        m.set_player(self.row(session));
+        m.set_player(self.row());
+    }
+
+    /// Reads what the socket left in the mailbox, in order, and hands the client's messages
+    /// to its world (bounded per tick, [`PlayerSession::take_messages`]).
+    fn take_frames(&mut self, now: Duration, tx: &mut UdpTx<'_>) {
+        let m = &self.args.metrics;
+        m.sub_player_backlog(self.shared.take_frames(&mut self.frames) as u64);
+        let Some(arrived) = self.frames.read_into(&mut self.session, now, tx, |why| m.record_player_drop(why)) else {
+            return;
+        };
+        let id = self.session.id();
+        let open = self.shared.inputs_open();
+        let queue = self.route.get(&self.shared).filter(|_| open);
+        let round = queue.map_or(0, super::inputs::InputQueue::round);
+        let (mut queued, mut full, mut landed) = (0, 0, None);
+        let drops = self.session.take_messages(now, round, tx, |data, reliable| {
+            match queue.and_then(|q| q.push(ClientInput::message(id, data, reliable, arrived))) {
+                Some(r) => {
+                    queued += 1;
+                    landed = Some(r);
+                }
+                None => full += 1,
+            }
+        });
+        if let Some(r) = landed {
+            self.session.messages_landed(r, queued as u32);
+        }
+        m.record_client_messages(queued, drops, full);
+        let held = self.session.received_bytes_held() as u64;
+        let f = &self.shared.figures;
+        if f.received_held.load(Ordering::Relaxed) != held {
+            m.replace_received_held(f.received_held.swap(held, Ordering::Relaxed), held);
+        }
     }
 
     /// This player's row of `/players` (and what the admin's link conditioner finds it by).
-    fn row(&self, session: &PlayerSession) -> PlayerStats {
+    fn row(&self) -> PlayerStats {
+        let session = &self.session;
         let link = session.channel().link();
         let (rtt, jitter, loss) = (link.rtt(), link.jitter(), link.loss());
         let (f, fig) = (&self.figures, &self.shared.figures);
@@ -137,22 +195,29 @@ impl Actor for PlayerActor {
         myself: ActorRef<PlayerMsg>,
         args: PlayerArgs,
     ) -> Result<PlayerState, ActorProcessingErr> {
-        let PlayerArgs { shared, shell } = args;
-        let user_data = *shared.session()?.connection().user_data();
+        let PlayerArgs { session, mailbox: shared, shell } = args;
+        let user_data = *session.send_half().user_data();
         myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
         let join = JoinInfo::new(shared.client_id(), user_data);
-        let player = PlayerRef { actor: myself.clone(), shared: shared.clone() };
+        let player = PlayerRef { actor: myself.clone(), mailbox: shared.clone() };
         // The broadcaster puts it in the entry world (whose `join_with` it calls).
         shell.broadcaster.cast(BroadcastMsg::Add(shared.id(), Arc::new(player), Box::new(join)))?;
         shell.metrics.players.fetch_add(1, Ordering::Relaxed);
         shell.metrics.connects.fetch_add(1, Ordering::Relaxed);
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
-        let state = PlayerState { args: shell, shared, reason: EndReason::Local, figures, batches: Vec::new() };
+        let state = PlayerState {
+            args: shell,
+            session,
+            shared,
+            reason: EndReason::Local,
+            figures,
+            batches: Vec::new(),
+            frames: Frames::default(),
+            route: RouteCache::default(),
+        };
         // Its row of `/players` from the start, not only from the first second's sample:
         // the admin can find (and condition) a player as soon as it is connected.
-        if let Ok(session) = state.shared.session() {
-            state.args.metrics.set_player(state.row(&session));
-        }
+        state.args.metrics.set_player(state.row());
         Ok(state)
     }
 
@@ -165,42 +230,39 @@ impl Actor for PlayerActor {
         let now = (s.args.clock)();
         let socket = s.args.socket.clone();
         let mut tx = UdpTx::new(&socket);
-        // The session for this message (the socket actor or a fan-out chain may hold it for
-        // a moment).
+        s.args.metrics.record_wakeup(wakeup(&msg));
+        // What the socket left comes first (acknowledgements before this tick's snapshot).
+        s.take_frames(now, &mut tx);
+        let session = &mut s.session;
         let shared = s.shared.clone();
-        let mut session = shared.session()?;
-        // A snapshot's fan-out chain, passed on once this player's session is free again.
+        // A snapshot's fan-out chain, passed on once this player's snapshot is sent.
         let mut chain = None;
         let mut cut_off = false;
         match msg {
-            PlayerMsg::Datagram(mut bytes, at) => {
-                shared.dequeue_datagram(&s.args.metrics);
-                let env = DatagramEnv { socket: &socket, metrics: &s.args.metrics };
-                if shared.take_datagram(&mut session, &env, now, &mut bytes, at) {
-                    s.reason = EndReason::of(DisconnectReason::ByPeer, session.ending());
-                    myself.stop(Some("client disconnected".into()));
-                }
-            }
+            PlayerMsg::Frames => {}
             PlayerMsg::PeerGone => {
+                session.on_disconnect();
                 s.reason = EndReason::of(DisconnectReason::ByPeer, session.ending());
                 myself.stop(Some("client disconnected".into()));
             }
             PlayerMsg::SnapshotReady(generation) => {
                 // Messages to everyone left before this snapshot go out with it.
-                cut_off = shared.send_waiting_snapshot(&mut session, &s.args.env, &mut s.batches);
+                cut_off = shared.send_waiting_snapshot(session, &s.args.env, &mut s.batches);
                 s.args.env.batcher.done();
                 chain = Some(generation);
             }
             PlayerMsg::Message(data, reliable, upto) => {
                 // Messages to everyone that the broadcaster left before this one go first.
-                cut_off = shared.queue_own_message(&mut session, data, reliable, upto, &mut s.batches);
+                cut_off = shared.queue_own_message(session, data, reliable, upto, &mut s.batches);
             }
             PlayerMsg::Heartbeat => {
                 s.figures.heartbeats += 1;
                 if s.figures.heartbeats.is_multiple_of(10) {
-                    s.sample(&session);
+                    s.sample();
                 }
-                if let Some(reason) = session.heartbeat(now, &mut tx) {
+                let session = &mut s.session;
+                session.confirm(shared.confirmed());
+                if let Some(reason) = session.heartbeat(now, shared.last_heard(), &mut tx) {
                     s.reason = EndReason::of(reason, session.ending());
                     myself.stop(Some("connection over".into()));
                 }
@@ -214,7 +276,9 @@ impl Actor for PlayerActor {
                 session.handle(now, told, &mut tx);
             }
         }
-        drop(session);
+        if s.session.ending().is_some() {
+            shared.close_inputs();
+        }
         shared.count_sent(&s.args.metrics, &tx);
         if cut_off {
             // A reliable message could not be queued: the player is disconnected.
@@ -232,6 +296,7 @@ impl Actor for PlayerActor {
         m.replace_rtt(s.shared.figures.rtt_us.swap(0, Ordering::Relaxed), 0);
         m.replace_received_held(s.shared.figures.received_held.swap(0, Ordering::Relaxed), 0);
         m.reliable_queue.fetch_sub(s.figures.reliable_queue, Ordering::Relaxed);
+        m.sub_player_backlog(s.shared.strand_frames() as u64);
         let (id, addr, client_id) = (s.shared.id(), s.shared.addr(), s.shared.client_id());
         m.remove_player(id);
         tracing::debug!(player = id, %addr, reason = s.reason.label(), "player left");

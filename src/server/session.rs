@@ -8,9 +8,9 @@ use bytes::Bytes;
 
 use super::world::{PlayerId, Relevancy};
 use super::worlds::{ToPlayer, View};
-use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
-use crate::protocol::netcode::packet::{MAX_PACKET_BYTES, Packet};
-use crate::protocol::netcode::server::Connection;
+use crate::protocol::input::read_input_packet;
+use crate::protocol::netcode::packet::MAX_PACKET_BYTES;
+use crate::protocol::netcode::server::{Connection, SendHalf};
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
 use crate::protocol::reliability::{Channel, ChannelConfig, Mark, RateConfig, SendRate};
@@ -27,23 +27,6 @@ const WIRE_OVERHEAD: usize = MAX_PACKET_BYTES - MAX_PAYLOAD_BYTES + 28;
 const FRAME_HEADER: usize = 16;
 /// A snapshot is held back (the budget fills on) rather than sent in less room than this.
 const MIN_SNAPSHOT_ROOM: usize = 128;
-
-/// What a datagram meant.
-// The inputs are borrowed from the datagram, held in place (no allocation per datagram):
-// moving the few hundred bytes costs less than a box would.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Incoming<'a> {
-    /// Nothing for anyone else (a keep-alive, a control message, a dropped packet).
-    Nothing,
-    /// New inputs for the world, oldest first, with their sequence numbers (borrowed from
-    /// the datagram).
-    Inputs(FreshInputs<'a>),
-    /// The client said goodbye.
-    Disconnected,
-    /// Dropped, and why.
-    Dropped(PacketDrop),
-}
 
 /// Why a datagram from a connected player's address was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,9 +158,9 @@ pub const MAX_FLOODING_TICKS: u32 = 60;
 pub const MAX_MALFORMED_RUN: u32 = 256;
 
 /// One more unreadable payload in a row (`run`): dropped for `why`.
-fn unreadable(run: &mut u32, why: PacketDrop) -> Incoming<'static> {
+fn unreadable(run: &mut u32, why: PacketDrop) -> Result<(), PacketDrop> {
     *run = run.saturating_add(1);
-    Incoming::Dropped(why)
+    Err(why)
 }
 
 /// Ticks without overflow after which a client's flooding is forgotten.
@@ -232,14 +215,16 @@ pub(crate) struct SentSnapshot {
 #[derive(Debug)]
 pub(crate) struct PlayerSession {
     id: PlayerId,
-    connection: Connection,
+    /// The send half of its netcode connection (the receive half is its [`Inlet`]'s).
+    ///
+    /// [`Inlet`]: super::inlet::Inlet
+    out: SendHalf,
     channel: Channel,
     sender: SnapshotSender,
     /// The budget its snapshots are sent within, following its link.
     rate: SendRate,
     /// Snapshots not sent because the budget was spent, not yet counted by the caller.
     held_for_rate: u64,
-    dedup: InputDedup,
     interest: Vec<Interest>,
     /// One world's interest, before it is shifted into the merged view's.
     scratch: Vec<Interest>,
@@ -259,11 +244,6 @@ pub(crate) struct PlayerSession {
     flooding_rounds: u32,
     /// Unreadable payloads in a row ([`MAX_MALFORMED_RUN`]).
     malformed_run: u32,
-    /// The tick round of the inputs counted in `inputs_this_round` ([`MAX_INPUTS_PER_TICK`]),
-    /// and the inputs dropped for it, not yet counted by the caller.
-    input_round: u64,
-    inputs_this_round: u32,
-    refused_inputs: u64,
     last_flood_round: u64,
     /// Set once the server closes the session: the goodbye in flight.
     closing: Option<Closing>,
@@ -330,14 +310,23 @@ impl std::fmt::Debug for SessionSettings {
 
 impl SessionSettings {
     /// A session for an accepted connection.
-    pub(crate) fn open(&self, connection: Connection) -> PlayerSession {
+    pub(crate) fn open(&self, connection: SendHalf) -> PlayerSession {
         PlayerSession::new(connection, self)
+    }
+
+    /// An accepted connection, split: its receive half's [`Inlet`], and the session that
+    /// owns its send half.
+    ///
+    /// [`Inlet`]: super::inlet::Inlet
+    pub(crate) fn split(&self, connection: Connection) -> (super::inlet::Inlet, PlayerSession) {
+        let (rx, tx) = connection.split();
+        (super::inlet::Inlet::new(rx), self.open(tx))
     }
 }
 
 impl PlayerSession {
     /// A session for an accepted connection.
-    pub(crate) fn new(connection: Connection, settings: &SessionSettings) -> Self {
+    pub(crate) fn new(connection: SendHalf, settings: &SessionSettings) -> Self {
         let SessionSettings { schema, params, snapshot_every, sender, predictor, rate } = settings.clone();
         let mut sender = SnapshotSender::new(schema, sender);
         if let Some(p) = predictor {
@@ -345,7 +334,7 @@ impl PlayerSession {
         }
         Self {
             id: connection.client_index(),
-            connection,
+            out: connection,
             channel: Channel::new(ChannelConfig {
                 receive_bytes: GAME_CHANNEL_RECEIVE_BYTES,
                 ..ChannelConfig::default()
@@ -353,7 +342,6 @@ impl PlayerSession {
             sender,
             rate: SendRate::new(rate),
             held_for_rate: 0,
-            dedup: InputDedup::default(),
             interest: Vec::new(),
             scratch: Vec::new(),
             snapshot_buf: Vec::with_capacity(MAX_PAYLOAD_BYTES),
@@ -366,9 +354,6 @@ impl PlayerSession {
             messages_this_round: 0,
             flooding_rounds: 0,
             malformed_run: 0,
-            input_round: 0,
-            inputs_this_round: 0,
-            refused_inputs: 0,
             last_flood_round: 0,
             closing: None,
             system: None,
@@ -382,9 +367,20 @@ impl PlayerSession {
         self.id
     }
 
-    /// The netcode connection.
-    pub(crate) fn connection(&self) -> &Connection {
-        &self.connection
+    /// The send half of its netcode connection (who the client is).
+    pub(crate) fn send_half(&self) -> &SendHalf {
+        &self.out
+    }
+
+    /// What the receive half last said: whether the client has confirmed the connection
+    /// (from then on, payloads go without a keep-alive before them).
+    pub(crate) fn confirm(&mut self, confirmed: bool) {
+        self.out.confirm(confirmed);
+    }
+
+    /// The client said goodbye (its receive half read the disconnect).
+    pub(crate) fn on_disconnect(&mut self) {
+        self.closed = true;
     }
 
     /// The reliability channel (link estimates, counters).
@@ -392,38 +388,34 @@ impl PlayerSession {
         &self.channel
     }
 
-    /// Takes one datagram from this player's address, in tick round `round` (the world's
-    /// tick count, as the caller knows it): at most [`MAX_INPUTS_PER_TICK`] new inputs in a
-    /// round are returned, the rest dropped ([`PlayerSession::take_refused_inputs`]). A
-    /// client that has sent [`MAX_MALFORMED_RUN`] unreadable payloads in a row is told
-    /// goodbye ([`SessionEnd::Malformed`]) as its next datagram comes.
-    pub(crate) fn on_datagram<'a>(
-        &'a mut self,
+    /// Reads one payload the client sent (decrypted by its [`Inlet`], which handed its inputs
+    /// to the world already): the acknowledgements of both channels, the client's messages
+    /// (taken by [`PlayerSession::take_messages`]), a control message (answered). `at` is
+    /// when it arrived, in the netcode clock. A client that has sent [`MAX_MALFORMED_RUN`]
+    /// unreadable payloads in a row is told goodbye ([`SessionEnd::Malformed`]) as its next
+    /// one comes. `Err`: the payload was dropped, and why. It is read as of `at` (what it
+    /// acknowledges arrived then); what it makes the session send goes out `now`.
+    ///
+    /// [`Inlet`]: super::inlet::Inlet
+    pub(crate) fn on_frame(
+        &mut self,
+        at: Duration,
         now: Duration,
-        round: u64,
-        bytes: &'a mut [u8],
+        payload: &[u8],
         tx: &mut impl Transmit,
-    ) -> Incoming<'a> {
+    ) -> Result<(), PacketDrop> {
         if self.malformed_run >= MAX_MALFORMED_RUN && self.closing.is_none() && !self.closed {
             self.close(now, SessionEnd::Malformed, tx);
         }
-        let payload: &[u8] = match self.connection.receive(now, bytes) {
-            Ok(Packet::Payload(p)) => p,
-            Ok(Packet::Disconnect) => {
-                self.closed = true;
-                return Incoming::Disconnected;
-            }
-            Ok(_) => return Incoming::Nothing,
-            Err(reason) => return Incoming::Dropped(PacketDrop::Netcode(reason)),
-        };
+        self.out.confirm(true);
         if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {
             // Acknowledgements on the framework's channel (taken while closing too: a
             // redirect acknowledged is not sent again).
             // A client has nothing to say there but acknowledgements: a message it sends is
             // taken off the channel as soon as it is whole and dropped (nothing reads that
             // inbox), so none is held.
-            let Some(s) = self.system.as_mut() else { return Incoming::Nothing };
-            if s.channel.receive(now, payload).is_err() {
+            let Some(s) = self.system.as_mut() else { return Ok(()) };
+            if s.channel.receive(at, payload).is_err() {
                 return unreadable(&mut self.malformed_run, PacketDrop::Malformed);
             }
             let mut unexpected = false;
@@ -439,11 +431,11 @@ impl PlayerSession {
             }
             self.malformed_run = 0;
             self.advance_notices(now, tx);
-            return Incoming::Nothing;
+            return Ok(());
         }
         if self.closing.is_some() {
             // Said goodbye: waiting for the client's disconnect, taking nothing more.
-            return Incoming::Nothing;
+            return Ok(());
         }
         if payload.first() == Some(&CONTROL_FRAME) {
             match Control::decode(payload) {
@@ -451,7 +443,7 @@ impl PlayerSession {
                     let answer = answer_hello(protocol_version, self.params);
                     let mut b = [0u8; MAX_CONTROL_BYTES];
                     let n = answer.encode(&mut b);
-                    let _ = self.connection.send_payload(now, &b[..n], tx);
+                    let _ = self.out.send_payload(now, &b[..n], tx);
                     let welcomed = matches!(answer, Control::Welcome(_));
                     if welcomed && !self.welcomed {
                         // What waited for the session to be agreed (the entry world's notice)
@@ -468,13 +460,13 @@ impl PlayerSession {
                 Err(_) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed),
             }
             self.malformed_run = 0;
-            return Incoming::Nothing;
+            return Ok(());
         }
-        let state = match self.channel.receive(now, payload) {
+        let state = match self.channel.receive(at, payload) {
             Ok(Some(state)) => state,
             Ok(None) => {
                 self.malformed_run = 0;
-                return Incoming::Nothing;
+                return Ok(());
             }
             Err(_) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed),
         };
@@ -485,28 +477,12 @@ impl PlayerSession {
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);
         }
-        let mut fresh = self.dedup.fresh(&input);
-        if round != self.input_round {
-            self.input_round = round;
-            self.inputs_this_round = 0;
-        }
-        let room = MAX_INPUTS_PER_TICK.saturating_sub(self.inputs_this_round);
-        self.refused_inputs += fresh.truncate(room as usize) as u64;
-        self.inputs_this_round += fresh.as_slice().len() as u32;
-        if fresh.is_empty() { Incoming::Nothing } else { Incoming::Inputs(fresh) }
+        Ok(())
     }
 
-    /// `n` inputs this session passed on were queued for the world in round `round`: if
+    /// `n` messages this session passed on were queued for the world in round `round`: if
     /// that is not the round they were counted in (the world began a tick meanwhile), they
-    /// count in that one, so no tick takes more than [`MAX_INPUTS_PER_TICK`] of them.
-    pub(crate) fn inputs_landed(&mut self, round: u64, n: u32) {
-        if round != self.input_round {
-            self.input_round = round;
-            self.inputs_this_round = n;
-        }
-    }
-
-    /// The same for `n` messages ([`MAX_CLIENT_MESSAGES_PER_TICK`]).
+    /// count in that one, so no tick takes more than [`MAX_CLIENT_MESSAGES_PER_TICK`] of them.
     pub(crate) fn messages_landed(&mut self, round: u64, n: u32) {
         if round != self.message_round {
             self.message_round = round;
@@ -522,11 +498,6 @@ impl PlayerSession {
     /// Snapshots held back by the send rate since the last call.
     pub(crate) fn take_held_for_rate(&mut self) -> u64 {
         std::mem::take(&mut self.held_for_rate)
-    }
-
-    /// Inputs dropped past [`MAX_INPUTS_PER_TICK`] since this was last asked.
-    pub(crate) fn take_refused_inputs(&mut self) -> u64 {
-        std::mem::take(&mut self.refused_inputs)
     }
 
     /// Bytes of the client's messages held on the session's two channels (at most
@@ -621,7 +592,7 @@ impl PlayerSession {
         let stats = self.sender.encode(world, &self.interest, &mut self.snapshot_buf[4..]).ok()?;
         let mut packet = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.channel.build_packet(now, Some(&self.snapshot_buf[..4 + stats.bytes]), &mut packet);
-        let _ = self.connection.send_payload(now, &packet[..n], tx);
+        let _ = self.out.send_payload(now, &packet[..n], tx);
         self.rate.spend(n + WIRE_OVERHEAD);
         if !self.notices.is_empty() {
             // The events before a waiting notice may have gone in this packet.
@@ -664,11 +635,17 @@ impl PlayerSession {
     /// Keep-alives and timeouts, and a goodbye's repeats; `Some` when the connection is
     /// over: it timed out, or the goodbye went unanswered for [`GOODBYE_TIMEOUT`] (the
     /// netcode disconnect packets then went out).
-    pub(crate) fn heartbeat(&mut self, now: Duration, tx: &mut impl Transmit) -> Option<DisconnectReason> {
+    /// `heard`: when the client was last heard (its receive half says).
+    pub(crate) fn heartbeat(
+        &mut self,
+        now: Duration,
+        heard: Duration,
+        tx: &mut impl Transmit,
+    ) -> Option<DisconnectReason> {
         if self.closed {
             return None;
         }
-        let mut reason = self.connection.update(now, tx);
+        let mut reason = self.out.update(now, heard, tx);
         if let Some(s) = &mut self.system
             && s.channel.unacked_messages() > 0
             && now.saturating_sub(s.last_sent) >= SYSTEM_RESEND
@@ -680,7 +657,7 @@ impl PlayerSession {
             && let Some(c) = &mut self.closing
         {
             if now >= c.until {
-                self.connection.disconnect(now, tx);
+                self.out.disconnect(now, tx);
                 reason = Some(DisconnectReason::Local);
             } else if now >= c.next {
                 c.next = now + GOODBYE_RESEND;
@@ -702,7 +679,7 @@ impl PlayerSession {
 
     /// Ends the session, telling the client why: the goodbye ([`Control::Goodbye`]) goes
     /// now and is repeated every [`GOODBYE_RESEND`] until the client answers with its
-    /// disconnect ([`Incoming::Disconnected`]) or [`GOODBYE_TIMEOUT`] has passed, when
+    /// disconnect ([`PlayerSession::on_disconnect`]) or [`GOODBYE_TIMEOUT`] has passed, when
     /// [`PlayerSession::heartbeat`] sends the netcode disconnect packets. From now on no
     /// snapshot goes out and nothing from the client reaches the world. A second close
     /// changes nothing.
@@ -741,7 +718,7 @@ impl PlayerSession {
         // A whole board may take several packets (fragments); at most 32 at once.
         for _ in 0..32 {
             let n = s.channel.build_packet(now, None, &mut packet);
-            let _ = self.connection.send_payload(now, &packet[..n], tx);
+            let _ = self.out.send_payload(now, &packet[..n], tx);
             if !s.channel.has_due(now) {
                 break;
             }
@@ -861,7 +838,7 @@ impl PlayerSession {
         if self.channel.unacked_messages() > 0 || self.channel.has_events() {
             let mut packet = [0u8; MAX_PAYLOAD_BYTES];
             let n = self.channel.build_packet(now, None, &mut packet);
-            let _ = self.connection.send_payload(now, &packet[..n], tx);
+            let _ = self.out.send_payload(now, &packet[..n], tx);
         }
         if self.system.as_ref().is_some_and(|s| s.channel.unacked_messages() > 0) {
             self.send_system(now, tx);
@@ -869,6 +846,6 @@ impl PlayerSession {
         let Some(c) = &self.closing else { return };
         let mut b = [0u8; MAX_CONTROL_BYTES];
         let n = Control::Goodbye(c.end.clone()).encode(&mut b);
-        let _ = self.connection.send_payload(now, &b[..n], tx);
+        let _ = self.out.send_payload(now, &b[..n], tx);
     }
 }

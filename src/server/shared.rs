@@ -1,39 +1,34 @@
 //! What the actors share: the messages they send each other (to a player, to the
-//! broadcaster, to a world, to the socket's receive loop), and what more than one task knows
-//! of one player, with the one protocol for touching it.
+//! broadcaster, to a world, to the socket's receive loop), and each player's [`Mailbox`]:
+//! what the other tasks leave for its actor without waking it.
 //!
-//! A player's state is used by three tasks: its own actor, the socket actor's receive loop
-//! (which takes the player's datagrams itself when it may) and a fan-out chain (which sends
-//! the player's snapshot itself when it may). Everything they share lives in one
-//! [`PlayerShared`], and every rule for who may do what is a method here:
+//! A player's session (its netcode send half, reliability channels, snapshot history and
+//! merged delta) is its actor's alone: no other task holds it, and nothing here is a lock on
+//! it. What other tasks know of a player, and how they reach it:
 //!
-//! | state | written by | rule |
-//! | --- | --- | --- |
-//! | the session (connection, reliability, snapshot history) | whoever holds its lock | the actor waits for the lock; the socket and the fan-out only try it, and only when nothing waits in the actor's mailbox that must go first ([`PlayerShared::try_take_datagram`], [`PlayerShared::try_send_snapshot`]) |
-//! | datagrams queued for the actor | socket (up), actor (down) | at most `player_queue`; while any wait, the socket queues behind them (order kept) and the fan-out leaves the snapshot to the actor |
-//! | the inbox (newest snapshot, messages and batches from the world) | broadcaster (in), actor or fan-out (out) | see [`PlayerInbox`]: newest-wins snapshot, at most [`MAX_PENDING_MESSAGES`] messages |
-//! | poisoned (a panic under the lock) | the task that panicked | the session's mutex is left poisoned; the actor fails at its next message and is cleaned up as any failed player |
-//! | cut off (its reliable queue overflowed) | whoever queued the message | later world messages are dropped; the actor disconnects the player |
-//! | figures for `/players` | every path | relaxed counters, read once a second by the actor |
-//!
-//! The direct paths return a [`Direct`] outcome that the caller reacts to: `Busy` means
-//! "give the work to the actor", `Tell` means "cast this to the actor".
+//! | what | written by | read by | rule |
+//! | --- | --- | --- | --- |
+//! | payloads (acks, the client's messages, control) | socket, after the player's [`Inlet`](super::inlet::Inlet) read its inputs | actor, first thing at every wake-up | at most `player_queue` wait (more are dropped and counted); the socket casts a wake-up only for a control message, the client's messages, or half the room used, at most one in flight |
+//! | when the client was last heard | socket | actor (timeouts) | a relaxed atomic |
+//! | closing | actor | socket | once set, the client's inputs no longer reach the world |
+//! | the inbox (newest snapshot, messages and batches from the world) | broadcaster | actor | see [`PlayerInbox`]: newest-wins snapshot, at most [`MAX_PENDING_MESSAGES`] messages; the fan-out wakes the actor at most once a tick for its snapshot |
+//! | the route (its world's input queue) | broadcaster | socket, actor | read again only when its version changes |
+//! | figures for `/players` | socket, actor | actor, broadcaster (pings) | relaxed counters |
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ractor::{ActorId, ActorProcessingErr, ActorRef};
-use tokio::net::UdpSocket;
+use ractor::{ActorId, ActorRef};
 use tokio::time::Instant;
 
 use super::batcher::{BatchTx, SnapshotBatcher};
-use super::inputs::{AppliedInputs, ClientInput, InputQueue};
-use super::metrics::{DeliveryPath, ReceivedKind, SentKind, ServerMetrics, count_control};
-use super::session::{Incoming, PlayerSession};
+use super::inputs::{AppliedInputs, InputQueue};
+use super::metrics::{SentKind, ServerMetrics, count_control};
+use super::session::PlayerSession;
 use super::world::{Audience, JoinInfo, PlayerId, Relevancy, TapBox, WorldFault, WorldId, WorldOptions};
 use super::worlds::{ToPlayer, ToWorld, View};
 use crate::protocol::scoreboard::{BoardUpdates, ScoreRow};
@@ -57,8 +52,9 @@ pub(crate) type PendingSnapshot = (Arc<View>, AppliedInputs, u64);
 /// Messages to a player actor.
 #[derive(Debug)]
 pub(crate) enum PlayerMsg {
-    /// A datagram from this player's address (owned: it is decrypted in place).
-    Datagram(Vec<u8>, Instant),
+    /// Payloads wait in the mailbox that should be read now (a control message, the client's
+    /// messages for the world, or half the room used).
+    Frames,
     /// The client said goodbye in a datagram the socket actor took.
     PeerGone,
     /// The player's snapshot slot holds a new tick's world snapshot and the inputs it
@@ -217,54 +213,111 @@ pub(crate) enum SocketCtl {
     InjectFault,
 }
 
-// ----- one player's shared state -----
+// ----- one player's mailbox -----
 
-/// A player as the socket actor and the broadcaster hold it: its actor and its shared state.
+/// A player as the socket actor and the broadcaster hold it: its actor and its mailbox.
 #[derive(Debug, Clone)]
 pub(crate) struct PlayerRef {
     /// Its actor.
     pub actor: ActorRef<PlayerMsg>,
-    /// What its actor shares with the other tasks.
-    pub shared: Arc<PlayerShared>,
+    /// What the other tasks leave for it.
+    pub mailbox: Arc<Mailbox>,
 }
 
 impl PlayerRef {
-    /// Casts what a direct path asked for (see [`Direct::Tell`]).
+    /// Casts `msg` to the player actor.
     pub(crate) fn tell(&self, msg: PlayerMsg) {
         let _ = self.actor.cast(msg);
     }
 }
 
-/// How a direct path (the socket's or the fan-out's) went.
-#[derive(Debug)]
-pub(crate) enum Direct {
-    /// Done here; the actor need not know.
-    Done,
-    /// Not done: the actor is busy with the session or has work queued that must go first.
-    /// The caller hands the work to the actor instead.
-    Busy,
-    /// Done here, and the actor must be told this (the client said goodbye, the player must
-    /// be disconnected, or the work panicked and the actor must wake to fail).
-    Tell(PlayerMsg),
-}
-
-/// Everything about one player that more than one task touches (see the module docs).
-pub(crate) struct PlayerShared {
-    /// `None` only for stand-in players in tests: then every path wakes the actor.
-    session: Option<Mutex<PlayerSession>>,
+/// What the other tasks leave for one player actor besides its ractor mailbox, none of it
+/// the session: the session is the actor's alone (see the module docs).
+pub(crate) struct Mailbox {
     /// Its slot (also its world id), address and netcode client id, fixed at connect.
     id: PlayerId,
     addr: SocketAddr,
     client_id: u64,
+    /// Payloads its inlet read and left for the session (the socket in, the actor out).
+    frames: Mutex<Frames>,
+    /// A wake-up for the frames is on its way to the actor (the socket casts at most one).
+    frames_wake: AtomicBool,
+    /// When the client was last heard (netcode clock, microseconds; at first, when it
+    /// connected), and whether it has been since it connected, by the socket.
+    heard_us: AtomicU64,
+    confirmed: AtomicBool,
+    /// The session is closing: what its client sends no longer reaches the world.
+    closing: AtomicBool,
     /// What the broadcaster leaves for it.
     inbox: PlayerInbox,
     /// The input queue of the world it is in (`None` until the broadcaster has put it in
-    /// one): set by the broadcaster, read by whoever takes its datagrams.
+    /// one), and how many times it changed: set by the broadcaster, read (cached) by the
+    /// socket and the actor.
     route: Mutex<Option<InputQueue>>,
-    /// Datagrams cast to its actor and not yet taken.
-    queued: AtomicUsize,
-    /// Its figures, by every path (for `/players`).
+    route_version: AtomicU64,
+    /// Its figures, by every task (for `/players`).
     pub figures: PlayerFigures,
+}
+
+/// Payloads left for a session, in order, in one buffer (reused: leaving one allocates
+/// nothing once the buffer has grown).
+#[derive(Debug, Default)]
+pub(crate) struct Frames {
+    bytes: Vec<u8>,
+    /// Each payload's arrival (netcode clock and monotonic) and where it ends in `bytes`.
+    list: Vec<(Duration, Instant, usize)>,
+}
+
+impl Frames {
+    /// Payloads waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Leaves one payload that arrived `at` (netcode clock) and `arrived`, at most `limit`
+    /// waiting: `Queued(true)` when the session should read them now (`wake`: the payload
+    /// asks for it; or half the room is used), `Full` (dropped) past the limit.
+    pub(crate) fn leave(&mut self, at: Duration, arrived: Instant, frame: &[u8], limit: usize, wake: bool) -> Left {
+        if self.list.len() >= limit {
+            return Left::Full;
+        }
+        self.bytes.extend_from_slice(frame);
+        self.list.push((at, arrived, self.bytes.len()));
+        Left::Queued(wake || self.list.len() * 2 >= limit)
+    }
+
+    /// Has the session read every payload, in order (see [`PlayerSession::on_frame`]), and
+    /// empties the buffer; counts what it dropped. Returns when the last one arrived, if any
+    /// did. Every shell reads its players' payloads through this.
+    pub(crate) fn read_into(
+        &mut self,
+        session: &mut PlayerSession,
+        now: Duration,
+        tx: &mut impl crate::protocol::netcode::Transmit,
+        mut dropped: impl FnMut(super::session::PacketDrop),
+    ) -> Option<Instant> {
+        let mut start = 0;
+        let mut last = None;
+        for &(at, arrived, end) in &self.list {
+            if let Err(why) = session.on_frame(at, now, &self.bytes[start..end], tx) {
+                dropped(why);
+            }
+            start = end;
+            last = Some(arrived);
+        }
+        self.bytes.clear();
+        self.list.clear();
+        last
+    }
+}
+
+/// How leaving a payload went ([`Mailbox::leave`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Left {
+    /// Left; `true`: cast the actor a wake-up for it (none is on its way yet).
+    Queued(bool),
+    /// Dropped: `limit` payloads wait already.
+    Full,
 }
 
 /// One player's running figures, by every path (the actor reads them for `/players`).
@@ -283,6 +336,9 @@ pub(crate) struct PlayerFigures {
     /// The bytes of its client's messages its session held, as last added to the
     /// server-wide sum.
     pub received_held: AtomicU64,
+    /// The server tick whose snapshot last woke its actor (the fan-out counts a second
+    /// wake-up in one tick).
+    pub woken_tick: AtomicU32,
 }
 
 impl Default for PlayerFigures {
@@ -295,22 +351,15 @@ impl Default for PlayerFigures {
             baseline_age_ticks: AtomicU32::new(u32::MAX),
             rtt_us: AtomicU64::new(0),
             received_held: AtomicU64::new(0),
+            woken_tick: AtomicU32::new(u32::MAX),
         }
     }
 }
 
-impl std::fmt::Debug for PlayerShared {
+impl std::fmt::Debug for Mailbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PlayerShared").field("id", &self.id).field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("Mailbox").field("id", &self.id).field("addr", &self.addr).finish_non_exhaustive()
     }
-}
-
-/// What taking a datagram needs besides the player.
-pub(crate) struct DatagramEnv<'a> {
-    /// The server socket (answers to control packets leave at once).
-    pub socket: &'a UdpSocket,
-    /// Server figures.
-    pub metrics: &'a ServerMetrics,
 }
 
 /// What sending a snapshot needs besides the player: shared by every player.
@@ -326,31 +375,49 @@ pub(crate) struct SnapshotEnv {
     pub tick_period: Duration,
 }
 
-impl PlayerShared {
-    /// The shared state of a new session.
-    pub(crate) fn new(session: PlayerSession) -> Arc<Self> {
-        let c = session.connection();
-        let (id, addr, client_id) = (c.client_index(), c.addr(), c.client_id());
-        Arc::new(Self::with(Some(Mutex::new(session)), id, addr, client_id))
-    }
+/// A cached copy of the input queue a [`Mailbox`] routes to: read again only when the
+/// broadcaster changed it.
+#[derive(Debug, Default)]
+pub(crate) struct RouteCache {
+    version: u64,
+    queue: Option<InputQueue>,
+}
 
-    /// A stand-in with no session (tests of the broadcaster): every path wakes the actor.
-    #[cfg(test)]
-    pub fn without_session() -> Arc<Self> {
-        Arc::new(Self::with(None, 0, SocketAddr::from(([127, 0, 0, 1], 0)), 0))
+impl RouteCache {
+    /// The queue of the world the player is in, if it is in one.
+    pub(crate) fn get(&mut self, mailbox: &Mailbox) -> Option<&InputQueue> {
+        let v = mailbox.route_version.load(Ordering::Acquire);
+        if v != self.version {
+            self.version = v;
+            self.queue = mailbox.route.lock().ok().and_then(|r| r.clone());
+        }
+        self.queue.as_ref()
     }
+}
 
-    fn with(session: Option<Mutex<PlayerSession>>, id: PlayerId, addr: SocketAddr, client_id: u64) -> Self {
-        Self {
-            session,
+impl Mailbox {
+    /// The mailbox of player `id` at `addr`, connected at `at` (netcode clock).
+    pub(crate) fn new(id: PlayerId, addr: SocketAddr, client_id: u64, at: Duration) -> Arc<Self> {
+        Arc::new(Self {
             id,
             addr,
             client_id,
+            frames: Mutex::new(Frames::default()),
+            frames_wake: AtomicBool::new(false),
+            heard_us: AtomicU64::new(u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
+            confirmed: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
             inbox: PlayerInbox::default(),
             route: Mutex::new(None),
-            queued: AtomicUsize::new(0),
+            route_version: AtomicU64::new(0),
             figures: PlayerFigures::default(),
-        }
+        })
+    }
+
+    /// A stand-in (tests of the broadcaster).
+    #[cfg(test)]
+    pub fn stand_in() -> Arc<Self> {
+        Self::new(0, SocketAddr::from(([127, 0, 0, 1], 0)), 0, Duration::ZERO)
     }
 
     /// Its slot, which is also its id in the world.
@@ -363,6 +430,7 @@ impl PlayerShared {
         if let Ok(mut r) = self.route.lock() {
             *r = Some(inputs);
         }
+        self.route_version.fetch_add(1, Ordering::Release);
     }
 
     /// Its address.
@@ -380,143 +448,59 @@ impl PlayerShared {
         &self.inbox
     }
 
-    /// The session for the actor, waiting for whoever holds it; an error once a panic
-    /// poisoned it (the actor then fails and the socket actor cleans up, as for any failure).
-    pub(crate) fn session(&self) -> Result<MutexGuard<'_, PlayerSession>, ActorProcessingErr> {
-        let Some(session) = &self.session else { return Err("a player without a session".into()) };
-        session.lock().map_err(|_| ActorProcessingErr::from("a panic outside the player actor poisoned its session"))
+    /// The socket heard the client at `at` (netcode clock): it has confirmed the connection.
+    pub(crate) fn heard(&self, at: Duration) {
+        self.heard_us.store(u64::try_from(at.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.confirmed.store(true, Ordering::Relaxed);
     }
 
-    /// The session if nothing holds it and nothing waits for the actor that must go first.
-    fn try_session(&self) -> Option<MutexGuard<'_, PlayerSession>> {
-        if self.queued.load(Ordering::Acquire) != 0 {
-            return None; // a waiting datagram (an ack, an input) is taken first, by the actor
-        }
-        self.session.as_ref()?.try_lock().ok()
+    /// Whether the client has been heard since it connected (it confirmed the connection).
+    pub(crate) fn confirmed(&self) -> bool {
+        self.confirmed.load(Ordering::Relaxed)
     }
 
-    // ----- datagrams: the socket actor and the player actor -----
-
-    /// The socket's direct path: takes one datagram here when the session is free and no
-    /// datagram waits for the actor (so order is kept). `Busy`: queue it for the actor.
-    pub(crate) fn try_take_datagram(
-        &self,
-        env: &DatagramEnv<'_>,
-        now: Duration,
-        datagram: &mut [u8],
-        arrived: Instant,
-    ) -> Direct {
-        let Some(session) = self.try_session() else { return Direct::Busy };
-        env.metrics.record_delivery(DeliveryPath::DatagramDirect);
-        match guarded(session, |session| self.take_datagram(session, env, now, datagram, arrived)) {
-            Some(false) => Direct::Done,
-            Some(true) => Direct::Tell(PlayerMsg::PeerGone),
-            None => {
-                tracing::error!(addr = %self.addr, "taking a datagram panicked; the player is disconnected");
-                Direct::Tell(PlayerMsg::Heartbeat)
-            }
-        }
+    /// When the socket last heard the client (zero: never since connect).
+    pub(crate) fn last_heard(&self) -> Duration {
+        Duration::from_micros(self.heard_us.load(Ordering::Relaxed))
     }
 
-    /// Counts a datagram about to be cast to the actor; false (drop it) when `limit` wait
-    /// already.
-    pub(crate) fn queue_datagram(&self, limit: usize, metrics: &ServerMetrics) -> bool {
-        if self.queued.load(Ordering::Relaxed) >= limit {
-            return false;
-        }
-        self.queued.fetch_add(1, Ordering::AcqRel);
-        metrics.add_player_backlog(1);
-        metrics.record_delivery(DeliveryPath::DatagramQueued);
-        true
+    /// The session is closing: the socket stops handing what its client sends to the world.
+    pub(crate) fn close_inputs(&self) {
+        self.closing.store(true, Ordering::Relaxed);
     }
 
-    /// The actor took a queued datagram out of its mailbox.
-    pub(crate) fn dequeue_datagram(&self, metrics: &ServerMetrics) {
-        self.queued.fetch_sub(1, Ordering::AcqRel);
-        metrics.sub_player_backlog(1);
+    /// Whether the client's inputs still go to the world.
+    pub(crate) fn inputs_open(&self) -> bool {
+        !self.closing.load(Ordering::Relaxed)
     }
 
-    /// Forgets the datagrams its (failed) actor never took out of its mailbox.
-    pub(crate) fn strand_queued(&self, metrics: &ServerMetrics) {
-        metrics.sub_player_backlog(self.queued.swap(0, Ordering::AcqRel) as u64);
-    }
-
-    /// Takes one datagram from the player's address (`now` in the netcode clock, `arrived`
-    /// when it came): decrypts it, processes its acks, and queues its new inputs for the
-    /// world. True when the client said goodbye. Both paths run this.
-    pub(crate) fn take_datagram(
-        &self,
-        session: &mut PlayerSession,
-        env: &DatagramEnv<'_>,
-        now: Duration,
-        bytes: &mut [u8],
-        arrived: Instant,
-    ) -> bool {
-        // The netcode prefix byte's low nibble is the packet type; 5 is a payload.
-        let payload = bytes.first().is_some_and(|b| b & 0x0F == 5);
-        let len = bytes.len() as u64;
-        let mut tx = UdpTx::new(env.socket);
-        let id = session.id();
-        // Inputs go to the world the player is in (none before it is in one).
-        let route = self.route.lock().ok();
-        let inputs = route.as_ref().and_then(|r| r.as_ref());
-        let round = inputs.map_or(0, InputQueue::round);
-        let incoming = session.on_datagram(now, round, bytes, &mut tx);
-        // Counted by what it turned out to be: only what authenticated is the player's.
-        let kind = match &incoming {
-            Incoming::Dropped(why) => {
-                env.metrics.record_player_drop(*why);
-                if why.authenticated() { ReceivedKind::Input } else { ReceivedKind::Rejected }
-            }
-            _ if payload => ReceivedKind::Input,
-            _ => ReceivedKind::Control,
+    /// Leaves a payload for the session (the socket), at most `limit` waiting.
+    pub(crate) fn leave(&self, at: Duration, arrived: Instant, frame: &[u8], limit: usize, wake: bool) -> Left {
+        let left = match self.frames.lock() {
+            Ok(mut f) => f.leave(at, arrived, frame, limit, wake),
+            Err(_) => Left::Full,
         };
-        env.metrics.record_received(kind, len);
-        if kind != ReceivedKind::Rejected {
-            self.figures.received_bytes.fetch_add(len, Ordering::Relaxed);
+        match left {
+            // One wake-up on its way is enough.
+            Left::Queued(true) => Left::Queued(!self.frames_wake.swap(true, Ordering::AcqRel)),
+            other => other,
         }
-        let gone = match incoming {
-            Incoming::Inputs(fresh) => {
-                let (mut dropped, mut landed) = (0, None);
-                for i in fresh.as_slice() {
-                    let input = ClientInput::new(id, i.seq, i.bytes, i.view, arrived);
-                    match inputs.and_then(|q| q.push(input)) {
-                        Some(r) => landed = Some((r, fresh.as_slice().len() as u32)),
-                        None => dropped += 1,
-                    }
-                }
-                env.metrics.record_inputs_dropped(dropped);
-                if let Some((r, n)) = landed {
-                    session.inputs_landed(r, n);
-                }
-                false
-            }
-            Incoming::Disconnected => true,
-            Incoming::Nothing | Incoming::Dropped(_) => false,
-        };
-        env.metrics.record_inputs_dropped(session.take_refused_inputs());
-        // The client's messages for the world go with its inputs, bounded per tick.
-        let (mut queued, mut full, mut landed) = (0, 0, None);
-        let drops = session.take_messages(now, round, &mut tx, |data, reliable| {
-            match inputs.and_then(|q| q.push(ClientInput::message(id, data, reliable, arrived))) {
-                Some(r) => {
-                    queued += 1;
-                    landed = Some(r);
-                }
-                None => full += 1,
-            }
-        });
-        if let Some(r) = landed {
-            session.messages_landed(r, queued as u32);
+    }
+
+    /// Takes the waiting payloads (the actor), leaving `spare` (emptied by the last read)
+    /// in their place; how many it took.
+    pub(crate) fn take_frames(&self, spare: &mut Frames) -> usize {
+        self.frames_wake.store(false, Ordering::Release);
+        if let Ok(mut f) = self.frames.lock() {
+            std::mem::swap(&mut *f, spare);
         }
-        drop(route);
-        env.metrics.record_client_messages(queued, drops, full);
-        let held = session.received_bytes_held() as u64;
-        if self.figures.received_held.load(Ordering::Relaxed) != held {
-            env.metrics.replace_received_held(self.figures.received_held.swap(held, Ordering::Relaxed), held);
-        }
-        self.count_sent(env.metrics, &tx);
-        gone
+        spare.len()
+    }
+
+    /// Forgets the payloads its actor never read (it stopped or failed): how many.
+    pub(crate) fn strand_frames(&self) -> usize {
+        let mut gone = Frames::default();
+        self.take_frames(&mut gone)
     }
 
     /// Counts what `tx` sent to this player as control traffic.
@@ -525,51 +509,7 @@ impl PlayerShared {
         self.figures.sent_bytes.fetch_add(tx.bytes, Ordering::Relaxed);
     }
 
-    // ----- snapshots and messages: the broadcaster, the fan-out and the player actor -----
-
-    /// The fan-out's direct path: sends the waiting snapshot here (with the batches to
-    /// everyone left before it) when the session is free and nothing waits for the actor
-    /// that must go first (a datagram, a message to this player alone). `Busy`: wake the
-    /// actor for it.
-    pub(crate) fn try_send_snapshot(&self, env: &SnapshotEnv) -> Direct {
-        let Some(session) = self.try_session() else { return Direct::Busy };
-        let mut batches = Vec::new();
-        let taken = {
-            let Ok(mut slot) = self.inbox.snapshot.lock() else { return Direct::Busy };
-            // World messages handed over before this snapshot go out before it. Batches to
-            // everyone are taken here; a message to this player alone is in the actor's
-            // mailbox, and then the actor sends the snapshot after it. Checked under the
-            // slot's lock: the broadcaster counts a message before it puts the next snapshot
-            // in (under this lock), so a message not counted yet comes after this snapshot.
-            let Some((_, _, upto)) = slot.as_ref() else { return Direct::Busy };
-            if !self.inbox.take_batches_alone(*upto, &mut batches) {
-                return Direct::Busy;
-            }
-            slot.take()
-        };
-        let Some((world, applied, _)) = taken else { return Direct::Busy };
-        env.metrics.record_delivery(DeliveryPath::SnapshotDirect);
-        let sent = guarded(session, |session| {
-            let cut_off = batches
-                .iter()
-                .flat_map(|b| b.iter())
-                .fold(false, |cut, (data, reliable)| session.queue_message(data.clone(), *reliable) || cut);
-            self.send_snapshot(session, env, &world, &applied);
-            cut_off
-        });
-        env.batcher.done();
-        match sent {
-            Some(false) => Direct::Done,
-            // A reliable message could not be queued: the actor disconnects the player.
-            Some(true) => Direct::Tell(PlayerMsg::close(SessionEnd::TooFarBehind)),
-            None => {
-                tracing::error!(addr = %self.addr, "sending a snapshot panicked; the player is disconnected");
-                Direct::Tell(PlayerMsg::Heartbeat)
-            }
-        }
-    }
-
-    /// The actor's path: takes the waiting snapshot, if any, with the batches left before
+    /// The actor's snapshot: takes the waiting one, if any, with the batches left before
     /// it, queues those, and sends the snapshot. True when a reliable message could not be
     /// queued (the player must be disconnected).
     pub(crate) fn send_waiting_snapshot(
@@ -582,7 +522,6 @@ impl PlayerShared {
             return false;
         };
         let cut_off = self.queue_batches(session, upto, batches);
-        env.metrics.record_delivery(DeliveryPath::SnapshotWoken);
         self.send_snapshot(session, env, &world, &applied);
         cut_off
     }
@@ -621,7 +560,7 @@ impl PlayerShared {
     }
 
     /// Encodes and sends this player's snapshot of `world` (with the inputs the tick
-    /// applied), and counts it. Both paths run this.
+    /// applied), and counts it.
     fn send_snapshot(
         &self,
         session: &mut PlayerSession,
@@ -679,18 +618,6 @@ impl PlayerShared {
         let before = f.rtt_us.swap(rtt, Ordering::Relaxed);
         m.replace_rtt(before, rtt);
     }
-}
-
-/// Runs `f` on what `guard` holds, catching a panic. The guard is dropped inside, so a panic
-/// leaves the mutex poisoned (a guard dropped after `catch_unwind` returns would not poison
-/// it: the thread is no longer panicking by then), and the player's actor fails at its next
-/// message. `None` after a panic.
-fn guarded<T, R>(guard: MutexGuard<'_, T>, f: impl FnOnce(&mut T) -> R) -> Option<R> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        let mut guard = guard;
-        f(&mut guard)
-    }))
-    .ok()
 }
 
 /// What the broadcaster has handed a player that its actor (or a fan-out chain) has not yet
@@ -772,20 +699,6 @@ impl PlayerInbox {
         let n: usize = into[before..].iter().map(|b| b.len()).sum();
         self.messages.fetch_sub(n, Ordering::Relaxed);
     }
-
-    /// Like [`PlayerInbox::take_batches`], but only if nothing else is waiting for the actor
-    /// (no message to this player alone): false, and nothing taken, otherwise.
-    pub(crate) fn take_batches_alone(&self, upto: u64, into: &mut Vec<MessageBatch>) -> bool {
-        let Ok(mut b) = self.batches.lock() else { return false };
-        let due = usize::try_from(upto.saturating_sub(b.taken)).unwrap_or(usize::MAX);
-        let n: usize = b.queue.iter().take(due).map(|batch| batch.len()).sum();
-        if self.messages.load(Ordering::Acquire) != n {
-            return false;
-        }
-        b.pop_until(upto, into);
-        self.messages.fetch_sub(n, Ordering::Relaxed);
-        true
-    }
 }
 
 #[cfg(test)]
@@ -793,50 +706,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn guarded_returns_the_result_and_leaves_the_lock_clean() {
-        let m = Mutex::new(1);
-        assert_eq!(guarded(m.lock().unwrap(), |v| *v + 1), Some(2));
-        assert!(!m.is_poisoned());
-    }
-
-    #[test]
-    fn a_panic_under_guarded_is_caught_and_poisons_the_lock() {
-        let m = Mutex::new(1);
-        let r: Option<()> = guarded(m.lock().unwrap(), |_| panic!("relevancy failed"));
-        assert_eq!(r, None);
-        // What the player actor relies on to fail at its next message.
-        assert!(m.is_poisoned());
-    }
-
-    #[test]
-    fn batches_are_taken_for_a_snapshot_only_when_nothing_else_waits_for_the_actor() {
+    fn batches_are_taken_in_order_up_to_the_snapshot_they_came_before() {
         let inbox = PlayerInbox::default();
         let batch = |n: usize| -> MessageBatch { (0..n).map(|i| (Bytes::from(vec![i as u8]), true)).collect() };
-        // Two batches (3 and 2 messages) left before the snapshot, one after it.
         for n in [3, 2, 4] {
             inbox.messages.fetch_add(n, Ordering::Relaxed);
             assert!(inbox.leave(batch(n)));
         }
-        // A message to this player alone is on its way to the actor: the actor goes first.
-        inbox.messages.fetch_add(1, Ordering::Relaxed);
         let mut into = Vec::new();
-        assert!(!inbox.take_batches_alone(2, &mut into));
-        assert!(into.is_empty());
-        assert_eq!(inbox.messages.load(Ordering::Relaxed), 10, "nothing taken");
-        // Once the actor has handled it, the two batches before the snapshot are taken.
-        inbox.messages.fetch_sub(1, Ordering::Relaxed);
-        assert!(!inbox.take_batches_alone(2, &mut into), "the batch after the snapshot still counts");
-        let mut only = Vec::new();
-        inbox.take_batches(3, &mut only);
-        assert_eq!(only.len(), 3);
-        for n in [3, 2] {
-            inbox.messages.fetch_add(n, Ordering::Relaxed);
-            assert!(inbox.leave(batch(n)));
-        }
-        assert!(inbox.take_batches_alone(5, &mut into));
-        assert_eq!(into.iter().map(|b| b.len()).collect::<Vec<_>>(), [3, 2]);
+        inbox.take_batches(2, &mut into);
+        assert_eq!(into.iter().map(|b| b.len()).collect::<Vec<_>>(), [3, 2], "the two left before the snapshot");
+        assert_eq!(inbox.messages.load(Ordering::Relaxed), 4, "the later batch still counts");
+        inbox.take_batches(3, &mut into);
+        assert_eq!(into.len(), 3);
         assert_eq!(inbox.messages.load(Ordering::Relaxed), 0);
-        assert!(inbox.take_batches_alone(5, &mut into), "nothing left, nothing waits");
-        assert_eq!(into.len(), 2);
+    }
+
+    #[test]
+    fn a_mailbox_wakes_its_actor_once_for_what_must_be_read_now_and_holds_at_most_its_room() {
+        let m = Mailbox::stand_in();
+        let at = Instant::now();
+        let t = Duration::from_millis;
+        // Acknowledgements wait for the actor's tick.
+        assert_eq!(m.leave(t(1), at, b"ack", 8, false), Left::Queued(false));
+        // A message for the world wakes it, once while the wake-up is on its way.
+        assert_eq!(m.leave(t(2), at, b"msg", 8, true), Left::Queued(true));
+        assert_eq!(m.leave(t(3), at, b"msg2", 8, true), Left::Queued(false));
+        // Half the room used asks for a wake-up too (one is on its way already).
+        assert_eq!(m.leave(t(4), at, b"ack2", 8, false), Left::Queued(false));
+        let mut frames = Frames::default();
+        assert_eq!(m.take_frames(&mut frames), 4);
+        assert_eq!(frames.bytes, b"ackmsgmsg2ack2");
+        assert_eq!(frames.list.iter().map(|f| f.0).collect::<Vec<_>>(), [t(1), t(2), t(3), t(4)], "in order");
+        // Taken: the next payload that must be read now wakes it again.
+        assert_eq!(m.leave(t(5), at, b"x", 8, true), Left::Queued(true));
+        for i in 0..7 {
+            assert_ne!(m.leave(t(6 + i), at, b"y", 8, false), Left::Full);
+        }
+        assert_eq!(m.leave(t(20), at, b"z", 8, true), Left::Full, "past its room, dropped");
+        assert_eq!(m.strand_frames(), 8);
     }
 }

@@ -1,12 +1,14 @@
 //! The socket actor: owns the UDP socket, answers handshakes statelessly, and hands each
-//! connected address's datagrams to its player actor.
+//! connected address's datagrams to its player.
 //!
-//! Receiving runs in one task that the actor starts: a datagram from a connected address is
-//! taken right there when the rules of [`super::shared`] allow (the player's session free,
-//! none of its datagrams waiting for its actor; no wake-up of the actor), else copied once
-//! and cast to that player's actor, unless that actor already has `player_queue` datagrams
-//! waiting (then it is dropped and counted, so one slow or flooding client never grows
-//! memory or delays the others). A datagram from any other address goes
+//! Receiving runs in one task that the actor starts. A datagram from a connected address goes
+//! through that player's [`Inlet`] (the receive half of its connection: authentication,
+//! replay window, packet budget, input de-duplication): its new inputs go straight into the
+//! world's input queue, and the rest of its payload is left in the player's [`Mailbox`] for
+//! the session, without waking the player actor unless the payload asks for it now (see
+//! [`super::shared`]); past `player_queue` payloads waiting, more are dropped and counted, so
+//! one slow or flooding client never grows memory or delays the others. A datagram from any
+//! other address goes
 //! through the netcode handshake right there, rate-limited per address and in total; only a
 //! completed challenge creates a player actor. The actor itself supervises the player actors.
 
@@ -22,11 +24,13 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::broadcaster::FanOut;
-use super::metrics::{DatagramDrop, EndReason, ReceivedKind, ServerMetrics, count_control};
+use super::inlet::{Arrived, Inlet};
+use super::inputs::{ClientInput, InputQueue};
+use super::metrics::{DatagramDrop, DeliveryPath, EndReason, ReceivedKind, ServerMetrics, count_control};
 use super::player::{PlayerActor, PlayerArgs, PlayerShell};
 use super::session::SessionSettings;
-use super::shared::{BroadcastMsg, DatagramEnv, Direct, PlayerMsg, PlayerRef, PlayerShared, SnapshotEnv, SocketCtl};
-use crate::protocol::netcode::server::{Connection, Endpoint, EndpointConfig, Handled, NewConnection};
+use super::shared::{BroadcastMsg, Left, Mailbox, PlayerMsg, PlayerRef, RouteCache, SnapshotEnv, SocketCtl};
+use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection, SendHalf};
 use crate::protocol::netcode::slots::Occupant;
 use crate::protocol::session::SessionEnd;
 use crate::transport::batch::{BATCH, RecvBatch};
@@ -83,10 +87,14 @@ pub(crate) struct SocketActor;
 
 /// What the receive loop keeps for a connected address.
 struct Route {
-    /// Its actor and the state it shares (the loop takes datagrams through it itself).
+    /// Its actor and its mailbox.
     player: PlayerRef,
+    /// The receive half of its connection.
+    inlet: Inlet,
+    /// Its world's input queue.
+    inputs: RouteCache,
     /// Says goodbye to the client if its player actor fails.
-    farewell: Connection,
+    farewell: SendHalf,
 }
 
 /// The receive loop's state: the endpoint (handshake, limits, and each connected slot's
@@ -212,8 +220,8 @@ async fn receive_loop(
                         let _ = args.broadcaster.cast(BroadcastMsg::Remove(slot));
                         args.metrics.record_end(EndReason::Failed);
                         args.metrics.remove_player(slot);
-                        // Datagrams it never took out of its mailbox.
-                        o.value.player.shared.strand_queued(&args.metrics);
+                        // Payloads it never read.
+                        args.metrics.sub_player_backlog(o.value.player.mailbox.strand_frames() as u64);
                     }
                 }
                 Some(SocketCtl::DisconnectAll) => {
@@ -262,8 +270,8 @@ async fn on_datagram(
     let mut tx = UdpTx::new(&args.socket);
     let new = match hs.endpoint.handle(now, from, datagram, &mut tx) {
         Handled::Route(slot) => {
-            if let Some(o) = hs.endpoint.get(slot) {
-                route_datagram(args, &o.value.player, datagram, now, arrived);
+            if let Some(o) = hs.endpoint.get_mut(slot) {
+                route_datagram(args, &mut o.value, datagram, now, arrived);
             }
             return;
         }
@@ -284,7 +292,8 @@ async fn on_datagram(
     count_control(&args.metrics, &tx);
     let NewConnection { connection, reservation } = *new;
     let farewell = connection.farewell_copy();
-    let shared = PlayerShared::new(args.sessions.open(connection));
+    let mailbox = Mailbox::new(connection.client_index(), connection.addr(), connection.client_id(), now);
+    let (inlet, session) = args.sessions.split(connection);
     let shell = PlayerShell {
         socket: args.socket.clone(),
         env: args.env.clone(),
@@ -294,11 +303,12 @@ async fn on_datagram(
         metrics: args.metrics.clone(),
         clock: args.clock,
     };
-    let player_args = PlayerArgs { shared: shared.clone(), shell };
+    let player_args = PlayerArgs { session, mailbox: mailbox.clone(), shell };
     match Actor::spawn_linked(None, PlayerActor, player_args, supervisor.clone()).await {
         Ok((actor, _)) => {
             hs.by_actor.insert(actor.get_id(), reservation.slot());
-            hs.endpoint.attach(reservation, Route { player: PlayerRef { actor, shared }, farewell });
+            let player = PlayerRef { actor, mailbox };
+            hs.endpoint.attach(reservation, Route { player, inlet, inputs: RouteCache::default(), farewell });
         }
         Err(e) => {
             tracing::error!(error = %e, "could not start a player actor");
@@ -307,16 +317,60 @@ async fn on_datagram(
     }
 }
 
-/// A datagram from a connected player's address: taken right here when the player's shared
-/// state allows, else queued for its actor (or dropped when `player_queue` wait already).
-fn route_datagram(args: &SocketArgs, player: &PlayerRef, datagram: &mut [u8], now: Duration, arrived: Instant) {
-    let env = DatagramEnv { socket: &args.socket, metrics: &args.metrics };
-    match player.shared.try_take_datagram(&env, now, datagram, arrived) {
-        Direct::Done => {}
-        Direct::Tell(msg) => player.tell(msg),
-        Direct::Busy if player.shared.queue_datagram(args.player_queue, &args.metrics) => {
-            player.tell(PlayerMsg::Datagram(datagram.to_vec(), arrived));
+/// A datagram from a connected player's address, through its inlet: its inputs to its
+/// world's queue, its payload left for its session (waking the player actor only when the
+/// payload asks for it).
+fn route_datagram(args: &SocketArgs, route: &mut Route, datagram: &mut [u8], now: Duration, arrived: Instant) {
+    let m = &args.metrics;
+    let mailbox = &route.player.mailbox;
+    let len = datagram.len() as u64;
+    let queue = route.inputs.get(mailbox).filter(|_| mailbox.inputs_open());
+    let round = queue.map_or(0, InputQueue::round);
+    let (frame, fresh, wake) = match route.inlet.receive(now, round, datagram) {
+        Arrived::Dropped(why) => {
+            m.record_player_drop(why);
+            m.record_received(ReceivedKind::Rejected, len);
+            return;
         }
-        Direct::Busy => args.metrics.record_drop(DatagramDrop::QueueFull, 1),
+        Arrived::KeepAlive => {
+            mailbox.heard(now);
+            m.record_received(ReceivedKind::Control, len);
+            mailbox.figures.received_bytes.fetch_add(len, Ordering::Relaxed);
+            return;
+        }
+        Arrived::Disconnected => {
+            mailbox.heard(now);
+            m.record_received(ReceivedKind::Control, len);
+            route.player.tell(PlayerMsg::PeerGone);
+            return;
+        }
+        Arrived::Payload { frame, inputs, wake } => (frame, inputs, wake),
+    };
+    mailbox.heard(now);
+    m.record_received(ReceivedKind::Input, len);
+    mailbox.figures.received_bytes.fetch_add(len, Ordering::Relaxed);
+    let id = mailbox.id();
+    let (mut dropped, mut landed) = (0, None);
+    for i in fresh.as_slice() {
+        match queue.and_then(|q| q.push(ClientInput::new(id, i.seq, i.bytes, i.view, arrived))) {
+            Some(r) => landed = Some((r, fresh.as_slice().len() as u32)),
+            None => dropped += 1,
+        }
     }
+    match mailbox.leave(now, arrived, frame, args.player_queue, wake) {
+        Left::Queued(true) => {
+            m.record_delivery(DeliveryPath::Woke);
+            m.add_player_backlog(1);
+            route.player.tell(PlayerMsg::Frames);
+        }
+        Left::Queued(false) => {
+            m.record_delivery(DeliveryPath::Left);
+            m.add_player_backlog(1);
+        }
+        Left::Full => m.record_drop(DatagramDrop::QueueFull, 1),
+    }
+    if let Some((r, n)) = landed {
+        route.inlet.inputs_landed(r, n);
+    }
+    m.record_inputs_dropped(dropped + route.inlet.take_refused_inputs());
 }

@@ -19,10 +19,12 @@ use crate::protocol::scoreboard::{BoardSender, ScoreRow};
 use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::protocol::system::Pace;
+use crate::server::inlet::{Arrived, Inlet};
 use crate::server::pace::Pacer;
 use crate::server::record::RecordTo;
 pub use crate::server::record::SharedBuffer;
-use crate::server::session::{Incoming, MessageDrops, PlayerSession, SessionSettings};
+use crate::server::session::{MessageDrops, PlayerSession, SessionSettings};
+use crate::server::shared::{Frames, Left};
 use crate::server::simulation::{Command, Simulation, Stepped, TickInput};
 use crate::server::world::{Numbers, Request, TokenKeys};
 use crate::server::world_actor::{Start, start_world};
@@ -54,6 +56,62 @@ pub struct StepClient {
     pub input: Option<Vec<u8>>,
     up: LinkConditioner,
     down: LinkConditioner,
+}
+
+/// The datagrams a player's mailbox holds at most ([`ServerConfig::player_queue`]'s default).
+///
+/// [`ServerConfig::player_queue`]: crate::server::ServerConfig::player_queue
+const PLAYER_QUEUE: usize = 16;
+
+/// A connected player as the stepper keeps it: what the socket actor keeps (its inlet), what
+/// its mailbox holds, and what its player actor owns (its session).
+#[derive(Debug)]
+struct Seat {
+    inlet: Inlet,
+    session: PlayerSession,
+    frames: Frames,
+}
+
+impl Seat {
+    /// What the player actor does at a wake-up before anything else: reads the payloads
+    /// left for it, and hands its client's messages to the world (into `taken`).
+    fn read(
+        &mut self,
+        now: Duration,
+        round: u64,
+        wire: &mut Vec<(SocketAddr, Vec<u8>)>,
+        taken: &mut Vec<StepInput>,
+    ) -> MessageDrops {
+        if self.frames.read_into(&mut self.session, now, wire, |_| {}).is_none() {
+            return MessageDrops::default();
+        }
+        let id = self.session.id();
+        let open = self.session.ending().is_none();
+        self.session.take_messages(now, round, wire, |data, reliable| {
+            if open {
+                taken.push(StepInput {
+                    player: id,
+                    seq: 0,
+                    bytes: Vec::new(),
+                    view: None,
+                    message: Some((data, reliable)),
+                });
+            }
+        })
+    }
+}
+
+impl std::ops::Deref for Seat {
+    type Target = PlayerSession;
+    fn deref(&self) -> &PlayerSession {
+        &self.session
+    }
+}
+
+impl std::ops::DerefMut for Seat {
+    fn deref_mut(&mut self) -> &mut PlayerSession {
+        &mut self.session
+    }
 }
 
 /// An input the stepper's server took, for the next tick.
@@ -133,7 +191,7 @@ pub struct Stepper<W: World> {
     /// What each player's session starts with, as the socket actor's.
     settings: SessionSettings,
     /// The server's endpoint, the same as the socket actor's; it keeps each player's session.
-    sessions: Endpoint<PlayerSession>,
+    sessions: Endpoint<Seat>,
     in_flight: Vec<InFlight>,
     order: u64,
     /// Client messages dropped (flood, too large), as the server counts them.
@@ -478,37 +536,35 @@ impl<W: World> Stepper<W> {
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         match self.sessions.handle(now, from, &mut bytes, &mut wire) {
             Handled::Route(index) => {
-                let Some(session) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
-                let id = session.id();
+                let Some(seat) = self.sessions.get_mut(index).map(|o| &mut o.value) else { return };
+                let id = seat.session.id();
                 let mut taken = Vec::new();
                 let round = u64::from(self.server_tick);
-                let gone = match session.on_datagram(now, round, &mut bytes, &mut wire) {
-                    Incoming::Inputs(inputs) => {
-                        taken.extend(inputs.as_slice().iter().map(|i| StepInput {
-                            player: id,
-                            seq: i.seq,
-                            bytes: i.bytes.to_vec(),
-                            view: i.view,
-                            message: None,
-                        }));
-                        false
+                // As the socket actor: the inlet's inputs go to the world at once (unless the
+                // session is closing), the payload waits for the session.
+                let open = seat.session.ending().is_none();
+                let (gone, wake) = match seat.inlet.receive(now, round, &mut bytes) {
+                    Arrived::Payload { frame, inputs, wake } => {
+                        if open {
+                            taken.extend(inputs.as_slice().iter().map(|i| StepInput {
+                                player: id,
+                                seq: i.seq,
+                                bytes: i.bytes.to_vec(),
+                                view: i.view,
+                                message: None,
+                            }));
+                        }
+                        let left = seat.frames.leave(now, tokio::time::Instant::now(), frame, PLAYER_QUEUE, wake);
+                        (false, left == Left::Queued(true))
                     }
-                    Incoming::Disconnected => true,
-                    Incoming::Nothing | Incoming::Dropped(_) => false,
+                    Arrived::Disconnected => (true, false),
+                    Arrived::KeepAlive | Arrived::Dropped(_) => (false, false),
                 };
-                // The client's messages for the world, bounded per tick as on the server.
-                let drops = session.take_messages(now, round, &mut wire, |data, reliable| {
-                    taken.push(StepInput {
-                        player: id,
-                        seq: 0,
-                        bytes: Vec::new(),
-                        view: None,
-                        message: Some((data, reliable)),
-                    });
-                });
-                self.message_drops.flood += drops.flood;
-                self.message_drops.too_large += drops.too_large;
-                self.message_drops.disconnected += drops.disconnected;
+                if wake {
+                    // As the player actor woken for them.
+                    let drops = seat.read(now, round, &mut wire, &mut taken);
+                    self.count_message_drops(drops);
+                }
                 if let Some(q) = self.queue_of(id) {
                     q.extend(taken);
                 }
@@ -520,12 +576,12 @@ impl<W: World> Stepper<W> {
                 let NewConnection { connection, reservation } = *new;
                 let who = JoinInfo::new(connection.client_id(), *connection.user_data());
                 let slot = connection.client_index();
-                let mut session = self.settings.open(connection);
+                let (inlet, mut session) = self.settings.split(connection);
                 // Told the pace at once when the server paces, as the broadcaster tells it.
                 if self.pacer.interval() > 1 {
                     session.send_notice(now, Pace::new(self.pacer.interval()).encode(), &mut wire);
                 }
-                self.sessions.attach(reservation, session);
+                self.sessions.attach(reservation, Seat { inlet, session, frames: Frames::default() });
                 let effects = self.dir.add_player(slot, (), who);
                 self.send_from_server(wire);
                 self.apply(effects);
@@ -534,6 +590,12 @@ impl<W: World> Stepper<W> {
             Handled::Handled | Handled::Dropped(_) => {}
         }
         self.send_from_server(wire);
+    }
+
+    fn count_message_drops(&mut self, drops: MessageDrops) {
+        self.message_drops.flood += drops.flood;
+        self.message_drops.too_large += drops.too_large;
+        self.message_drops.disconnected += drops.disconnected;
     }
 
     fn drop_session(&mut self, index: usize) {
@@ -546,7 +608,7 @@ impl<W: World> Stepper<W> {
 
     /// A player's session, by its id.
     fn session(&mut self, player: PlayerId) -> Option<&mut PlayerSession> {
-        self.sessions.iter_mut().map(|(_, o)| &mut o.value).find(|s| s.id() == player)
+        self.sessions.iter_mut().map(|(_, o)| &mut o.value.session).find(|s| s.id() == player)
     }
 
     /// Delivers what a directory change asks to the world or session it is addressed to
@@ -796,16 +858,33 @@ impl<W: World> Stepper<W> {
         // The newest view of this tick for each player (a later world's replaces an earlier).
         let sends: BTreeMap<PlayerId, (Arc<View>, Option<u32>)> =
             sends.into_iter().map(|(p, v, a)| (p, (v, a))).collect();
+        let round = u64::from(self.server_tick);
+        let mut drops = MessageDrops::default();
+        let mut late_inputs = Vec::new();
         for (index, o) in self.sessions.iter_mut() {
-            let s = &mut o.value;
+            // As the player actor at each wake-up: what its socket left first.
+            let d = o.value.read(now, round, &mut wire, &mut late_inputs);
+            drops.flood += d.flood;
+            drops.too_large += d.too_large;
+            drops.disconnected += d.disconnected;
+            let rx = o.value.inlet.receive_half();
+            let (heard, confirmed) = (rx.last_received(), rx.is_confirmed());
+            let s = &mut o.value.session;
+            s.confirm(confirmed);
             if let Some((view, applied)) = sends.get(&s.id()).cloned() {
                 if s.on_snapshot(now, &view, applied, &mut wire).is_some_and(|sent| sent.relevancy_fixed) {
                     relevancy_faults += 1;
                 }
                 self.views.insert(s.id(), view);
             }
-            if s.heartbeat(now, &mut wire).is_some() {
+            if s.heartbeat(now, heard, &mut wire).is_some() {
                 gone.push(index);
+            }
+        }
+        self.count_message_drops(drops);
+        for i in late_inputs {
+            if let Some(q) = self.queue_of(i.player) {
+                q.push(i);
             }
         }
         for _ in 0..relevancy_faults {
@@ -1079,7 +1158,7 @@ mod tests {
             Arc::new(b.finish_after(stepper.last_snapshot().map(|s| &**s)).unwrap())
         };
         let (next, after) = (snap(stepper.tick() + 1), snap(stepper.tick() + 2));
-        let session = &mut stepper.sessions.iter_mut().next().unwrap().1.value;
+        let session = &mut stepper.sessions.iter_mut().next().unwrap().1.value.session;
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         let view = |s: Arc<WorldSnapshot>| View::single(s, Arc::new(crate::server::Everything));
         assert!(session.on_snapshot(now, &view(next), None, &mut wire).is_some(), "a connected player gets snapshots");

@@ -389,25 +389,50 @@ impl Handshake {
     }
 }
 
-/// One connected client, as the server sees it.
+/// One connected client, as the server sees it: its [`ReceiveHalf`] (the client-to-server
+/// key, replay window and packet budget) and its [`SendHalf`] (the server-to-client key and
+/// sequence). A single-threaded owner keeps both here; the actor server keeps the receive half
+/// beside the [`Endpoint`] in its socket actor and the send half in the player actor
+/// ([`Connection::split`]), so an input is read without waiting for the player actor.
 #[derive(Debug, Clone)]
 pub struct Connection {
+    rx: ReceiveHalf,
+    tx: SendHalf,
+}
+
+/// The half of a [`Connection`] that reads what the client sends: authentication, the replay
+/// window and the client's packet budget.
+#[derive(Debug, Clone)]
+pub struct ReceiveHalf {
+    client_id: u64,
+    addr: SocketAddr,
+    client_index: u32,
+    protocol_id: u64,
+    recv_key: Key,
+    replay: ReplayWindow,
+    last_recv: Duration,
+    confirmed: bool,
+    rate: Rate,
+    bucket: TokenBucket,
+}
+
+/// The half of a [`Connection`] that writes to the client: encryption, the packet sequence,
+/// keep-alives and the timeout (which it judges from when the receive half last heard the
+/// client, passed in).
+#[derive(Debug, Clone)]
+pub struct SendHalf {
     client_id: u64,
     addr: SocketAddr,
     client_index: u32,
     max_clients: u32,
     protocol_id: u64,
     send_key: Key,
-    recv_key: Key,
     user_data: [u8; USER_DATA_BYTES],
     sequence: u64,
-    replay: ReplayWindow,
     last_send: Duration,
-    last_recv: Duration,
     timeout: Option<Duration>,
+    /// The client has shown it knows it is connected (as its receive half last said).
     confirmed: bool,
-    rate: Rate,
-    bucket: TokenBucket,
 }
 
 impl Connection {
@@ -420,24 +445,113 @@ impl Connection {
         rate: Rate,
         now: Duration,
     ) -> Self {
-        Self {
+        let rx = ReceiveHalf {
+            client_id: accepted.client_id,
+            addr: accepted.addr,
+            client_index,
+            protocol_id,
+            recv_key: accepted.recv_key,
+            replay: ReplayWindow::new(),
+            last_recv: now,
+            confirmed: false,
+            rate,
+            bucket: TokenBucket::full(rate, now),
+        };
+        let tx = SendHalf {
             client_id: accepted.client_id,
             addr: accepted.addr,
             client_index,
             max_clients,
             protocol_id,
             send_key: accepted.send_key,
-            recv_key: accepted.recv_key,
             user_data: accepted.user_data,
             sequence: 0,
-            replay: ReplayWindow::new(),
             last_send: now,
-            last_recv: now,
             timeout: u64::try_from(accepted.timeout_seconds).ok().map(Duration::from_secs),
             confirmed: false,
-            rate,
-            bucket: TokenBucket::full(rate, now),
-        }
+        };
+        Self { rx, tx }
+    }
+
+    /// The two halves, for owners on two tasks (see [`Connection`]).
+    pub fn split(self) -> (ReceiveHalf, SendHalf) {
+        (self.rx, self.tx)
+    }
+
+    /// The backend's id of this client.
+    pub fn client_id(&self) -> u64 {
+        self.tx.client_id
+    }
+
+    /// The client's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.tx.addr
+    }
+
+    /// The client's slot.
+    pub fn client_index(&self) -> u32 {
+        self.tx.client_index
+    }
+
+    /// The token's user data.
+    pub fn user_data(&self) -> &[u8; USER_DATA_BYTES] {
+        &self.tx.user_data
+    }
+
+    /// Whether the client has shown it knows it is connected (sent a keep-alive or payload).
+    pub fn is_confirmed(&self) -> bool {
+        self.rx.confirmed
+    }
+
+    /// When the last authentic packet arrived.
+    pub fn last_received(&self) -> Duration {
+        self.rx.last_recv
+    }
+
+    /// Sends a keep-alive now (the first one tells the client it is connected).
+    pub fn keep_alive(&mut self, now: Duration, tx: &mut impl Transmit) {
+        self.tx.keep_alive(now, tx);
+    }
+
+    /// Authenticates and reads a packet from this client ([`ReceiveHalf::receive`]).
+    ///
+    /// # Errors
+    /// The reason to drop it.
+    pub fn receive<'a>(&mut self, now: Duration, buf: &'a mut [u8]) -> Result<Packet<'a>, DropReason> {
+        let packet = self.rx.receive(now, buf)?;
+        self.tx.confirm(true);
+        Ok(packet)
+    }
+
+    /// Sends a payload of 1 to 1200 bytes ([`SendHalf::send_payload`]).
+    ///
+    /// # Errors
+    /// [`SendError::PayloadSize`] for an empty or oversized payload.
+    pub fn send_payload(&mut self, now: Duration, data: &[u8], tx: &mut impl Transmit) -> Result<(), SendError> {
+        self.tx.send_payload(now, data, tx)
+    }
+
+    /// Sends a keep-alive when nothing was sent for 100 ms; reports a timeout.
+    pub fn update(&mut self, now: Duration, tx: &mut impl Transmit) -> Option<DisconnectReason> {
+        self.tx.update(now, self.rx.last_recv, tx)
+    }
+
+    /// A copy of the send half that can still say goodbye if this connection's owner dies
+    /// ([`SendHalf::farewell_copy`]).
+    pub fn farewell_copy(&self) -> SendHalf {
+        self.tx.farewell_copy()
+    }
+
+    /// Sends the redundant disconnect packets.
+    pub fn disconnect(&mut self, now: Duration, tx: &mut impl Transmit) {
+        self.tx.disconnect(now, tx);
+    }
+}
+
+impl ReceiveHalf {
+    /// The client's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// The backend's id of this client.
@@ -445,19 +559,9 @@ impl Connection {
         self.client_id
     }
 
-    /// The client's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// The client's slot.
     pub fn client_index(&self) -> u32 {
         self.client_index
-    }
-
-    /// The token's user data.
-    pub fn user_data(&self) -> &[u8; USER_DATA_BYTES] {
-        &self.user_data
     }
 
     /// Whether the client has shown it knows it is connected (sent a keep-alive or payload).
@@ -468,21 +572,6 @@ impl Connection {
     /// When the last authentic packet arrived.
     pub fn last_received(&self) -> Duration {
         self.last_recv
-    }
-
-    fn write(&mut self, now: Duration, packet: &Packet<'_>, tx: &mut impl Transmit) {
-        let mut buf = [0u8; packet::MAX_PACKET_BYTES];
-        if let Some(n) = packet::write_packet(&mut buf, packet, self.sequence, self.protocol_id, &self.send_key) {
-            self.sequence += 1;
-            self.last_send = now;
-            tx.send(self.addr, &buf[..n]);
-        }
-    }
-
-    /// Sends a keep-alive now (the first one tells the client it is connected).
-    pub fn keep_alive(&mut self, now: Duration, tx: &mut impl Transmit) {
-        let ka = Packet::KeepAlive { client_index: self.client_index, max_clients: self.max_clients };
-        self.write(now, &ka, tx);
     }
 
     /// Authenticates and reads a packet from this client (keep-alive, payload or disconnect).
@@ -504,6 +593,49 @@ impl Connection {
         self.confirmed = true;
         Ok(packet)
     }
+}
+
+impl SendHalf {
+    /// The backend's id of this client.
+    pub fn client_id(&self) -> u64 {
+        self.client_id
+    }
+
+    /// The client's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The client's slot.
+    pub fn client_index(&self) -> u32 {
+        self.client_index
+    }
+
+    /// The token's user data.
+    pub fn user_data(&self) -> &[u8; USER_DATA_BYTES] {
+        &self.user_data
+    }
+
+    /// The receive half has heard from the client (`true`): from now on a payload goes
+    /// without a keep-alive before it.
+    pub fn confirm(&mut self, confirmed: bool) {
+        self.confirmed |= confirmed;
+    }
+
+    fn write(&mut self, now: Duration, packet: &Packet<'_>, tx: &mut impl Transmit) {
+        let mut buf = [0u8; packet::MAX_PACKET_BYTES];
+        if let Some(n) = packet::write_packet(&mut buf, packet, self.sequence, self.protocol_id, &self.send_key) {
+            self.sequence += 1;
+            self.last_send = now;
+            tx.send(self.addr, &buf[..n]);
+        }
+    }
+
+    /// Sends a keep-alive now (the first one tells the client it is connected).
+    pub fn keep_alive(&mut self, now: Duration, tx: &mut impl Transmit) {
+        let ka = Packet::KeepAlive { client_index: self.client_index, max_clients: self.max_clients };
+        self.write(now, &ka, tx);
+    }
 
     /// Sends a payload of 1 to 1200 bytes. Until the client has confirmed the connection each
     /// payload is preceded by a keep-alive, so the client learns its slot first.
@@ -521,9 +653,15 @@ impl Connection {
         Ok(())
     }
 
-    /// Sends a keep-alive when nothing was sent for 100 ms; reports a timeout.
-    pub fn update(&mut self, now: Duration, tx: &mut impl Transmit) -> Option<DisconnectReason> {
-        if self.timeout.is_some_and(|t| now.saturating_sub(self.last_recv) >= t) {
+    /// Sends a keep-alive when nothing was sent for 100 ms; reports a timeout, judged from
+    /// `last_received`, when the client was last heard.
+    pub fn update(
+        &mut self,
+        now: Duration,
+        last_received: Duration,
+        tx: &mut impl Transmit,
+    ) -> Option<DisconnectReason> {
+        if self.timeout.is_some_and(|t| now.saturating_sub(last_received) >= t) {
             return Some(DisconnectReason::TimedOut);
         }
         if now.saturating_sub(self.last_send) >= KEEP_ALIVE_INTERVAL {
@@ -532,9 +670,9 @@ impl Connection {
         None
     }
 
-    /// A copy that can still say goodbye if this connection's owner dies: its packet
-    /// sequence starts at 2^62, far above anything the live connection will use, so the
-    /// two never share a nonce.
+    /// A copy that can still say goodbye if this half's owner dies: its packet sequence
+    /// starts at 2^62, far above anything the live half will use, so the two never share a
+    /// nonce.
     pub fn farewell_copy(&self) -> Self {
         Self { sequence: self.sequence.max(1 << 62), ..self.clone() }
     }
@@ -842,7 +980,7 @@ impl Endpoint<Connection> {
         match conn.receive(now, buf) {
             Ok(Packet::Payload(data)) => Received::Payload { client_index: slot, data },
             Ok(Packet::Disconnect) => {
-                let client_id = conn.client_id;
+                let client_id = conn.client_id();
                 self.slots.remove(slot);
                 Received::Disconnected(Disconnected { client_index: slot, client_id, reason: DisconnectReason::ByPeer })
             }
@@ -859,7 +997,7 @@ impl Endpoint<Connection> {
         for index in 0..self.slots.capacity() {
             let Some(conn) = self.slots.get_mut(index).map(|o| &mut o.value) else { continue };
             if let Some(reason) = conn.update(now, tx) {
-                let client_id = conn.client_id;
+                let client_id = conn.client_id();
                 self.slots.remove(index);
                 out.push(Disconnected { client_index: index, client_id, reason });
             }
@@ -885,7 +1023,7 @@ impl Endpoint<Connection> {
     pub fn disconnect(&mut self, now: Duration, client_index: usize, tx: &mut impl Transmit) -> Option<Disconnected> {
         let mut conn = self.slots.remove(client_index)?.value;
         conn.disconnect(now, tx);
-        Some(Disconnected { client_index, client_id: conn.client_id, reason: DisconnectReason::Local })
+        Some(Disconnected { client_index, client_id: conn.client_id(), reason: DisconnectReason::Local })
     }
 
     /// Disconnects every client.

@@ -360,6 +360,82 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A packet's sections past its header: the state blob's range, and the others (tag, id,
+/// fragment index and count, range), at most [`MAX_SECTIONS`].
+struct Sections {
+    state: Option<(usize, usize)>,
+    list: [(u8, u16, u16, u16, usize, usize); MAX_SECTIONS],
+    n: usize,
+}
+
+fn read_sections(c: &mut Cursor<'_>) -> Result<Sections, ReceiveError> {
+    let mut out = Sections { state: None, list: [(0u8, 0u16, 0u16, 0u16, 0usize, 0usize); MAX_SECTIONS], n: 0 };
+    while !c.done() {
+        let tag = c.u8()?;
+        let (id, index, count) = match tag {
+            TAG_RELIABLE => (c.u16()?, 0, 0),
+            TAG_FRAGMENT => (c.u16()?, c.u16()?, c.u16()?),
+            TAG_STATE | TAG_EVENT => (0, 0, 0),
+            _ => return Err(ReceiveError::Malformed),
+        };
+        let len = c.varint()?;
+        let (s, e) = c.bytes(len)?;
+        if tag == TAG_STATE {
+            out.state = Some((s, e));
+            continue;
+        }
+        if out.n == out.list.len() {
+            return Err(ReceiveError::Malformed);
+        }
+        out.list[out.n] = (tag, id, index, count, s, e);
+        out.n += 1;
+    }
+    Ok(out)
+}
+
+/// What [`peek`] read of a packet without a channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peeked<'a> {
+    /// Its state blob, if it carries one.
+    pub state: Option<&'a [u8]>,
+    /// Whether it carries messages or events (anything besides the state and the acks).
+    pub messages: bool,
+}
+
+/// Reads a packet of a channel whose frames carry `frame_tag` as [`Channel::receive`] would,
+/// without the channel: its state blob and whether it carries messages. Nothing is
+/// acknowledged or kept; a compressed packet is decompressed into `scratch`. For a reader
+/// that acts on the state at once (the socket actor, which hands inputs to the world) and
+/// leaves the packet to the channel's owner for the rest. A packet the channel would refuse
+/// as malformed is refused here too.
+///
+/// # Errors
+/// [`ReceiveError::Malformed`] or [`ReceiveError::Decompress`].
+pub fn peek<'a>(packet: &'a [u8], frame_tag: u8, scratch: &'a mut Vec<u8>) -> Result<Peeked<'a>, ReceiveError> {
+    let (&frame, rest) = packet.split_first().ok_or(ReceiveError::Malformed)?;
+    let body: &[u8] = match frame.wrapping_sub(frame_tag) {
+        FRAME_PLAIN => rest,
+        FRAME_LZ4 => {
+            scratch.clear();
+            scratch.resize(MAX_PEEK_BYTES, 0);
+            let n = lz4_flex::block::decompress_into(rest, scratch).map_err(|_| ReceiveError::Decompress)?;
+            scratch.truncate(n);
+            scratch
+        }
+        _ => return Err(ReceiveError::Malformed),
+    };
+    let mut c = Cursor { buf: body, pos: 0 };
+    for _ in 0..HEADER_BYTES - 1 {
+        c.u8()?;
+    }
+    let sections = read_sections(&mut c)?;
+    Ok(Peeked { state: sections.state.map(|(s, e)| &body[s..e]), messages: sections.n > 0 })
+}
+
+/// The most a compressed packet [`peek`] reads may hold, decompressed: twice the largest
+/// packet, as [`Channel::receive`] allows.
+const MAX_PEEK_BYTES: usize = 2 * 1200;
+
 impl Channel {
     /// A fresh channel.
     pub fn new(config: ChannelConfig) -> Self {
@@ -764,29 +840,7 @@ impl Channel {
             return Ok(None);
         }
         // Parse every section before applying anything, so a malformed packet changes nothing.
-        let mut state = None;
-        let mut sections = [(0u8, 0u16, 0u16, 0u16, 0usize, 0usize); MAX_SECTIONS];
-        let mut n = 0;
-        while !c.done() {
-            let tag = c.u8()?;
-            let (id, index, count) = match tag {
-                TAG_RELIABLE => (c.u16()?, 0, 0),
-                TAG_FRAGMENT => (c.u16()?, c.u16()?, c.u16()?),
-                TAG_STATE | TAG_EVENT => (0, 0, 0),
-                _ => return Err(ReceiveError::Malformed),
-            };
-            let len = c.varint()?;
-            let (s, e) = c.bytes(len)?;
-            if tag == TAG_STATE {
-                state = Some((s, e));
-                continue;
-            }
-            if n == sections.len() {
-                return Err(ReceiveError::Malformed);
-            }
-            sections[n] = (tag, id, index, count, s, e);
-            n += 1;
-        }
+        let Sections { state, list: mut sections, n } = read_sections(&mut c)?;
         // What it adds must fit in what may be held (`receive_bytes`). A reliable message
         // that does not is not stored, and then the packet is not acknowledged either: the
         // peer sends it again later, as if it had been lost. The next message in order may

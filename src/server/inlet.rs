@@ -1,0 +1,131 @@
+//! The receive half of one player's connection, sans-IO: what the socket actor keeps for each
+//! connected address beside the [`Endpoint`](crate::protocol::netcode::server::Endpoint), and
+//! what the stepper keeps beside each session.
+//!
+//! An [`Inlet`] authenticates a datagram (the client-to-server key, replay window and packet
+//! budget), reads the inputs in it and de-duplicates them (at most
+//! [`MAX_INPUTS_PER_TICK`] new ones a tick round), so that the shell hands them to the world's
+//! input queue at once. The rest of the payload (acknowledgements, the client's messages, a
+//! control message) is the player's session's: the shell leaves it in the player's
+//! [`Mailbox`](super::shared::Mailbox), and wakes the player actor only when the payload asks
+//! for it now ([`Arrived::Payload::wake`]). The inlet never touches the session.
+
+use std::time::Duration;
+
+use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
+use crate::protocol::netcode::packet::Packet;
+use crate::protocol::netcode::server::ReceiveHalf;
+use crate::protocol::reliability::channel::{SYSTEM_FRAME_TAG, peek};
+use crate::protocol::session::CONTROL_FRAME;
+
+use super::session::{MAX_INPUTS_PER_TICK, PacketDrop};
+
+/// What a datagram from a connected player's address was.
+// The inputs are borrowed from the datagram, held in place (no allocation per datagram).
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub(crate) enum Arrived<'a> {
+    /// An authentic keep-alive: the client was heard, nothing more.
+    KeepAlive,
+    /// An authentic payload: its new inputs for the world (oldest first, at most what this
+    /// round allows), and the payload itself, for the player's session.
+    Payload {
+        /// The decrypted payload (a reliability frame, a control message, or the framework
+        /// channel's acknowledgements).
+        frame: &'a [u8],
+        /// Its new inputs.
+        inputs: FreshInputs<'a>,
+        /// The session should read it now rather than at its next tick: it carries messages
+        /// for the world, or a control message to answer.
+        wake: bool,
+    },
+    /// The client said goodbye.
+    Disconnected,
+    /// Not authentic, replayed or over budget: dropped.
+    Dropped(PacketDrop),
+}
+
+/// The receive half of one player's connection and its inputs' de-duplication.
+#[derive(Debug)]
+pub(crate) struct Inlet {
+    rx: ReceiveHalf,
+    dedup: InputDedup,
+    /// The tick round of the inputs counted in `inputs_this_round`, and the inputs dropped
+    /// past [`MAX_INPUTS_PER_TICK`], not yet counted by the caller.
+    input_round: u64,
+    inputs_this_round: u32,
+    refused_inputs: u64,
+    /// Where a compressed payload is read.
+    scratch: Vec<u8>,
+}
+
+impl Inlet {
+    /// The inlet of a connection's receive half.
+    pub(crate) fn new(rx: ReceiveHalf) -> Self {
+        Self {
+            rx,
+            dedup: InputDedup::default(),
+            input_round: 0,
+            inputs_this_round: 0,
+            refused_inputs: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The receive half (when the client was last heard, whether it confirmed).
+    pub(crate) fn receive_half(&self) -> &ReceiveHalf {
+        &self.rx
+    }
+
+    /// Takes one datagram from the player's address in tick round `round` (the world's tick
+    /// count, as the caller knows it).
+    pub(crate) fn receive<'a>(&'a mut self, now: Duration, round: u64, bytes: &'a mut [u8]) -> Arrived<'a> {
+        let payload: &'a [u8] = match self.rx.receive(now, bytes) {
+            Ok(Packet::Payload(p)) => p,
+            Ok(Packet::Disconnect) => return Arrived::Disconnected,
+            Ok(_) => return Arrived::KeepAlive,
+            Err(reason) => return Arrived::Dropped(PacketDrop::Netcode(reason)),
+        };
+        let none = FreshInputs::default();
+        let first = payload.first().copied().unwrap_or(0);
+        if first & 0xF0 == SYSTEM_FRAME_TAG {
+            // Acknowledgements of the framework's channel: the session's, at its next tick.
+            return Arrived::Payload { frame: payload, inputs: none, wake: false };
+        }
+        if first == CONTROL_FRAME {
+            return Arrived::Payload { frame: payload, inputs: none, wake: true };
+        }
+        // A malformed payload goes to the session as it is (it counts it); no input is read.
+        let Ok(peeked) = peek(payload, 0, &mut self.scratch) else {
+            return Arrived::Payload { frame: payload, inputs: none, wake: false };
+        };
+        let wake = peeked.messages;
+        let Some(Ok(input)) = peeked.state.map(read_input_packet) else {
+            return Arrived::Payload { frame: payload, inputs: none, wake };
+        };
+        let mut fresh = self.dedup.fresh(&input);
+        if round != self.input_round {
+            self.input_round = round;
+            self.inputs_this_round = 0;
+        }
+        let room = MAX_INPUTS_PER_TICK.saturating_sub(self.inputs_this_round);
+        self.refused_inputs += fresh.truncate(room as usize) as u64;
+        self.inputs_this_round += fresh.as_slice().len() as u32;
+        Arrived::Payload { frame: payload, inputs: fresh, wake }
+    }
+
+    /// `n` inputs this inlet passed on were queued for the world in round `round`: if that is
+    /// not the round they were counted in (the world began a tick meanwhile), they count in
+    /// that one, so no tick takes more than [`MAX_INPUTS_PER_TICK`] of them.
+    pub(crate) fn inputs_landed(&mut self, round: u64, n: u32) {
+        if round != self.input_round {
+            self.input_round = round;
+            self.inputs_this_round = n;
+        }
+    }
+
+    /// Inputs dropped past [`MAX_INPUTS_PER_TICK`] since this was last asked.
+    pub(crate) fn take_refused_inputs(&mut self) -> u64 {
+        std::mem::take(&mut self.refused_inputs)
+    }
+}
