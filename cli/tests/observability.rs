@@ -61,16 +61,15 @@ async fn metrics_are_live_and_pass_promtool_and_players_has_one_row_each() {
     assert!(views > bots as f64 * 60.0 && (0.0..0.2).contains(&age), "{views} views, mean age {age} s");
     assert!(metric_value(&text, "volley_sent_bytes_total{kind=\"snapshot\"}").unwrap() > 1000.0);
     assert!(metric_value(&text, "volley_received_bytes_total{kind=\"input\"}").unwrap() > 1000.0);
-    // Most datagrams are taken by the socket actor without waking the player actor; the
-    // rest (those arriving while the actor holds the link) are cast to it.
-    let direct = metric_value(&text, "volley_player_datagrams_total{path=\"socket\"}").unwrap();
-    let cast = metric_value(&text, "volley_player_datagrams_total{path=\"actor\"}").unwrap();
-    assert!(direct > bots as f64 * 60.0 && direct > cast, "socket {direct}, actor {cast}");
-    // Most snapshots are sent by the fan-out's chains without waking the player actor;
-    // the rest by the actors the chains wake, each of which carries a chain on.
-    let fanout = metric_value(&text, "volley_player_snapshots_taken_total{path=\"fanout\"}").unwrap();
-    let by_actor = metric_value(&text, "volley_player_snapshots_taken_total{path=\"actor\"}").unwrap();
-    assert!(fanout > by_actor && by_actor > 0.0, "fan-out {fanout}, actor {by_actor}");
+    // Each player's payloads wait for its actor's tick (its inputs went to the world at
+    // once); only a few (a control message, the client's messages) wake it.
+    let left = metric_value(&text, "volley_player_datagrams_total{path=\"left\"}").unwrap();
+    let woke = metric_value(&text, "volley_player_datagrams_total{path=\"woke\"}").unwrap();
+    assert!(left > bots as f64 * 60.0 && left > woke, "left {left}, woke {woke}");
+    // The fan-out wakes each player actor once a tick for its snapshot, never twice.
+    let snapshot = metric_value(&text, "volley_player_wakeups_total{reason=\"snapshot\"}").unwrap();
+    assert!(snapshot > bots as f64 * 60.0, "{snapshot} snapshot wake-ups");
+    assert_eq!(metric_value(&text, "volley_fanout_repeat_wakeups_total"), Some(0.0));
     // Full snapshots go out only until a player's first ack arrives.
     let full = metric_value(&text, "volley_snapshot_full_total").unwrap();
     let snapshots = metric_value(&text, "volley_snapshots_total").unwrap();

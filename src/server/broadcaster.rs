@@ -8,14 +8,16 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::batcher::SnapshotBatcher;
-use super::inputs::InputQueue;
+use super::executor::{Executor, Outlet};
+use super::inputs::{AppliedInputs, InputQueue};
 use super::metrics::ServerMetrics;
 use super::pace::{Pacer, Round};
 use super::shared::{BroadcastMsg, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, WorldMsg};
 use super::world::{Audience, Numbers, PlayerId, WorldId};
-use super::worlds::{Directory, Effect, ToPlayer};
-use crate::protocol::scoreboard::{BoardSender, ScoreRow};
+use super::worlds::{Directory, ToPlayer, ToWorld};
+use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::SessionEnd;
+use crate::protocol::snapshot::WorldSnapshot;
 use crate::protocol::system::Pace;
 use bytes::Bytes;
 
@@ -203,8 +205,6 @@ struct WorldLink {
     inputs: InputQueue,
     /// Its actor, or what waits for it while it starts.
     actor: Result<ActorRef<WorldMsg>, Vec<WorldMsg>>,
-    /// Its scoreboard's updates, when it has one.
-    board: Option<BoardSender>,
 }
 
 impl WorldLink {
@@ -216,11 +216,18 @@ impl WorldLink {
     }
 }
 
-/// The broadcaster's state: the directory, the worlds and the server's figures.
+/// The broadcaster's state: the executor (the directory and the scoreboards) and the links
+/// it delivers through.
 pub(crate) struct BroadcastState {
     /// Who is where, and each player's handle (shared with the fan-out: one reference count
     /// a player and tick, not one per part).
-    dir: Directory<Arc<PlayerRef>>,
+    exec: Executor<Arc<PlayerRef>>,
+    links: Links,
+}
+
+/// What the broadcaster delivers through: the worlds' actors and queues, the players'
+/// mailboxes and the fan-out ([`Outlet`]).
+struct Links {
     worlds: BTreeMap<WorldId, WorldLink>,
     metrics: Arc<ServerMetrics>,
     batcher: Option<Arc<SnapshotBatcher>>,
@@ -233,6 +240,8 @@ pub(crate) struct BroadcastState {
     /// tick's snapshot goes out, or earlier when anything else must keep its place after
     /// them.
     to_all: Vec<(WorldId, Bytes, bool)>,
+    /// The inputs the tick being carried out applied (for its snapshot).
+    applied: Option<AppliedInputs>,
     pacer: Pacer,
     /// Snapshot rounds so far (a round: the server tick's snapshots of every world).
     round: u32,
@@ -247,7 +256,7 @@ pub(crate) struct BroadcastState {
 
 impl std::fmt::Debug for BroadcastState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BroadcastState").field("players", &self.dir.player_count()).finish_non_exhaustive()
+        f.debug_struct("BroadcastState").field("players", &self.exec.dir().player_count()).finish_non_exhaustive()
     }
 }
 
@@ -284,11 +293,11 @@ fn leave_batch<'a>(players: impl Iterator<Item = &'a Arc<PlayerRef>>, batch: &Me
     }
 }
 
-impl BroadcastState {
+impl Links {
     /// A world's snapshot of server tick `tick` arrived: the first of a newer tick begins a
     /// round, and tells the pacer how the last one went (and every player the interval if
     /// it changed).
-    fn next_round(&mut self, tick: u32) {
+    fn next_round(&mut self, dir: &Directory<Arc<PlayerRef>>, tick: u32) {
         // A world's snapshot of a tick whose round began already (worlds tick on their own
         // and one may come late) counts in the current round.
         if self.round_tick.is_some_and(|t| tick.wrapping_sub(t) as i32 <= 0) {
@@ -304,7 +313,7 @@ impl BroadcastState {
                 lasted: now.saturating_duration_since(self.round_began),
             })
         {
-            self.tell_pace(interval);
+            self.tell_pace(dir, interval);
         }
         self.round_tick = Some(tick);
         self.round_after = now.saturating_duration_since(self.round_began);
@@ -314,37 +323,104 @@ impl BroadcastState {
     }
 
     /// Every player's snapshot interval is now `interval`: tells each of them.
-    fn tell_pace(&mut self, interval: u8) {
+    fn tell_pace(&mut self, dir: &Directory<Arc<PlayerRef>>, interval: u8) {
         tracing::info!(interval, "snapshot pacing: every player gets one snapshot in {interval}");
         self.metrics.snapshot_interval.store(u64::from(interval), Ordering::Relaxed);
         let pace = Pace::new(interval).encode();
-        for (_, p) in self.dir.players() {
+        for (_, p) in dir.players() {
             p.tell(PlayerMsg::System(pace.clone()));
         }
     }
+}
 
-    /// Delivers what a directory change asks to the actors it is addressed to (their cores
-    /// carry it out: [`Effect`]).
-    fn apply(&mut self, effects: Vec<Effect>) {
-        for e in effects {
-            match e {
-                Effect::World(world, told) => {
-                    if let Some(l) = self.worlds.get_mut(&world) {
-                        l.tell(WorldMsg::Told(told));
-                    }
-                }
-                Effect::Player(player, told) => {
-                    let Some(p) = self.dir.handle(player) else { continue };
-                    if let ToPlayer::Enter(world, _) = &told {
-                        // Its inputs go to that world's queue from now on.
-                        let Some(l) = self.worlds.get(world) else { continue };
-                        p.mailbox.route_to(l.inputs.clone());
-                    }
-                    p.tell(PlayerMsg::Told(told));
-                }
-            }
+impl Outlet<Arc<PlayerRef>> for Links {
+    fn to_world(&mut self, world: WorldId, told: ToWorld) {
+        if let Some(l) = self.worlds.get_mut(&world) {
+            l.tell(WorldMsg::Told(told));
         }
-        self.metrics.set_worlds(self.dir.worlds());
+    }
+
+    fn to_player(&mut self, _: PlayerId, p: &Arc<PlayerRef>, told: ToPlayer) {
+        if let ToPlayer::Enter(world, _) = &told {
+            // Its inputs go to that world's queue from now on.
+            let Some(l) = self.worlds.get(world) else { return };
+            p.mailbox.route_to(l.inputs.clone());
+        }
+        p.tell(PlayerMsg::Told(told));
+    }
+
+    fn to_all(&mut self, _: &Directory<Arc<PlayerRef>>, world: WorldId, data: Bytes, reliable: bool) {
+        self.to_all.push((world, data, reliable));
+    }
+
+    fn flush(&mut self, dir: &Directory<Arc<PlayerRef>>) {
+        flush_to_all(dir, &mut self.to_all);
+    }
+
+    fn message(&mut self, _: PlayerId, p: &Arc<PlayerRef>, data: &Bytes, reliable: bool) {
+        let (r, inbox) = (&p.actor, p.mailbox.inbox());
+        let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
+        if pending < MAX_PENDING_MESSAGES {
+            let _ = r.cast(PlayerMsg::Message(data.clone(), reliable, inbox.left()));
+            return;
+        }
+        inbox.messages.fetch_sub(1, Ordering::Relaxed);
+        if reliable && pending == MAX_PENDING_MESSAGES {
+            tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
+            let _ = r.cast(PlayerMsg::close(SessionEnd::TooFarBehind));
+        }
+    }
+
+    fn notice(&mut self, _: PlayerId, p: &Arc<PlayerRef>, data: &Bytes) {
+        p.tell(PlayerMsg::System(data.clone()));
+    }
+
+    fn board(&mut self, _: PlayerId, p: &Arc<PlayerRef>, updates: &Arc<BoardUpdates>) {
+        p.tell(PlayerMsg::Board(updates.clone()));
+    }
+
+    fn kick(&mut self, _: PlayerId, p: &Arc<PlayerRef>, end: SessionEnd) {
+        // After every message the world sent it before (those to it alone are in its
+        // mailbox ahead of this; those to everyone were flushed).
+        p.tell(PlayerMsg::close(end));
+    }
+
+    fn ping(&self, _: PlayerId, p: &Arc<PlayerRef>) -> u16 {
+        (p.mailbox.figures.rtt_us.load(Ordering::Relaxed) / 1000).min(65_535) as u16
+    }
+
+    fn snapshot(&mut self, dir: &mut Directory<Arc<PlayerRef>>, world: WorldId, snap: Arc<WorldSnapshot>) {
+        let Some(applied) = self.applied.clone() else { return };
+        let tick = snap.tick();
+        self.next_round(dir, tick);
+        let (mut replaced, mut paced) = (0, 0);
+        let to_wake = &mut self.to_wake;
+        to_wake.clear();
+        let (pacer, round) = (&self.pacer, self.round);
+        dir.publish(world, snap, |view, id, p| {
+            if !pacer.due(round, id) {
+                paced += 1;
+                return;
+            }
+            let Some(was_empty) = p.mailbox.inbox().deliver(view.clone(), applied.clone()) else {
+                return; // its actor panicked holding it; it is being cleaned up
+            };
+            if was_empty {
+                to_wake.push(p.clone());
+            } else {
+                replaced += 1;
+            }
+        });
+        self.handed += to_wake.len() + replaced as usize;
+        self.replaced += replaced as usize;
+        self.metrics.snapshots_paced.fetch_add(paced, Ordering::Relaxed);
+        // The batcher learns how many will answer before the first can (the worlds
+        // of one server tick add up).
+        if let Some(b) = &self.batcher {
+            b.begin_tick(tick, to_wake.len());
+        }
+        self.fanout.start(to_wake, tick);
+        self.metrics.snapshots_replaced.fetch_add(replaced, Ordering::Relaxed);
     }
 }
 
@@ -358,8 +434,7 @@ impl Actor for Broadcaster {
         _: ActorRef<BroadcastMsg>,
         args: BroadcastArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(BroadcastState {
-            dir: Directory::default(),
+        let links = Links {
             worlds: BTreeMap::new(),
             metrics: args.metrics,
             batcher: args.batcher,
@@ -367,6 +442,7 @@ impl Actor for Broadcaster {
             numbers: args.numbers,
             to_wake: Vec::new(),
             to_all: Vec::new(),
+            applied: None,
             pacer: args.pacer,
             round: 0,
             round_tick: None,
@@ -374,7 +450,8 @@ impl Actor for Broadcaster {
             replaced: 0,
             round_began: Instant::now(),
             round_after: std::time::Duration::ZERO,
-        })
+        };
+        Ok(BroadcastState { exec: Executor::default(), links })
     }
 
     async fn handle(
@@ -383,40 +460,28 @@ impl Actor for Broadcaster {
         msg: BroadcastMsg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // Messages to all go out batched; whatever comes next that is not one of them must
-        // follow them, so they go first (order, and who was there, stay as the world sent).
-        if !matches!(msg, BroadcastMsg::Message { to: Audience::All, .. }) {
-            flush_to_all(&state.dir, &mut state.to_all);
-        }
+        let BroadcastState { exec, links } = state;
         match msg {
             BroadcastMsg::InjectFault => return Err("injected fault".into()),
             BroadcastMsg::Add(p, handle, who) => {
-                // A slot reused before its last player's removal was seen: that one left.
-                let mut effects = state.dir.remove_player(p);
-                if state.pacer.interval() > 1 {
-                    handle.tell(PlayerMsg::System(Pace::new(state.pacer.interval()).encode()));
+                if links.pacer.interval() > 1 {
+                    handle.tell(PlayerMsg::System(Pace::new(links.pacer.interval()).encode()));
                 }
-                effects.extend(state.dir.add_player(p, handle, *who));
-                state.apply(effects);
+                exec.add_player(p, handle, *who, links);
             }
             BroadcastMsg::PinPace(interval) => {
-                if let Some(interval) = state.pacer.pin(interval) {
-                    state.tell_pace(interval);
+                if let Some(interval) = links.pacer.pin(interval) {
+                    links.tell_pace(exec.dir(), interval);
                 }
             }
-            BroadcastMsg::Remove(p) => {
-                let effects = state.dir.remove_player(p);
-                state.apply(effects);
-            }
+            BroadcastMsg::Remove(p) => exec.remove_player(p, links),
             BroadcastMsg::AddWorld(w) => {
                 let NewWorld { id, parent, options, relevancy, inputs, board_columns } = *w;
-                let board = (!board_columns.is_empty()).then(|| BoardSender::new(board_columns));
-                state.worlds.insert(id, WorldLink { inputs, actor: Err(Vec::new()), board });
-                state.dir.add_world(id, options, relevancy, parent);
-                state.metrics.set_worlds(state.dir.worlds());
+                links.worlds.insert(id, WorldLink { inputs, actor: Err(Vec::new()) });
+                exec.add_world(id, options, relevancy, parent, board_columns);
             }
             BroadcastMsg::WorldReady(id, actor) => {
-                if let Some(l) = state.worlds.get_mut(&id)
+                if let Some(l) = links.worlds.get_mut(&id)
                     && let Err(waiting) = std::mem::replace(&mut l.actor, Ok(actor.clone()))
                 {
                     for m in waiting {
@@ -425,112 +490,30 @@ impl Actor for Broadcaster {
                 }
             }
             BroadcastMsg::WorldEnded(id, why) => {
-                if state.worlds.remove(&id).is_some() {
+                if links.worlds.remove(&id).is_some() {
                     tracing::info!(world = %id, why, "a world ended; its players go to its fallback");
-                    let effects = state.dir.remove_world(id, &why);
-                    state.apply(effects);
-                    if let Ok(mut n) = state.numbers.lock() {
+                    exec.remove_world(id, &why, links);
+                    if let Ok(mut n) = links.numbers.lock() {
                         n.free(id);
                     }
                 }
             }
-            BroadcastMsg::Move { by, player, to } => {
-                if by.is_none_or(|w| state.dir.home(player) == Some(w)) {
-                    let effects = state.dir.move_player(player, to);
-                    state.apply(effects);
-                }
-            }
-            BroadcastMsg::Watch { by, player, world, on } => {
-                if by.is_none_or(|w| state.dir.home(player) == Some(w)) {
-                    state.dir.watch(player, world, on);
-                }
-            }
-            BroadcastMsg::Team(world, player, team) => state.dir.set_team(world, player, team),
-            BroadcastMsg::Board(world, rows) => {
-                let dir = &state.dir;
-                let Some(sender) = state.worlds.get_mut(&world).and_then(|l| l.board.as_mut()) else { return Ok(()) };
-                let ping = |p: PlayerId| {
-                    dir.handle(p)
-                        .map_or(0, |r| (r.mailbox.figures.rtt_us.load(Ordering::Relaxed) / 1000).min(65_535) as u16)
-                };
-                let rows = rows.into_iter().map(|r| ScoreRow { ping_ms: ping(r.player), ..r });
-                let updates = Arc::new(sender.update(rows));
-                for (_, p) in dir.members(world) {
-                    p.tell(PlayerMsg::Board(updates.clone()));
-                }
-            }
-            BroadcastMsg::Kick(world, p, end) => {
-                // After every message the world sent it before (those to it alone are in its
-                // mailbox ahead of this; those to everyone were flushed above).
-                if state.dir.home(p) == Some(world)
-                    && let Some(p) = state.dir.handle(p)
-                {
-                    p.tell(PlayerMsg::close(end));
-                }
-            }
-            BroadcastMsg::Message { world, to: Audience::All, data, reliable } => {
-                state.to_all.push((world, data, reliable));
-            }
-            BroadcastMsg::Message { world, to, data, reliable } => {
-                let send = |p: &Arc<PlayerRef>| {
-                    let (r, inbox) = (&p.actor, p.mailbox.inbox());
-                    let pending = inbox.messages.fetch_add(1, Ordering::Relaxed);
-                    if pending < MAX_PENDING_MESSAGES {
-                        let _ = r.cast(PlayerMsg::Message(data.clone(), reliable, inbox.left()));
-                        return;
-                    }
-                    inbox.messages.fetch_sub(1, Ordering::Relaxed);
-                    if reliable && pending == MAX_PENDING_MESSAGES {
-                        tracing::warn!(actor = %r.get_id(), "player too far behind on reliable messages; disconnecting");
-                        let _ = r.cast(PlayerMsg::close(SessionEnd::TooFarBehind));
-                    }
-                };
-                state.dir.audience(world, to).for_each(|(_, p)| send(p));
-            }
+            BroadcastMsg::Move { by, player, to } => exec.move_player(by, player, to, links),
+            BroadcastMsg::Watch { by, player, world, on } => exec.watch(by, player, world, on),
             BroadcastMsg::Tap(world, tap) => {
                 // A world gone: the tap is dropped, and its spectators' world ends.
-                if let Some(l) = state.worlds.get_mut(&world) {
+                if let Some(l) = links.worlds.get_mut(&world) {
                     l.tell(WorldMsg::Tap(tap));
                 }
             }
-            BroadcastMsg::System { world, to, data } => {
-                state.dir.audience(world, to).for_each(|(_, p)| {
-                    let _ = p.actor.cast(PlayerMsg::System(data.clone()));
-                });
-            }
-            BroadcastMsg::Snapshot(world, snap, applied) => {
-                let tick = snap.tick();
-                state.next_round(tick);
-                let (mut replaced, mut paced) = (0, 0);
-                let to_wake = &mut state.to_wake;
-                to_wake.clear();
-                let (pacer, round) = (&state.pacer, state.round);
-                state.dir.publish(world, snap, |view, id, p| {
-                    if !pacer.due(round, id) {
-                        paced += 1;
-                        return;
-                    }
-                    let Some(was_empty) = p.mailbox.inbox().deliver(view.clone(), applied.clone()) else {
-                        return; // its actor panicked holding it; it is being cleaned up
-                    };
-                    if was_empty {
-                        to_wake.push(p.clone());
-                    } else {
-                        replaced += 1;
-                    }
-                });
-                state.handed += to_wake.len() + replaced as usize;
-                state.replaced += replaced as usize;
-                state.metrics.snapshots_paced.fetch_add(paced, Ordering::Relaxed);
-                // The batcher learns how many will answer before the first can (the worlds
-                // of one server tick add up).
-                if let Some(b) = &state.batcher {
-                    b.begin_tick(tick, to_wake.len());
-                }
-                state.fanout.start(to_wake, tick);
-                state.metrics.snapshots_replaced.fetch_add(replaced, Ordering::Relaxed);
+            BroadcastMsg::Tick(world, commands, applied) => {
+                links.applied = Some(applied);
+                // A stop is the world actor's own: it stops itself after this tick.
+                let _ = exec.run(world, commands, links);
+                links.applied = None;
             }
         }
+        links.metrics.set_worlds(exec.dir().worlds());
         Ok(())
     }
 }
@@ -540,6 +523,7 @@ mod tests {
     use super::*;
     use crate::protocol::snapshot::WorldSnapshot;
     use crate::server::shared::Mailbox;
+    use crate::server::simulation::Command;
     use crate::server::world::{JoinInfo, WorldOptions};
     use std::sync::atomic::{AtomicBool, AtomicUsize};
     use tokio::sync::Notify;
@@ -731,30 +715,22 @@ mod tests {
             logs.push(log);
             slots.push(slot);
         }
-        let msg = |to: Audience, s: &'static str| BroadcastMsg::Message {
-            world: WorldId::ENTRY,
-            to,
-            data: Bytes::from_static(s.as_bytes()),
-            reliable: true,
-        };
-        // A tick's messages: three to all, one to player 1 in between, two more to all.
-        for (to, s) in [
+        let msg = |to: Audience, s: &'static str| Command::Message(to, Bytes::from_static(s.as_bytes()), true);
+        // A tick's messages: three to all, one to player 1 in between, two more to all; then
+        // the tick's snapshot, which hands out what is batched.
+        let mut commands: Vec<Command> = [
             (Audience::All, "a"),
             (Audience::All, "b"),
             (Audience::Player(1), "p"),
             (Audience::All, "c"),
             (Audience::All, "d"),
             (Audience::All, "e"),
-        ] {
-            broadcaster.cast(msg(to, s)).unwrap();
-        }
-        // The tick's snapshot hands out what is batched.
-        let applied = Arc::new(crate::server::inputs::Applied {
-            newest: Vec::new(),
-            fresh: Vec::new(),
-            started: tokio::time::Instant::now(),
-        });
-        broadcaster.cast(BroadcastMsg::Snapshot(WorldId::ENTRY, Arc::new(WorldSnapshot::new(1)), applied)).unwrap();
+        ]
+        .into_iter()
+        .map(|(to, s)| msg(to, s))
+        .collect();
+        commands.push(Command::Snapshot(Arc::new(WorldSnapshot::new(1))));
+        broadcaster.cast(BroadcastMsg::Tick(WorldId::ENTRY, commands, applied())).unwrap();
         let got = |i: usize| logs[i].lock().map(|l| (l.0.concat(), l.1)).unwrap_or_default();
         settle(|| (0..3).all(|i| got(i).0.len() >= if i == 1 { 6 } else { 5 })).await;
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
@@ -763,6 +739,15 @@ mod tests {
         assert_eq!(got(1), (b"abpcde".to_vec(), 2), "the targeted message keeps its place");
         assert_eq!(got(2), (b"abcde".to_vec(), 1));
         assert!(slots.iter().all(|s| s.inbox().messages.load(Ordering::Relaxed) == 0), "the inbox counts are settled");
+    }
+
+    /// What a tick applied: nothing.
+    fn applied() -> AppliedInputs {
+        Arc::new(crate::server::inputs::Applied {
+            newest: Vec::new(),
+            fresh: Vec::new(),
+            started: tokio::time::Instant::now(),
+        })
     }
 
     /// A broadcaster without a socket (no batcher), four wake-ups in flight.
@@ -818,12 +803,8 @@ mod tests {
         // The first message blocks the player actor; then the world floods it with events,
         // and then sends two reliable messages.
         let send = |reliable: bool| {
-            broadcaster.cast(BroadcastMsg::Message {
-                world: WorldId::ENTRY,
-                to: Audience::Player(7),
-                data: Bytes::from_static(b"x"),
-                reliable,
-            })
+            let message = Command::Message(Audience::Player(7), Bytes::from_static(b"x"), reliable);
+            broadcaster.cast(BroadcastMsg::Tick(WorldId::ENTRY, vec![message], applied()))
         };
         for _ in 0..3000 {
             send(false).unwrap();

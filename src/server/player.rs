@@ -59,6 +59,8 @@ pub(crate) struct PlayerState {
 #[derive(Debug, Default)]
 struct Figures {
     heartbeats: u64,
+    /// When the heartbeat's work last ran (netcode clock).
+    last_beat: Duration,
     resends: u64,
     reliable_queue: u64,
     rate_cuts: u64,
@@ -88,6 +90,9 @@ pub(crate) struct PlayerShell {
 /// The player actor.
 #[derive(Debug, Default)]
 pub(crate) struct PlayerActor;
+
+/// How often a player's keep-alives, timeouts and goodbye repeats are looked at.
+pub(crate) const HEARTBEAT: Duration = Duration::from_millis(100);
 
 /// What `msg` woke the actor for (`volley_player_wakeups_total{reason}`).
 fn wakeup(msg: &PlayerMsg) -> Wakeup {
@@ -197,7 +202,6 @@ impl Actor for PlayerActor {
     ) -> Result<PlayerState, ActorProcessingErr> {
         let PlayerArgs { session, mailbox: shared, shell } = args;
         let user_data = *session.send_half().user_data();
-        myself.send_interval(Duration::from_millis(100), || PlayerMsg::Heartbeat);
         let join = JoinInfo::new(shared.client_id(), user_data);
         let player = PlayerRef { actor: myself.clone(), mailbox: shared.clone() };
         // The broadcaster puts it in the entry world (whose `join_with` it calls).
@@ -231,6 +235,7 @@ impl Actor for PlayerActor {
         let socket = s.args.socket.clone();
         let mut tx = UdpTx::new(&socket);
         s.args.metrics.record_wakeup(wakeup(&msg));
+        let beat = matches!(msg, PlayerMsg::Heartbeat);
         // What the socket left comes first (acknowledgements before this tick's snapshot).
         s.take_frames(now, &mut tx);
         let session = &mut s.session;
@@ -255,18 +260,7 @@ impl Actor for PlayerActor {
                 // Messages to everyone that the broadcaster left before this one go first.
                 cut_off = shared.queue_own_message(session, data, reliable, upto, &mut s.batches);
             }
-            PlayerMsg::Heartbeat => {
-                s.figures.heartbeats += 1;
-                if s.figures.heartbeats.is_multiple_of(10) {
-                    s.sample();
-                }
-                let session = &mut s.session;
-                session.confirm(shared.confirmed());
-                if let Some(reason) = session.heartbeat(now, shared.last_heard(), &mut tx) {
-                    s.reason = EndReason::of(reason, session.ending());
-                    myself.stop(Some("connection over".into()));
-                }
-            }
+            PlayerMsg::Heartbeat => {}
             PlayerMsg::Board(updates) => session.queue_board(now, &updates, &mut tx),
             PlayerMsg::System(data) => session.send_notice(now, data, &mut tx),
             PlayerMsg::Told(told) => {
@@ -274,6 +268,23 @@ impl Actor for PlayerActor {
                     tracing::debug!(player = session.id(), reason = end.label(), "saying goodbye");
                 }
                 session.handle(now, told, &mut tx);
+            }
+        }
+        // Keep-alives, timeouts and the goodbye's repeats every 100 ms, at whichever wake-up
+        // comes first after that (the tick's snapshot, mostly; the socket's heartbeat for a
+        // player that gets none).
+        if beat || now.saturating_sub(s.figures.last_beat) >= HEARTBEAT {
+            s.figures.last_beat = now;
+            shared.beaten(now);
+            s.figures.heartbeats += 1;
+            if s.figures.heartbeats.is_multiple_of(10) {
+                s.sample();
+            }
+            let session = &mut s.session;
+            session.confirm(shared.confirmed());
+            if let Some(reason) = session.heartbeat(now, shared.last_heard(), &mut tx) {
+                s.reason = EndReason::of(reason, session.ending());
+                myself.stop(Some("connection over".into()));
             }
         }
         if s.session.ending().is_some() {

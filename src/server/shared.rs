@@ -29,11 +29,10 @@ use super::batcher::{BatchTx, SnapshotBatcher};
 use super::inputs::{AppliedInputs, InputQueue};
 use super::metrics::{SentKind, ServerMetrics, count_control};
 use super::session::PlayerSession;
-use super::world::{Audience, JoinInfo, PlayerId, Relevancy, TapBox, WorldFault, WorldId, WorldOptions};
+use super::world::{JoinInfo, PlayerId, Relevancy, TapBox, WorldFault, WorldId, WorldOptions};
 use super::worlds::{ToPlayer, ToWorld, View};
-use crate::protocol::scoreboard::{BoardUpdates, ScoreRow};
+use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::SessionEnd;
-use crate::protocol::snapshot::WorldSnapshot;
 use crate::transport::udp::UdpTx;
 
 /// World messages that may wait for one player actor.
@@ -60,7 +59,9 @@ pub(crate) enum PlayerMsg {
     /// The player's snapshot slot holds a new tick's world snapshot and the inputs it
     /// applied; the number is the fan-out's generation, passed back when done.
     SnapshotReady(u32),
-    /// Time to check timeouts and send keep-alives.
+    /// Time to check timeouts and send keep-alives: from the socket actor, for a player
+    /// actor that no snapshot woke for a while (the heartbeat's work runs at the first
+    /// wake-up 100 ms after the last, whatever woke it).
     Heartbeat,
     /// The scoreboard's next update.
     Board(Arc<BoardUpdates>),
@@ -92,37 +93,15 @@ pub(crate) enum BroadcastMsg {
     /// Holds every player's snapshot interval at this many ticks, or lets the pacer decide
     /// ([`ServerHandle::pin_snapshot_interval`](super::ServerHandle::pin_snapshot_interval)).
     PinPace(Option<u8>),
-    /// A world's tick: its snapshot, shared (never copied per player), and each of its
-    /// players' newest applied input.
-    Snapshot(WorldId, Arc<WorldSnapshot>, AppliedInputs),
-    /// A message from a world to players.
-    Message {
-        /// The world that sends it.
-        world: WorldId,
-        /// Who gets it.
-        to: Audience,
-        /// The bytes.
-        data: Bytes,
-        /// Reliable (else an unreliable event).
-        reliable: bool,
-    },
+    /// What a world's tick asked, in the tick's order ([`Command`]: its teams, messages,
+    /// scoreboard, kicks, snapshot, moves and watches), with the inputs the tick applied;
+    /// carried out by the [`Executor`](super::executor::Executor), as in the stepper. Its
+    /// snapshot is shared (never copied per player).
+    ///
+    /// [`Command`]: super::simulation::Command
+    Tick(WorldId, Vec<super::simulation::Command>, AppliedInputs),
     /// Hand a world's frames to a tap (a spectators' world's feed), once its actor runs.
     Tap(WorldId, TapBox),
-    /// A message on the framework's channel from a world (playback status).
-    System {
-        /// The world that sends it.
-        world: WorldId,
-        /// Who gets it.
-        to: Audience,
-        /// The bytes.
-        data: Bytes,
-    },
-    /// A world ends one of its players' sessions, saying why (kicked, with the world's
-    /// words; moved to another zone).
-    Kick(WorldId, PlayerId, SessionEnd),
-    /// A world's scoreboard rows, for its next update (the broadcaster adds each player's
-    /// ping).
-    Board(WorldId, Vec<ScoreRow>),
     /// A world is starting (its actor is on its way: what is for it waits until then).
     AddWorld(Box<NewWorld>),
     /// A world's actor runs.
@@ -149,8 +128,6 @@ pub(crate) enum BroadcastMsg {
         /// Start (else stop).
         on: bool,
     },
-    /// A world puts one of its players in a team.
-    Team(WorldId, PlayerId, Option<u16>),
     /// Fails the broadcaster (supervision tests force each failure with these).
     #[doc(hidden)]
     InjectFault,
@@ -248,6 +225,10 @@ pub(crate) struct Mailbox {
     confirmed: AtomicBool,
     /// The session is closing: what its client sends no longer reaches the world.
     closing: AtomicBool,
+    /// When its actor last ran its heartbeat (netcode clock, microseconds), and whether the
+    /// socket has asked it for one since.
+    beat_us: AtomicU64,
+    beat_asked: AtomicBool,
     /// What the broadcaster leaves for it.
     inbox: PlayerInbox,
     /// The input queue of the world it is in (`None` until the broadcaster has put it in
@@ -406,6 +387,8 @@ impl Mailbox {
             frames_wake: AtomicBool::new(false),
             heard_us: AtomicU64::new(u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
             confirmed: AtomicBool::new(false),
+            beat_us: AtomicU64::new(u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
+            beat_asked: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             inbox: PlayerInbox::default(),
             route: Mutex::new(None),
@@ -462,6 +445,19 @@ impl Mailbox {
     /// When the socket last heard the client (zero: never since connect).
     pub(crate) fn last_heard(&self) -> Duration {
         Duration::from_micros(self.heard_us.load(Ordering::Relaxed))
+    }
+
+    /// Its actor ran its heartbeat at `at` (netcode clock).
+    pub(crate) fn beaten(&self, at: Duration) {
+        self.beat_us.store(u64::try_from(at.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        self.beat_asked.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether its actor should be woken for its heartbeat at `now` (none for `late` since
+    /// the last, and none asked for since): true once until it runs.
+    pub(crate) fn wants_beat(&self, now: Duration, late: Duration) -> bool {
+        let last = Duration::from_micros(self.beat_us.load(Ordering::Relaxed));
+        now.saturating_sub(last) >= late && !self.beat_asked.swap(true, Ordering::Relaxed)
     }
 
     /// The session is closing: the socket stops handing what its client sends to the world.

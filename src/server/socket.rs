@@ -193,10 +193,22 @@ async fn receive_loop(
     let mut batch = RecvBatch::default();
     let mut tables = tokio::time::interval(Duration::from_secs(1));
     tables.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // The heartbeat of player actors that no snapshot woke for a while (the others run
+    // theirs at their tick's wake-up).
+    let mut beats = tokio::time::interval(super::player::HEARTBEAT);
+    beats.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tokio::select! {
             biased;
             _ = tables.tick() => args.metrics.set_socket_tables(hs.endpoint.tables(), hs.by_actor.len()),
+            _ = beats.tick() => {
+                let now = (args.clock)();
+                for (_, o) in hs.endpoint.iter() {
+                    if o.value.player.mailbox.wants_beat(now, super::player::HEARTBEAT * 3 / 2) {
+                        o.value.player.tell(PlayerMsg::Heartbeat);
+                    }
+                }
+            }
             c = rx.recv() => match c {
                 None | Some(SocketCtl::Stop) => break,
                 Some(SocketCtl::InjectFault) => panic!("injected fault in the receive loop"),

@@ -350,33 +350,19 @@ fn step<W: World>(
             return Ok(false);
         }
     };
-    // Each command to the broadcaster, in the one order the stepper keeps too.
-    let mut stop = false;
-    for c in stepped.commands() {
-        let msg = match c {
-            Command::Team(player, team) => BroadcastMsg::Team(id, player, team),
-            Command::System(to, data) => BroadcastMsg::System { world: id, to, data },
-            Command::Message(to, data, reliable) => BroadcastMsg::Message { world: id, to, data, reliable },
-            Command::Board(rows) => BroadcastMsg::Board(id, rows),
-            Command::Kick(player, end) => BroadcastMsg::Kick(id, player, end),
-            Command::Snapshot(snapshot) => {
-                if s.essential {
-                    s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                }
-                let fresh: Vec<(PlayerId, Duration)> = std::mem::take(&mut fresh).into_iter().collect();
-                let newest = s.sim.applied_inputs().collect();
-                let applied: AppliedInputs = Arc::new(Applied { newest, fresh, started });
-                BroadcastMsg::Snapshot(id, snapshot, applied)
-            }
-            Command::Move(player, to) => BroadcastMsg::Move { by: Some(id), player, to },
-            Command::Watch(player, world, on) => BroadcastMsg::Watch { by: Some(id), player, world, on },
-            Command::Stop => {
-                stop = !s.essential;
-                continue;
-            }
-        };
-        s.broadcaster.cast(msg)?;
+    // The tick's commands go to the broadcaster in one message, carried out there by the
+    // executor the stepper runs too; a stop is this actor's own, last of all.
+    let commands = stepped.commands();
+    let stop = !s.essential && commands.iter().any(|c| matches!(c, Command::Stop));
+    if s.essential
+        && let Some(Command::Snapshot(snapshot)) = commands.iter().find(|c| matches!(c, Command::Snapshot(_)))
+    {
+        s.metrics.entities.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
+    let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
+    let newest = s.sim.applied_inputs().collect();
+    let applied: AppliedInputs = Arc::new(Applied { newest, fresh, started });
+    s.broadcaster.cast(BroadcastMsg::Tick(id, commands, applied))?;
     let took = started.elapsed();
     s.metrics.record_tick(took, lateness);
     s.metrics.record_world_tick(s.kind, took);

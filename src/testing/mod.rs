@@ -15,29 +15,26 @@ use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewCon
 use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 use crate::protocol::netcode::{Key, USER_DATA_BYTES};
 use crate::protocol::reliability::RateConfig;
-use crate::protocol::scoreboard::{BoardSender, ScoreRow};
+use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::protocol::system::Pace;
+use crate::server::executor::{Executor, Outlet};
 use crate::server::inlet::{Arrived, Inlet};
 use crate::server::pace::Pacer;
 use crate::server::record::RecordTo;
 pub use crate::server::record::SharedBuffer;
 use crate::server::session::{MessageDrops, PlayerSession, SessionSettings};
 use crate::server::shared::{Frames, Left};
-use crate::server::simulation::{Command, Simulation, Stepped, TickInput};
+use crate::server::simulation::{Simulation, Stepped, TickInput};
 use crate::server::world::{Numbers, Request, TokenKeys};
 use crate::server::world_actor::{Start, start_world};
-use crate::server::worlds::{Directory, Effect, ToWorld, View};
+use crate::server::worlds::{Directory, ToWorld, View};
 use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions, Worlds};
 use crate::transport::conditioner::{Bottleneck, LinkConditioner, LinkCounts, LinkProfile};
+use bytes::Bytes;
 
 const KEY: Key = [0x5a; 32];
-
-/// World `id`'s scoreboard columns, from its board (none: no board).
-fn columns_of(boards: &BTreeMap<WorldId, BoardSender>, id: WorldId) -> Vec<String> {
-    boards.get(&id).map(|b| b.columns().to_vec()).unwrap_or_default()
-}
 
 /// What the stepper's zones mint handoff tokens with.
 const STEPPER_KEYS: TokenKeys = TokenKeys { protocol_id: crate::DEFAULT_PROTOCOL_ID, private_key: KEY };
@@ -179,7 +176,9 @@ pub struct Stepper<W: World> {
     /// The other worlds.
     hosted: BTreeMap<WorldId, Hosted>,
     /// Who is where: the same directory the broadcaster keeps.
-    dir: Directory<()>,
+    /// Who is where and each world's scoreboard, carried out by the executor the
+    /// broadcaster runs.
+    exec: Executor<()>,
     worlds: Worlds,
     numbers: Arc<std::sync::Mutex<Numbers>>,
     /// The server's tick (every world numbers its ticks on it).
@@ -196,8 +195,6 @@ pub struct Stepper<W: World> {
     order: u64,
     /// Client messages dropped (flood, too large), as the server counts them.
     message_drops: MessageDrops,
-    /// Each world's scoreboard updates, when it has one (as the broadcaster's).
-    boards: BTreeMap<WorldId, BoardSender>,
     /// The view each player was last sent (the merged snapshot the server encoded for it).
     views: BTreeMap<PlayerId, Arc<View>>,
     /// Faults of worlds that ended.
@@ -233,6 +230,128 @@ pub struct Datagram {
     pub lost: bool,
 }
 
+/// How the stepper delivers what its executor decides: by calls into its sessions and
+/// worlds, in this thread (the broadcaster's outlet casts to actors instead).
+struct StepOutlet<'a> {
+    now: Duration,
+    sessions: &'a mut Endpoint<Seat>,
+    /// The entry world: its step, its game, its inputs waiting for the next tick.
+    entry: (&'a mut Simulation, &'a mut dyn World, &'a mut Vec<StepInput>),
+    hosted: &'a mut BTreeMap<WorldId, Hosted>,
+    pacer: &'a Pacer,
+    tick: u32,
+    /// The newest input applied of each player by the tick being carried out.
+    newest: BTreeMap<PlayerId, u32>,
+    wire: Vec<(SocketAddr, Vec<u8>)>,
+    /// Players a reliable message did not fit for: disconnected once the tick is carried out.
+    cut_off: Vec<PlayerId>,
+    /// The snapshots published: (player, its view, its newest applied input).
+    sends: Vec<(PlayerId, Arc<View>, Option<u32>)>,
+}
+
+/// What a [`StepOutlet`] delivered: the datagrams to send, and the snapshots published
+/// (player, its view, its newest applied input).
+type Delivered = (Vec<(SocketAddr, Vec<u8>)>, Vec<(PlayerId, Arc<View>, Option<u32>)>);
+
+impl StepOutlet<'_> {
+    fn session(&mut self, player: PlayerId) -> Option<&mut PlayerSession> {
+        self.sessions.iter_mut().map(|(_, o)| &mut o.value.session).find(|s| s.id() == player)
+    }
+
+    /// Disconnects the players cut off, as on the server; what to send, and the snapshots.
+    fn finish(mut self) -> Delivered {
+        let (now, mut wire) = (self.now, std::mem::take(&mut self.wire));
+        for p in std::mem::take(&mut self.cut_off) {
+            if let Some(s) = self.session(p) {
+                s.close(now, SessionEnd::TooFarBehind, &mut wire);
+            }
+        }
+        (wire, self.sends)
+    }
+}
+
+impl Outlet<()> for StepOutlet<'_> {
+    fn to_world(&mut self, world: WorldId, told: ToWorld) {
+        let (sim, game, pending): (_, &mut dyn World, _) = if world == WorldId::ENTRY {
+            (&mut *self.entry.0, &mut *self.entry.1, &mut *self.entry.2)
+        } else if let Some(h) = self.hosted.get_mut(&world) {
+            (&mut h.sim, &mut *h.world, &mut h.pending)
+        } else {
+            return;
+        };
+        if let ToWorld::Leave(player) = told {
+            // Its inputs still queued go with it, as in the world's queue.
+            pending.retain(|i| i.player != player);
+        }
+        sim.handle(game, told);
+    }
+
+    fn to_player(&mut self, player: PlayerId, _: &(), told: crate::server::worlds::ToPlayer) {
+        let now = self.now;
+        let mut wire = std::mem::take(&mut self.wire);
+        if let Some(s) = self.session(player) {
+            s.handle(now, told, &mut wire);
+        }
+        self.wire = wire;
+    }
+
+    fn to_all(&mut self, dir: &Directory<()>, world: WorldId, data: Bytes, reliable: bool) {
+        for (p, h) in dir.audience(world, crate::server::Audience::All) {
+            self.message(p, h, &data, reliable);
+        }
+    }
+
+    fn flush(&mut self, _: &Directory<()>) {}
+
+    fn message(&mut self, player: PlayerId, _: &(), data: &Bytes, reliable: bool) {
+        if self.session(player).is_some_and(|s| s.queue_message(data.clone(), reliable)) {
+            self.cut_off.push(player);
+        }
+    }
+
+    fn notice(&mut self, player: PlayerId, _: &(), data: &Bytes) {
+        let now = self.now;
+        let mut wire = std::mem::take(&mut self.wire);
+        if let Some(s) = self.session(player) {
+            s.send_notice(now, data.clone(), &mut wire);
+        }
+        self.wire = wire;
+    }
+
+    fn board(&mut self, player: PlayerId, _: &(), updates: &Arc<BoardUpdates>) {
+        let now = self.now;
+        let mut wire = std::mem::take(&mut self.wire);
+        if let Some(s) = self.session(player) {
+            s.queue_board(now, updates, &mut wire);
+        }
+        self.wire = wire;
+    }
+
+    fn kick(&mut self, player: PlayerId, _: &(), end: SessionEnd) {
+        let now = self.now;
+        let mut wire = std::mem::take(&mut self.wire);
+        if let Some(s) = self.session(player) {
+            s.close(now, end, &mut wire);
+        }
+        self.wire = wire;
+    }
+
+    fn ping(&self, player: PlayerId, _: &()) -> u16 {
+        let rtt = self.sessions.iter().map(|(_, o)| &o.value.session).find(|s| s.id() == player);
+        rtt.map_or(0, |s| s.channel().link().rtt().as_millis().min(u128::from(u16::MAX)) as u16)
+    }
+
+    fn snapshot(&mut self, dir: &mut Directory<()>, world: WorldId, snapshot: Arc<WorldSnapshot>) {
+        // Only the players whose turn it is, as the broadcaster hands them out.
+        let (pacer, tick, newest, sends) = (self.pacer, self.tick, &self.newest, &mut self.sends);
+        dir.publish(world, snapshot, |view, p, _| {
+            if pacer.due(tick, p) {
+                sends.push((p, view.clone(), newest.get(&p).copied()));
+            }
+        });
+    }
+}
+
 impl<W: World> Stepper<W> {
     /// A server for `max_players` at `tick_rate_hz`.
     pub fn new(world: W, tick_rate_hz: u16, max_players: usize) -> Self {
@@ -241,31 +360,27 @@ impl<W: World> Stepper<W> {
         let schema = Arc::new(world.schema());
         let hz = tick_rate_hz.max(1);
         let columns = world.scoreboard_columns();
-        let mut boards = BTreeMap::new();
-        if !columns.is_empty() {
-            boards.insert(WorldId::ENTRY, BoardSender::new(columns));
-        }
+        let has_board = !columns.is_empty();
         let numbers = Arc::new(std::sync::Mutex::new(Numbers::default()));
         let entry = numbers.lock().ok().and_then(|mut n| n.take()).unwrap_or(WorldId::ENTRY);
-        let mut dir = Directory::default();
-        dir.add_world(entry, WorldOptions::new("main"), world.relevancy(), None);
+        let mut exec = Executor::default();
+        exec.add_world(entry, WorldOptions::new("main"), world.relevancy(), None, columns);
         let worlds = Worlds::stepper(numbers.clone(), vec!["main".into()], hz, schema.clone(), STEPPER_KEYS);
-        worlds.set_columns(entry, columns_of(&boards, entry));
+        worlds.set_columns(entry, exec.board_columns(entry));
         Self {
             now,
             clients: Vec::new(),
             applied: BTreeMap::new(),
             sim: Simulation::new(schema.clone(), Duration::from_secs_f64(1.0 / f64::from(hz)))
-                .with_scoreboard(!boards.is_empty()),
+                .with_scoreboard(has_board),
             pending_inputs: Vec::new(),
             hosted: BTreeMap::new(),
-            dir,
+            exec,
             worlds,
             numbers,
             server_tick: 0,
             started: false,
             shut_down: false,
-            boards,
             sessions: Endpoint::with_challenge_key(netcode, [0x77; 32], now),
             in_flight: Vec::new(),
             order: 0,
@@ -300,12 +415,13 @@ impl<W: World> Stepper<W> {
         let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
         if let Some(first) = kinds.first() {
             let relevancy = self.world.relevancy();
-            self.dir.remove_world(WorldId::ENTRY, "");
-            self.dir.add_world(WorldId::ENTRY, WorldOptions::new(first.clone()), relevancy, None);
+            let dir = self.exec.dir_mut();
+            dir.remove_world(WorldId::ENTRY, "");
+            dir.add_world(WorldId::ENTRY, WorldOptions::new(first.clone()), relevancy, None);
         }
         let hz = self.settings.params.tick_rate_hz;
         self.worlds = Worlds::stepper(self.numbers.clone(), kinds, hz, self.settings.schema.clone(), STEPPER_KEYS);
-        self.worlds.set_columns(WorldId::ENTRY, columns_of(&self.boards, WorldId::ENTRY));
+        self.worlds.set_columns(WorldId::ENTRY, self.exec.board_columns(WorldId::ENTRY));
         self
     }
 
@@ -317,17 +433,17 @@ impl<W: World> Stepper<W> {
     /// The worlds running: the entry world and those started since, with their kinds and
     /// players.
     pub fn world_list(&self) -> Vec<(WorldId, String, usize)> {
-        self.dir.worlds().map(|(id, k, n)| (id, k.to_owned(), n)).collect()
+        self.exec.dir().worlds().map(|(id, k, n)| (id, k.to_owned(), n)).collect()
     }
 
     /// The world a player is in.
     pub fn home(&self, player: PlayerId) -> Option<WorldId> {
-        self.dir.home(player)
+        self.exec.dir().home(player)
     }
 
     /// The worlds a player watches besides its own.
     pub fn watching(&self, player: PlayerId) -> Vec<WorldId> {
-        self.dir.watching(player).to_vec()
+        self.exec.dir().watching(player).to_vec()
     }
 
     /// What the server last encoded for a player: its merged view of every world it sees
@@ -525,7 +641,7 @@ impl<W: World> Stepper<W> {
 
     /// Where a player's inputs go: the queue of the world it is in.
     fn queue_of(&mut self, player: PlayerId) -> Option<&mut Vec<StepInput>> {
-        match self.dir.home(player)? {
+        match self.exec.dir().home(player)? {
             WorldId::ENTRY => Some(&mut self.pending_inputs),
             w => self.hosted.get_mut(&w).map(|h| &mut h.pending),
         }
@@ -582,9 +698,11 @@ impl<W: World> Stepper<W> {
                     session.send_notice(now, Pace::new(self.pacer.interval()).encode(), &mut wire);
                 }
                 self.sessions.attach(reservation, Seat { inlet, session, frames: Frames::default() });
-                let effects = self.dir.add_player(slot, (), who);
                 self.send_from_server(wire);
-                self.apply(effects);
+                let (exec, mut out) = self.parts();
+                exec.add_player(slot, (), who, &mut out);
+                let done = out.finish();
+                self.delivered(done);
                 return;
             }
             Handled::Handled | Handled::Dropped(_) => {}
@@ -600,51 +718,43 @@ impl<W: World> Stepper<W> {
 
     fn drop_session(&mut self, index: usize) {
         if let Some(o) = self.sessions.remove(index) {
-            let effects = self.dir.remove_player(o.value.id());
             self.views.remove(&o.value.id());
-            self.apply(effects);
+            let (exec, mut out) = self.parts();
+            exec.remove_player(o.value.id(), &mut out);
+            let done = out.finish();
+            self.delivered(done);
         }
     }
 
-    /// A player's session, by its id.
-    fn session(&mut self, player: PlayerId) -> Option<&mut PlayerSession> {
-        self.sessions.iter_mut().map(|(_, o)| &mut o.value.session).find(|s| s.id() == player)
+    /// The executor and the outlet the stepper delivers through (its sessions and worlds,
+    /// by calls), borrowed apart.
+    fn parts(&mut self) -> (&mut Executor<()>, StepOutlet<'_>) {
+        let out = StepOutlet {
+            now: self.now,
+            sessions: &mut self.sessions,
+            entry: (&mut self.sim, &mut self.world, &mut self.pending_inputs),
+            hosted: &mut self.hosted,
+            pacer: &self.pacer,
+            tick: self.server_tick,
+            newest: BTreeMap::new(),
+            wire: Vec::new(),
+            cut_off: Vec::new(),
+            sends: Vec::new(),
+        };
+        (&mut self.exec, out)
     }
 
-    /// Delivers what a directory change asks to the world or session it is addressed to
-    /// (their cores carry it out, as under the broadcaster: [`Effect`]).
-    fn apply(&mut self, effects: Vec<Effect>) {
-        let now = self.now;
-        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        for e in effects {
-            match e {
-                Effect::World(world, told) => {
-                    let (sim, game, pending): (_, &mut dyn World, _) = if world == WorldId::ENTRY {
-                        (&mut self.sim, &mut self.world, &mut self.pending_inputs)
-                    } else if let Some(h) = self.hosted.get_mut(&world) {
-                        (&mut h.sim, &mut *h.world, &mut h.pending)
-                    } else {
-                        continue;
-                    };
-                    if let ToWorld::Leave(player) = told {
-                        // Its inputs still queued go with it, as in the world's queue.
-                        pending.retain(|i| i.player != player);
-                    }
-                    sim.handle(game, told);
-                }
-                Effect::Player(player, told) => {
-                    if let Some(s) = self.session(player) {
-                        s.handle(now, told, &mut wire);
-                    }
-                }
-            }
-        }
+    /// Sends what the outlet's deliveries sent; returns the snapshots it published.
+    fn delivered(&mut self, done: Delivered) -> Vec<(PlayerId, Arc<View>, Option<u32>)> {
+        let (wire, sends) = done;
+        self.worlds_changed();
         self.send_from_server(wire);
+        sends
     }
 
     /// The worlds running changed: the game's handle lists them ([`Worlds::running`]).
     fn worlds_changed(&self) {
-        self.worlds.set_running(&mut self.dir.worlds().map(|(id, _, _)| id));
+        self.worlds.set_running(&mut self.exec.dir().worlds().map(|(id, _, _)| id));
     }
 
     /// What the game asked of its worlds since the last step.
@@ -655,16 +765,13 @@ impl<W: World> Stepper<W> {
                     let server = self.settings.params.tick_rate_hz;
                     let stride = u32::from(server / options.tick_rate_hz.unwrap_or(server).max(1)).max(1);
                     let columns = world.scoreboard_columns();
-                    if !columns.is_empty() {
-                        self.boards.insert(id, BoardSender::new(columns));
-                    }
                     let (record, kind, stop_when_empty, handle) = (
                         options.record.clone(),
                         options.kind.clone(),
                         options.stop_when_empty,
                         options.recording.clone(),
                     );
-                    self.dir.add_world(id, options, world.relevancy(), parent);
+                    self.exec.add_world(id, options, world.relevancy(), parent, columns);
                     let start = Start {
                         id,
                         dt: self.sim.dt() * stride,
@@ -681,12 +788,12 @@ impl<W: World> Stepper<W> {
                 }
                 Request::Stop(id) => self.end_world(id, "the world was stopped", true),
                 Request::Move(player, to) => {
-                    let effects = self.dir.move_player(player, to);
-                    self.apply(effects);
+                    let (exec, mut out) = self.parts();
+                    exec.move_player(None, player, to, &mut out);
+                    let done = out.finish();
+                    self.delivered(done);
                 }
-                Request::Watch(player, world, on) => {
-                    self.dir.watch(player, world, on);
-                }
+                Request::Watch(player, world, on) => self.exec.watch(None, player, world, on),
                 Request::Tap(id, tap) => self.add_tap(id, tap),
             }
         }
@@ -717,7 +824,7 @@ impl<W: World> Stepper<W> {
         let of = crate::server::record::RecordingOf {
             schema: self.settings.schema.clone(),
             kind: "recorded",
-            columns: columns_of(&self.boards, id),
+            columns: self.exec.board_columns(id),
             tick_rate_hz: self.settings.params.tick_rate_hz,
             stride,
         };
@@ -738,10 +845,10 @@ impl<W: World> Stepper<W> {
         for (f, n) in h.sim.faults() {
             *self.retired_faults.entry(f).or_default() += n;
         }
-        self.boards.remove(&id);
-        let effects = self.dir.remove_world(id, why);
-        self.worlds_changed();
-        self.apply(effects);
+        let (exec, mut out) = self.parts();
+        exec.remove_world(id, why, &mut out);
+        let done = out.finish();
+        self.delivered(done);
         if let Ok(mut n) = self.numbers.lock() {
             n.free(id);
         }
@@ -829,9 +936,10 @@ impl<W: World> Stepper<W> {
                 // and the server is failed (the other worlds run on, as their actors do).
                 self.failure = Some(crate::server::failure_of(crate::server::ENTRY_WORLD_PART));
                 self.applied = applied;
-                let effects = self.dir.remove_world(WorldId::ENTRY, "the world's code kept failing");
-                self.worlds_changed();
-                self.apply(effects);
+                let (exec, mut out) = self.parts();
+                exec.remove_world(WorldId::ENTRY, "the world's code kept failing", &mut out);
+                let done = out.finish();
+                self.delivered(done);
                 return;
             }
         }
@@ -905,98 +1013,15 @@ impl<W: World> Stepper<W> {
         newest: &BTreeMap<PlayerId, u32>,
         sends: &mut Vec<(PlayerId, Arc<View>, Option<u32>)>,
     ) {
-        let now = self.now;
         // Worlds it started exist before its moves into them, as on the server.
         self.take_requests();
-        let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
-        let mut cut_off = Vec::new();
-        let mut stop = false;
-        // Each command carried out at once, in the order the world actor hands them to the
-        // broadcaster.
-        for c in stepped.commands() {
-            match c {
-                Command::Team(player, team) => self.dir.set_team(id, player, team),
-                Command::System(to, data) => {
-                    let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
-                    for p in to {
-                        if let Some(s) = self.session(p) {
-                            s.send_notice(now, data.clone(), &mut wire);
-                        }
-                    }
-                }
-                Command::Message(to, data, reliable) => {
-                    let to: Vec<PlayerId> = self.dir.audience(id, to).map(|(p, _)| p).collect();
-                    for p in to {
-                        if let Some(s) = self.session(p)
-                            && s.queue_message(data.clone(), reliable)
-                        {
-                            cut_off.push(p);
-                        }
-                    }
-                }
-                Command::Board(rows) => {
-                    let Some(sender) = self.boards.get_mut(&id) else { continue };
-                    // Each row's ping from its session, as the broadcaster reads it from the player's.
-                    let pings: BTreeMap<PlayerId, u16> = self
-                        .sessions
-                        .iter()
-                        .map(|(_, o)| {
-                            (o.value.id(), o.value.channel().link().rtt().as_millis().min(u128::from(u16::MAX)) as u16)
-                        })
-                        .collect();
-                    let rows =
-                        rows.into_iter().map(|r| ScoreRow { ping_ms: pings.get(&r.player).copied().unwrap_or(0), ..r });
-                    let updates = sender.update(rows);
-                    let members: Vec<PlayerId> = self.dir.members(id).map(|(p, _)| p).collect();
-                    for (_, o) in self.sessions.iter_mut() {
-                        if members.contains(&o.value.id()) {
-                            o.value.queue_board(now, &updates, &mut wire);
-                        }
-                    }
-                }
-                Command::Kick(player, end) => {
-                    if self.dir.home(player) == Some(id)
-                        && let Some(s) = self.session(player)
-                    {
-                        s.close(now, end, &mut wire);
-                    }
-                }
-                Command::Snapshot(snapshot) => {
-                    let mut out = Vec::new();
-                    // Only the players whose turn it is, as the broadcaster hands them out.
-                    let (pacer, tick) = (&self.pacer, self.server_tick);
-                    self.dir.publish(id, snapshot, |view, p, _| {
-                        if pacer.due(tick, p) {
-                            out.push((p, view.clone()));
-                        }
-                    });
-                    for (p, view) in out {
-                        sends.push((p, view, newest.get(&p).copied()));
-                    }
-                }
-                Command::Move(player, to) => {
-                    if self.dir.home(player) == Some(id) {
-                        self.send_from_server(std::mem::take(&mut wire));
-                        let effects = self.dir.move_player(player, to);
-                        self.apply(effects);
-                    }
-                }
-                Command::Watch(player, world, on) => {
-                    if self.dir.home(player) == Some(id) {
-                        self.dir.watch(player, world, on);
-                    }
-                }
-                Command::Stop => stop = id != WorldId::ENTRY,
-            }
-        }
-        // A reliable message that did not fit: the player is disconnected, as on the server.
-        for p in cut_off {
-            if let Some(s) = self.session(p) {
-                s.close(now, SessionEnd::TooFarBehind, &mut wire);
-            }
-        }
-        self.send_from_server(wire);
-        if stop {
+        let (exec, mut out) = self.parts();
+        out.newest = newest.clone();
+        // The tick's commands, carried out by the executor the broadcaster runs.
+        let stop = exec.run(id, stepped.commands(), &mut out);
+        let done = out.finish();
+        sends.extend(self.delivered(done));
+        if stop && id != WorldId::ENTRY {
             self.end_world(id, "the world stopped", true);
         }
     }
