@@ -71,17 +71,19 @@ async fn client(addr: std::net::SocketAddr, key: [u8; 32], id: u64) -> UdpClient
 }
 
 /// Four players, fewer than the fan-out wakes at once (four per core): the first player's
-/// actor is woken for its snapshot each tick, and the panic is in the actor.
+/// actor, woken by the broadcaster for its snapshot, panics in its relevancy; its client
+/// alone is disconnected, told why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_player_actor_is_disconnected_alone() {
     one_player_fails(4, 0).await;
 }
 
-/// Twenty-four players, more than the fan-out wakes at once: its chains send most
-/// snapshots themselves, the last player's among them. The panic is then caught on a
-/// chain, which poisons the player's link, and its actor fails at its next message.
+/// Twenty-four players, more than the fan-out wakes at once: the last player's actor is
+/// woken by another player's chain, and panics there. Its chain goes on (the actor woke the
+/// next before it encoded, and told the batcher it was done as it failed), and only its
+/// client goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_panic_on_the_fan_out_path_disconnects_that_player_alone() {
+async fn a_player_actor_failing_in_the_middle_of_the_fan_out_disconnects_that_player_alone() {
     one_player_fails(24, 23).await;
 }
 

@@ -7,7 +7,7 @@ import only modules of its own layer or of a layer below it:
 | layer | modules | what |
 | --- | --- | --- |
 | 0 game API | world, lagcomp | what a game writes and calls; imports no other server module |
-| 1 cores and extensions | board, inputs, pace, session, simulation, worlds; spectate, zone | sans-IO: one tick, one player's session, the directory of worlds; the extensions built on the game API |
+| 1 cores and extensions | board, executor, inlet, inputs, pace, session, simulation, worlds; spectate, zone | sans-IO: one tick, one player's session, the directory of worlds; the extensions built on the game API |
 | 2 shells | admin, batcher, broadcaster, metrics, player, record, shaping, shared, socket, spawn, world_actor | the actors, the threads and their figures |
 
 The check fails on any import circle among the modules (whatever the layers), on an import
@@ -26,7 +26,7 @@ SERVER = os.path.join(ROOT, "src", "server")
 
 LAYERS = [
     ("game API", ["world", "lagcomp", "spatial"]),
-    ("cores and extensions", ["board", "inputs", "pace", "session", "simulation", "worlds", "spectate", "zone"]),
+    ("cores and extensions", ["board", "executor", "inlet", "inputs", "pace", "session", "simulation", "worlds", "spectate", "zone"]),
     (
         "shells",
         [

@@ -3,7 +3,8 @@
 //! what the stepper keeps beside each session.
 //!
 //! An [`Inlet`] authenticates a datagram (the client-to-server key, replay window and packet
-//! budget), reads the inputs in it and de-duplicates them (at most
+//! budget), judges whether its payload can be read at all (and counts a client's unreadable
+//! payloads in a row), reads the inputs in it and de-duplicates them (at most
 //! [`MAX_INPUTS_PER_TICK`] new ones a tick round), so that the shell hands them to the world's
 //! input queue at once. The rest of the payload (acknowledgements, the client's messages, a
 //! control message) is the player's session's: the shell leaves it in the player's
@@ -16,9 +17,17 @@ use crate::protocol::input::{FreshInputs, InputDedup, read_input_packet};
 use crate::protocol::netcode::packet::Packet;
 use crate::protocol::netcode::server::ReceiveHalf;
 use crate::protocol::reliability::channel::{SYSTEM_FRAME_TAG, peek};
-use crate::protocol::session::CONTROL_FRAME;
+use crate::protocol::session::{CONTROL_FRAME, Control};
 
-use super::session::{MAX_INPUTS_PER_TICK, PacketDrop};
+use super::session::{MAX_INPUTS_PER_TICK, MAX_MALFORMED_RUN, PacketDrop, PlayerSession, SessionSettings};
+use crate::protocol::netcode::server::Connection;
+
+/// An accepted connection, split: its receive half's [`Inlet`] (for the socket actor) and the
+/// session that owns its send half (for the player actor). The stepper splits the same way.
+pub(crate) fn open(settings: &SessionSettings, connection: Connection) -> (Inlet, PlayerSession) {
+    let (rx, tx) = connection.split();
+    (Inlet::new(rx), settings.open(tx))
+}
 
 /// What a datagram from a connected player's address was.
 // The inputs are borrowed from the datagram, held in place (no allocation per datagram).
@@ -39,6 +48,20 @@ pub(crate) enum Arrived<'a> {
         /// for the world, or a control message to answer.
         wake: bool,
     },
+    /// An authentic payload that cannot be read (a broken or hostile client): `why`, what of
+    /// it the session should still read (a message on the framework's channel carries
+    /// acknowledgements too), and whether this one completed a run of
+    /// [`MAX_MALFORMED_RUN`]: the shell has the session close ([`SessionEnd::Malformed`]).
+    ///
+    /// [`SessionEnd::Malformed`]: crate::protocol::session::SessionEnd::Malformed
+    Unreadable {
+        /// Why it was dropped.
+        why: PacketDrop,
+        /// What the session should read of it anyway.
+        frame: Option<&'a [u8]>,
+        /// The run of unreadable payloads is complete: close the session.
+        close: bool,
+    },
     /// The client said goodbye.
     Disconnected,
     /// Not authentic, replayed or over budget: dropped.
@@ -55,6 +78,8 @@ pub(crate) struct Inlet {
     input_round: u64,
     inputs_this_round: u32,
     refused_inputs: u64,
+    /// Unreadable payloads in a row ([`MAX_MALFORMED_RUN`]).
+    malformed_run: u32,
     /// Where a compressed payload is read.
     scratch: Vec<u8>,
 }
@@ -68,6 +93,7 @@ impl Inlet {
             input_round: 0,
             inputs_this_round: 0,
             refused_inputs: 0,
+            malformed_run: 0,
             scratch: Vec::new(),
         }
     }
@@ -89,19 +115,28 @@ impl Inlet {
         let none = FreshInputs::default();
         let first = payload.first().copied().unwrap_or(0);
         if first & 0xF0 == SYSTEM_FRAME_TAG {
-            // Acknowledgements of the framework's channel: the session's, at its next tick.
-            return Arrived::Payload { frame: payload, inputs: none, wake: false };
+            // Acknowledgements of the framework's channel: the session's, at its next tick. A
+            // client has nothing else to say there.
+            return match peek(payload, SYSTEM_FRAME_TAG, &mut self.scratch) {
+                Ok(p) if !p.messages => readable(&mut self.malformed_run, payload, none, false),
+                Ok(_) => unreadable(&mut self.malformed_run, PacketDrop::UnexpectedSystemMessage, Some(payload)),
+                Err(_) => unreadable(&mut self.malformed_run, PacketDrop::Malformed, None),
+            };
         }
         if first == CONTROL_FRAME {
-            return Arrived::Payload { frame: payload, inputs: none, wake: true };
+            return match Control::decode(payload) {
+                Ok(_) => readable(&mut self.malformed_run, payload, none, true),
+                Err(_) => unreadable(&mut self.malformed_run, PacketDrop::Malformed, None),
+            };
         }
-        // A malformed payload goes to the session as it is (it counts it); no input is read.
         let Ok(peeked) = peek(payload, 0, &mut self.scratch) else {
-            return Arrived::Payload { frame: payload, inputs: none, wake: false };
+            return unreadable(&mut self.malformed_run, PacketDrop::Malformed, None);
         };
         let wake = peeked.messages;
-        let Some(Ok(input)) = peeked.state.map(read_input_packet) else {
-            return Arrived::Payload { frame: payload, inputs: none, wake };
+        let input = match peeked.state.map(read_input_packet) {
+            None => return readable(&mut self.malformed_run, payload, none, wake),
+            Some(Err(_)) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed, None),
+            Some(Ok(input)) => input,
         };
         let mut fresh = self.dedup.fresh(&input);
         if round != self.input_round {
@@ -111,6 +146,7 @@ impl Inlet {
         let room = MAX_INPUTS_PER_TICK.saturating_sub(self.inputs_this_round);
         self.refused_inputs += fresh.truncate(room as usize) as u64;
         self.inputs_this_round += fresh.as_slice().len() as u32;
+        self.malformed_run = 0;
         Arrived::Payload { frame: payload, inputs: fresh, wake }
     }
 
@@ -128,4 +164,18 @@ impl Inlet {
     pub(crate) fn take_refused_inputs(&mut self) -> u64 {
         std::mem::take(&mut self.refused_inputs)
     }
+}
+
+/// A readable payload: the run of unreadable ones is over.
+fn readable<'a>(run: &mut u32, frame: &'a [u8], inputs: FreshInputs<'a>, wake: bool) -> Arrived<'a> {
+    *run = 0;
+    Arrived::Payload { frame, inputs, wake }
+}
+
+/// One more unreadable payload in a row: a client that sends nothing else is told goodbye at
+/// the [`MAX_MALFORMED_RUN`]-th, while a burst of garbage between readable payloads costs
+/// only its packets.
+fn unreadable<'a>(run: &mut u32, why: PacketDrop, frame: Option<&'a [u8]>) -> Arrived<'a> {
+    *run = run.saturating_add(1);
+    Arrived::Unreadable { why, frame, close: *run == MAX_MALFORMED_RUN }
 }

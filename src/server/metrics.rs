@@ -1252,16 +1252,6 @@ impl ServerMetrics {
         WorldFault::ALL.iter().position(|f| *f == fault).map_or(0, |i| self.world_faults[i].load(Ordering::Relaxed))
     }
 
-    /// Datagrams cast to player actors (waiting in their mailboxes now).
-    pub(crate) fn add_player_backlog(&self, n: u64) {
-        self.player_backlog.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// Datagrams player actors took out of their mailboxes (or never will).
-    pub(crate) fn sub_player_backlog(&self, n: u64) {
-        self.player_backlog.fetch_sub(n, Ordering::Relaxed);
-    }
-
     /// Inputs refused: the world's input queue was full, or past the player's
     /// per-tick limit.
     pub(crate) fn record_inputs_dropped(&self, n: u64) {

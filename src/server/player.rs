@@ -43,6 +43,11 @@ pub(crate) struct PlayerArgs {
 /// A player actor's state: the sans-IO session plus what the actor needs to move bytes.
 pub(crate) struct PlayerState {
     args: PlayerShell,
+    own: Own,
+}
+
+/// What the actor owns, beside the shell it talks through.
+struct Own {
     session: PlayerSession,
     shared: Arc<Mailbox>,
     reason: EndReason,
@@ -91,6 +96,16 @@ pub(crate) struct PlayerShell {
 #[derive(Debug, Default)]
 pub(crate) struct PlayerActor;
 
+/// Tells the batcher a woken player actor is done with its snapshot when dropped, also
+/// while a panic unwinds (the tick's last batch never waits for a failed actor).
+struct BatchDone<'a>(&'a super::batcher::SnapshotBatcher);
+
+impl Drop for BatchDone<'_> {
+    fn drop(&mut self) {
+        self.0.done();
+    }
+}
+
 /// How often a player's keep-alives, timeouts and goodbye repeats are looked at.
 pub(crate) const HEARTBEAT: Duration = Duration::from_millis(100);
 
@@ -108,12 +123,11 @@ fn wakeup(msg: &PlayerMsg) -> Wakeup {
     }
 }
 
-impl PlayerState {
+impl Own {
     /// Once a second: link figures into the histograms, this player's sums into the totals,
     /// and its row of `/players`.
-    fn sample(&mut self) {
+    fn sample(&mut self, m: &ServerMetrics) {
         let session = &self.session;
-        let m = &self.args.metrics;
         let link = session.channel().link();
         let (rtt, jitter, loss) = (link.rtt(), link.jitter(), link.loss());
         let rate = session.send_rate();
@@ -134,9 +148,8 @@ impl PlayerState {
 
     /// Reads what the socket left in the mailbox, in order, and hands the client's messages
     /// to its world (bounded per tick, [`PlayerSession::take_messages`]).
-    fn take_frames(&mut self, now: Duration, tx: &mut UdpTx<'_>) {
-        let m = &self.args.metrics;
-        m.sub_player_backlog(self.shared.take_frames(&mut self.frames) as u64);
+    fn take_frames(&mut self, m: &ServerMetrics, now: Duration, tx: &mut UdpTx<'_>) {
+        self.shared.take_frames(&mut self.frames);
         let Some(arrived) = self.frames.read_into(&mut self.session, now, tx, |why| m.record_player_drop(why)) else {
             return;
         };
@@ -180,7 +193,7 @@ impl PlayerState {
             loss_ratio: loss,
             baseline_age_ticks: Some(fig.baseline_age_ticks.load(Ordering::Relaxed)).filter(|a| *a != u32::MAX),
             sent_bytes: fig.sent_bytes.load(Ordering::Relaxed),
-            received_bytes: fig.received_bytes.load(Ordering::Relaxed),
+            received_bytes: self.shared.received_bytes(),
             snapshots: fig.snapshots.load(Ordering::Relaxed),
             full_snapshots: fig.full_snapshots.load(Ordering::Relaxed),
             reliable_resends: f.resends,
@@ -209,8 +222,7 @@ impl Actor for PlayerActor {
         shell.metrics.players.fetch_add(1, Ordering::Relaxed);
         shell.metrics.connects.fetch_add(1, Ordering::Relaxed);
         let figures = Figures { connected_at: Some(Instant::now()), ..Figures::default() };
-        let state = PlayerState {
-            args: shell,
+        let own = Own {
             session,
             shared,
             reason: EndReason::Local,
@@ -221,7 +233,8 @@ impl Actor for PlayerActor {
         };
         // Its row of `/players` from the start, not only from the first second's sample:
         // the admin can find (and condition) a player as soon as it is connected.
-        state.args.metrics.set_player(state.row());
+        shell.metrics.set_player(own.row());
+        let state = PlayerState { args: shell, own };
         Ok(state)
     }
 
@@ -231,36 +244,34 @@ impl Actor for PlayerActor {
         msg: PlayerMsg,
         s: &mut PlayerState,
     ) -> Result<(), ActorProcessingErr> {
-        let now = (s.args.clock)();
-        let socket = s.args.socket.clone();
-        let mut tx = UdpTx::new(&socket);
-        s.args.metrics.record_wakeup(wakeup(&msg));
+        let PlayerState { args, own: s } = s;
+        let now = (args.clock)();
+        let mut tx = UdpTx::new(&args.socket);
+        args.metrics.record_wakeup(wakeup(&msg));
         let beat = matches!(msg, PlayerMsg::Heartbeat);
         // What the socket left comes first (acknowledgements before this tick's snapshot).
-        s.take_frames(now, &mut tx);
-        let session = &mut s.session;
-        let shared = s.shared.clone();
-        // A snapshot's fan-out chain, passed on once this player's snapshot is sent.
-        let mut chain = None;
+        s.take_frames(&args.metrics, now, &mut tx);
+        let (session, shared) = (&mut s.session, &*s.shared);
         let mut cut_off = false;
         match msg {
-            PlayerMsg::Frames => {}
+            PlayerMsg::Frames | PlayerMsg::Heartbeat => {}
             PlayerMsg::PeerGone => {
                 session.on_disconnect();
                 s.reason = EndReason::of(DisconnectReason::ByPeer, session.ending());
                 myself.stop(Some("client disconnected".into()));
             }
             PlayerMsg::SnapshotReady(generation) => {
+                // The next player actor of the tick can start now (whatever happens here).
+                args.fanout.finished(generation);
+                // The batcher hears this one is done even if the game's relevancy panics.
+                let _done = BatchDone(&args.env.batcher);
                 // Messages to everyone left before this snapshot go out with it.
-                cut_off = shared.send_waiting_snapshot(session, &s.args.env, &mut s.batches);
-                s.args.env.batcher.done();
-                chain = Some(generation);
+                cut_off = shared.send_waiting_snapshot(session, &args.env, &mut s.batches);
             }
             PlayerMsg::Message(data, reliable, upto) => {
                 // Messages to everyone that the broadcaster left before this one go first.
                 cut_off = shared.queue_own_message(session, data, reliable, upto, &mut s.batches);
             }
-            PlayerMsg::Heartbeat => {}
             PlayerMsg::Board(updates) => session.queue_board(now, &updates, &mut tx),
             PlayerMsg::System(data) => session.send_notice(now, data, &mut tx),
             PlayerMsg::Told(told) => {
@@ -275,12 +286,12 @@ impl Actor for PlayerActor {
         // player that gets none).
         if beat || now.saturating_sub(s.figures.last_beat) >= HEARTBEAT {
             s.figures.last_beat = now;
-            shared.beaten(now);
+            s.shared.beaten(now);
             s.figures.heartbeats += 1;
             if s.figures.heartbeats.is_multiple_of(10) {
-                s.sample();
+                s.sample(&args.metrics);
             }
-            let session = &mut s.session;
+            let (session, shared) = (&mut s.session, &*s.shared);
             session.confirm(shared.confirmed());
             if let Some(reason) = session.heartbeat(now, shared.last_heard(), &mut tx) {
                 s.reason = EndReason::of(reason, session.ending());
@@ -288,32 +299,30 @@ impl Actor for PlayerActor {
             }
         }
         if s.session.ending().is_some() {
-            shared.close_inputs();
+            s.shared.close_inputs();
         }
-        shared.count_sent(&s.args.metrics, &tx);
+        s.shared.count_sent(&args.metrics, &tx);
         if cut_off {
             // A reliable message could not be queued: the player is disconnected.
             myself.send_message(PlayerMsg::close(SessionEnd::TooFarBehind))?;
         }
-        if let Some(generation) = chain {
-            s.args.fanout.finished(generation);
-        }
         Ok(())
     }
 
-    async fn post_stop(&self, _: ActorRef<PlayerMsg>, s: &mut PlayerState) -> Result<(), ActorProcessingErr> {
-        let m = &s.args.metrics;
+    async fn post_stop(&self, _: ActorRef<PlayerMsg>, state: &mut PlayerState) -> Result<(), ActorProcessingErr> {
+        let PlayerState { args, own: s } = state;
+        let m = &args.metrics;
         m.record_end(s.reason);
         m.replace_rtt(s.shared.figures.rtt_us.swap(0, Ordering::Relaxed), 0);
         m.replace_received_held(s.shared.figures.received_held.swap(0, Ordering::Relaxed), 0);
         m.reliable_queue.fetch_sub(s.figures.reliable_queue, Ordering::Relaxed);
-        m.sub_player_backlog(s.shared.strand_frames() as u64);
+        s.shared.strand_frames();
         let (id, addr, client_id) = (s.shared.id(), s.shared.addr(), s.shared.client_id());
         m.remove_player(id);
         tracing::debug!(player = id, %addr, reason = s.reason.label(), "player left");
         // The broadcaster has its world call `leave`.
-        let _ = s.args.broadcaster.cast(BroadcastMsg::Remove(id));
-        let _ = s.args.socket_ctl.send(SocketCtl::Release { addr, client_id, slot: id });
+        let _ = args.broadcaster.cast(BroadcastMsg::Remove(id));
+        let _ = args.socket_ctl.send(SocketCtl::Release { addr, client_id, slot: id });
         Ok(())
     }
 }

@@ -10,7 +10,7 @@ use super::world::{PlayerId, Relevancy};
 use super::worlds::{ToPlayer, View};
 use crate::protocol::input::read_input_packet;
 use crate::protocol::netcode::packet::MAX_PACKET_BYTES;
-use crate::protocol::netcode::server::{Connection, SendHalf};
+use crate::protocol::netcode::server::SendHalf;
 use crate::protocol::netcode::{DisconnectReason, DropReason, MAX_PAYLOAD_BYTES, Transmit};
 use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
 use crate::protocol::reliability::{Channel, ChannelConfig, Mark, RateConfig, SendRate};
@@ -157,9 +157,9 @@ pub const MAX_FLOODING_TICKS: u32 = 60;
 /// seconds of a 60 Hz client's packets) goes.
 pub const MAX_MALFORMED_RUN: u32 = 256;
 
-/// One more unreadable payload in a row (`run`): dropped for `why`.
-fn unreadable(run: &mut u32, why: PacketDrop) -> Result<(), PacketDrop> {
-    *run = run.saturating_add(1);
+/// A payload the session could not take (the inlet found it readable, but it does not fit
+/// the channel's state: a fragment that contradicts an earlier one).
+fn unreadable(why: PacketDrop) -> Result<(), PacketDrop> {
     Err(why)
 }
 
@@ -242,8 +242,6 @@ pub(crate) struct PlayerSession {
     messages_this_round: u32,
     /// Rounds that overflowed, each soon after the one before, and the last of them.
     flooding_rounds: u32,
-    /// Unreadable payloads in a row ([`MAX_MALFORMED_RUN`]).
-    malformed_run: u32,
     last_flood_round: u64,
     /// Set once the server closes the session: the goodbye in flight.
     closing: Option<Closing>,
@@ -313,15 +311,6 @@ impl SessionSettings {
     pub(crate) fn open(&self, connection: SendHalf) -> PlayerSession {
         PlayerSession::new(connection, self)
     }
-
-    /// An accepted connection, split: its receive half's [`Inlet`], and the session that
-    /// owns its send half.
-    ///
-    /// [`Inlet`]: super::inlet::Inlet
-    pub(crate) fn split(&self, connection: Connection) -> (super::inlet::Inlet, PlayerSession) {
-        let (rx, tx) = connection.split();
-        (super::inlet::Inlet::new(rx), self.open(tx))
-    }
 }
 
 impl PlayerSession {
@@ -353,7 +342,6 @@ impl PlayerSession {
             message_round: 0,
             messages_this_round: 0,
             flooding_rounds: 0,
-            malformed_run: 0,
             last_flood_round: 0,
             closing: None,
             system: None,
@@ -391,9 +379,8 @@ impl PlayerSession {
     /// Reads one payload the client sent (decrypted by its [`Inlet`], which handed its inputs
     /// to the world already): the acknowledgements of both channels, the client's messages
     /// (taken by [`PlayerSession::take_messages`]), a control message (answered). `at` is
-    /// when it arrived, in the netcode clock. A client that has sent [`MAX_MALFORMED_RUN`]
-    /// unreadable payloads in a row is told goodbye ([`SessionEnd::Malformed`]) as its next
-    /// one comes. `Err`: the payload was dropped, and why. It is read as of `at` (what it
+    /// when it arrived, in the netcode clock. (Whether a payload can be read at all is the
+    /// inlet's to judge, and a run of [`MAX_MALFORMED_RUN`] unreadable ones its to count.) `Err`: the payload was dropped, and why. It is read as of `at` (what it
     /// acknowledges arrived then); what it makes the session send goes out `now`.
     ///
     /// [`Inlet`]: super::inlet::Inlet
@@ -404,9 +391,6 @@ impl PlayerSession {
         payload: &[u8],
         tx: &mut impl Transmit,
     ) -> Result<(), PacketDrop> {
-        if self.malformed_run >= MAX_MALFORMED_RUN && self.closing.is_none() && !self.closed {
-            self.close(now, SessionEnd::Malformed, tx);
-        }
         self.out.confirm(true);
         if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {
             // Acknowledgements on the framework's channel (taken while closing too: a
@@ -416,7 +400,7 @@ impl PlayerSession {
             // inbox), so none is held.
             let Some(s) = self.system.as_mut() else { return Ok(()) };
             if s.channel.receive(at, payload).is_err() {
-                return unreadable(&mut self.malformed_run, PacketDrop::Malformed);
+                return unreadable(PacketDrop::Malformed);
             }
             let mut unexpected = false;
             while s.channel.recv_reliable().is_some() {
@@ -427,9 +411,8 @@ impl PlayerSession {
             }
             if unexpected {
                 self.advance_notices(now, tx);
-                return unreadable(&mut self.malformed_run, PacketDrop::UnexpectedSystemMessage);
+                return unreadable(PacketDrop::UnexpectedSystemMessage);
             }
-            self.malformed_run = 0;
             self.advance_notices(now, tx);
             return Ok(());
         }
@@ -457,23 +440,18 @@ impl PlayerSession {
                     self.welcomed = welcomed;
                 }
                 Ok(_) => {}
-                Err(_) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed),
+                Err(_) => return unreadable(PacketDrop::Malformed),
             }
-            self.malformed_run = 0;
             return Ok(());
         }
         let state = match self.channel.receive(at, payload) {
             Ok(Some(state)) => state,
-            Ok(None) => {
-                self.malformed_run = 0;
-                return Ok(());
-            }
-            Err(_) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed),
+            Ok(None) => return Ok(()),
+            Err(_) => return unreadable(PacketDrop::Malformed),
         };
         let Ok(input) = read_input_packet(state) else {
-            return unreadable(&mut self.malformed_run, PacketDrop::Malformed);
+            return unreadable(PacketDrop::Malformed);
         };
-        self.malformed_run = 0;
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);
         }

@@ -215,14 +215,11 @@ pub(crate) struct Mailbox {
     id: PlayerId,
     addr: SocketAddr,
     client_id: u64,
-    /// Payloads its inlet read and left for the session (the socket in, the actor out).
-    frames: Mutex<Frames>,
-    /// A wake-up for the frames is on its way to the actor (the socket casts at most one).
-    frames_wake: AtomicBool,
-    /// When the client was last heard (netcode clock, microseconds; at first, when it
-    /// connected), and whether it has been since it connected, by the socket.
-    heard_us: AtomicU64,
-    confirmed: AtomicBool,
+    /// Payloads left for the session, and whether a wake-up for them is on its way.
+    post: Post,
+    /// What the socket writes for every datagram (its own cache line: the actor reads it
+    /// seldom).
+    heard: Heard,
     /// The session is closing: what its client sends no longer reaches the world.
     closing: AtomicBool,
     /// When its actor last ran its heartbeat (netcode clock, microseconds), and whether the
@@ -240,10 +237,33 @@ pub(crate) struct Mailbox {
     pub figures: PlayerFigures,
 }
 
+/// Payloads its inlet read and left for the session (the socket in, the actor out), and
+/// whether a wake-up for them is on its way to the actor (the socket casts at most one).
+#[repr(align(64))]
+#[derive(Debug, Default)]
+struct Post {
+    frames: Mutex<Frames>,
+    wake: AtomicBool,
+}
+
+/// When the client was last heard (netcode clock, microseconds; at first, when it
+/// connected), whether it has been since it connected, and the bytes it sent that
+/// authenticated: written by the socket for every datagram.
+#[repr(align(64))]
+#[derive(Debug, Default)]
+struct Heard {
+    at_us: AtomicU64,
+    confirmed: AtomicBool,
+    bytes: AtomicU64,
+}
+
 /// Payloads left for a session, in order, in one buffer (reused: leaving one allocates
 /// nothing once the buffer has grown).
 #[derive(Debug, Default)]
 pub(crate) struct Frames {
+    /// Some payload carries messages for the world or a control message (the session's
+    /// messages are taken only then).
+    messages: bool,
     bytes: Vec<u8>,
     /// Each payload's arrival (netcode clock and monotonic) and where it ends in `bytes`.
     list: Vec<(Duration, Instant, usize)>,
@@ -264,12 +284,14 @@ impl Frames {
         }
         self.bytes.extend_from_slice(frame);
         self.list.push((at, arrived, self.bytes.len()));
+        self.messages |= wake;
         Left::Queued(wake || self.list.len() * 2 >= limit)
     }
 
     /// Has the session read every payload, in order (see [`PlayerSession::on_frame`]), and
     /// empties the buffer; counts what it dropped. Returns when the last one arrived, if any
-    /// did. Every shell reads its players' payloads through this.
+    /// did and some carried messages or a control message (the session's messages are then
+    /// to be taken). Every shell reads its players' payloads through this.
     pub(crate) fn read_into(
         &mut self,
         session: &mut PlayerSession,
@@ -277,6 +299,7 @@ impl Frames {
         tx: &mut impl crate::protocol::netcode::Transmit,
         mut dropped: impl FnMut(super::session::PacketDrop),
     ) -> Option<Instant> {
+        let messages = std::mem::take(&mut self.messages);
         let mut start = 0;
         let mut last = None;
         for &(at, arrived, end) in &self.list {
@@ -288,8 +311,13 @@ impl Frames {
         }
         self.bytes.clear();
         self.list.clear();
-        last
+        last.filter(|_| messages)
     }
+}
+
+/// A time on the netcode clock in microseconds.
+fn micros(at: Duration) -> u64 {
+    u64::try_from(at.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// How leaving a payload went ([`Mailbox::leave`]).
@@ -304,8 +332,7 @@ pub(crate) enum Left {
 /// One player's running figures, by every path (the actor reads them for `/players`).
 #[derive(Debug)]
 pub(crate) struct PlayerFigures {
-    /// Bytes received that authenticated as its own, and every byte sent to it.
-    pub received_bytes: AtomicU64,
+    /// Every byte sent to it.
     pub sent_bytes: AtomicU64,
     /// Snapshots sent, full ones among them, and the last one's baseline age in ticks
     /// (`u32::MAX`: none).
@@ -325,7 +352,6 @@ pub(crate) struct PlayerFigures {
 impl Default for PlayerFigures {
     fn default() -> Self {
         Self {
-            received_bytes: AtomicU64::new(0),
             sent_bytes: AtomicU64::new(0),
             snapshots: AtomicU64::new(0),
             full_snapshots: AtomicU64::new(0),
@@ -383,11 +409,9 @@ impl Mailbox {
             id,
             addr,
             client_id,
-            frames: Mutex::new(Frames::default()),
-            frames_wake: AtomicBool::new(false),
-            heard_us: AtomicU64::new(u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
-            confirmed: AtomicBool::new(false),
-            beat_us: AtomicU64::new(u64::try_from(at.as_micros()).unwrap_or(u64::MAX)),
+            post: Post::default(),
+            heard: Heard { at_us: AtomicU64::new(micros(at)), ..Heard::default() },
+            beat_us: AtomicU64::new(micros(at)),
             beat_asked: AtomicBool::new(false),
             closing: AtomicBool::new(false),
             inbox: PlayerInbox::default(),
@@ -431,26 +455,38 @@ impl Mailbox {
         &self.inbox
     }
 
-    /// The socket heard the client at `at` (netcode clock): it has confirmed the connection.
-    pub(crate) fn heard(&self, at: Duration) {
-        self.heard_us.store(u64::try_from(at.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
-        self.confirmed.store(true, Ordering::Relaxed);
+    /// The socket heard the client at `at` (netcode clock), `bytes` that authenticated: it
+    /// has confirmed the connection.
+    pub(crate) fn heard(&self, at: Duration, bytes: u64) {
+        let h = &self.heard;
+        h.at_us.store(micros(at), Ordering::Relaxed);
+        h.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if !h.confirmed.load(Ordering::Relaxed) {
+            h.confirmed.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Whether the client has been heard since it connected (it confirmed the connection).
     pub(crate) fn confirmed(&self) -> bool {
-        self.confirmed.load(Ordering::Relaxed)
+        self.heard.confirmed.load(Ordering::Relaxed)
+    }
+
+    /// The bytes received from the client that authenticated.
+    pub(crate) fn received_bytes(&self) -> u64 {
+        self.heard.bytes.load(Ordering::Relaxed)
     }
 
     /// When the socket last heard the client (zero: never since connect).
     pub(crate) fn last_heard(&self) -> Duration {
-        Duration::from_micros(self.heard_us.load(Ordering::Relaxed))
+        Duration::from_micros(self.heard.at_us.load(Ordering::Relaxed))
     }
 
     /// Its actor ran its heartbeat at `at` (netcode clock).
     pub(crate) fn beaten(&self, at: Duration) {
-        self.beat_us.store(u64::try_from(at.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
-        self.beat_asked.store(false, Ordering::Relaxed);
+        self.beat_us.store(micros(at), Ordering::Relaxed);
+        if self.beat_asked.load(Ordering::Relaxed) {
+            self.beat_asked.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Whether its actor should be woken for its heartbeat at `now` (none for `late` since
@@ -462,7 +498,9 @@ impl Mailbox {
 
     /// The session is closing: the socket stops handing what its client sends to the world.
     pub(crate) fn close_inputs(&self) {
-        self.closing.store(true, Ordering::Relaxed);
+        if !self.closing.load(Ordering::Relaxed) {
+            self.closing.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Whether the client's inputs still go to the world.
@@ -472,13 +510,13 @@ impl Mailbox {
 
     /// Leaves a payload for the session (the socket), at most `limit` waiting.
     pub(crate) fn leave(&self, at: Duration, arrived: Instant, frame: &[u8], limit: usize, wake: bool) -> Left {
-        let left = match self.frames.lock() {
+        let left = match self.post.frames.lock() {
             Ok(mut f) => f.leave(at, arrived, frame, limit, wake),
             Err(_) => Left::Full,
         };
         match left {
             // One wake-up on its way is enough.
-            Left::Queued(true) => Left::Queued(!self.frames_wake.swap(true, Ordering::AcqRel)),
+            Left::Queued(true) => Left::Queued(!self.post.wake.swap(true, Ordering::AcqRel)),
             other => other,
         }
     }
@@ -486,11 +524,18 @@ impl Mailbox {
     /// Takes the waiting payloads (the actor), leaving `spare` (emptied by the last read)
     /// in their place; how many it took.
     pub(crate) fn take_frames(&self, spare: &mut Frames) -> usize {
-        self.frames_wake.store(false, Ordering::Release);
-        if let Ok(mut f) = self.frames.lock() {
+        if self.post.wake.load(Ordering::Relaxed) {
+            self.post.wake.store(false, Ordering::Release);
+        }
+        if let Ok(mut f) = self.post.frames.lock() {
             std::mem::swap(&mut *f, spare);
         }
         spare.len()
+    }
+
+    /// How many payloads wait for the actor (for the backlog gauge).
+    pub(crate) fn waiting(&self) -> usize {
+        self.post.frames.lock().map_or(0, |f| f.len())
     }
 
     /// Forgets the payloads its actor never read (it stopped or failed): how many.
@@ -632,6 +677,10 @@ pub(crate) struct PlayerInbox {
     /// when it is next woken by the broadcaster (the tick's snapshot, or a message to it
     /// alone), so they cost no cast of their own.
     batches: Mutex<Batches>,
+    /// The batches' counts of left and taken, readable without the lock (the broadcaster
+    /// alone leaves, the actor alone takes).
+    left: AtomicU64,
+    taken: AtomicU64,
 }
 
 /// The batches waiting in a [`PlayerInbox`], numbered in the order they were left.
@@ -676,21 +725,27 @@ impl PlayerInbox {
         let Ok(mut b) = self.batches.lock() else { return false };
         b.queue.push_back(batch);
         b.left += 1;
+        self.left.store(b.left, Ordering::Release);
         true
     }
 
     /// How many batches have been left so far: a snapshot or message handed over now comes
-    /// after them.
+    /// after them (only the broadcaster leaves them, so it reads its own count).
     pub(crate) fn left(&self) -> u64 {
-        self.batches.lock().map_or(0, |b| b.left)
+        self.left.load(Ordering::Acquire)
     }
 
     /// Moves the batches left before the `upto`-th into `into`, in order (a snapshot or
     /// message handed over after them is handled after them; later ones wait their turn).
     pub(crate) fn take_batches(&self, upto: u64, into: &mut Vec<MessageBatch>) {
+        // Only the actor takes them: nothing left before `upto` that it has not taken, no lock.
+        if upto <= self.taken.load(Ordering::Relaxed) {
+            return;
+        }
         let before = into.len();
         if let Ok(mut b) = self.batches.lock() {
             b.pop_until(upto, into);
+            self.taken.store(b.taken, Ordering::Relaxed);
         }
         let n: usize = into[before..].iter().map(|b| b.len()).sum();
         self.messages.fetch_sub(n, Ordering::Relaxed);

@@ -30,6 +30,7 @@ use super::metrics::{DatagramDrop, DeliveryPath, EndReason, ReceivedKind, Server
 use super::player::{PlayerActor, PlayerArgs, PlayerShell};
 use super::session::SessionSettings;
 use super::shared::{BroadcastMsg, Left, Mailbox, PlayerMsg, PlayerRef, RouteCache, SnapshotEnv, SocketCtl};
+use crate::protocol::input::FreshInputs;
 use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection, SendHalf};
 use crate::protocol::netcode::slots::Occupant;
 use crate::protocol::session::SessionEnd;
@@ -200,7 +201,11 @@ async fn receive_loop(
     loop {
         tokio::select! {
             biased;
-            _ = tables.tick() => args.metrics.set_socket_tables(hs.endpoint.tables(), hs.by_actor.len()),
+            _ = tables.tick() => {
+                args.metrics.set_socket_tables(hs.endpoint.tables(), hs.by_actor.len());
+                let waiting: usize = hs.endpoint.iter().map(|(_, o)| o.value.player.mailbox.waiting()).sum();
+                args.metrics.player_backlog.store(waiting as u64, Ordering::Relaxed);
+            }
             _ = beats.tick() => {
                 let now = (args.clock)();
                 for (_, o) in hs.endpoint.iter() {
@@ -233,7 +238,7 @@ async fn receive_loop(
                         args.metrics.record_end(EndReason::Failed);
                         args.metrics.remove_player(slot);
                         // Payloads it never read.
-                        args.metrics.sub_player_backlog(o.value.player.mailbox.strand_frames() as u64);
+                        o.value.player.mailbox.strand_frames();
                     }
                 }
                 Some(SocketCtl::DisconnectAll) => {
@@ -305,7 +310,7 @@ async fn on_datagram(
     let NewConnection { connection, reservation } = *new;
     let farewell = connection.farewell_copy();
     let mailbox = Mailbox::new(connection.client_index(), connection.addr(), connection.client_id(), now);
-    let (inlet, session) = args.sessions.split(connection);
+    let (inlet, session) = super::inlet::open(&args.sessions, connection);
     let shell = PlayerShell {
         socket: args.socket.clone(),
         env: args.env.clone(),
@@ -345,22 +350,32 @@ fn route_datagram(args: &SocketArgs, route: &mut Route, datagram: &mut [u8], now
             return;
         }
         Arrived::KeepAlive => {
-            mailbox.heard(now);
+            mailbox.heard(now, len);
             m.record_received(ReceivedKind::Control, len);
-            mailbox.figures.received_bytes.fetch_add(len, Ordering::Relaxed);
             return;
         }
         Arrived::Disconnected => {
-            mailbox.heard(now);
+            mailbox.heard(now, len);
             m.record_received(ReceivedKind::Control, len);
             route.player.tell(PlayerMsg::PeerGone);
             return;
         }
-        Arrived::Payload { frame, inputs, wake } => (frame, inputs, wake),
+        Arrived::Unreadable { why, frame, close } => {
+            mailbox.heard(now, len);
+            m.record_player_drop(why);
+            m.record_received(ReceivedKind::Input, len);
+            if close {
+                route.player.tell(PlayerMsg::close(SessionEnd::Malformed));
+            }
+            let Some(frame) = frame else { return };
+            (frame, FreshInputs::default(), false)
+        }
+        Arrived::Payload { frame, inputs, wake } => {
+            mailbox.heard(now, len);
+            m.record_received(ReceivedKind::Input, len);
+            (frame, inputs, wake)
+        }
     };
-    mailbox.heard(now);
-    m.record_received(ReceivedKind::Input, len);
-    mailbox.figures.received_bytes.fetch_add(len, Ordering::Relaxed);
     let id = mailbox.id();
     let (mut dropped, mut landed) = (0, None);
     for i in fresh.as_slice() {
@@ -372,13 +387,9 @@ fn route_datagram(args: &SocketArgs, route: &mut Route, datagram: &mut [u8], now
     match mailbox.leave(now, arrived, frame, args.player_queue, wake) {
         Left::Queued(true) => {
             m.record_delivery(DeliveryPath::Woke);
-            m.add_player_backlog(1);
             route.player.tell(PlayerMsg::Frames);
         }
-        Left::Queued(false) => {
-            m.record_delivery(DeliveryPath::Left);
-            m.add_player_backlog(1);
-        }
+        Left::Queued(false) => m.record_delivery(DeliveryPath::Left),
         Left::Full => m.record_drop(DatagramDrop::QueueFull, 1),
     }
     if let Some((r, n)) = landed {

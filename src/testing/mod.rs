@@ -673,6 +673,15 @@ impl<W: World> Stepper<W> {
                         let left = seat.frames.leave(now, tokio::time::Instant::now(), frame, PLAYER_QUEUE, wake);
                         (false, left == Left::Queued(true))
                     }
+                    Arrived::Unreadable { frame, close, .. } => {
+                        if close {
+                            seat.session.close(now, SessionEnd::Malformed, &mut wire);
+                        }
+                        if let Some(frame) = frame {
+                            seat.frames.leave(now, tokio::time::Instant::now(), frame, PLAYER_QUEUE, false);
+                        }
+                        (false, false)
+                    }
                     Arrived::Disconnected => (true, false),
                     Arrived::KeepAlive | Arrived::Dropped(_) => (false, false),
                 };
@@ -692,7 +701,7 @@ impl<W: World> Stepper<W> {
                 let NewConnection { connection, reservation } = *new;
                 let who = JoinInfo::new(connection.client_id(), *connection.user_data());
                 let slot = connection.client_index();
-                let (inlet, mut session) = self.settings.split(connection);
+                let (inlet, mut session) = crate::server::inlet::open(&self.settings, connection);
                 // Told the pace at once when the server paces, as the broadcaster tells it.
                 if self.pacer.interval() > 1 {
                     session.send_notice(now, Pace::new(self.pacer.interval()).encode(), &mut wire);
