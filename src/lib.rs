@@ -22,6 +22,7 @@
 // Every `pub` item is reachable from outside the crate, or says `pub(crate)` (issue 38: a
 // curated surface; tools/layers.py shows the layers).
 #![cfg_attr(not(test), warn(unreachable_pub))]
+#![warn(unnameable_types, unused_qualifications)]
 
 pub mod client;
 pub mod prelude;

@@ -778,7 +778,7 @@ mod tests {
 
     /// Waits until `done`, ten seconds at most.
     async fn settle(done: impl Fn() -> bool) {
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         while !done() && start.elapsed() < std::time::Duration::from_secs(10) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }

@@ -121,7 +121,7 @@ pub struct PlayerBudget {
 impl PlayerBudget {
     /// The budget of a server whose player actors queue at most `player_queue` datagrams.
     pub(crate) fn new(player_queue: usize) -> Self {
-        let queued_input = std::mem::size_of::<(super::inputs::ClientInput, std::time::Instant)>();
+        let queued_input = size_of::<(super::inputs::ClientInput, std::time::Instant)>();
         Self {
             game_channel: GAME_CHANNEL_RECEIVE_BYTES,
             system_channel: SYSTEM_CHANNEL_RECEIVE_BYTES,
@@ -769,7 +769,7 @@ impl PlayerSession {
 
     /// Sends `data` reliably on the framework's channel (a playback status, a pace), after
     /// any world notice still waiting for its turn.
-    pub(crate) fn send_notice(&mut self, now: Duration, data: bytes::Bytes, tx: &mut impl Transmit) {
+    pub(crate) fn send_notice(&mut self, now: Duration, data: Bytes, tx: &mut impl Transmit) {
         if self.closed || self.closing.is_some() {
             return;
         }

@@ -514,7 +514,7 @@ impl ZoneLink {
     }
 
     /// The border world (every player watches it).
-    pub fn border_world(&self) -> super::WorldId {
+    pub fn border_world(&self) -> WorldId {
         self.inbox.border.id()
     }
 

@@ -118,7 +118,7 @@ struct StepInput {
     seq: u32,
     bytes: Vec<u8>,
     view: Option<ViewTime>,
-    message: Option<(bytes::Bytes, bool)>,
+    message: Option<(Bytes, bool)>,
 }
 
 impl TickInput for StepInput {

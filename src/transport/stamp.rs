@@ -167,6 +167,6 @@ mod tests {
         assert_eq!(arrival(now, got.waited), now - waited, "dated that much earlier");
         assert_eq!(arrival(now, Some(Duration::from_secs(5))), now - MAX_WAIT, "a stale stamp is capped");
         assert_eq!(arrival(now, None), now);
-        assert!(stamps.recv(&rx, &mut buf).is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock));
+        assert!(stamps.recv(&rx, &mut buf).is_err_and(|e| e.kind() == io::ErrorKind::WouldBlock));
     }
 }
