@@ -157,12 +157,6 @@ pub const MAX_FLOODING_TICKS: u32 = 60;
 /// seconds of a 60 Hz client's packets) goes.
 pub const MAX_MALFORMED_RUN: u32 = 256;
 
-/// A payload the session could not take (the inlet found it readable, but it does not fit
-/// the channel's state: a fragment that contradicts an earlier one).
-fn unreadable(why: PacketDrop) -> Result<(), PacketDrop> {
-    Err(why)
-}
-
 /// Ticks without overflow after which a client's flooding is forgotten.
 pub const FLOOD_MEMORY_TICKS: u64 = 60;
 
@@ -400,7 +394,7 @@ impl PlayerSession {
             // inbox), so none is held.
             let Some(s) = self.system.as_mut() else { return Ok(()) };
             if s.channel.receive(at, payload).is_err() {
-                return unreadable(PacketDrop::Malformed);
+                return Err(PacketDrop::Malformed);
             }
             let mut unexpected = false;
             while s.channel.recv_reliable().is_some() {
@@ -411,7 +405,7 @@ impl PlayerSession {
             }
             if unexpected {
                 self.advance_notices(now, tx);
-                return unreadable(PacketDrop::UnexpectedSystemMessage);
+                return Err(PacketDrop::UnexpectedSystemMessage);
             }
             self.advance_notices(now, tx);
             return Ok(());
@@ -440,17 +434,17 @@ impl PlayerSession {
                     self.welcomed = welcomed;
                 }
                 Ok(_) => {}
-                Err(_) => return unreadable(PacketDrop::Malformed),
+                Err(_) => return Err(PacketDrop::Malformed),
             }
             return Ok(());
         }
         let state = match self.channel.receive(at, payload) {
             Ok(Some(state)) => state,
             Ok(None) => return Ok(()),
-            Err(_) => return unreadable(PacketDrop::Malformed),
+            Err(_) => return Err(PacketDrop::Malformed),
         };
         let Ok(input) = read_input_packet(state) else {
-            return unreadable(PacketDrop::Malformed);
+            return Err(PacketDrop::Malformed);
         };
         if let Some(t) = input.ack_tick {
             self.sender.ack(t);

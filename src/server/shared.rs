@@ -661,8 +661,7 @@ impl Mailbox {
     }
 }
 
-/// What the broadcaster has handed a player that its actor (or a fan-out chain) has not yet
-/// taken.
+/// What the broadcaster has handed a player that its actor has not yet taken.
 #[derive(Debug, Default)]
 pub(crate) struct PlayerInbox {
     /// The newest undelivered snapshot. The broadcaster overwrites it each tick and wakes the

@@ -258,6 +258,19 @@ impl StepOutlet<'_> {
         self.sessions.iter_mut().map(|(_, o)| &mut o.value.session).find(|s| s.id() == player)
     }
 
+    /// Runs `f` on `player`'s session, if it has one, with the time and the datagrams to send.
+    fn with_session(
+        &mut self,
+        player: PlayerId,
+        f: impl FnOnce(&mut PlayerSession, Duration, &mut Vec<(SocketAddr, Vec<u8>)>),
+    ) {
+        let now = self.now;
+        let wire = &mut self.wire;
+        if let Some(s) = self.sessions.iter_mut().map(|(_, o)| &mut o.value.session).find(|s| s.id() == player) {
+            f(s, now, wire);
+        }
+    }
+
     /// Disconnects the players cut off, as on the server; what to send, and the snapshots.
     fn finish(mut self) -> Delivered {
         let (now, mut wire) = (self.now, std::mem::take(&mut self.wire));
@@ -287,12 +300,7 @@ impl Outlet<()> for StepOutlet<'_> {
     }
 
     fn to_player(&mut self, player: PlayerId, _: &(), told: crate::server::worlds::ToPlayer) {
-        let now = self.now;
-        let mut wire = std::mem::take(&mut self.wire);
-        if let Some(s) = self.session(player) {
-            s.handle(now, told, &mut wire);
-        }
-        self.wire = wire;
+        self.with_session(player, |s, now, wire| s.handle(now, told, wire));
     }
 
     fn to_all(&mut self, dir: &Directory<()>, world: WorldId, data: Bytes, reliable: bool) {
@@ -310,30 +318,15 @@ impl Outlet<()> for StepOutlet<'_> {
     }
 
     fn notice(&mut self, player: PlayerId, _: &(), data: &Bytes) {
-        let now = self.now;
-        let mut wire = std::mem::take(&mut self.wire);
-        if let Some(s) = self.session(player) {
-            s.send_notice(now, data.clone(), &mut wire);
-        }
-        self.wire = wire;
+        self.with_session(player, |s, now, wire| s.send_notice(now, data.clone(), wire));
     }
 
     fn board(&mut self, player: PlayerId, _: &(), updates: &Arc<BoardUpdates>) {
-        let now = self.now;
-        let mut wire = std::mem::take(&mut self.wire);
-        if let Some(s) = self.session(player) {
-            s.queue_board(now, updates, &mut wire);
-        }
-        self.wire = wire;
+        self.with_session(player, |s, now, wire| s.queue_board(now, updates, wire));
     }
 
     fn kick(&mut self, player: PlayerId, _: &(), end: SessionEnd) {
-        let now = self.now;
-        let mut wire = std::mem::take(&mut self.wire);
-        if let Some(s) = self.session(player) {
-            s.close(now, end, &mut wire);
-        }
-        self.wire = wire;
+        self.with_session(player, |s, now, wire| s.close(now, end, wire));
     }
 
     fn ping(&self, player: PlayerId, _: &()) -> u16 {
