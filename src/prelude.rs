@@ -54,7 +54,7 @@ pub use crate::protocol::quant::{AngleQ, Bits, Flag, QuatQ, Vec2Q, Vec3Q};
 pub use crate::protocol::session::SessionEnd;
 pub use crate::protocol::snapshot::{EntityId, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 pub use crate::protocol::system::{EnterReason, SpectatorControl, SpectatorStatus, WorldNotice};
-pub use crate::server::spectate::{Hearing, SpectatorWorld, Spectators};
+pub use crate::server::extensions::spectate::{Hearing, SpectatorWorld, Spectators};
 pub use crate::server::{
     Audience, Everything, JoinInfo, Origin, Outbox, PlayerId, Relevancy, ServerConfig, ServerHandle, World, WorldFault,
     WorldId, WorldOptions, Worlds, decode_message, start, unix_now,

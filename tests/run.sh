@@ -70,7 +70,7 @@ step "format"
 cargo fmt --all -- --check
 
 step "layers"
-# src/server's three layers: no import circle, no import of a higher layer (docs/architecture.md).
+# src/server's five layer folders: no import circle, no import of a higher layer (docs/architecture.md).
 python3 tools/layers.py
 
 step "clippy"

@@ -26,7 +26,7 @@ PARTS = [
     ("border world", re.compile(r"BorderWorld")),
     ("NATS client", re.compile(r"async_nats")),
     ("bus shell", re.compile(r"volley_zones::|ZoneLink|ZoneInbox|protocol::zone::")),
-    ("merge", re.compile(r"worlds::View::merge")),
+    ("merge", re.compile(r"directory::View::merge")),
 ]
 
 

@@ -215,7 +215,7 @@ impl GameClient {
 
     /// How many times this client moved to another zone's server (a
     /// [`Redirect`]: the player was handed over, see
-    /// [`ZoneExit::hand_off`](crate::server::zone::ZoneExit::hand_off)). The library follows a redirect
+    /// [`ZoneExit::hand_off`](crate::server::extensions::zone::ZoneExit::hand_off)). The library follows a redirect
     /// by itself: it connects to the new server with the token it was sent and sends again,
     /// first, every input the old server had not applied, and the inputs the game makes
     /// while it connects. Snapshots start again from the new server's first (entity ids are

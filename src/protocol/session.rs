@@ -82,7 +82,7 @@ pub enum SessionEnd {
     #[error("too far behind on reliable messages")]
     TooFarBehind,
     /// The player was handed to the zone next door (see
-    /// [`ZoneExit::hand_off`](crate::server::zone::ZoneExit::hand_off)): the client library goes on
+    /// [`ZoneExit::hand_off`](crate::server::extensions::zone::ZoneExit::hand_off)): the client library goes on
     /// there with the token the server sent it ([`Redirect`](crate::protocol::system::Redirect)).
     #[error("moved to another server")]
     Moved,

@@ -128,7 +128,7 @@ impl SpectatorStatus {
 }
 
 /// "Go on at the zone next door": the player was handed to another zone server
-/// ([`ZoneExit::hand_off`](crate::server::zone::ZoneExit::hand_off)). The client library connects there
+/// ([`ZoneExit::hand_off`](crate::server::extensions::zone::ZoneExit::hand_off)). The client library connects there
 /// with `token` and sends again, first, every input after `last_applied` (the old zone
 /// applied none of them), so none is lost; the old server then ends the session
 /// ([`SessionEnd::Moved`](crate::protocol::session::SessionEnd::Moved)).

@@ -61,7 +61,7 @@
 //!
 //! | rule | what holds | how |
 //! | --- | --- | --- |
-//! | ordering | each actor handles one message at a time, in the order received; a player's datagrams are taken in arrival order; its inputs reach the world in the order the client sent them (sequence-numbered, repeats skipped) and are applied at the next tick, before [`World::tick`], each with the view the client made it with ([`World::input_viewed`]; never one after the newest snapshot made) | the socket actor reads each datagram through the player's inlet (`inlet::Inlet`: the receive half of its connection), pushes its new inputs into the world's input queue itself (which the world empties each tick, not its mailbox) and leaves the rest of the payload in the player's mailbox (`shared::Mailbox`), in arrival order, for the player actor to read first thing at its next wake-up; the client's messages reach the world from the player actor, so a message may land a tick after an input of the same datagram; a leaving or closing player's inputs are dropped |
+//! | ordering | each actor handles one message at a time, in the order received; a player's datagrams are taken in arrival order; its inputs reach the world in the order the client sent them (sequence-numbered, repeats skipped) and are applied at the next tick, before [`World::tick`], each with the view the client made it with ([`World::input_viewed`]; never one after the newest snapshot made) | the socket actor reads each datagram through the player's inlet (`inlet::Inlet`: the receive half of its connection), pushes its new inputs into the world's input queue itself (which the world empties each tick, not its mailbox) and leaves the rest of the payload in the player's mailbox (`mailbox::Mailbox`), in arrival order, for the player actor to read first thing at its next wake-up; the client's messages reach the world from the player actor, so a message may land a tick after an input of the same datagram; a leaving or closing player's inputs are dropped |
 //! | backpressure | memory per client is bounded whatever it sends | at most `player_queue` payloads wait in a player's mailbox (more are dropped and counted; half of them wake the actor); handshakes are rate-limited per address and in total, and nothing exists for an address until it answers the challenge; at most 1024 world messages wait for a player actor (then its events are dropped, and a reliable message that cannot be queued disconnects it rather than being lost) |
 //! | one owner per player, woken once a tick | a player's session (send half, acks, RTT, reliability, snapshot history, merged delta) is touched by its player actor alone; inputs never wait for it | the player actors of a tick are woken a few at a time (`broadcaster::FanOut`: four per core, each that finishes its snapshot wakes the next), each at most once a tick (`volley_fanout_repeat_wakeups_total`); a woken actor first reads what its mailbox holds (acks before the snapshot), then encodes its snapshot for its player alone (the broadcaster clones an `Arc` per player); a payload wakes it at once only for a control message or the client's messages (`volley_player_datagrams_total{path}`, `volley_player_wakeups_total{reason}`) |
 //! | world messages keep the world's order | every player sees the world's messages in the order sent, its own interleaved correctly | messages to one player are cast to its actor; messages to everyone are left in each player's inbox as one shared batch per tick, which the actor takes before whatever wakes it next |
@@ -86,19 +86,21 @@
 //! | [`Connection`](crate::protocol::netcode::server::Connection), split in a [`ReceiveHalf`](crate::protocol::netcode::server::ReceiveHalf) and a [`SendHalf`](crate::protocol::netcode::server::SendHalf) | one client's keys, replay window, packet budget (charged only for what authenticates); its sequence, keep-alives, timeout | the receive half: the player's inlet; the send half: its session |
 //! | `inlet::Inlet` | the receive half of one player's connection, the de-duplication of its inputs and their bound per tick | socket actor, stepper |
 //! | `session::PlayerSession` | one player's send half, reliability channels, snapshot history and merged delta, its client's messages, notices and goodbye | player actor (alone), stepper |
-//! | `shared::Mailbox`, `shared::Frames` | what the socket actor and the broadcaster leave for a player actor (payloads, the newest snapshot, message batches, its world's input queue), when a payload wakes it, and the one way payloads are read (`Frames::read_into`) | socket actor, broadcaster, player actor; the stepper reads `Frames` the same way |
+//! | `mailbox::Mailbox`, `mailbox::Frames` | what the socket actor and the broadcaster leave for a player actor (payloads, the newest snapshot, message batches, its world's input queue), when a payload wakes it, and the one way payloads are read (`Frames::read_into`) | socket actor, broadcaster, player actor; the stepper reads `Frames` the same way |
 //! | `simulation::Simulation` | one tick: inputs in order, `World::tick`, messages, the snapshot against the previous; hands each tick's frame to its taps (a recorder, a spectators' feed) | world actors, stepper |
 //! | `simulation::Command` (`Stepped::commands`) | what a tick asks of the rest of the server, in one order: teams, framework messages, the game's messages, the scoreboard, kicks, the snapshot, moves and watches, a stop | the world actor (one broadcaster message each), the stepper (carried out at once) |
 //! | [`RecordWriter`](crate::protocol::recording::RecordWriter), [`Playhead`](crate::protocol::recording::Playhead) | the recording file: frames to chunks, chunks to the state at any tick | the recorder thread, replay worlds, the `recording` fuzz target, tests |
-//! | `worlds::Directory` | who is in which world and watches which, each world's newest snapshot, the merged view of each group of players, and the effects of a move, a join, a world's end (`join`/`leave` calls, the client's notice, its input queue) | broadcaster, stepper |
+//! | `directory::Directory` | who is in which world and watches which, each world's newest snapshot, the merged view of each group of players, and the effects of a move, a join, a world's end (`join`/`leave` calls, the client's notice, its input queue) | broadcaster, stepper |
 //! | [`Worlds`] over `world::Host` | starting, stopping, moving and watching, asked the same way whatever runs the worlds: `spawn::ActorBackend` (actors, the broadcaster) or the stepper's queued requests | the game, both shells |
 //!
-//! The modules form three layers with no import circle, checked by `tools/layers.py`: the
-//! game API ([`world`], [`lagcomp`], [`spatial`]: imports no other server module), the sans-IO cores and
-//! the extensions on the game API (`inputs`, `session`, `simulation`, `worlds`; [`spectate`],
-//! [`zone`]), and the shells (the actors, their messages in `shared`, the batcher and the
-//! conditioned links it hands datagrams to, the recorder thread, the metrics, the admin
-//! endpoint).
+//! The modules live in one folder per layer, with no import circle and no import of a
+//! higher layer, checked by `tools/layers.py`: the game API (`game/`: [`world`], [`lagcomp`],
+//! [`spatial`]; it imports no other server module), the sans-IO cores (`cores/`: `inlet`,
+//! `session`, `inputs`, `simulation`, `directory`, `executor`, `board`, `pace`), operations
+//! (`ops/`: [`metrics`], [`admin`], the links' shaping), the extensions built on the game
+//! API's extension points (`extensions/`: [`spectate`], the recorder, [`zone`]), and the
+//! shells (`shells/`: the actors, their messages and mailboxes, the batcher, the world
+//! spawner).
 //!
 //! # Supervision tree
 //!
@@ -123,30 +125,15 @@
 //! server fails" means `/healthz` answers 503 with what stopped, [`ServerHandle::failure`]
 //! says the same, and [`ServerHandle::wait`] returns.
 
-pub mod admin;
-pub(crate) mod batcher;
-pub(crate) mod board;
-pub(crate) mod broadcaster;
-pub(crate) mod executor;
-pub(crate) mod inlet;
-pub(crate) mod inputs;
-pub mod lagcomp;
-pub mod metrics;
-pub(crate) mod pace;
-pub(crate) mod player;
-pub(crate) mod record;
-pub(crate) mod session;
-mod shaping;
-pub(crate) mod shared;
-pub(crate) mod simulation;
-pub(crate) mod socket;
-pub mod spatial;
-pub(crate) mod spawn;
-pub mod spectate;
-pub mod world;
-pub(crate) mod world_actor;
-pub(crate) mod worlds;
-pub mod zone;
+pub(crate) mod cores;
+pub(crate) mod extensions;
+pub(crate) mod game;
+pub(crate) mod ops;
+pub(crate) mod shells;
+
+pub use extensions::{spectate, zone};
+pub use game::{lagcomp, spatial, world};
+pub use ops::{admin, metrics};
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -155,18 +142,18 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ractor::{Actor, ActorRef};
 use tokio::net::UdpSocket;
 
-pub use metrics::ServerMetrics;
-pub use session::{
+pub use cores::session::{
     FLOOD_MEMORY_TICKS, GAME_CHANNEL_RECEIVE_BYTES, GOODBYE_RESEND, GOODBYE_TIMEOUT, MAX_CLIENT_MESSAGE_BYTES,
     MAX_CLIENT_MESSAGES_PER_TICK, MAX_FLOODING_TICKS, MAX_INPUTS_PER_TICK, MAX_MALFORMED_RUN, MessageDrops, PacketDrop,
     PlayerBudget, SYSTEM_CHANNEL_RECEIVE_BYTES,
 };
-pub use shaping::{LinkReport, PlayerLink};
-pub use world::{
+pub use game::world::{
     Audience, Everything, Handles, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, MAX_TAP_MESSAGES, Origin,
     Outbox, PlayerId, Players, RecordingClosed, RecordingHandle, RecordingState, Relevancy, SendError, SpawnError, Tap,
     WORLD_MESSAGE_QUEUE, WithMessages, World, WorldFault, WorldId, WorldOptions, WorldRef, Worlds, decode_message,
 };
+pub use ops::metrics::ServerMetrics;
+pub use ops::shaping::{LinkReport, PlayerLink};
 
 use crate::protocol::netcode::Key;
 use crate::protocol::netcode::server::EndpointConfig;
@@ -363,19 +350,19 @@ pub enum Fault {
 /// A running server.
 pub struct ServerHandle {
     addr: SocketAddr,
-    socket: ActorRef<socket::SocketMsg>,
+    socket: ActorRef<shells::socket::SocketMsg>,
     worlds: Worlds,
-    actors: Arc<std::sync::Mutex<std::collections::BTreeMap<WorldId, ActorRef<shared::WorldMsg>>>>,
+    actors: Arc<std::sync::Mutex<std::collections::BTreeMap<WorldId, ActorRef<shells::mailbox::WorldMsg>>>>,
     /// True once the root watcher saw the world, broadcaster or socket actor end.
     ended: tokio::sync::watch::Receiver<bool>,
     /// Set by [`ServerHandle::shutdown`], so the actors' ends are not taken for failures.
     stopping: Arc<std::sync::atomic::AtomicBool>,
-    broadcaster: ActorRef<shared::BroadcastMsg>,
+    broadcaster: ActorRef<shells::mailbox::BroadcastMsg>,
     metrics: Arc<ServerMetrics>,
     grace: Duration,
     admin_addr: Option<SocketAddr>,
     admin: admin::AdminThread,
-    shaping: Arc<shaping::Shaping>,
+    shaping: Arc<ops::shaping::Shaping>,
     /// The task that sends conditioned players' held datagrams (aborted with the server).
     _shaping_task: AbortOnDrop,
 }
@@ -419,17 +406,17 @@ impl ServerHandle {
     pub async fn shutdown(self) -> u64 {
         self.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
         self.metrics.set_ready(false);
-        self.socket.cast(socket::SocketMsg::DisconnectAll).ok();
+        self.socket.cast(shells::socket::SocketMsg::DisconnectAll).ok();
         let deadline = tokio::time::Instant::now() + self.grace;
         while ServerMetrics::get(&self.metrics.players) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let left = ServerMetrics::get(&self.metrics.players);
         // After the leaves already in their mailboxes; the players still there leave first.
-        let worlds: Vec<(WorldId, ActorRef<shared::WorldMsg>)> =
+        let worlds: Vec<(WorldId, ActorRef<shells::mailbox::WorldMsg>)> =
             self.actors.lock().map(|a| a.iter().map(|(id, a)| (*id, a.clone())).collect()).unwrap_or_default();
         for (id, w) in &worlds {
-            if let Err(e) = w.call(shared::WorldMsg::Shutdown, Some(self.grace)).await {
+            if let Err(e) = w.call(shells::mailbox::WorldMsg::Shutdown, Some(self.grace)).await {
                 tracing::warn!(world = %id, error = %e, "a world's shutdown did not finish within the grace period");
             }
         }
@@ -466,7 +453,7 @@ impl ServerHandle {
     /// it when there is room. For tests and for an operator who wants a lower rate before
     /// the server needs one.
     pub fn pin_snapshot_interval(&self, interval: Option<u8>) {
-        let _ = self.broadcaster.cast(shared::BroadcastMsg::PinPace(interval));
+        let _ = self.broadcaster.cast(shells::mailbox::BroadcastMsg::PinPace(interval));
     }
 
     /// Conditions what the server sends player `player` (a [`PlayerId`], as `/players`
@@ -495,8 +482,8 @@ impl ServerHandle {
     #[doc(hidden)]
     pub fn inject_fault(&self, fault: Fault) {
         match fault {
-            Fault::ReceiveLoop => drop(self.socket.cast(socket::SocketMsg::InjectFault)),
-            Fault::Broadcaster => drop(self.broadcaster.cast(shared::BroadcastMsg::InjectFault)),
+            Fault::ReceiveLoop => drop(self.socket.cast(shells::socket::SocketMsg::InjectFault)),
+            Fault::Broadcaster => drop(self.broadcaster.cast(shells::mailbox::BroadcastMsg::InjectFault)),
         }
     }
 }
@@ -552,7 +539,7 @@ pub async fn start_with<W: World>(
     let public = config.public_addr.unwrap_or(addr);
     let metrics = Arc::new(ServerMetrics::with_tick_rate(config.tick_rate_hz));
     metrics.slots.store(config.max_players as u64, std::sync::atomic::Ordering::Relaxed);
-    let shaping = shaping::Shaping::new();
+    let shaping = ops::shaping::Shaping::new();
     let mut admin_addr = None;
     let listener = match config.admin_addr {
         Some(a) => {
@@ -576,39 +563,39 @@ pub async fn start_with<W: World>(
     let schema = Arc::new(world.schema());
     metrics.declare_world_kinds(&config.world_kinds);
 
-    let batcher = Arc::new(batcher::SnapshotBatcher::with_shaping(
+    let batcher = Arc::new(shells::batcher::SnapshotBatcher::with_shaping(
         socket.clone(),
         metrics.clone(),
         config.send_batch,
         shaping.clone(),
     ));
     let shaping_task = AbortOnDrop(tokio::spawn(shaping.clone().run(socket.clone())).abort_handle());
-    let env = shared::SnapshotEnv {
+    let env = shells::mailbox::SnapshotEnv {
         batcher: batcher.clone(),
         metrics: metrics.clone(),
         clock: unix_now,
         tick_period: Duration::from_secs(1) / u32::from(config.tick_rate_hz.max(1)),
     };
-    let fanout = Arc::new(broadcaster::FanOut::per_core(Some(batcher.clone())).with_metrics(metrics.clone()));
+    let fanout = Arc::new(shells::broadcaster::FanOut::per_core(Some(batcher.clone())).with_metrics(metrics.clone()));
     let numbers = Arc::new(std::sync::Mutex::new(world::Numbers::default()));
-    let broadcast_args = broadcaster::BroadcastArgs {
-        pacer: pace::Pacer::new(u32::from(config.snapshot_rate_hz), u32::from(config.min_snapshot_rate_hz)),
+    let broadcast_args = shells::broadcaster::BroadcastArgs {
+        pacer: cores::pace::Pacer::new(u32::from(config.snapshot_rate_hz), u32::from(config.min_snapshot_rate_hz)),
         metrics: metrics.clone(),
         batcher: Some(batcher.clone()),
         fanout: fanout.clone(),
         numbers: numbers.clone(),
     };
-    let (broadcaster, broadcaster_task) = Actor::spawn(None, broadcaster::Broadcaster, broadcast_args)
+    let (broadcaster, broadcaster_task) = Actor::spawn(None, shells::broadcaster::Broadcaster, broadcast_args)
         .await
         .map_err(|e| StartError::Spawn("broadcaster", e.to_string()))?;
     // Sixteen inputs a player between two ticks (a client sends one a tick, repeated ones are
     // dropped before they get here), room for 256 at least.
     let actors = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
-    let clock = world_actor::TickClock {
+    let clock = shells::world_actor::TickClock {
         epoch: tokio::time::Instant::now(),
         dt: Duration::from_secs(1) / u32::from(config.tick_rate_hz),
     };
-    let host = spawn::ActorBackend {
+    let host = shells::spawn::ActorBackend {
         broadcaster: broadcaster.clone(),
         metrics: metrics.clone(),
         clock,
@@ -624,7 +611,8 @@ pub async fn start_with<W: World>(
         world::TokenKeys { protocol_id: config.protocol_id, private_key: config.private_key },
         Box::new(host.clone()),
     );
-    let started = spawn::spawn_entry(&host, &worlds, entry, world).map_err(|e| StartError::Config(e.to_string()))?;
+    let started =
+        shells::spawn::spawn_entry(&host, &worlds, entry, world).map_err(|e| StartError::Config(e.to_string()))?;
     let (_entry, world_task) = started
         .await
         .map_err(|_| StartError::Spawn("world", "the world's actor did not start".into()))?
@@ -636,13 +624,13 @@ pub async fn start_with<W: World>(
         max_payload_bytes: crate::protocol::netcode::MAX_PAYLOAD_BYTES as u16,
     };
     let netcode = EndpointConfig::new(config.protocol_id, config.private_key, vec![public], config.max_players);
-    let socket_args = socket::SocketArgs {
+    let socket_args = shells::socket::SocketArgs {
         socket,
         env,
         fanout,
         netcode,
         player_queue: config.player_queue,
-        sessions: session::SessionSettings {
+        sessions: cores::session::SessionSettings {
             schema,
             params: session,
             snapshot_every: u32::from(config.tick_rate_hz / config.snapshot_rate_hz),
@@ -654,7 +642,7 @@ pub async fn start_with<W: World>(
         metrics: metrics.clone(),
         clock: unix_now,
     };
-    let (socket_ref, socket_task) = Actor::spawn(None, socket::SocketActor, socket_args)
+    let (socket_ref, socket_task) = Actor::spawn(None, shells::socket::SocketActor, socket_args)
         .await
         .map_err(|e| StartError::Spawn("socket", e.to_string()))?;
     // The root of the supervision tree: the world, broadcaster and socket actors are each

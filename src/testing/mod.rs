@@ -19,17 +19,17 @@ use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{Predictor, Schema, SenderConfig, WorldSnapshot};
 use crate::protocol::system::Pace;
-use crate::server::executor::{Executor, Outlet};
-use crate::server::inlet::{Arrived, Inlet};
-use crate::server::pace::Pacer;
-use crate::server::record::RecordTo;
-pub use crate::server::record::SharedBuffer;
-use crate::server::session::{MessageDrops, PlayerSession, SessionSettings};
-use crate::server::shared::{Frames, Left};
-use crate::server::simulation::{Simulation, Stepped, TickInput};
-use crate::server::world::{Numbers, Request, TokenKeys};
-use crate::server::world_actor::{Start, start_world};
-use crate::server::worlds::{Directory, ToWorld, View};
+use crate::server::cores::directory::{Directory, ToWorld, View};
+use crate::server::cores::executor::{Executor, Outlet};
+use crate::server::cores::inlet::{Arrived, Inlet};
+use crate::server::cores::pace::Pacer;
+use crate::server::cores::session::{MessageDrops, PlayerSession, SessionSettings};
+use crate::server::cores::simulation::{Simulation, Stepped, TickInput};
+use crate::server::extensions::record::RecordTo;
+pub use crate::server::extensions::record::SharedBuffer;
+use crate::server::game::world::{Numbers, Request, TokenKeys};
+use crate::server::shells::mailbox::{Frames, Left};
+use crate::server::shells::world_actor::{Start, start_world};
 use crate::server::{JoinInfo, PlayerId, World, WorldFault, WorldId, WorldOptions, Worlds};
 use crate::transport::conditioner::{Bottleneck, LinkConditioner, LinkCounts, LinkProfile};
 use bytes::Bytes;
@@ -299,7 +299,7 @@ impl Outlet<()> for StepOutlet<'_> {
         sim.handle(game, told);
     }
 
-    fn to_player(&mut self, player: PlayerId, _: &(), told: crate::server::worlds::ToPlayer) {
+    fn to_player(&mut self, player: PlayerId, _: &(), told: crate::server::cores::directory::ToPlayer) {
         self.with_session(player, |s, now, wire| s.handle(now, told, wire));
     }
 
@@ -694,7 +694,7 @@ impl<W: World> Stepper<W> {
                 let NewConnection { connection, reservation } = *new;
                 let who = JoinInfo::new(connection.client_id(), *connection.user_data());
                 let slot = connection.client_index();
-                let (inlet, mut session) = crate::server::inlet::open(&self.settings, connection);
+                let (inlet, mut session) = crate::server::cores::inlet::open(&self.settings, connection);
                 // Told the pace at once when the server paces, as the broadcaster tells it.
                 if self.pacer.interval() > 1 {
                     session.send_notice(now, Pace::new(self.pacer.interval()).encode(), &mut wire);
@@ -802,7 +802,7 @@ impl<W: World> Stepper<W> {
         self.worlds_changed();
     }
 
-    fn add_tap(&mut self, id: WorldId, tap: Box<dyn crate::server::world::Tap>) {
+    fn add_tap(&mut self, id: WorldId, tap: Box<dyn crate::server::game::world::Tap>) {
         if id == WorldId::ENTRY {
             self.sim.add_tap(tap);
         } else if let Some(h) = self.hosted.get_mut(&id) {
@@ -823,7 +823,7 @@ impl<W: World> Stepper<W> {
     pub fn record(&mut self, id: WorldId) -> std::io::Result<SharedBuffer> {
         let out = SharedBuffer::default();
         let stride = if id == WorldId::ENTRY { 1 } else { self.hosted.get(&id).map_or(1, |h| h.stride) };
-        let of = crate::server::record::RecordingOf {
+        let of = crate::server::extensions::record::RecordingOf {
             schema: self.settings.schema.clone(),
             kind: "recorded",
             columns: self.exec.board_columns(id),
@@ -831,8 +831,14 @@ impl<W: World> Stepper<W> {
             stride,
         };
         let handle = crate::server::RecordingHandle::default();
-        let recorder =
-            crate::server::record::Recorder::start(out.clone(), std::path::PathBuf::new(), handle, true, of, None)?;
+        let recorder = crate::server::extensions::record::Recorder::start(
+            out.clone(),
+            std::path::PathBuf::new(),
+            handle,
+            true,
+            of,
+            None,
+        )?;
         self.add_tap(id, Box::new(recorder));
         Ok(out)
     }
@@ -1044,7 +1050,7 @@ impl<W: World> Stepper<W> {
     /// there leaves and each world's [`World::shutdown`] runs. Steps after it tick nothing.
     pub fn shutdown(&mut self) {
         self.close_all(SessionEnd::ShuttingDown);
-        let grace = crate::server::session::GOODBYE_TIMEOUT.as_secs_f64() / self.sim.dt().as_secs_f64();
+        let grace = crate::server::cores::session::GOODBYE_TIMEOUT.as_secs_f64() / self.sim.dt().as_secs_f64();
         for _ in 0..=(grace.ceil() as u32) {
             if self.players() == 0 {
                 break;

@@ -76,7 +76,7 @@ pub struct Offer {
     /// Inputs received after that, in order ([`MAX_CARRIED_INPUTS`] at most).
     pub inputs: Vec<CarriedInput>,
     /// The player's id in the old zone, which is its avatar's id there in a game that numbers
-    /// avatars by player (as [`ZoneGame::viewer`](crate::server::zone::ZoneGame::viewer)
+    /// avatars by player (as [`ZoneGame::viewer`](crate::server::extensions::zone::ZoneGame::viewer)
     /// assumes). The new zone hides that entity of the old zone's border frames from the
     /// moment the player joins until the frames no longer hold it, so that the player is not
     /// shown twice while the old zone's last frames are still in use.

@@ -456,7 +456,7 @@ pub const MAX_STATE_PLAYERS: usize = 8192;
 /// A zone's whole state at one tick, for observers of the whole map: the global oracle of
 /// `volley run --zones N --oracle` (which checks every bot's view against all zones' states),
 /// a map viewer, an archive. Published only when the zone is asked to
-/// ([`ZoneOptions::publish_state`](crate::server::zone::ZoneOptions::publish_state)): it
+/// ([`ZoneOptions::publish_state`](crate::server::extensions::zone::ZoneOptions::publish_state)): it
 /// costs a whole snapshot's coding a tick.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StateFrame {
@@ -589,7 +589,7 @@ pub struct ZoneCounters {
     pub work_ns: AtomicU64,
     /// CPU time spent choosing each player's border entities (the border world's relevancy,
     /// on the players' send path), nanoseconds. A call takes a microsecond or two, so one
-    /// call in [`RELEVANCY_TIMED_EVERY`](crate::server::zone::RELEVANCY_TIMED_EVERY) is timed (the thread's own time) and counted that
+    /// call in [`RELEVANCY_TIMED_EVERY`](crate::server::extensions::zone::RELEVANCY_TIMED_EVERY) is timed (the thread's own time) and counted that
     /// many times: an estimate that the scheduler's turns do not inflate.
     pub relevancy_ns: AtomicU64,
     /// CPU time of the border world's own work (storing frames, its ticks, its snapshots'

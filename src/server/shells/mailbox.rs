@@ -8,7 +8,7 @@
 //!
 //! | what | written by | read by | rule |
 //! | --- | --- | --- | --- |
-//! | payloads (acks, the client's messages, control) | socket, after the player's [`Inlet`](super::inlet::Inlet) read its inputs | actor, first thing at every wake-up | at most `player_queue` wait (more are dropped and counted); the socket casts a wake-up only for a control message, the client's messages, or half the room used, at most one in flight |
+//! | payloads (acks, the client's messages, control) | socket, after the player's [`Inlet`](crate::server::cores::inlet::Inlet) read its inputs | actor, first thing at every wake-up | at most `player_queue` wait (more are dropped and counted); the socket casts a wake-up only for a control message, the client's messages, or half the room used, at most one in flight |
 //! | when the client was last heard | socket | actor (timeouts) | a relaxed atomic |
 //! | closing | actor | socket | once set, the client's inputs no longer reach the world |
 //! | the inbox (newest snapshot, messages and batches from the world) | broadcaster | actor | see [`PlayerInbox`]: newest-wins snapshot, at most [`MAX_PENDING_MESSAGES`] messages; the fan-out wakes the actor at most once a tick for its snapshot |
@@ -26,13 +26,13 @@ use ractor::{ActorId, ActorRef};
 use tokio::time::Instant;
 
 use super::batcher::{BatchTx, SnapshotBatcher};
-use super::inputs::{AppliedInputs, InputQueue};
-use super::metrics::{SentKind, ServerMetrics, count_control};
-use super::session::PlayerSession;
-use super::world::{JoinInfo, PlayerId, Relevancy, TapBox, WorldFault, WorldId, WorldOptions};
-use super::worlds::{ToPlayer, ToWorld, View};
 use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::SessionEnd;
+use crate::server::cores::directory::{ToPlayer, ToWorld, View};
+use crate::server::cores::inputs::{AppliedInputs, InputQueue};
+use crate::server::cores::session::PlayerSession;
+use crate::server::game::world::{JoinInfo, PlayerId, Relevancy, TapBox, WorldFault, WorldId, WorldOptions};
+use crate::server::ops::metrics::{SentKind, ServerMetrics, count_control};
 use crate::transport::udp::UdpTx;
 
 /// World messages that may wait for one player actor.
@@ -91,15 +91,15 @@ pub(crate) enum BroadcastMsg {
     /// A player that left.
     Remove(PlayerId),
     /// Holds every player's snapshot interval at this many ticks, or lets the pacer decide
-    /// ([`ServerHandle::pin_snapshot_interval`](super::ServerHandle::pin_snapshot_interval)).
+    /// ([`ServerHandle::pin_snapshot_interval`](crate::server::ServerHandle::pin_snapshot_interval)).
     PinPace(Option<u8>),
     /// What a world's tick asked, in the tick's order ([`Command`]: its teams, messages,
     /// scoreboard, kicks, snapshot, moves and watches), with the inputs the tick applied;
-    /// carried out by the [`Executor`](super::executor::Executor), as in the stepper. Its
+    /// carried out by the [`Executor`](crate::server::cores::executor::Executor), as in the stepper. Its
     /// snapshot is shared (never copied per player).
     ///
-    /// [`Command`]: super::simulation::Command
-    Tick(WorldId, Vec<super::simulation::Command>, AppliedInputs),
+    /// [`Command`]: crate::server::cores::simulation::Command
+    Tick(WorldId, Vec<crate::server::cores::simulation::Command>, AppliedInputs),
     /// Hand a world's frames to a tap (a spectators' world's feed), once its actor runs.
     Tap(WorldId, TapBox),
     /// A world is starting (its actor is on its way: what is for it waits until then).
@@ -297,7 +297,7 @@ impl Frames {
         session: &mut PlayerSession,
         now: Duration,
         tx: &mut impl crate::protocol::netcode::Transmit,
-        mut dropped: impl FnMut(super::session::PacketDrop),
+        mut dropped: impl FnMut(crate::server::cores::session::PacketDrop),
     ) -> Option<Instant> {
         let messages = std::mem::take(&mut self.messages);
         let mut start = 0;

@@ -1,6 +1,6 @@
 //! A world's scoreboard, sans-IO: the rows (a name and the game's fields per player), what
 //! changes them, and when an update is due. [`Simulation`](super::simulation) keeps one for a
-//! world that names columns ([`World::scoreboard_columns`](super::World::scoreboard_columns))
+//! world that names columns ([`World::scoreboard_columns`](crate::server::World::scoreboard_columns))
 //! and hands its rows on with the tick; the shells add each player's ping and send it on the
 //! framework's channel, and taps get the rows in their frames (recordings and spectators
 //! mirror them).
@@ -14,9 +14,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::world::{BoardChange, JoinInfo, PlayerId};
 use crate::protocol::cut;
 use crate::protocol::scoreboard::{MAX_NAME_BYTES, ScoreRow};
+use crate::server::game::world::{BoardChange, JoinInfo, PlayerId};
 
 /// Ticks between two scoreboard updates at a tick of `dt`: half a second.
 pub(crate) fn board_every(dt: Duration) -> u32 {

@@ -136,7 +136,7 @@ pub struct JoinInfo {
     /// The token's user data, whatever the backend put there (a name, a team, a ticket).
     pub user_data: [u8; USER_DATA_BYTES],
     /// When the player was handed over from a neighbouring zone (see
-    /// [`zone`](crate::server::zone)): the old zone's offer, with the game's state for the
+    /// [`zone`](crate::server::extensions::zone)): the old zone's offer, with the game's state for the
     /// player. `None` for an ordinary join.
     pub handoff: Option<Arc<crate::protocol::zone::handoff::Offer>>,
     /// Where it comes from: it just connected, was moved here from another world, or came

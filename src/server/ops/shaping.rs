@@ -5,7 +5,7 @@
 //! first: latency, jitter, loss and a bottleneck with a drop-tail queue. Keep-alives and
 //! handshakes pass untouched.
 //!
-//! Set through [`ServerHandle::condition_player`](super::ServerHandle::condition_player)
+//! Set through [`ServerHandle::condition_player`](crate::server::ServerHandle::condition_player)
 //! or, where the server allows it ([`ServerConfig::admin_link_control`]), the admin
 //! endpoint `POST /players/{id}/link?rate=32000&queue_ms=250&loss=0.02&latency_ms=20`.
 //!
@@ -15,7 +15,7 @@
 //! at most [`MAX_HELD`] datagrams (what finds it full is dropped and counted).
 //!
 //! [`SendRate`]: crate::protocol::reliability::SendRate
-//! [`ServerConfig::admin_link_control`]: super::ServerConfig::admin_link_control
+//! [`ServerConfig::admin_link_control`]: crate::server::ServerConfig::admin_link_control
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -1,7 +1,7 @@
 //! The world actor: the thin shell that runs a [`World`] at its fixed timestep. It queues
 //! the players' inputs ([`InputQueue`]), steps the shared [`Simulation`] each tick and hands
 //! each of the tick's commands to the broadcaster. What a game writes lives in
-//! [`world`](super::world); this module is machinery.
+//! [`world`](crate::server::game::world); this module is machinery.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,13 +9,13 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
-use super::inputs::{Applied, AppliedInputs, ClientInput, InputQueue};
-use super::metrics::ServerMetrics;
-use super::shared::{BroadcastMsg, WorldMsg};
-use super::simulation::{Command, Simulation, TickInput};
-use super::world::{PlayerId, World, WorldFault, WorldId};
-use super::worlds::ToWorld;
+use super::mailbox::{BroadcastMsg, WorldMsg};
 use crate::protocol::input::ViewTime;
+use crate::server::cores::directory::ToWorld;
+use crate::server::cores::inputs::{Applied, AppliedInputs, ClientInput, InputQueue};
+use crate::server::cores::simulation::{Command, Simulation, TickInput};
+use crate::server::game::world::{PlayerId, World, WorldFault, WorldId};
+use crate::server::ops::metrics::ServerMetrics;
 
 /// The world actor (`fn() -> W` keeps it `Sync` whatever `W` is; the world lives in the state).
 pub(crate) struct WorldActor<W: World>(std::marker::PhantomData<fn() -> W>);
@@ -76,11 +76,11 @@ pub(crate) struct WorldArgs<W: World> {
     /// Where player actors leave inputs.
     pub inputs: InputQueue,
     /// The server's worlds, for [`World::started`].
-    pub worlds: super::world::Worlds,
+    pub worlds: crate::server::game::world::Worlds,
     /// Why it ended, for whoever watches it end.
     pub why: Arc<std::sync::Mutex<String>>,
     /// Record it into this folder (with its kind's name), telling this handle how it goes.
-    pub record: Option<(std::path::PathBuf, String, super::world::RecordingHandle)>,
+    pub record: Option<(std::path::PathBuf, String, crate::server::game::world::RecordingHandle)>,
     /// Stop once its last player has left.
     pub stop_when_empty: bool,
 }
@@ -174,7 +174,11 @@ impl<W: World> Actor for WorldActor<W> {
         }
         let tick_rate_hz = (1.0 / clock.dt.as_secs_f64()).round() as u16;
         let record = record.as_ref().map(|(dir, kind, handle)| {
-            let to = super::record::RecordTo { dir: dir.as_path(), handle: handle.clone(), inline: false };
+            let to = crate::server::extensions::record::RecordTo {
+                dir: dir.as_path(),
+                handle: handle.clone(),
+                inline: false,
+            };
             (kind.as_str(), to)
         });
         let start = Start { id, dt, stride, tick_rate_hz, stop_when_empty, record, metrics: Some(metrics.clone()) };
@@ -277,7 +281,7 @@ pub(crate) struct Start<'a> {
     /// Stop once its last player has left.
     pub stop_when_empty: bool,
     /// Record it (its kind's name, where, how).
-    pub record: Option<(&'a str, super::record::RecordTo<'a>)>,
+    pub record: Option<(&'a str, crate::server::extensions::record::RecordTo<'a>)>,
     /// Figures (none in the stepper).
     pub metrics: Option<Arc<ServerMetrics>>,
 }
@@ -287,7 +291,7 @@ pub(crate) struct Start<'a> {
 /// [`World::started`] (a panic there is counted, and the world runs on).
 pub(crate) fn start_world<W: World + ?Sized>(
     world: &mut W,
-    worlds: &super::world::Worlds,
+    worlds: &crate::server::game::world::Worlds,
     how: Start<'_>,
 ) -> Simulation {
     let columns = world.scoreboard_columns();
@@ -295,14 +299,14 @@ pub(crate) fn start_world<W: World + ?Sized>(
         .with_scoreboard(!columns.is_empty())
         .with_stop_when_empty(how.stop_when_empty);
     if let Some((kind, to)) = how.record {
-        let of = super::record::RecordingOf {
+        let of = crate::server::extensions::record::RecordingOf {
             schema: sim.schema().clone(),
             kind,
             columns,
             tick_rate_hz: how.tick_rate_hz,
             stride: how.stride,
         };
-        super::record::record_into(&mut |tap| sim.add_tap(tap), to, how.id, of, how.metrics);
+        crate::server::extensions::record::record_into(&mut |tap| sim.add_tap(tap), to, how.id, of, how.metrics);
     }
     let worlds = worlds.of(how.id);
     sim.guard(WorldFault::PanicInJoin, || world.started(how.id, &worlds));

@@ -3,7 +3,7 @@
 //! what stands near its borders with the neighbouring zones over a message bus; what its
 //! neighbours share with it is shown to its players, read-only, beside its own entities.
 //!
-//! [`Worlds::zone`](super::Worlds::zone) makes a running world a zone. It taps the world's
+//! [`Worlds::zone`](crate::server::Worlds::zone) makes a running world a zone. It taps the world's
 //! snapshots and starts a second world, the *border world*, which every player of the
 //! server watches: it holds the newest border entities each neighbour sent, and the
 //! ordinary merge puts them into each player's snapshot, with one budget and one priority
@@ -37,17 +37,17 @@ use std::time::Duration;
 
 use glam::Vec2;
 
-use super::spatial::Grid;
+use crate::server::game::spatial::Grid;
 
-use super::world::{
-    Handles, JoinInfo, PlayerId, Players, Relevancy, SpawnError, Tap, TokenKeys, World, WorldId, WorldOptions,
-    WorldRef, Worlds,
-};
 use crate::protocol::recording::Event;
 use crate::protocol::snapshot::{EntityRef, Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::zone::handoff::{AlreadyLeaving, Answer, Arrivals, Departures, Offer, Outcome};
 use crate::protocol::zone::{
     BorderEncoder, BorderError, BorderFrame, CodedFrame, StateFrame, ZoneId, ZoneLayout, border_id, split_border_id,
+};
+use crate::server::game::world::{
+    Handles, JoinInfo, PlayerId, Players, Relevancy, SpawnError, Tap, TokenKeys, World, WorldId, WorldOptions,
+    WorldRef, Worlds,
 };
 use volley_util::cpu::{cpu_since, thread_cpu_time};
 
@@ -951,7 +951,7 @@ impl Tap for ZoneTap {
             }
             self.arrived.insert(player, offer.last_applied);
             who.handoff = Some(Arc::new(offer));
-            who.origin = super::world::Origin::HandedOver;
+            who.origin = crate::server::game::world::Origin::HandedOver;
         }
     }
 
@@ -1279,7 +1279,7 @@ impl Relevancy for BorderRelevancy {
 }
 
 /// Builds a zone's border world, and then (given the border world's reference) its link and
-/// the tap on its world; [`Worlds::zone`](super::Worlds::zone) starts them.
+/// the tap on its world; [`Worlds::zone`](crate::server::Worlds::zone) starts them.
 pub(crate) fn parts(
     schema: Arc<Schema>,
     options: &ZoneOptions,
@@ -1688,7 +1688,7 @@ mod tests {
     }
 
     struct In(PlayerId, u32);
-    impl crate::server::simulation::TickInput for In {
+    impl crate::server::cores::simulation::TickInput for In {
         fn player(&self) -> PlayerId {
             self.0
         }
@@ -1705,7 +1705,7 @@ mod tests {
 
     #[test]
     fn the_zones_tap_holds_offers_and_ends_each_handoff_through_the_players_hooks() {
-        use crate::server::simulation::Simulation;
+        use crate::server::cores::simulation::Simulation;
         let schema = Arc::new(Schema::new());
         let layout = ZoneLayout::grid(Vec2::ZERO, Vec2::new(200.0, 100.0), 2, 1, 50.0).unwrap();
         let options = ZoneOptions::new(layout, 0, Arc::new(Line));

@@ -8,17 +8,17 @@ use std::time::Instant;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::batcher::SnapshotBatcher;
-use super::executor::{Executor, Outlet};
-use super::inputs::{AppliedInputs, InputQueue};
-use super::metrics::ServerMetrics;
-use super::pace::{Pacer, Round};
-use super::shared::{BroadcastMsg, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, WorldMsg};
-use super::world::{Audience, Numbers, PlayerId, WorldId};
-use super::worlds::{Directory, ToPlayer, ToWorld};
+use super::mailbox::{BroadcastMsg, MAX_PENDING_MESSAGES, MessageBatch, NewWorld, PlayerMsg, PlayerRef, WorldMsg};
 use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::WorldSnapshot;
 use crate::protocol::system::Pace;
+use crate::server::cores::directory::{Directory, ToPlayer, ToWorld};
+use crate::server::cores::executor::{Executor, Outlet};
+use crate::server::cores::inputs::{AppliedInputs, InputQueue};
+use crate::server::cores::pace::{Pacer, Round};
+use crate::server::game::world::{Audience, Numbers, PlayerId, WorldId};
+use crate::server::ops::metrics::ServerMetrics;
 use bytes::Bytes;
 
 /// Wakes a tick's player actors a few at a time: each one that finishes its snapshot wakes
@@ -522,9 +522,9 @@ impl Actor for Broadcaster {
 mod tests {
     use super::*;
     use crate::protocol::snapshot::WorldSnapshot;
-    use crate::server::shared::Mailbox;
-    use crate::server::simulation::Command;
-    use crate::server::world::{JoinInfo, WorldOptions};
+    use crate::server::cores::simulation::Command;
+    use crate::server::game::world::{JoinInfo, WorldOptions};
+    use crate::server::shells::mailbox::Mailbox;
     use std::sync::atomic::{AtomicBool, AtomicUsize};
     use tokio::sync::Notify;
 
@@ -743,7 +743,7 @@ mod tests {
 
     /// What a tick applied: nothing.
     fn applied() -> AppliedInputs {
-        Arc::new(crate::server::inputs::Applied {
+        Arc::new(crate::server::cores::inputs::Applied {
             newest: Vec::new(),
             fresh: Vec::new(),
             started: tokio::time::Instant::now(),

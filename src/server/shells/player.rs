@@ -5,7 +5,7 @@
 //! It wakes once a tick, when the fan-out hands it its world's snapshot: it first reads what
 //! the socket left in its [`Mailbox`] (acknowledgements first), hands the client's messages
 //! to the world, then encodes and sends its snapshot. The client's inputs never wait for it:
-//! the socket actor's [`Inlet`](super::inlet::Inlet) hands them to the world at once. A
+//! the socket actor's [`Inlet`](crate::server::cores::inlet::Inlet) hands them to the world at once. A
 //! control message, the client's messages, the directory's news, the scoreboard and a
 //! heartbeat (every 100 ms: keep-alives, timeouts, the goodbye's repeats) wake it too.
 
@@ -18,16 +18,16 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use super::broadcaster::FanOut;
-use super::inputs::ClientInput;
-use super::metrics::{EndReason, PlayerStats, ServerMetrics, Wakeup};
-use super::session::PlayerSession;
-use super::shared::{
+use super::mailbox::{
     BroadcastMsg, Frames, Mailbox, MessageBatch, PlayerMsg, PlayerRef, RouteCache, SnapshotEnv, SocketCtl,
 };
-use super::world::JoinInfo;
-use super::worlds::ToPlayer;
 use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::session::SessionEnd;
+use crate::server::cores::directory::ToPlayer;
+use crate::server::cores::inputs::ClientInput;
+use crate::server::cores::session::PlayerSession;
+use crate::server::game::world::JoinInfo;
+use crate::server::ops::metrics::{EndReason, PlayerStats, ServerMetrics, Wakeup};
 use crate::transport::udp::UdpTx;
 
 /// What a player actor starts with.
@@ -156,7 +156,7 @@ impl Own {
         let id = self.session.id();
         let open = self.shared.inputs_open();
         let queue = self.route.get(&self.shared).filter(|_| open);
-        let round = queue.map_or(0, super::inputs::InputQueue::round);
+        let round = queue.map_or(0, crate::server::cores::inputs::InputQueue::round);
         let (mut queued, mut full, mut landed) = (0, 0, None);
         let drops = self.session.take_messages(now, round, tx, |data, reliable| {
             match queue.and_then(|q| q.push(ClientInput::message(id, data, reliable, arrived))) {

@@ -1,5 +1,5 @@
 //! A spatial index for what games ask of positions every tick: which entities are nearest a
-//! player (its interest, for a [`Relevancy`](super::Relevancy)), which are within a radius
+//! player (its interest, for a [`Relevancy`](crate::server::Relevancy)), which are within a radius
 //! (a blast, a hit, a zone's border).
 //!
 //! [`Grid`] is a uniform grid of square cells over a rectangle (points outside fall into

@@ -6,7 +6,7 @@
 //! replay window, packet budget, input de-duplication): its new inputs go straight into the
 //! world's input queue, and the rest of its payload is left in the player's [`Mailbox`] for
 //! the session, without waking the player actor unless the payload asks for it now (see
-//! [`super::shared`]); past `player_queue` payloads waiting, more are dropped and counted, so
+//! [`super::mailbox`]); past `player_queue` payloads waiting, more are dropped and counted, so
 //! one slow or flooding client never grows memory or delays the others. A datagram from any
 //! other address goes
 //! through the netcode handshake right there, rate-limited per address and in total; only a
@@ -24,16 +24,16 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::broadcaster::FanOut;
-use super::inlet::{Arrived, Inlet};
-use super::inputs::{ClientInput, InputQueue};
-use super::metrics::{DatagramDrop, DeliveryPath, EndReason, ReceivedKind, ServerMetrics, count_control};
+use super::mailbox::{BroadcastMsg, Left, Mailbox, PlayerMsg, PlayerRef, RouteCache, SnapshotEnv, SocketCtl};
 use super::player::{PlayerActor, PlayerArgs, PlayerShell};
-use super::session::SessionSettings;
-use super::shared::{BroadcastMsg, Left, Mailbox, PlayerMsg, PlayerRef, RouteCache, SnapshotEnv, SocketCtl};
 use crate::protocol::input::FreshInputs;
 use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection, SendHalf};
 use crate::protocol::netcode::slots::Occupant;
 use crate::protocol::session::SessionEnd;
+use crate::server::cores::inlet::{Arrived, Inlet};
+use crate::server::cores::inputs::{ClientInput, InputQueue};
+use crate::server::cores::session::SessionSettings;
+use crate::server::ops::metrics::{DatagramDrop, DeliveryPath, EndReason, ReceivedKind, ServerMetrics, count_control};
 use crate::transport::batch::{BATCH, RecvBatch};
 use crate::transport::udp::UdpTx;
 
@@ -310,7 +310,7 @@ async fn on_datagram(
     let NewConnection { connection, reservation } = *new;
     let farewell = connection.farewell_copy();
     let mailbox = Mailbox::new(connection.client_index(), connection.addr(), connection.client_id(), now);
-    let (inlet, session) = super::inlet::open(&args.sessions, connection);
+    let (inlet, session) = crate::server::cores::inlet::open(&args.sessions, connection);
     let shell = PlayerShell {
         socket: args.socket.clone(),
         env: args.env.clone(),

@@ -8,17 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::board::Board;
-use super::world::{Applied, Held, HeldInput};
-use super::world::{
-    Audience, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, Outbox, PlayerId, Players, Tap, World,
-    WorldChange, WorldFault, WorldId, message_event,
-};
-use super::worlds::ToWorld;
+use super::directory::ToWorld;
 use crate::protocol::input::ViewTime;
 use crate::protocol::recording::Event;
 use crate::protocol::scoreboard::ScoreRow;
 use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::system::Redirect;
+use crate::server::game::world::{Applied, Held, HeldInput};
+use crate::server::game::world::{
+    Audience, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, Outbox, PlayerId, Players, Tap, World,
+    WorldChange, WorldFault, WorldId, message_event,
+};
 
 /// One input on its way into a tick, however its shell holds it.
 pub(crate) trait TickInput {
@@ -107,7 +107,7 @@ impl Stepped {
 #[derive(Debug, Default)]
 struct TapAsks {
     kicks: Vec<(PlayerId, String)>,
-    messages: Vec<super::world::Outgoing>,
+    messages: Vec<crate::server::game::world::Outgoing>,
 }
 
 /// A world's tick count, players, the inputs it applied and its previous snapshot: what a
@@ -125,7 +125,7 @@ pub(crate) struct Simulation {
     applied: BTreeMap<PlayerId, Applied>,
     /// The players joined (a leave for one not here is not passed on).
     joined: std::collections::BTreeSet<PlayerId>,
-    /// Stop once empty ([`WorldOptions::stop_when_empty`](super::WorldOptions::stop_when_empty)),
+    /// Stop once empty ([`WorldOptions::stop_when_empty`](crate::server::WorldOptions::stop_when_empty)),
     /// and whether anyone has joined yet.
     stop_when_empty: bool,
     had_players: bool,

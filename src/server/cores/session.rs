@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::world::{PlayerId, Relevancy};
-use super::worlds::{ToPlayer, View};
+use super::directory::{ToPlayer, View};
 use crate::protocol::input::read_input_packet;
 use crate::protocol::netcode::packet::MAX_PACKET_BYTES;
 use crate::protocol::netcode::server::SendHalf;
@@ -18,6 +17,7 @@ use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
 use crate::protocol::snapshot::{EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender};
 use crate::protocol::system::WorldNotice;
+use crate::server::game::world::{PlayerId, Relevancy};
 
 /// Bytes on the wire around a reliability frame: the netcode packet's prefix, sequence and
 /// tag, and the IP and UDP headers (what a narrow link carries too).
@@ -84,7 +84,7 @@ pub const GAME_CHANNEL_RECEIVE_BYTES: usize = 128 * 1024;
 pub const SYSTEM_CHANNEL_RECEIVE_BYTES: usize = 16 * 1024;
 
 /// The most memory one client can make the server hold for it, whatever it sends, by
-/// what holds it ([`ServerConfig::player_budget`](super::ServerConfig::player_budget)).
+/// what holds it ([`ServerConfig::player_budget`](crate::server::ServerConfig::player_budget)).
 /// Each part is enforced in bytes or by a count of things of bounded size; what a client
 /// sends past a part's bound is dropped (and counted) or left unacknowledged, never queued.
 ///

@@ -29,10 +29,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::world::{Audience, JoinInfo, Origin, PlayerId, Relevancy, WorldId, WorldOptions};
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::{Interest, WorldSnapshot};
 use crate::protocol::system::{EnterReason, WorldNotice};
+use crate::server::game::world::{Audience, JoinInfo, Origin, PlayerId, Relevancy, WorldId, WorldOptions};
 
 /// One world's part of a view.
 pub(crate) struct Part {
@@ -493,7 +493,7 @@ impl<P: Clone> Directory<P> {
 mod tests {
     use super::*;
     use crate::server::Everything;
-    use crate::server::world::Numbers;
+    use crate::server::game::world::Numbers;
 
     fn who(n: u64) -> JoinInfo {
         JoinInfo::new(n, [0; crate::protocol::netcode::USER_DATA_BYTES])

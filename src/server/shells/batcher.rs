@@ -18,9 +18,9 @@ use std::time::Duration;
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
-use super::metrics::{DatagramDrop, ServerMetrics};
-use super::shaping::Shaping;
 use crate::protocol::netcode::Transmit;
+use crate::server::ops::metrics::{DatagramDrop, ServerMetrics};
+use crate::server::ops::shaping::Shaping;
 use crate::transport::batch;
 
 /// One queued datagram.

@@ -13,12 +13,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::directory::{Directory, Effect, ToPlayer, ToWorld};
 use super::simulation::Command;
-use super::world::{Audience, JoinInfo, PlayerId, Relevancy, WorldId, WorldOptions};
-use super::worlds::{Directory, Effect, ToPlayer, ToWorld};
 use crate::protocol::scoreboard::{BoardSender, BoardUpdates, ScoreRow};
 use crate::protocol::session::SessionEnd;
 use crate::protocol::snapshot::WorldSnapshot;
+use crate::server::game::world::{Audience, JoinInfo, PlayerId, Relevancy, WorldId, WorldOptions};
 
 /// What a shell does with what the [`Executor`] decided. `P` is how the shell reaches a
 /// player (the broadcaster's player reference, the stepper's nothing).

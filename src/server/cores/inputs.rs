@@ -8,8 +8,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::world::PlayerId;
 use crate::protocol::input::{MAX_INPUT_BYTES, ViewTime};
+use crate::server::game::world::PlayerId;
 
 /// What a tick did with the players' inputs.
 #[derive(Debug, Clone)]

@@ -14,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::metrics::ServerMetrics;
-use super::world::{RecordingClosed, RecordingHandle, RecordingState, Tap};
 use crate::protocol::recording::{Event, FrameIn, Header, RecordWriter};
 use crate::protocol::session::PROTOCOL_VERSION;
 use crate::protocol::snapshot::{Schema, WorldSnapshot};
+use crate::server::game::world::{RecordingClosed, RecordingHandle, RecordingState, Tap};
+use crate::server::ops::metrics::ServerMetrics;
 
 /// Frames waiting for the writer, at most, per recording (four seconds of a world at 60 Hz).
 pub(crate) const RECORDER_QUEUE: usize = 256;
@@ -137,7 +137,7 @@ fn writer_thread() -> Option<&'static Mutex<Vec<Queued>>> {
                 open.retain_mut(|r| match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| write_queued(r))) {
                     Ok(more) => more,
                     Err(panic) => {
-                        let why = super::simulation::panic_text(&*panic);
+                        let why = crate::server::cores::simulation::panic_text(&*panic);
                         r.shared.failed.store(true, Ordering::Relaxed);
                         r.open.fail(&format!("the recording's writer panicked: {why}"));
                         false
@@ -233,13 +233,13 @@ pub(crate) struct RecordingOf<'a> {
 }
 
 /// Starts recording world `id` into a new file in `to.dir` as one of its taps
-/// ([`WorldOptions::recorded`](super::WorldOptions::recorded)), on the server and in the
+/// ([`WorldOptions::recorded`](crate::server::WorldOptions::recorded)), on the server and in the
 /// stepper alike: a folder that cannot be written is logged, counted and told to the
 /// handle, and the world runs on unrecorded.
 pub(crate) fn record_into(
     taps: &mut impl FnMut(Box<dyn Tap>),
     to: RecordTo<'_>,
-    id: super::WorldId,
+    id: crate::server::WorldId,
     of: RecordingOf<'_>,
     metrics: Option<Arc<ServerMetrics>>,
 ) {

@@ -1,6 +1,6 @@
 //! Worlds that show another world's state instead of simulating their own: a recording played
 //! back ([`SpectatorWorld::replay`], what `volley replay FILE` serves) and a running world
-//! shown with a delay to spectators ([`Worlds::spectate`](super::Worlds::spectate)). Viewers
+//! shown with a delay to spectators ([`Worlds::spectate`](crate::server::Worlds::spectate)). Viewers
 //! are ordinary connected players of such a world: they get ordinary snapshots (an unmodified
 //! game client can watch), send no inputs that matter, and steer it with
 //! [`SpectatorControl`] messages; the client library reads where it stands
@@ -18,10 +18,12 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use super::world::{Audience, Outbox, PlayerId, Relevancy, SpawnError, Tap, World, WorldId, WorldOptions, Worlds};
 use crate::protocol::recording::{Event, Frame, Playhead, Recording, RecordingError};
 use crate::protocol::snapshot::{Interest, Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::system::{SpectatorControl, SpectatorStatus};
+use crate::server::game::world::{
+    Audience, Outbox, PlayerId, Relevancy, SpawnError, Tap, World, WorldId, WorldOptions, Worlds,
+};
 
 /// Frames in flight from a watched world to its spectators' world (a second at 60 Hz): more
 /// means the spectators' world is stalled, and its frames are left out until it drains.
@@ -62,7 +64,7 @@ pub enum Hearing {
     Everything,
 }
 
-/// How a running world is shown to spectators ([`Worlds::spectate`](super::Worlds::spectate)):
+/// How a running world is shown to spectators ([`Worlds::spectate`](crate::server::Worlds::spectate)):
 /// how late, what a spectator following a player sees, and what they hear.
 #[derive(Clone)]
 pub struct Spectators {

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::protocol::netcode::{DisconnectReason, DropReason};
 use crate::protocol::session::SessionEnd;
 use crate::protocol::zone::ZoneCounters;
-use crate::server::world::WorldFault;
+use crate::server::game::world::WorldFault;
 use crate::transport::udp::UdpTx;
 
 const RING: usize = 1024;
@@ -1222,7 +1222,12 @@ impl ServerMetrics {
 
     /// Counts client messages: `queued` handed to the world, the ones the session dropped,
     /// and `full` refused by a full input queue.
-    pub(crate) fn record_client_messages(&self, queued: u64, drops: crate::server::session::MessageDrops, full: u64) {
+    pub(crate) fn record_client_messages(
+        &self,
+        queued: u64,
+        drops: crate::server::cores::session::MessageDrops,
+        full: u64,
+    ) {
         if queued > 0 {
             self.client_messages.fetch_add(queued, Ordering::Relaxed);
         }
@@ -1416,21 +1421,21 @@ impl ServerMetrics {
     }
 
     /// Records a datagram from a connected player's address that was dropped.
-    pub fn record_player_drop(&self, why: crate::server::session::PacketDrop) {
+    pub fn record_player_drop(&self, why: crate::server::cores::session::PacketDrop) {
         let i = match why {
-            crate::server::session::PacketDrop::Netcode(r) => r as usize,
-            crate::server::session::PacketDrop::Malformed => DropReason::ALL.len(),
-            crate::server::session::PacketDrop::UnexpectedSystemMessage => DropReason::ALL.len() + 1,
+            crate::server::cores::session::PacketDrop::Netcode(r) => r as usize,
+            crate::server::cores::session::PacketDrop::Malformed => DropReason::ALL.len(),
+            crate::server::cores::session::PacketDrop::UnexpectedSystemMessage => DropReason::ALL.len() + 1,
         };
         self.player_drops[i].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Datagrams from connected players dropped so far for `why`.
-    pub fn player_drops(&self, why: crate::server::session::PacketDrop) -> u64 {
+    pub fn player_drops(&self, why: crate::server::cores::session::PacketDrop) -> u64 {
         let i = match why {
-            crate::server::session::PacketDrop::Netcode(r) => r as usize,
-            crate::server::session::PacketDrop::Malformed => DropReason::ALL.len(),
-            crate::server::session::PacketDrop::UnexpectedSystemMessage => DropReason::ALL.len() + 1,
+            crate::server::cores::session::PacketDrop::Netcode(r) => r as usize,
+            crate::server::cores::session::PacketDrop::Malformed => DropReason::ALL.len(),
+            crate::server::cores::session::PacketDrop::UnexpectedSystemMessage => DropReason::ALL.len() + 1,
         };
         self.player_drops[i].load(Ordering::Relaxed)
     }

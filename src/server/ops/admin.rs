@@ -22,7 +22,7 @@
 //! it, `DELETE /players/{id}/link` takes it off (answering what it did), `GET /links` lists
 //! the conditioned links with what they dropped. These are the only requests that are not `GET`.
 //!
-//! [`ServerConfig::admin_link_control`]: super::ServerConfig::admin_link_control
+//! [`ServerConfig::admin_link_control`]: crate::server::ServerConfig::admin_link_control
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,9 +33,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::AbortHandle;
 
-use super::PlayerLink;
 use super::metrics::ServerMetrics;
 use super::shaping::Shaping;
+use crate::server::PlayerLink;
 
 const MAX_HEAD: usize = 8 * 1024;
 const MAX_CONNECTIONS: usize = 64;
@@ -55,7 +55,7 @@ pub struct Admin {
     /// `/players` shows each client's IP address and port.
     pub show_addresses: bool,
     /// The players' conditioned links, when the link control is on
-    /// ([`ServerConfig::admin_link_control`](super::ServerConfig::admin_link_control)).
+    /// ([`ServerConfig::admin_link_control`](crate::server::ServerConfig::admin_link_control)).
     pub(crate) links: Option<Arc<Shaping>>,
 }
 

@@ -6,12 +6,12 @@ use std::sync::{Arc, Mutex};
 
 use ractor::{Actor, ActorRef};
 
-use super::inputs::InputQueue;
-use super::metrics::ServerMetrics;
-use super::shared::{BroadcastMsg, NewWorld, WorldMsg};
-use super::world::{Host, PlayerId, SpawnError, Tap, World, WorldId, WorldOptions, Worlds};
+use super::mailbox::{BroadcastMsg, NewWorld, WorldMsg};
 use super::world_actor::{TickClock, WorldActor, WorldArgs};
 use crate::protocol::zone::ZoneCounters;
+use crate::server::cores::inputs::InputQueue;
+use crate::server::game::world::{Host, PlayerId, SpawnError, Tap, World, WorldId, WorldOptions, Worlds};
+use crate::server::ops::metrics::ServerMetrics;
 
 /// The actor server's side.
 #[derive(Clone)]
@@ -55,7 +55,7 @@ impl Host for ActorBackend {
 
     fn tap(&self, source: WorldId, tap: Box<dyn Tap>) -> Result<(), SpawnError> {
         // Through the broadcaster, which holds it for a world whose actor is starting.
-        let tap = BroadcastMsg::Tap(source, super::world::TapBox(tap));
+        let tap = BroadcastMsg::Tap(source, crate::server::game::world::TapBox(tap));
         self.broadcaster.cast(tap).map_err(|_| SpawnError::NotRunning)
     }
 
@@ -68,7 +68,7 @@ impl Host for ActorBackend {
     }
 }
 
-/// Starts the entry world (by [`start`](super::start)) on `host`; returns its actor and the
+/// Starts the entry world (by [`start`](crate::server::start)) on `host`; returns its actor and the
 /// task to watch.
 pub(crate) fn spawn_entry<W: World>(
     host: &ActorBackend,

@@ -8,7 +8,7 @@
 //! [`MAX_INPUTS_PER_TICK`] new ones a tick round), so that the shell hands them to the world's
 //! input queue at once. The rest of the payload (acknowledgements, the client's messages, a
 //! control message) is the player's session's: the shell leaves it in the player's
-//! [`Mailbox`](super::shared::Mailbox), and wakes the player actor only when the payload asks
+//! [`Mailbox`](crate::server::shells::mailbox::Mailbox), and wakes the player actor only when the payload asks
 //! for it now ([`Arrived::Payload::wake`]). The inlet never touches the session.
 
 use std::time::Duration;
