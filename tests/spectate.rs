@@ -123,7 +123,7 @@ impl World for Hall {
         let m = worlds.spawn(WorldOptions::new("match").fallback(WorldId::ENTRY), game).unwrap();
         let delay = Duration::from_millis(500);
         let stands = WorldOptions::new("spectators").fallback(WorldId::ENTRY);
-        let s = worlds.spectate(m, Spectators::new(delay, Arc::new(Parity)), stands).unwrap();
+        let s = Spectators::new(delay, Arc::new(Parity)).start(worlds, m, stands).unwrap();
         *self.seen.worlds.lock().unwrap() = Some((m, s));
     }
     fn leave(&mut self, _: PlayerId) {}
@@ -267,7 +267,7 @@ impl World for ChatHall {
         let mut stands = [WorldId::ENTRY; 3];
         for (i, hearing) in [Hearing::Public, Hearing::Followed, Hearing::Everything].into_iter().enumerate() {
             let how = Spectators::new(delay, Arc::new(Everything)).hearing(hearing);
-            stands[i] = worlds.spectate(m, how, WorldOptions::new("spectators").fallback(WorldId::ENTRY)).unwrap();
+            stands[i] = how.start(worlds, m, WorldOptions::new("spectators").fallback(WorldId::ENTRY)).unwrap();
         }
         *self.worlds.lock().unwrap() = Some((m, stands));
     }

@@ -105,7 +105,7 @@ impl World for Hall {
         let game = Match { tick: 0, ticks: 0, players: Vec::new() };
         let m = worlds.spawn(WorldOptions::new("match").fallback(WorldId::ENTRY), game).unwrap();
         let stands = WorldOptions::new("spectators").fallback(WorldId::ENTRY);
-        let s = worlds.spectate(m, Spectators::new(Duration::from_millis(250), Arc::new(Everything)), stands).unwrap();
+        let s = Spectators::new(Duration::from_millis(250), Arc::new(Everything)).start(worlds, m, stands).unwrap();
         self.shared.lock().unwrap().worlds = Some((m, s));
     }
     fn join(&mut self, p: PlayerId) {

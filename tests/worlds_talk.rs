@@ -152,7 +152,7 @@ impl World for Lobby {
         if let (Some(m), Some(spectator)) = (first, self.spectator) {
             let worlds = self.worlds.as_ref().unwrap();
             let how = Spectators::new(Duration::from_millis(100), Arc::new(AllOfIt));
-            let stands = worlds.spectate(m, how, WorldOptions::new("spectators").fallback(WorldId::ENTRY)).unwrap();
+            let stands = how.start(worlds, m, WorldOptions::new("spectators").fallback(WorldId::ENTRY)).unwrap();
             self.matches.insert(stands, "stands of 1+2".into());
             self.moves.push((spectator, stands));
             self.spectator = None;

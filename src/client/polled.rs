@@ -7,7 +7,7 @@
 //! one task per core.
 //!
 //! A datagram is dated when it arrived, not when the poll read it: the kernel stamps it
-//! (`SO_TIMESTAMPNS`, see [`crate::transport::stamp`]), so the wait in the socket until the
+//! (`SO_TIMESTAMPNS`, the socket's arrival stamps), so the wait in the socket until the
 //! next frame is not counted as network time in the round trip.
 //!
 //! The socket is connected to the server it talks to (re-connected if the client moves on

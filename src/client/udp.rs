@@ -1,6 +1,6 @@
 //! A [`GameClient`] over a real UDP socket, optionally through a link conditioner, driven by
 //! `async` steps (one task per client). Datagrams are dated when they arrived (the kernel's
-//! stamp, see [`crate::transport::stamp`]), not when the task got round to reading them.
+//! stamp, the socket's arrival stamps), not when the task got round to reading them.
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -12,12 +12,12 @@
 //! | [`ServerConfig`], [`start`], [`ServerHandle`] | running it: `start(config, world).await`, then `shutdown().await` |
 //! | [`Worlds`], [`WorldOptions`], [`WorldId`] | more worlds while it runs (lobbies, matches, a global world): start and stop them, move players between them without reconnecting ([`Outbox::move_to`]), let players watch other worlds ([`Outbox::watch`]) |
 //! | [`Handles`], [`WorldRef`], [`WithMessages`] | a world that takes the game's own typed messages (from a matchmaker, a stats actor, another world: [`Worlds::world_ref`], [`Worlds::started_by`]); [`World::world_stopped`] tells a world that one it started stopped |
-//! | [`spectate::SpectatorWorld`], [`Worlds::spectate`], [`WorldOptions::recorded`], [`ServerConfig::record`] | recordings of worlds, replays of them, and live spectators a delay behind (see the README's "Replays and spectators") |
+//! | [`spectate::SpectatorWorld`], [`spectate::Spectators::start`], [`WorldOptions::recorded`], [`ServerConfig::record`] | recordings of worlds, replays of them, and live spectators a delay behind (see the README's "Replays and spectators") |
 //! | [`Tap`], [`Worlds::tap`], [`Players`] | your own extension on a world (an anti-cheat check, an analytics exporter): each tick's snapshot, joins, leaves, messages and board, and the players before each tick's inputs (hold, let go, redirect to another server, kick, send messages), as recording, spectators and zones get them |
 //! | [`WorldFault`], [`MAX_PANICKING_TICKS`] | the game's mistakes the server survives, and when it stops a world |
 //! | [`lagcomp`] | a history to judge inputs against what the client saw |
 //! | [`spatial::Grid`] | a spatial index: the nearest k and everything within a radius, for a [`Relevancy`] or the game's own rules |
-//! | [`metrics`], [`admin`] | for operators: Prometheus figures, the admin listener |
+//! | [`metrics`], [`ServerConfig::admin_addr`] | for operators: Prometheus figures, the admin listener (`/metrics`, `/healthz`, `/readyz`, `/players`) |
 //!
 //! `volley::prelude` re-exports the first rows; the guides are the README's "Writing your own
 //! world" and "Lobbies, matches and shared worlds", `examples/tag` a complete game and
@@ -97,7 +97,7 @@
 //! higher layer, checked by `tools/layers.py`: the game API (`game/`: [`world`], [`lagcomp`],
 //! [`spatial`]; it imports no other server module), the sans-IO cores (`cores/`: `inlet`,
 //! `session`, `inputs`, `simulation`, `directory`, `executor`, `board`, `pace`), operations
-//! (`ops/`: [`metrics`], [`admin`], the links' shaping), the extensions built on the game
+//! (`ops/`: [`metrics`], the admin listener, the links' shaping), the extensions built on the game
 //! API's extension points (`extensions/`: [`spectate`], the recorder, [`zone`]), and the
 //! shells (`shells/`: the actors, their messages and mailboxes, the batcher, the world
 //! spawner).
@@ -113,7 +113,7 @@
 //! | receive loop (a task) | socket actor | the socket actor (a watcher task) | the socket actor fails, so the server fails |
 //! | player actors | socket actor (linked) | socket actor | that player is disconnected and cleaned up alone (`volley_actor_failures_total`) |
 //! | the recording thread (one for the process, writing every recorded world; in the stepper each recording is written in the stepper's own thread instead) | the first recorded world's start | none: each recording is fed through a bounded queue and never waited for | a write error, or a panic while coding or writing, ends that recording alone (logged, `volley_recording_failures_total`, told to its [`RecordingHandle`]); the world and the other recordings never notice. A world's stop closes its recording whole: every frame queued, then the file's end, and its handle says `Closed` with the path |
-//! | spectators' world actors ([`Worlds::spectate`]) | [`Worlds`] (a task), like other worlds | that task | as other worlds; fed by a tap on the watched world (a bounded queue: frames are left out, never waited for), it ends after the watched world does |
+//! | spectators' world actors ([`Spectators::start`](spectate::Spectators::start)) | [`Worlds`] (a task), like other worlds | that task | as other worlds; fed by a tap on the watched world (a bounded queue: frames are left out, never waited for), it ends after the watched world does |
 //! | admin thread (`/metrics`, `/healthz`) | [`start`] | none: its own thread and runtime | the probes cannot connect, which is itself the failure signal |
 //! | shaping task (sends conditioned players' held datagrams, [`ServerHandle::condition_player`]) | [`start`] | none: it cannot panic (a poisoned lock makes it idle), and is aborted with the [`ServerHandle`] | conditioned players get nothing more: their send rates fall to the least, as on a dead link; nobody else notices |
 //!
@@ -133,7 +133,8 @@ pub(crate) mod shells;
 
 pub use extensions::{spectate, zone};
 pub use game::{lagcomp, spatial, world};
-pub use ops::{admin, metrics};
+use ops::admin;
+pub use ops::metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -337,8 +338,8 @@ pub enum StartError {
 /// a config says.
 pub const MAX_PLAYERS: usize = 65_536;
 
-/// A part of the server a supervision test can make fail.
-#[doc(hidden)]
+/// A part of the server a supervision test can make fail (with the `test-hooks` feature).
+#[cfg(feature = "test-hooks")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
     /// The socket actor's receive loop panics.
@@ -478,8 +479,9 @@ impl ServerHandle {
         self.shaping.reports()
     }
 
-    /// Makes a part of the server fail, for supervision tests.
-    #[doc(hidden)]
+    /// Makes a part of the server fail, for supervision tests (with the `test-hooks`
+    /// feature).
+    #[cfg(feature = "test-hooks")]
     pub fn inject_fault(&self, fault: Fault) {
         match fault {
             Fault::ReceiveLoop => drop(self.socket.cast(shells::socket::SocketMsg::InjectFault)),

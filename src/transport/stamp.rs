@@ -17,11 +17,11 @@ use std::time::Duration;
 
 /// The longest wait believed: a kernel stamp older than this (a clock step, a stalled
 /// process) is taken as this.
-pub const MAX_WAIT: Duration = Duration::from_secs(1);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// One datagram read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Received {
+pub(crate) struct Received {
     /// Its length in the buffer.
     pub len: usize,
     /// Who sent it.
@@ -33,13 +33,13 @@ pub struct Received {
 
 /// A datagram's arrival in the caller's clock: `now` (the clock read at the read) less the
 /// time it waited in the socket, at most [`MAX_WAIT`].
-pub fn arrival(now: Duration, waited: Option<Duration>) -> Duration {
+pub(crate) fn arrival(now: Duration, waited: Option<Duration>) -> Duration {
     now.saturating_sub(waited.unwrap_or_default().min(MAX_WAIT))
 }
 
 /// A socket's receive stamping and its reusable control-message room.
 #[derive(Debug, Default)]
-pub struct Stamps {
+pub(crate) struct Stamps {
     /// Whether the kernel stamps this socket's datagrams.
     on: bool,
     cmsg: Vec<u8>,
@@ -48,12 +48,13 @@ pub struct Stamps {
 impl Stamps {
     /// Asks the kernel to stamp `socket`'s datagrams as they arrive; without that (another
     /// OS, or refused) reads are stamped at the read.
-    pub fn enable(socket: &impl std::os::fd::AsFd) -> Self {
+    pub(crate) fn enable(socket: &impl std::os::fd::AsFd) -> Self {
         sys::enable(socket)
     }
 
-    /// Whether datagrams carry the kernel's stamp.
-    pub fn is_on(&self) -> bool {
+    /// Whether datagrams carry the kernel's stamp (the tests ask).
+    #[cfg(test)]
+    pub(crate) fn is_on(&self) -> bool {
         self.on
     }
 
@@ -61,7 +62,7 @@ impl Stamps {
     ///
     /// # Errors
     /// `WouldBlock` when nothing is waiting, or the socket's error.
-    pub fn recv(&mut self, socket: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<Received> {
+    pub(crate) fn recv(&mut self, socket: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<Received> {
         if !self.on {
             let (len, from) = socket.recv_from(buf)?;
             return Ok(Received { len, from, waited: None });
@@ -74,7 +75,7 @@ impl Stamps {
     ///
     /// # Errors
     /// As [`Stamps::recv`].
-    pub fn try_recv(&mut self, socket: &tokio::net::UdpSocket, buf: &mut [u8]) -> io::Result<Received> {
+    pub(crate) fn try_recv(&mut self, socket: &tokio::net::UdpSocket, buf: &mut [u8]) -> io::Result<Received> {
         if !self.on {
             let (len, from) = socket.try_recv_from(buf)?;
             return Ok(Received { len, from, waited: None });

@@ -9,7 +9,7 @@ use crate::protocol::netcode::Transmit;
 /// Sends without waiting: a datagram the kernel will not take now (a full send buffer) is
 /// dropped and counted, as the network itself might drop it.
 #[derive(Debug)]
-pub struct UdpTx<'a> {
+pub(crate) struct UdpTx<'a> {
     socket: &'a UdpSocket,
     /// Datagrams sent.
     pub sent: u64,
@@ -21,7 +21,7 @@ pub struct UdpTx<'a> {
 
 impl<'a> UdpTx<'a> {
     /// A sink over `socket`.
-    pub fn new(socket: &'a UdpSocket) -> Self {
+    pub(crate) fn new(socket: &'a UdpSocket) -> Self {
         Self { socket, sent: 0, bytes: 0, dropped: 0 }
     }
 }

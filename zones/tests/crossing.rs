@@ -85,7 +85,7 @@ impl World for Walkers {
     fn started(&mut self, me: WorldId, worlds: &Worlds) {
         let mut options = ZoneOptions::new(self.layout.clone(), self.me, Arc::new(Positions));
         options.handoff_timeout = Duration::from_millis(100);
-        let link = worlds.zone(me, options, WorldOptions::new("border")).unwrap();
+        let link = options.start(worlds, me, WorldOptions::new("border")).unwrap();
         self.exit = Some(link.exit());
         *self.link.lock().unwrap() = Some(link);
     }

@@ -468,7 +468,7 @@ impl World for Arena {
         let Some(z) = &mut self.zone else { return };
         let mut options = ZoneOptions::new(z.layout.clone(), z.me, Arc::new(ArenaPositions));
         options.publish_state = z.publish_state;
-        match worlds.zone(me, options, volley::server::WorldOptions::new("border")) {
+        match options.start(worlds, me, volley::server::WorldOptions::new("border")) {
             Ok(link) => {
                 z.exit = Some(link.exit());
                 if let Ok(mut slot) = z.link.lock() {

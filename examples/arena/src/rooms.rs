@@ -190,8 +190,7 @@ impl World for Lobby {
             self.stands = None;
             if let Some(m) = self.newest.filter(|m| running.contains(m)) {
                 let stands = WorldOptions::new("spectators").fallback(WorldId::ENTRY);
-                match worlds.spectate(m, Spectators::new(self.rooms.spectator_delay, Arena::new().relevancy()), stands)
-                {
+                match Spectators::new(self.rooms.spectator_delay, Arena::new().relevancy()).start(worlds, m, stands) {
                     Ok(s) => self.stands = Some((m, s)),
                     Err(e) => tracing::warn!(error = %e, "no spectators' world started"),
                 }

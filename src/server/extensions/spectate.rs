@@ -1,6 +1,6 @@
 //! Worlds that show another world's state instead of simulating their own: a recording played
 //! back ([`SpectatorWorld::replay`], what `volley replay FILE` serves) and a running world
-//! shown with a delay to spectators ([`Worlds::spectate`](crate::server::Worlds::spectate)). Viewers
+//! shown with a delay to spectators ([`Spectators::start`]). Viewers
 //! are ordinary connected players of such a world: they get ordinary snapshots (an unmodified
 //! game client can watch), send no inputs that matter, and steer it with
 //! [`SpectatorControl`] messages; the client library reads where it stands
@@ -64,7 +64,7 @@ pub enum Hearing {
     Everything,
 }
 
-/// How a running world is shown to spectators ([`Worlds::spectate`](crate::server::Worlds::spectate)):
+/// How a running world is shown to spectators ([`Spectators::start`]):
 /// how late, what a spectator following a player sees, and what they hear.
 #[derive(Clone)]
 pub struct Spectators {
@@ -518,8 +518,8 @@ impl Tap for Feed {
         }
     }
 }
-impl Worlds {
-    /// Starts a spectators' world of world `source`: it shows `source` as it was
+impl Spectators {
+    /// Starts a spectators' world of world `source` on `worlds`: it shows `source` as it was
     /// [`Spectators::delay`](Spectators) ago (at most
     /// [`MAX_DELAY`](MAX_DELAY)), so spectators cannot tell its players what
     /// they cannot see yet. Move spectators into it like into any world
@@ -536,28 +536,24 @@ impl Worlds {
     /// # use volley::server::{Everything, Worlds, WorldId, WorldOptions};
     /// # fn f(worlds: &Worlds, duel: WorldId) -> Result<(), volley::server::SpawnError> {
     /// let delay = std::time::Duration::from_secs(3);
-    /// let stands = worlds.spectate(
-    ///     duel,
-    ///     Spectators::new(delay, std::sync::Arc::new(Everything)),
-    ///     WorldOptions::new("spectators").fallback(WorldId::ENTRY),
-    /// )?;
+    /// let stands = Spectators::new(delay, std::sync::Arc::new(Everything))
+    ///     .start(worlds, duel, WorldOptions::new("spectators").fallback(WorldId::ENTRY))?;
     /// // The casters hear both teams.
-    /// let booth = worlds.spectate(
-    ///     duel,
-    ///     Spectators::new(delay, std::sync::Arc::new(Everything)).hearing(Hearing::Everything),
-    ///     WorldOptions::new("spectators").fallback(WorldId::ENTRY),
-    /// )?;
+    /// let booth = Spectators::new(delay, std::sync::Arc::new(Everything))
+    ///     .hearing(Hearing::Everything)
+    ///     .start(worlds, duel, WorldOptions::new("spectators").fallback(WorldId::ENTRY))?;
     /// # let _ = (stands, booth); Ok(()) }
     /// ```
     ///
     /// # Errors
     /// As [`Worlds::spawn`]. When `source` is not running, the spectators' world starts and
     /// ends at once (its players, if any, go to its fallback).
-    pub fn spectate(&self, source: WorldId, how: Spectators, options: WorldOptions) -> Result<WorldId, SpawnError> {
-        let ticks = (how.delay().as_secs_f64() * f64::from(self.server_hz())).round() as u32;
+    pub fn start(self, worlds: &Worlds, source: WorldId, options: WorldOptions) -> Result<WorldId, SpawnError> {
+        let ticks = (self.delay().as_secs_f64() * f64::from(worlds.server_hz())).round() as u32;
         let (tx, rx) = std::sync::mpsc::sync_channel(FEED_QUEUE);
-        self.tap(source, Box::new(Feed(tx)))?;
-        let world = SpectatorWorld::live((**self.schema()).clone(), rx, ticks, how, self.columns_of(source));
-        self.spawn(options, world)
+        worlds.tap(source, Box::new(Feed(tx)))?;
+        let columns = worlds.columns_of(source);
+        let world = SpectatorWorld::live((**worlds.schema()).clone(), rx, ticks, self, columns);
+        worlds.spawn(options, world)
     }
 }

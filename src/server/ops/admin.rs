@@ -45,7 +45,7 @@ const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the admin endpoints need.
 #[derive(Debug, Clone)]
-pub struct Admin {
+pub(crate) struct Admin {
     /// The server's figures.
     pub metrics: Arc<ServerMetrics>,
     /// `/healthz` fails when no tick has finished for this long.
@@ -74,7 +74,7 @@ type Response = (u16, &'static str, String);
 impl Admin {
     /// Answers one request (`method`, `path` with its query); `authorization` is the
     /// request's `Authorization` header.
-    pub fn respond(&self, method: &str, path: &str, authorization: Option<&str>) -> Response {
+    pub(crate) fn respond(&self, method: &str, path: &str, authorization: Option<&str>) -> Response {
         let (path, query) = path.split_once('?').unwrap_or((path, ""));
         let link_of = path.strip_prefix("/players/").and_then(|p| p.strip_suffix("/link"));
         let guarded = matches!(path, "/metrics" | "/players" | "/links") || link_of.is_some();
@@ -159,7 +159,7 @@ impl Admin {
 /// The admin thread: serves the endpoints (if a listener was given) and runs the metrics
 /// upkeep until dropped or stopped.
 #[derive(Debug)]
-pub struct AdminThread {
+pub(crate) struct AdminThread {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     join: Option<std::thread::JoinHandle<()>>,
 }
@@ -170,7 +170,7 @@ impl AdminThread {
     ///
     /// # Errors
     /// When the thread or its runtime cannot be created.
-    pub fn start(listener: Option<std::net::TcpListener>, admin: Admin) -> std::io::Result<Self> {
+    pub(crate) fn start(listener: Option<std::net::TcpListener>, admin: Admin) -> std::io::Result<Self> {
         if let Some(l) = &listener {
             l.set_nonblocking(true)?;
         }
@@ -210,7 +210,7 @@ impl AdminThread {
     }
 
     /// Stops the thread and waits for it.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
         }
@@ -265,7 +265,7 @@ impl Pool {
 }
 
 /// Serves the admin endpoints until the task is dropped.
-pub async fn serve(listener: TcpListener, admin: Admin) {
+pub(crate) async fn serve(listener: TcpListener, admin: Admin) {
     let pool = Arc::new(Mutex::new(Pool::default()));
     loop {
         let Ok((stream, from)) = listener.accept().await else { continue };

@@ -462,6 +462,7 @@ impl Actor for Broadcaster {
     ) -> Result<(), ActorProcessingErr> {
         let BroadcastState { exec, links } = state;
         match msg {
+            #[cfg(feature = "test-hooks")]
             BroadcastMsg::InjectFault => return Err("injected fault".into()),
             BroadcastMsg::Add(p, handle, who) => {
                 if links.pacer.interval() > 1 {

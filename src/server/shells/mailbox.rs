@@ -129,7 +129,7 @@ pub(crate) enum BroadcastMsg {
         on: bool,
     },
     /// Fails the broadcaster (supervision tests force each failure with these).
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     InjectFault,
 }
 
@@ -187,6 +187,7 @@ pub(crate) enum SocketCtl {
     /// Stop receiving.
     Stop,
     /// Panic in the receive loop (supervision tests force each failure with these).
+    #[cfg(feature = "test-hooks")]
     InjectFault,
 }
 

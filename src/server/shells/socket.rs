@@ -46,7 +46,7 @@ pub(crate) enum SocketMsg {
     /// the actor fails, and with it the server (see the supervision tree in [`crate::server`]).
     LoopEnded(String),
     /// Panics the receive loop (supervision tests force each failure with these).
-    #[doc(hidden)]
+    #[cfg(feature = "test-hooks")]
     InjectFault,
 }
 
@@ -148,6 +148,7 @@ impl Actor for SocketActor {
     ) -> Result<(), ActorProcessingErr> {
         let _ = s.ctl.send(match msg {
             SocketMsg::DisconnectAll => SocketCtl::DisconnectAll,
+            #[cfg(feature = "test-hooks")]
             SocketMsg::InjectFault => SocketCtl::InjectFault,
             SocketMsg::LoopEnded(why) => return Err(why.into()),
         });
@@ -216,6 +217,7 @@ async fn receive_loop(
             }
             c = rx.recv() => match c {
                 None | Some(SocketCtl::Stop) => break,
+                #[cfg(feature = "test-hooks")]
                 Some(SocketCtl::InjectFault) => panic!("injected fault in the receive loop"),
                 Some(SocketCtl::Release { addr, client_id, slot }) => {
                     if let Some(o) = hs.endpoint.release(slot as usize, addr, client_id) {

@@ -94,7 +94,7 @@ impl World for Zone {
         if let Some(t) = self.handoff_timeout {
             options.handoff_timeout = t;
         }
-        *self.link.lock().unwrap() = Some(worlds.zone(me, options, WorldOptions::new("border")).unwrap());
+        *self.link.lock().unwrap() = Some(options.start(worlds, me, WorldOptions::new("border")).unwrap());
     }
     fn join_with(&mut self, p: PlayerId, who: &JoinInfo) {
         self.players.push(p);

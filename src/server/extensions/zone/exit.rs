@@ -5,7 +5,7 @@ use crate::protocol::zone::ZoneId;
 use crate::server::game::world::PlayerId;
 use std::sync::{Arc, Mutex};
 
-/// The game's side of a zone's handoffs ([`ZoneLink::exit`]): a world that runs as a zone
+/// The game's side of a zone's handoffs ([`ZoneLink::exit`](crate::server::zone::ZoneLink::exit)): a world that runs as a zone
 /// keeps it and hands its players to neighbouring zones through it. Cheap to clone.
 ///
 /// ```
@@ -60,12 +60,12 @@ impl ZoneExit {
     ///
     /// From the next tick on the player's inputs are held, not applied, while the new zone
     /// is asked (at most the zone's handoff timeout, 100 ms by default). If it accepts, the
-    /// player leaves this world ([`World::leave`]), its client is given a connect token for
+    /// player leaves this world ([`World::leave`](crate::server::World::leave)), its client is given a connect token for
     /// the new zone's server and goes on there by itself, re-sending the inputs held here,
-    /// and the new zone's [`World::join_with`] gets `state` in [`JoinInfo::handoff`]. If it
+    /// and the new zone's [`World::join_with`](crate::server::World::join_with) gets `state` in [`JoinInfo::handoff`](crate::server::JoinInfo::handoff). If it
     /// refuses or does not answer, the player stays: the held inputs are applied, in order,
     /// and [`ZoneExit::take_refused`] says why. A second handoff of the same player while
-    /// one is under way, or within [`HANDOFF_COOLDOWN`] of a refusal, is ignored.
+    /// one is under way, or within [`HANDOFF_COOLDOWN`](crate::server::zone::HANDOFF_COOLDOWN) of a refusal, is ignored.
     pub fn hand_off(&self, player: PlayerId, to: ZoneId, state: impl Into<Vec<u8>>) {
         let Ok(mut q) = self.shared.lock() else { return };
         if q.asked.len() < MAX_ASKED_HANDOFFS {

@@ -130,7 +130,7 @@ impl ZoneLink {
     }
 
     /// The next tick's frames for the neighbours, and, when the zone publishes its state
-    /// ([`ZoneOptions::publish_state`]), its [`StateFrame`]. `None` once the zone's world has
+    /// ([`ZoneOptions::publish_state`](crate::server::zone::ZoneOptions::publish_state)), its [`StateFrame`]. `None` once the zone's world has
     /// stopped.
     pub async fn next_tick(&mut self) -> Option<ZoneTick> {
         let t = self.snapshots.recv().await?;

@@ -3,7 +3,7 @@
 //! what stands near its borders with the neighbouring zones over a message bus; what its
 //! neighbours share with it is shown to its players, read-only, beside its own entities.
 //!
-//! [`Worlds::zone`](crate::server::Worlds::zone) makes a running world a zone. It taps the world's
+//! [`ZoneOptions::start`] makes a running world a zone. It taps the world's
 //! snapshots and starts a second world, the *border world*, which every player of the
 //! server watches: it holds the newest border entities each neighbour sent, and the
 //! ordinary merge puts them into each player's snapshot, with one budget and one priority
@@ -19,14 +19,14 @@
 //! The game gives the zone what only it knows ([`ZoneGame`]): where an entity stands, where
 //! a player stands, and how far players see. It hands a player whose avatar crossed into a
 //! neighbour's region over through the link's [`ZoneExit`] ([`ZoneLink::exit`], kept by the
-//! world from [`World::started`]): the zone is an extension on the world, a [`Tap`], and
-//! holds, lets go and redirects the player through the taps' [`Players`] hook, like any
-//! extension may; nothing of it is on [`World`] or the outbox.
+//! world from [`World::started`](crate::server::World::started)): the zone is an extension on the world, a [`Tap`](crate::server::Tap), and
+//! holds, lets go and redirects the player through the taps' [`Players`](crate::server::Players) hook, like any
+//! extension may; nothing of it is on [`World`](crate::server::World) or the outbox.
 //!
 //! Entity ids: a zone game keeps its ids below `1 << `[`BORDER_ID_BITS`] (131 072). Zones
 //! number their entities on their own, so two neighbours may both have an entity 7; the
 //! border world tells them apart by showing each neighbour's entities with the neighbour's
-//! place in the zone's list of neighbours above those bits ([`border_id`]).
+//! place in the zone's list of neighbours above those bits ([`border_id`](crate::protocol::zone::border_id)).
 //!
 //! [`BORDER_ID_BITS`]: crate::protocol::zone::BORDER_ID_BITS
 
@@ -105,7 +105,7 @@ pub trait ZoneGame: Send + Sync + 'static {
     }
 
     /// The border entities `player` sees, into `out` by ascending index of
-    /// [`BorderView::snapshot`] (a [`Relevancy`] for the border world, which knows where the
+    /// [`BorderView::snapshot`] (a [`Relevancy`](crate::server::Relevancy) for the border world, which knows where the
     /// player stands from `home`). By default those within [`ZoneGame::view_radius`] of
     /// [`ZoneGame::viewer`], nearer ones first in priority (2 at the player, 1 at the radius).
     ///
@@ -271,7 +271,7 @@ pub struct ZoneOptions {
     pub arrival_wait: Duration,
     /// Accepted handoffs waiting for their players, at most.
     pub max_arrivals: usize,
-    /// Publish the zone's whole state every tick ([`StateFrame`], on the bus shell's state
+    /// Publish the zone's whole state every tick ([`StateFrame`](crate::protocol::zone::StateFrame), on the bus shell's state
     /// subject) for observers of the whole map, such as the global oracle of `volley run
     /// --zones N --oracle`. Off by default: it codes a whole snapshot a tick.
     pub publish_state: bool,
@@ -317,7 +317,7 @@ pub struct Departing {
     pub player: PlayerId,
     /// The zone it is offered to.
     pub to: ZoneId,
-    /// The encoded [`Offer`].
+    /// The encoded [`Offer`](crate::protocol::zone::handoff::Offer).
     pub offer: bytes::Bytes,
 }
 
@@ -333,7 +333,7 @@ pub const MAX_REFUSED_KEPT: usize = 1024;
 pub const HANDOFF_COOLDOWN: Duration = Duration::from_secs(1);
 
 /// Builds a zone's border world, and then (given the border world's reference) its link and
-/// the tap on its world; [`Worlds::zone`](crate::server::Worlds::zone) starts them.
+/// the tap on its world; [`ZoneOptions::start`] starts them.
 pub(crate) fn parts(
     schema: Arc<Schema>,
     options: &ZoneOptions,
@@ -406,8 +406,8 @@ pub(crate) fn parts(
     (world, build)
 }
 
-impl Worlds {
-    /// Makes world `source` zone `zone.me` of a map split among several servers (see
+impl ZoneOptions {
+    /// Makes world `source` of `worlds` zone `self.me` of a map split among several servers (see
     /// [`zone`](super::zone)): its snapshots are tapped for the neighbours, and a border world
     /// of kind `border.kind` (declared in the server's world kinds, like any world's) starts,
     /// watched by every player, showing what the neighbours share. The returned
@@ -422,31 +422,31 @@ impl Worlds {
     /// # use volley::server::{WorldId, WorldOptions, Worlds};
     /// # fn f(worlds: &Worlds, game: Arc<dyn ZoneGame>) -> Result<(), Box<dyn std::error::Error>> {
     /// let layout = ZoneLayout::grid(glam::Vec2::ZERO, glam::Vec2::splat(1000.0), 2, 2, 60.0)?;
-    /// let link = worlds.zone(WorldId::ENTRY, ZoneOptions::new(layout, 0, game), WorldOptions::new("border"))?;
+    /// let link = ZoneOptions::new(layout, 0, game).start(worlds, WorldId::ENTRY, WorldOptions::new("border"))?;
     /// # let _ = link; Ok(()) }
     /// ```
     ///
     /// # Errors
     /// As [`Worlds::spawn`] for the border world; [`SpawnError::Zone`] when `zone.me` is not
     /// in the layout.
-    pub fn zone(&self, source: WorldId, zone: ZoneOptions, border: WorldOptions) -> Result<ZoneLink, SpawnError> {
-        if usize::from(zone.me) >= zone.layout.len() {
-            return Err(SpawnError::Zone(format!("zone {} is not in a layout of {}", zone.me, zone.layout.len())));
+    pub fn start(self, worlds: &Worlds, source: WorldId, border: WorldOptions) -> Result<ZoneLink, SpawnError> {
+        if usize::from(self.me) >= self.layout.len() {
+            return Err(SpawnError::Zone(format!("zone {} is not in a layout of {}", self.me, self.layout.len())));
         }
-        let neighbours = zone.layout.neighbours(zone.me).len();
+        let neighbours = self.layout.neighbours(self.me).len();
         if neighbours > crate::protocol::zone::MAX_NEIGHBOURS {
             let most = crate::protocol::zone::MAX_NEIGHBOURS;
-            return Err(SpawnError::Zone(format!("zone {} has {neighbours} neighbours; at most {most}", zone.me)));
+            return Err(SpawnError::Zone(format!("zone {} has {neighbours} neighbours; at most {most}", self.me)));
         }
         let border = border.watched_by_everyone();
-        let stride = self.check(&border, self.schema())?;
-        let hz = f64::from(self.server_hz()) / f64::from(stride);
-        let fade_ticks = (zone.fade_after.as_secs_f64() * hz).ceil() as u64;
-        let (world, build) = parts(self.schema().clone(), &zone, fade_ticks, self.keys());
-        let border = self.spawn_handling(border, world)?;
+        let stride = worlds.check(&border, worlds.schema())?;
+        let hz = f64::from(worlds.server_hz()) / f64::from(stride);
+        let fade_ticks = (self.fade_after.as_secs_f64() * hz).ceil() as u64;
+        let (world, build) = parts(worlds.schema().clone(), &self, fade_ticks, worlds.keys());
+        let border = worlds.spawn_handling(border, world)?;
         let (link, tap) = build(border);
-        self.tap(source, Box::new(tap))?;
-        self.host().add_zone(link.counters().clone());
+        worlds.tap(source, Box::new(tap))?;
+        worlds.host().add_zone(link.counters().clone());
         Ok(link)
     }
 }

@@ -5,8 +5,9 @@
 //! The same handle works on the actor server and in the
 //! [`Stepper`](crate::testing::Stepper): it asks a [`Host`], the actor server's (each world
 //! an actor of its own) or the stepper's [`Queued`] requests (the worlds stepped in turn,
-//! deterministically). Extensions add their own ways to start a world as methods of their
-//! own module (`Worlds::spectate` in `spectate`, `Worlds::zone` in `zone`).
+//! deterministically). Extensions start their worlds through this handle's public methods
+//! ([`Worlds::spawn`], [`Worlds::tap`]) from their own types (`Spectators::start` in
+//! `spectate`, `ZoneOptions::start` in `zone`), never by adding methods to it.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -35,7 +35,11 @@ pub(crate) use hot::{Count, HotHistogram, Tally};
 use hot::{Histograms, HotHistograms, Ring};
 pub use players::PlayerStats;
 use render::{META, key};
-pub use traffic::{DatagramDrop, DeliveryPath, ReceivedKind, SentKind, TABLES, Wakeup};
+pub use traffic::{DatagramDrop, ReceivedKind, SentKind, TABLES};
+#[cfg(feature = "test-hooks")]
+pub use traffic::{DeliveryPath, Wakeup};
+#[cfg(not(feature = "test-hooks"))]
+pub(crate) use traffic::{DeliveryPath, Wakeup};
 use traffic::{END_REASONS, PLAYER_DROPS, SENT_KINDS};
 pub(crate) use traffic::{EndReason, count_control};
 
@@ -449,7 +453,7 @@ impl ServerMetrics {
 
     /// Records that a part of the server failed: `/healthz` fails from now on, saying what.
     /// The first failure is kept.
-    pub fn set_failed(&self, what: String) {
+    pub(crate) fn set_failed(&self, what: String) {
         if let Ok(mut f) = self.failure.lock() {
             f.get_or_insert(what);
         }
@@ -462,7 +466,7 @@ impl ServerMetrics {
     }
 
     /// Marks the server ready (or not: it is draining).
-    pub fn set_ready(&self, ready: bool) {
+    pub(crate) fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Relaxed);
     }
 
@@ -523,7 +527,7 @@ impl ServerMetrics {
 
     /// Folds recorded histogram samples into their buckets, so that memory stays bounded
     /// between scrapes (the server calls this every few seconds).
-    pub fn upkeep(&self) {
+    pub(crate) fn upkeep(&self) {
         self.handle.run_upkeep();
     }
 }

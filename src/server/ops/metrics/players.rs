@@ -42,7 +42,7 @@ pub struct PlayerStats {
 impl ServerMetrics {
     /// Records one player's link figures and send rate in bytes a second (sampled about
     /// once a second per player).
-    pub fn record_link(&self, rtt: Duration, jitter: Duration, loss: f64, send_rate: u32) {
+    pub(crate) fn record_link(&self, rtt: Duration, jitter: Duration, loss: f64, send_rate: u32) {
         self.hist.send_rate.record(f64::from(send_rate));
         self.hist.rtt.record(rtt.as_secs_f64());
         self.hist.jitter.record(jitter.as_secs_f64());
@@ -50,7 +50,7 @@ impl ServerMetrics {
     }
 
     /// Replaces one player's figures (the player actor calls this about once a second).
-    pub fn set_player(&self, stats: PlayerStats) {
+    pub(crate) fn set_player(&self, stats: PlayerStats) {
         if let Ok(mut m) = self.per_player.lock() {
             m.insert(stats.id, stats);
         }
@@ -81,7 +81,7 @@ impl ServerMetrics {
     }
 
     /// Forgets a player's figures.
-    pub fn remove_player(&self, id: u32) {
+    pub(crate) fn remove_player(&self, id: u32) {
         if let Ok(mut m) = self.per_player.lock() {
             m.remove(&id);
         }

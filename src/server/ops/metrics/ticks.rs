@@ -6,7 +6,7 @@ use std::time::Duration;
 
 impl ServerMetrics {
     /// Records one tick's duration and how late it started.
-    pub fn record_tick(&self, took: Duration, lateness: Duration) {
+    pub(crate) fn record_tick(&self, took: Duration, lateness: Duration) {
         self.ticks.fetch_add(1, Ordering::Relaxed);
         self.hist.tick_duration.record(took.as_secs_f64());
         self.hist.tick_lateness.record(lateness.as_secs_f64());
@@ -22,7 +22,7 @@ impl ServerMetrics {
     }
 
     /// Sets the tick period (the budget a tick must fit in).
-    pub fn set_tick_period(&self, period: Duration) {
+    pub(crate) fn set_tick_period(&self, period: Duration) {
         if let Ok(mut p) = self.tick_period.lock() {
             *p = period;
         }
@@ -41,7 +41,7 @@ impl ServerMetrics {
     /// Records how long an input waited from arrival to being applied, whether that was
     /// within one tick period, and whether it was applied by the first tick after its arrival
     /// (`next_tick`: it arrived after the previous tick took its inputs).
-    pub fn record_input(&self, d: Duration, tick: Duration, next_tick: bool) {
+    pub(crate) fn record_input(&self, d: Duration, tick: Duration, next_tick: bool) {
         self.inputs_applied.fetch_add(1, Ordering::Relaxed);
         if d <= tick {
             self.inputs_on_time.fetch_add(1, Ordering::Relaxed);
@@ -53,7 +53,7 @@ impl ServerMetrics {
     }
 
     /// Records how long an input waited from arrival to being applied.
-    pub fn record_input_delay(&self, d: Duration) {
+    pub(crate) fn record_input_delay(&self, d: Duration) {
         self.hot.input_delay.record(d.as_secs_f64());
         if let Ok(mut r) = self.input_delay_us.lock() {
             r.push(d);
@@ -62,7 +62,7 @@ impl ServerMetrics {
 
     /// Records the server's added latency for one input: from its arrival to the snapshot
     /// with its effect leaving, without the wait for the tick to begin.
-    pub fn record_input_effect(&self, d: Duration) {
+    pub(crate) fn record_input_effect(&self, d: Duration) {
         self.hot.input_effect.record(d.as_secs_f64());
         if let Ok(mut r) = self.input_effect_us.lock() {
             r.push(d);
@@ -70,7 +70,7 @@ impl ServerMetrics {
     }
 
     /// Records how far (seconds) behind the newest snapshot an input's reported view was.
-    pub fn record_view_age(&self, seconds: f64) {
+    pub(crate) fn record_view_age(&self, seconds: f64) {
         self.hot.view_age.record(seconds);
     }
 

@@ -138,6 +138,7 @@ pub const TABLES: [&str; 6] =
 /// How the socket actor left a connected player's payload for its player actor (see
 /// [`crate::server`]'s runtime semantics; its inputs went to the world either way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub enum DeliveryPath {
     /// Left in the mailbox without waking the actor: read at its next tick.
     Left = 0,
@@ -148,6 +149,7 @@ pub enum DeliveryPath {
 
 /// What woke a player actor (`volley_player_wakeups_total{reason}`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "test-hooks"), allow(unreachable_pub))]
 pub enum Wakeup {
     /// Its tick's snapshot (the fan-out: at most once a tick).
     Snapshot = 0,
@@ -173,11 +175,12 @@ pub(crate) fn count_control(metrics: &ServerMetrics, tx: &UdpTx<'_>) {
 
 impl ServerMetrics {
     /// Counts a payload by how it was left for its player actor.
-    pub fn record_delivery(&self, path: DeliveryPath) {
+    pub(crate) fn record_delivery(&self, path: DeliveryPath) {
         self.deliveries[path as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// How many payloads were left by `path`.
+    /// How many payloads were left by `path` (with the `test-hooks` feature).
+    #[cfg(feature = "test-hooks")]
     pub fn deliveries(&self, path: DeliveryPath) -> u64 {
         self.deliveries[path as usize].load(Ordering::Relaxed)
     }
@@ -187,13 +190,16 @@ impl ServerMetrics {
         self.wakeups[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// How many times player actors were woken for `why`.
+    /// How many times player actors were woken for `why` (with the `test-hooks` feature).
+    #[cfg(feature = "test-hooks")]
     pub fn wakeups(&self, why: Wakeup) -> u64 {
         self.wakeups[why as usize].load(Ordering::Relaxed)
     }
 
     /// Snapshot wake-ups of a player actor already woken for one in the same server tick
-    /// (none, by design: the fan-out wakes each player actor at most once a tick).
+    /// (none, by design: the fan-out wakes each player actor at most once a tick; with the
+    /// `test-hooks` feature).
+    #[cfg(feature = "test-hooks")]
     pub fn repeat_wakeups(&self) -> u64 {
         self.repeat_wakeups.load(Ordering::Relaxed)
     }
@@ -236,7 +242,7 @@ impl ServerMetrics {
     }
 
     /// Records one datagram sent.
-    pub fn record_sent(&self, kind: SentKind, packets: u64, bytes: u64) {
+    pub(crate) fn record_sent(&self, kind: SentKind, packets: u64, bytes: u64) {
         let c = &self.sent[kind as usize];
         c[0].fetch_add(packets, Ordering::Relaxed);
         c[1].fetch_add(bytes, Ordering::Relaxed);
@@ -245,13 +251,13 @@ impl ServerMetrics {
     }
 
     /// Records bytes sent inside datagrams already counted (a payload packet's sections).
-    pub fn record_sent_bytes(&self, kind: SentKind, bytes: u64) {
+    pub(crate) fn record_sent_bytes(&self, kind: SentKind, bytes: u64) {
         self.sent[kind as usize][1].fetch_add(bytes, Ordering::Relaxed);
         self.bytes_sent.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// Records one datagram received.
-    pub fn record_received(&self, kind: ReceivedKind, bytes: u64) {
+    pub(crate) fn record_received(&self, kind: ReceivedKind, bytes: u64) {
         let c = &self.received[kind as usize];
         c[0].fetch_add(1, Ordering::Relaxed);
         c[1].fetch_add(bytes, Ordering::Relaxed);
@@ -261,7 +267,7 @@ impl ServerMetrics {
 
     /// Records a snapshot sent: its encoded and sent sizes, the age of its baseline (`None`
     /// for a full snapshot) and the changed entities it left for later (over its budget).
-    pub fn record_snapshot(&self, encoded: usize, sent: usize, baseline_age: Option<Duration>, deferred: u32) {
+    pub(crate) fn record_snapshot(&self, encoded: usize, sent: usize, baseline_age: Option<Duration>, deferred: u32) {
         self.snapshots.fetch_add(1, Ordering::Relaxed);
         if deferred > 0 {
             self.entities_deferred.fetch_add(u64::from(deferred), Ordering::Relaxed);
@@ -285,7 +291,7 @@ impl ServerMetrics {
     }
 
     /// Records a dropped datagram.
-    pub fn record_drop(&self, why: DatagramDrop, n: u64) {
+    pub(crate) fn record_drop(&self, why: DatagramDrop, n: u64) {
         if n > 0 {
             self.dropped.fetch_add(n, Ordering::Relaxed);
             self.drops[why as usize].fetch_add(n, Ordering::Relaxed);
@@ -293,20 +299,20 @@ impl ServerMetrics {
     }
 
     /// Records one receive call that took `n` datagrams.
-    pub fn record_receive_batch(&self, n: usize) {
+    pub(crate) fn record_receive_batch(&self, n: usize) {
         if n > 0 {
             self.receive_calls.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Records a rejected handshake packet.
-    pub fn record_rejection(&self, why: DropReason) {
+    pub(crate) fn record_rejection(&self, why: DropReason) {
         self.handshake_drops.fetch_add(1, Ordering::Relaxed);
         self.rejections[why as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Records a datagram from a connected player's address that was dropped.
-    pub fn record_player_drop(&self, why: crate::server::cores::session::PacketDrop) {
+    pub(crate) fn record_player_drop(&self, why: crate::server::cores::session::PacketDrop) {
         let i = match why {
             crate::server::cores::session::PacketDrop::Netcode(r) => r as usize,
             crate::server::cores::session::PacketDrop::Malformed => DropReason::ALL.len(),

@@ -13,7 +13,7 @@ use std::time::Duration;
 impl ServerMetrics {
     /// Declares the server's world kinds (the `kind` label's values: a bounded set, fixed
     /// at start; later calls change nothing). Labels are kept for the process's lifetime.
-    pub fn declare_world_kinds(&self, kinds: &[String]) {
+    pub(crate) fn declare_world_kinds(&self, kinds: &[String]) {
         let figures = kinds
             .iter()
             .map(|k| {
@@ -126,7 +126,7 @@ impl ServerMetrics {
     }
 
     /// Reports a zone's figures (`volley_zone_*`) from now on.
-    pub fn add_zone(&self, counters: Arc<ZoneCounters>) {
+    pub(crate) fn add_zone(&self, counters: Arc<ZoneCounters>) {
         if let Ok(mut z) = self.zones.lock() {
             z.push(counters);
         }
