@@ -9,15 +9,15 @@ use tokio::time::Instant;
 
 use crate::transport::conditioner::{Bottleneck, LinkConditioner, LinkProfile};
 
-type Held = Vec<(Instant, SocketAddr, Vec<u8>)>;
+type HeldDatagrams = Vec<(Instant, SocketAddr, Vec<u8>)>;
 
 /// Both directions of one client's link; a perfect link holds nothing.
 #[derive(Debug, Default)]
 pub(crate) struct Conditioned {
     up: Option<LinkConditioner>,
     down: Option<LinkConditioner>,
-    outgoing: Held,
-    incoming: Held,
+    outgoing: HeldDatagrams,
+    incoming: HeldDatagrams,
     /// The conditioners' clock starts here.
     epoch: Option<Instant>,
 }
@@ -53,7 +53,7 @@ impl Conditioned {
     fn decide(
         c: &mut Option<LinkConditioner>,
         epoch: Option<Instant>,
-        held: &mut Held,
+        held: &mut HeldDatagrams,
         at: SocketAddr,
         bytes: &[u8],
     ) -> Fate {
@@ -95,12 +95,13 @@ impl Conditioned {
             return;
         }
         let now = Instant::now();
-        let (due, held): (Held, Held) = std::mem::take(&mut self.outgoing).into_iter().partition(|(t, _, _)| *t <= now);
+        let (due, held): (HeldDatagrams, HeldDatagrams) =
+            std::mem::take(&mut self.outgoing).into_iter().partition(|(t, _, _)| *t <= now);
         self.outgoing = held;
         for (_, to, bytes) in due {
             send(to, &bytes);
         }
-        let (mut due, held): (Held, Held) =
+        let (mut due, held): (HeldDatagrams, HeldDatagrams) =
             std::mem::take(&mut self.incoming).into_iter().partition(|(t, _, _)| *t <= now);
         self.incoming = held;
         due.sort_by_key(|(t, _, _)| *t);

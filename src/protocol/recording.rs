@@ -68,7 +68,7 @@ const MAX_NOTE_BYTES: usize = 256;
 
 /// What a recording says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
+pub struct RecordingHeader {
     /// The protocol version of the server that wrote it.
     pub protocol: u16,
     /// Its schema's [`Schema::fingerprint`].
@@ -257,7 +257,7 @@ impl<'a> Cursor<'a> {
     }
 }
 
-impl Header {
+impl RecordingHeader {
     /// The file's first bytes: magic, format, this header.
     pub fn encode(&self) -> Vec<u8> {
         let mut h = Vec::new();
@@ -290,7 +290,7 @@ impl Header {
     ///
     /// # Errors
     /// Not a recording, another format, a checksum that fails, or a file that ends first.
-    pub fn decode(data: &[u8]) -> Result<(Header, usize), RecordingError> {
+    pub fn decode(data: &[u8]) -> Result<(RecordingHeader, usize), RecordingError> {
         if data.len() < MAGIC.len() {
             return Err(if MAGIC.starts_with(data) {
                 RecordingError::Truncated
@@ -317,7 +317,7 @@ impl Header {
         }
         let end = c.at;
         let mut c = Cursor { data: h, at: 0, base: 14 };
-        let header = Header {
+        let header = RecordingHeader {
             protocol: c.u16("protocol")?,
             schema: c.u64("schema")?,
             tick_rate_hz: c.u16("tick rate")?,
@@ -371,7 +371,7 @@ pub struct RecordWriter {
 
 impl RecordWriter {
     /// A writer, and the file's first bytes (its header).
-    pub fn new(schema: Arc<Schema>, header: &Header) -> (Self, Vec<u8>) {
+    pub fn new(schema: Arc<Schema>, header: &RecordingHeader) -> (Self, Vec<u8>) {
         let w = Self {
             sender: SnapshotSender::new(schema.clone(), RECORD_SENDER),
             schema,
@@ -582,7 +582,7 @@ pub struct ChunkInfo {
 /// themselves are decoded when played).
 #[derive(Debug, Clone)]
 pub struct Recording {
-    header: Header,
+    header: RecordingHeader,
     data: Bytes,
     chunks: Vec<ChunkInfo>,
     /// Bytes after the last complete chunk (a file cut off while being written).
@@ -598,7 +598,7 @@ impl Recording {
     /// Not a recording, another format or protocol, a schema other than `schema` (when given),
     /// or a corrupt chunk.
     pub fn parse(data: Bytes, schema: Option<&Schema>) -> Result<Recording, RecordingError> {
-        let (header, mut at) = Header::decode(&data)?;
+        let (header, mut at) = RecordingHeader::decode(&data)?;
         // Protocol 8 changed only the channel's header, not what a recording holds: a
         // recording of protocol 7 plays as it is.
         if header.protocol != PROTOCOL_VERSION && header.protocol != 7 {
@@ -647,7 +647,7 @@ impl Recording {
     }
 
     /// What it says about itself.
-    pub fn header(&self) -> &Header {
+    pub fn header(&self) -> &RecordingHeader {
         &self.header
     }
 
@@ -932,8 +932,8 @@ mod tests {
         Arc::new(w)
     }
 
-    fn header() -> Header {
-        Header {
+    fn header() -> RecordingHeader {
+        RecordingHeader {
             protocol: PROTOCOL_VERSION,
             schema: schema().fingerprint(),
             tick_rate_hz: 60,
@@ -1019,12 +1019,12 @@ mod tests {
         v1.extend_from_slice(&(h.len() as u32).to_le_bytes());
         v1.extend_from_slice(h);
         v1.extend_from_slice(&crc32fast::hash(h).to_le_bytes());
-        let (old, _) = Header::decode(&v1).unwrap();
-        assert_eq!(old, Header { columns: Vec::new(), ..header() });
+        let (old, _) = RecordingHeader::decode(&v1).unwrap();
+        assert_eq!(old, RecordingHeader { columns: Vec::new(), ..header() });
         // Format 3 is not this build's.
         let mut v3 = v2.clone();
         v3[8..10].copy_from_slice(&3u16.to_le_bytes());
-        assert_eq!(Header::decode(&v3), Err(RecordingError::Format { found: 3 }));
+        assert_eq!(RecordingHeader::decode(&v3), Err(RecordingError::Format { found: 3 }));
     }
 
     #[test]

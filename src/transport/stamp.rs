@@ -5,7 +5,7 @@
 //! for up to a frame before the client sees it. Stamping it at the read counted that wait as
 //! network time: on loopback, bots polled at 60 frames a second reported a 6–8 ms round trip
 //! where a socket ping takes 0.05 ms. With the kernel's stamp the client is told how long
-//! the datagram waited ([`Received::waited`]) and dates its arrival that much earlier
+//! the datagram waited ([`Stamped::waited`]) and dates its arrival that much earlier
 //! ([`arrival`]), in whatever clock it runs on.
 //!
 //! Elsewhere than Linux, or when the socket option is refused, datagrams are read as
@@ -21,7 +21,7 @@ pub(crate) const MAX_WAIT: Duration = Duration::from_secs(1);
 
 /// One datagram read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Received {
+pub(crate) struct Stamped {
     /// Its length in the buffer.
     pub len: usize,
     /// Who sent it.
@@ -62,10 +62,10 @@ impl Stamps {
     ///
     /// # Errors
     /// `WouldBlock` when nothing is waiting, or the socket's error.
-    pub(crate) fn recv(&mut self, socket: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<Received> {
+    pub(crate) fn recv(&mut self, socket: &std::net::UdpSocket, buf: &mut [u8]) -> io::Result<Stamped> {
         if !self.on {
             let (len, from) = socket.recv_from(buf)?;
-            return Ok(Received { len, from, waited: None });
+            return Ok(Stamped { len, from, waited: None });
         }
         sys::recv(self, socket, buf)
     }
@@ -75,10 +75,10 @@ impl Stamps {
     ///
     /// # Errors
     /// As [`Stamps::recv`].
-    pub(crate) fn try_recv(&mut self, socket: &tokio::net::UdpSocket, buf: &mut [u8]) -> io::Result<Received> {
+    pub(crate) fn try_recv(&mut self, socket: &tokio::net::UdpSocket, buf: &mut [u8]) -> io::Result<Stamped> {
         if !self.on {
             let (len, from) = socket.try_recv_from(buf)?;
-            return Ok(Received { len, from, waited: None });
+            return Ok(Stamped { len, from, waited: None });
         }
         socket.try_io(tokio::io::Interest::READABLE, || sys::recv(self, socket, buf))
     }
@@ -92,14 +92,14 @@ mod sys {
 
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, setsockopt, sockopt};
 
-    use super::{Received, Stamps};
+    use super::{Stamped, Stamps};
 
     pub(super) fn enable(socket: &impl AsFd) -> Stamps {
         let on = setsockopt(socket, sockopt::ReceiveTimestampns, &true).is_ok();
         Stamps { on, cmsg: if on { nix::cmsg_space!(nix::sys::time::TimeSpec) } else { Vec::new() } }
     }
 
-    pub(super) fn recv(stamps: &mut Stamps, socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Received> {
+    pub(super) fn recv(stamps: &mut Stamps, socket: &impl AsRawFd, buf: &mut [u8]) -> io::Result<Stamped> {
         let mut iov = [IoSliceMut::new(buf)];
         let msg =
             recvmsg::<SockaddrStorage>(socket.as_raw_fd(), &mut iov, Some(&mut stamps.cmsg), MsgFlags::MSG_DONTWAIT)
@@ -121,7 +121,7 @@ mod sys {
             }
         }
         let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-        Ok(Received { len: msg.bytes, from, waited: stamped.map(|t| now.saturating_sub(t)) })
+        Ok(Stamped { len: msg.bytes, from, waited: stamped.map(|t| now.saturating_sub(t)) })
     }
 }
 
@@ -129,13 +129,13 @@ mod sys {
 mod sys {
     use std::io;
 
-    use super::{Received, Stamps};
+    use super::{Stamped, Stamps};
 
     pub(super) fn enable(_: &impl std::os::fd::AsFd) -> Stamps {
         Stamps::default()
     }
 
-    pub(super) fn recv(_: &mut Stamps, _: &impl std::os::fd::AsRawFd, _: &mut [u8]) -> io::Result<Received> {
+    pub(super) fn recv(_: &mut Stamps, _: &impl std::os::fd::AsRawFd, _: &mut [u8]) -> io::Result<Stamped> {
         Err(io::Error::new(io::ErrorKind::Unsupported, "no receive stamps here"))
     }
 }

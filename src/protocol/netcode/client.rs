@@ -7,8 +7,8 @@ use super::packet::{self, Allowed, Packet, PacketKind, Request};
 use super::replay::ReplayWindow;
 use super::token::ConnectToken;
 use super::{
-    CHALLENGE_TOKEN_BYTES, DropReason, MAX_PAYLOAD_BYTES, PACKET_SEND_RATE_HZ, REDUNDANT_DISCONNECT_PACKETS, SendError,
-    Transmit,
+    CHALLENGE_TOKEN_BYTES, DropReason, MAX_PAYLOAD_BYTES, PACKET_SEND_RATE_HZ, PayloadError,
+    REDUNDANT_DISCONNECT_PACKETS, Transmit,
 };
 
 const SEND_INTERVAL: Duration = Duration::from_millis(1000 / PACKET_SEND_RATE_HZ as u64);
@@ -288,12 +288,12 @@ impl Client {
     ///
     /// # Errors
     /// Not connected, or a bad payload size.
-    pub fn send_payload(&mut self, now: Duration, data: &[u8], tx: &mut impl Transmit) -> Result<(), SendError> {
+    pub fn send_payload(&mut self, now: Duration, data: &[u8], tx: &mut impl Transmit) -> Result<(), PayloadError> {
         if self.state != ClientState::Connected {
-            return Err(SendError::NotConnected);
+            return Err(PayloadError::NotConnected);
         }
         if data.is_empty() || data.len() > MAX_PAYLOAD_BYTES {
-            return Err(SendError::PayloadSize(data.len()));
+            return Err(PayloadError::PayloadSize(data.len()));
         }
         self.write(now, &Packet::Payload(data), tx);
         Ok(())

@@ -172,7 +172,7 @@ impl DisconnectReason {
 
 /// Why a payload could not be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum SendError {
+pub enum PayloadError {
     /// Payloads are 1 to 1200 bytes.
     #[error("payload of {0} bytes; netcode payloads are 1 to {MAX_PAYLOAD_BYTES} bytes")]
     PayloadSize(usize),

@@ -40,7 +40,7 @@ use super::token::PrivateConnectToken;
 use super::wire::{Reader, Writer};
 use super::{
     CHALLENGE_TOKEN_BYTES, DisconnectReason, DropCounts, DropReason, MAC_BYTES, MAX_PAYLOAD_BYTES, PACKET_SEND_RATE_HZ,
-    REDUNDANT_DISCONNECT_PACKETS, SendError, Transmit, USER_DATA_BYTES,
+    PayloadError, REDUNDANT_DISCONNECT_PACKETS, Transmit, USER_DATA_BYTES,
 };
 
 /// Sequences of handshake packets (challenge, denied) have the top bit set, so they can never
@@ -526,8 +526,8 @@ impl Connection {
     /// Sends a payload of 1 to 1200 bytes ([`SendHalf::send_payload`]).
     ///
     /// # Errors
-    /// [`SendError::PayloadSize`] for an empty or oversized payload.
-    pub fn send_payload(&mut self, now: Duration, data: &[u8], tx: &mut impl Transmit) -> Result<(), SendError> {
+    /// [`PayloadError::PayloadSize`] for an empty or oversized payload.
+    pub fn send_payload(&mut self, now: Duration, data: &[u8], tx: &mut impl Transmit) -> Result<(), PayloadError> {
         self.tx.send_payload(now, data, tx)
     }
 
@@ -641,10 +641,10 @@ impl SendHalf {
     /// payload is preceded by a keep-alive, so the client learns its slot first.
     ///
     /// # Errors
-    /// [`SendError::PayloadSize`] for an empty or oversized payload.
-    pub fn send_payload(&mut self, now: Duration, data: &[u8], tx: &mut impl Transmit) -> Result<(), SendError> {
+    /// [`PayloadError::PayloadSize`] for an empty or oversized payload.
+    pub fn send_payload(&mut self, now: Duration, data: &[u8], tx: &mut impl Transmit) -> Result<(), PayloadError> {
         if data.is_empty() || data.len() > MAX_PAYLOAD_BYTES {
-            return Err(SendError::PayloadSize(data.len()));
+            return Err(PayloadError::PayloadSize(data.len()));
         }
         if !self.confirmed {
             self.keep_alive(now, tx);
@@ -1014,8 +1014,8 @@ impl Endpoint<Connection> {
         client_index: usize,
         data: &[u8],
         tx: &mut impl Transmit,
-    ) -> Result<(), SendError> {
-        let conn = &mut self.slots.get_mut(client_index).ok_or(SendError::NotConnected)?.value;
+    ) -> Result<(), PayloadError> {
+        let conn = &mut self.slots.get_mut(client_index).ok_or(PayloadError::NotConnected)?.value;
         conn.send_payload(now, data, tx)
     }
 

@@ -431,7 +431,7 @@ pub(crate) fn hold_left_out(decoded: &WorldSnapshot, origins: &[u32], before: Sh
     if shown.tick() >= decoded.tick() || origins.len() != decoded.len() || before_origins.len() != shown.len() {
         return 0;
     }
-    let mut walk = Held { before: shown, held: held_before, origins: before_origins, p: 0, h: 0 };
+    let mut walk = ShownBefore { before: shown, held: held_before, origins: before_origins, p: 0, h: 0 };
     let mut held = decoded.iter().zip(origins).filter(|(e, o)| walk.words(e, **o).is_some());
     let Some((first, _)) = held.next() else { return 0 };
     let first = first.id;
@@ -439,7 +439,7 @@ pub(crate) fn hold_left_out(decoded: &WorldSnapshot, origins: &[u32], before: Sh
     // Copy the decoded snapshot, with the held entities' shown words.
     out.snapshot.reset(decoded.tick());
     out.origins.clear();
-    let mut walk = Held { before: shown, held: held_before, origins: before_origins, p: 0, h: 0 };
+    let mut walk = ShownBefore { before: shown, held: held_before, origins: before_origins, p: 0, h: 0 };
     for (e, o) in decoded.iter().zip(origins) {
         let words = match walk.words(&e, *o).filter(|_| e.id >= first) {
             Some((words, origin)) => {
@@ -455,7 +455,7 @@ pub(crate) fn hold_left_out(decoded: &WorldSnapshot, origins: &[u32], before: Sh
 
 /// A walk of the snapshot shown before (with its origins), in id order, alongside a decoded
 /// snapshot's entities.
-struct Held<'a> {
+struct ShownBefore<'a> {
     before: &'a WorldSnapshot,
     held: &'a [(EntityId, u32)],
     origins: &'a [u32],
@@ -463,7 +463,7 @@ struct Held<'a> {
     h: usize,
 }
 
-impl<'a> Held<'a> {
+impl<'a> ShownBefore<'a> {
     /// The words to show for `e` (whose state came in the packet of tick `origin`) instead
     /// of its own, and their origin, if what was shown before came in a newer packet.
     /// Entities must come in ascending id.

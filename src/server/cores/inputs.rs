@@ -1,6 +1,6 @@
 //! The players' inputs on their way to a world: each input inline ([`ClientInput`]), the
 //! world's bounded queue that player actors push to and the world empties at each tick
-//! ([`InputQueue`]), and what a tick did with them ([`Applied`]). Sans-IO: no actor here.
+//! ([`InputQueue`]), and what a tick did with them ([`TickInputs`]). Sans-IO: no actor here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use crate::server::game::world::PlayerId;
 
 /// What a tick did with the players' inputs.
 #[derive(Debug, Clone)]
-pub(crate) struct Applied {
+pub(crate) struct TickInputs {
     /// Per player, the sequence of the newest input applied by this tick (sorted by player).
     pub newest: Vec<(PlayerId, u32)>,
     /// Per player whose input this tick applied (sorted by player): how long the newest of
@@ -23,8 +23,8 @@ pub(crate) struct Applied {
     pub started: Instant,
 }
 
-/// A tick's [`Applied`], shared by every player actor.
-pub(crate) type AppliedInputs = Arc<Applied>;
+/// A tick's [`TickInputs`], shared by every player actor.
+pub(crate) type AppliedInputs = Arc<TickInputs>;
 
 /// One input on its way to the world. Its bytes are held inline (at most
 /// [`MAX_INPUT_BYTES`], as on the wire), so queueing one allocates nothing.
@@ -83,14 +83,14 @@ impl ClientInput {
 /// again most refused ones arrive anyway.
 #[derive(Debug, Clone)]
 pub(crate) struct InputQueue {
-    queue: Arc<std::sync::Mutex<Vec<Queued>>>,
+    queue: Arc<std::sync::Mutex<Vec<Arrival>>>,
     limit: usize,
     /// Times the world has taken the queue: the tick round client messages are counted in.
     rounds: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A queued input and when it was queued.
-type Queued = (ClientInput, Instant);
+type Arrival = (ClientInput, Instant);
 
 impl Default for InputQueue {
     /// Room for 64 Ki inputs.

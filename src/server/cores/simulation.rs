@@ -14,11 +14,11 @@ use crate::protocol::recording::Event;
 use crate::protocol::scoreboard::ScoreRow;
 use crate::protocol::snapshot::{Schema, SnapshotBuilder, WorldSnapshot};
 use crate::protocol::system::Redirect;
-use crate::server::game::world::{Applied, Held, HeldInput};
 use crate::server::game::world::{
     Audience, JoinInfo, MAX_HELD_INPUTS, MAX_HOLD, MAX_PANICKING_TICKS, Outbox, PlayerId, Players, Tap, World,
     WorldChange, WorldFault, WorldId, message_event,
 };
+use crate::server::game::world::{HeldInput, HeldInputs, InputSpan};
 
 /// One input on its way into a tick, however its shell holds it.
 pub(crate) trait TickInput {
@@ -122,7 +122,7 @@ pub(crate) struct Simulation {
     steps: u64,
     dt: Duration,
     /// Per player, the sequences of the first and the newest input applied since it joined.
-    applied: BTreeMap<PlayerId, Applied>,
+    applied: BTreeMap<PlayerId, InputSpan>,
     /// The players joined (a leave for one not here is not passed on).
     joined: std::collections::BTreeSet<PlayerId>,
     /// Stop once empty ([`WorldOptions::stop_when_empty`](crate::server::WorldOptions::stop_when_empty)),
@@ -145,7 +145,7 @@ pub(crate) struct Simulation {
     taps: Taps,
     events: Vec<Event>,
     /// Players whose inputs a tap holds ([`Players::hold`]).
-    held: BTreeMap<PlayerId, Held>,
+    held: BTreeMap<PlayerId, HeldInputs>,
 }
 
 /// The taps of a simulation.
@@ -261,7 +261,7 @@ impl Simulation {
 
     /// Input `seq` of `player` was applied.
     fn note_applied(&mut self, player: PlayerId, seq: u32) {
-        self.applied.entry(player).and_modify(|a| a.newest = seq).or_insert(Applied { first: seq, newest: seq });
+        self.applied.entry(player).and_modify(|a| a.newest = seq).or_insert(InputSpan { first: seq, newest: seq });
     }
 
     /// Hands every tick's frame to `tap` from the next step on, until it says it is done.

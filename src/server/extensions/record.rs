@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::protocol::recording::{Event, FrameIn, Header, RecordWriter};
+use crate::protocol::recording::{Event, FrameIn, RecordWriter, RecordingHeader};
 use crate::protocol::session::PROTOCOL_VERSION;
 use crate::protocol::snapshot::{Schema, WorldSnapshot};
 use crate::server::game::world::{RecordingClosed, RecordingHandle, RecordingState, Tap};
@@ -113,7 +113,7 @@ impl Open {
 }
 
 /// One recording as the writer thread holds it.
-struct Queued {
+struct Writing {
     shared: Arc<Shared>,
     open: Open,
 }
@@ -123,12 +123,12 @@ struct Queued {
 /// at every tick. Each recording is written under its own panic guard: a fault while coding
 /// or writing one ends that recording alone (counted as a write error, told to its handle),
 /// and the thread goes on with the others.
-fn writer_thread() -> Option<&'static Mutex<Vec<Queued>>> {
-    static NEW: std::sync::OnceLock<Option<&'static Mutex<Vec<Queued>>>> = std::sync::OnceLock::new();
+fn writer_thread() -> Option<&'static Mutex<Vec<Writing>>> {
+    static NEW: std::sync::OnceLock<Option<&'static Mutex<Vec<Writing>>>> = std::sync::OnceLock::new();
     *NEW.get_or_init(|| {
-        let new: &'static Mutex<Vec<Queued>> = Box::leak(Box::default());
+        let new: &'static Mutex<Vec<Writing>> = Box::leak(Box::default());
         let started = std::thread::Builder::new().name("volley-recorder".into()).spawn(move || {
-            let mut open: Vec<Queued> = Vec::new();
+            let mut open: Vec<Writing> = Vec::new();
             loop {
                 std::thread::sleep(WRITER_PERIOD);
                 if let Ok(mut n) = new.lock() {
@@ -156,7 +156,7 @@ fn writer_thread() -> Option<&'static Mutex<Vec<Queued>>> {
 }
 
 /// Writes what one recording queued; false once it is finished (closed and written) or failed.
-fn write_queued(r: &mut Queued) -> bool {
+fn write_queued(r: &mut Writing) -> bool {
     // Closed before taking the queue: whatever it holds then is all there will be.
     let closed = r.shared.closed.load(Ordering::Acquire);
     let jobs: Vec<Job> = r.shared.queue.lock().map(|mut q| q.drain(..).collect()).unwrap_or_default();
@@ -294,7 +294,7 @@ impl Recorder {
         metrics: Option<Arc<ServerMetrics>>,
     ) -> std::io::Result<Self> {
         let keyframe_every = u32::from(of.tick_rate_hz) * KEYFRAME_SECONDS;
-        let header = Header {
+        let header = RecordingHeader {
             protocol: PROTOCOL_VERSION,
             schema: of.schema.fingerprint(),
             tick_rate_hz: of.tick_rate_hz,
@@ -326,7 +326,7 @@ impl Recorder {
             let shared = Arc::new(Shared::default());
             new.lock()
                 .map_err(|_| std::io::Error::other("the recording thread failed"))?
-                .push(Queued { shared: shared.clone(), open });
+                .push(Writing { shared: shared.clone(), open });
             Output::Thread(shared)
         };
         Ok(Self {

@@ -11,7 +11,7 @@
 //!
 //! A player's link, its conditioner and its held datagrams live here, under one lock that
 //! only conditioned players' datagrams take: an unconditioned server pays one atomic load a
-//! datagram. Held datagrams wait in one queue, due first, sent by one task; the queue holds
+//! datagram. Delayed datagrams wait in one queue, due first, sent by one task; the queue holds
 //! at most [`MAX_HELD`] datagrams (what finds it full is dropped and counted).
 //!
 //! [`SendRate`]: crate::protocol::reliability::SendRate
@@ -104,7 +104,7 @@ struct Link {
 
 /// A datagram waiting for its time.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Held {
+struct Delayed {
     due: Instant,
     seq: u64,
     to: SocketAddr,
@@ -114,7 +114,7 @@ struct Held {
 #[derive(Debug, Default)]
 struct State {
     links: HashMap<SocketAddr, Link>,
-    held: BinaryHeap<Reverse<Held>>,
+    held: BinaryHeap<Reverse<Delayed>>,
     seq: u64,
 }
 
@@ -241,7 +241,7 @@ impl Shaping {
             let due = now + delay;
             let first = s.held.peek().is_none_or(|Reverse(h)| due < h.due);
             s.seq += 1;
-            s.held.push(Reverse(Held { due, seq: s.seq, to, bytes: bytes.to_vec() }));
+            s.held.push(Reverse(Delayed { due, seq: s.seq, to, bytes: bytes.to_vec() }));
             first
         };
         if first {
@@ -251,7 +251,7 @@ impl Shaping {
     }
 
     /// The held datagrams that are due, in order, and when the next one is.
-    fn due(&self, now: Instant, out: &mut Vec<Held>) -> Option<Instant> {
+    fn due(&self, now: Instant, out: &mut Vec<Delayed>) -> Option<Instant> {
         let Ok(mut s) = self.state.lock() else { return None };
         while s.held.peek().is_some_and(|Reverse(h)| h.due <= now) {
             if let Some(Reverse(h)) = s.held.pop() {

@@ -25,7 +25,7 @@ use crate::transport::batch;
 
 /// One queued datagram.
 #[derive(Debug)]
-struct Queued {
+struct Waiting {
     to: SocketAddr,
     bytes: Vec<u8>,
     /// For the input-to-effect latency: the input's way to the world, and when the tick that
@@ -36,7 +36,7 @@ struct Queued {
 /// A batch being filled; its buffers are reused batch after batch.
 #[derive(Debug, Default)]
 struct Pending {
-    items: Vec<Queued>,
+    items: Vec<Waiting>,
     used: usize,
 }
 
@@ -118,7 +118,7 @@ impl SnapshotBatcher {
                     q.bytes.extend_from_slice(packet);
                     q.effect = effect;
                 }
-                None => p.items.push(Queued { to, bytes: packet.to_vec(), effect }),
+                None => p.items.push(Waiting { to, bytes: packet.to_vec(), effect }),
             }
             p.used += 1;
             if p.used >= self.batch { Some(self.take(&mut p)) } else { None }

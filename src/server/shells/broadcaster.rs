@@ -744,7 +744,7 @@ mod tests {
 
     /// What a tick applied: nothing.
     fn applied() -> AppliedInputs {
-        Arc::new(crate::server::cores::inputs::Applied {
+        Arc::new(crate::server::cores::inputs::TickInputs {
             newest: Vec::new(),
             fresh: Vec::new(),
             started: tokio::time::Instant::now(),

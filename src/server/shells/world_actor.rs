@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::mailbox::{BroadcastMsg, WorldMsg};
 use crate::protocol::input::ViewTime;
 use crate::server::cores::directory::ToWorld;
-use crate::server::cores::inputs::{Applied, AppliedInputs, ClientInput, InputQueue};
+use crate::server::cores::inputs::{AppliedInputs, ClientInput, InputQueue, TickInputs};
 use crate::server::cores::simulation::{Command, Simulation, TickInput};
 use crate::server::game::world::{PlayerId, World, WorldFault, WorldId};
 use crate::server::ops::metrics::ServerMetrics;
@@ -365,7 +365,7 @@ fn step<W: World>(
     }
     let fresh: Vec<(PlayerId, Duration)> = fresh.into_iter().collect();
     let newest = s.sim.applied_inputs().collect();
-    let applied: AppliedInputs = Arc::new(Applied { newest, fresh, started });
+    let applied: AppliedInputs = Arc::new(TickInputs { newest, fresh, started });
     s.broadcaster.cast(BroadcastMsg::Tick(id, commands, applied))?;
     let took = started.elapsed();
     s.metrics.record_tick(took, lateness);

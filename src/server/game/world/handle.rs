@@ -4,7 +4,7 @@
 //!
 //! The same handle works on the actor server and in the
 //! [`Stepper`](crate::testing::Stepper): it asks a [`Host`], the actor server's (each world
-//! an actor of its own) or the stepper's [`Queued`] requests (the worlds stepped in turn,
+//! an actor of its own) or the stepper's queue of requests ([`StepperHost`]) (the worlds stepped in turn,
 //! deterministically). Extensions start their worlds through this handle's public methods
 //! ([`Worlds::spawn`], [`Worlds::tap`]) from their own types (`Spectators::start` in
 //! `spectate`, `ZoneOptions::start` in `zone`), never by adding methods to it.
@@ -323,12 +323,12 @@ struct Inner {
     keys: TokenKeys,
     host: Box<dyn Host>,
     /// Who started each world, and where the worlds that take messages take them.
-    links: Mutex<BTreeMap<WorldId, Link>>,
+    links: Mutex<BTreeMap<WorldId, WorldFacts>>,
 }
 
 /// What the worlds know of one world.
 #[derive(Default)]
-struct Link {
+struct WorldFacts {
     /// The world that started it.
     parent: Option<WorldId>,
     /// Its messages' queue (a `tokio::sync::mpsc::Sender<M>`), if it takes messages.
@@ -345,7 +345,7 @@ pub(crate) struct TokenKeys {
     pub private_key: crate::protocol::netcode::Key,
 }
 
-/// Where a server's worlds run: the actor server's side, or the stepper's [`Queued`]
+/// Where a server's worlds run: the actor server's side, or the stepper's [`StepperHost`]
 /// requests. [`Worlds`] asks it, whichever it is.
 pub(crate) trait Host: Send + Sync {
     /// Starts `world` as world `id` (started by `worlds`' world, if one), ticking every
@@ -384,12 +384,12 @@ pub(crate) trait Host: Send + Sync {
 
 /// The stepper's host: what it is asked waits here for its next step.
 #[derive(Default)]
-pub(crate) struct Queued {
+pub(crate) struct StepperHost {
     requests: Mutex<Vec<Request>>,
     running: Mutex<Vec<WorldId>>,
 }
 
-impl Queued {
+impl StepperHost {
     fn push(&self, r: Request) {
         if let Ok(mut q) = self.requests.lock() {
             q.push(r);
@@ -397,7 +397,7 @@ impl Queued {
     }
 }
 
-impl Host for Queued {
+impl Host for StepperHost {
     fn spawn(
         &self,
         worlds: &Worlds,
@@ -455,7 +455,7 @@ pub(crate) enum Request {
 }
 
 impl Worlds {
-    /// A handle over `host` (the actor server's, or the stepper's [`Queued`]).
+    /// A handle over `host` (the actor server's, or the stepper's [`StepperHost`]).
     pub(crate) fn new(
         numbers: Arc<Mutex<Numbers>>,
         kinds: Vec<String>,
@@ -468,7 +468,7 @@ impl Worlds {
         Self { inner: Arc::new(Inner { numbers, kinds, server_hz, schema, keys, host, links }), me: None }
     }
 
-    /// The stepper's handle: what it is asked waits in a [`Queued`] host.
+    /// The stepper's handle: what it is asked waits in a [`StepperHost`].
     pub(crate) fn stepper(
         numbers: Arc<Mutex<Numbers>>,
         kinds: Vec<String>,
@@ -476,7 +476,7 @@ impl Worlds {
         schema: Arc<Schema>,
         keys: TokenKeys,
     ) -> Self {
-        Self::new(numbers, kinds, server_hz, schema, keys, Box::new(Queued::default()))
+        Self::new(numbers, kinds, server_hz, schema, keys, Box::new(StepperHost::default()))
     }
 
     /// The handle world `me` gets: the worlds it starts are its own.
@@ -495,7 +495,7 @@ impl Worlds {
     /// the same number is kept.
     fn new_link(&self, id: WorldId) {
         if let Ok(mut l) = self.inner.links.lock() {
-            l.insert(id, Link { parent: self.me, mail: None, columns: Vec::new() });
+            l.insert(id, WorldFacts { parent: self.me, mail: None, columns: Vec::new() });
         }
     }
 

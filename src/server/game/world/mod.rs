@@ -29,7 +29,7 @@ pub use handle::{Handles, SendError, SpawnError, WORLD_MESSAGE_QUEUE, WithMessag
 pub(crate) use handle::{Host, Request, TokenKeys};
 pub(crate) use options::Numbers;
 pub use options::{Origin, RecordingClosed, RecordingHandle, RecordingState, WorldId, WorldOptions};
-pub(crate) use tap::{Applied, Held, HeldInput};
+pub(crate) use tap::{HeldInput, HeldInputs, InputSpan};
 pub use tap::{MAX_HELD_INPUTS, MAX_HOLD, MAX_TAP_MESSAGES, Players, Tap};
 pub(crate) use tap::{TapBox, message_event};
 

@@ -90,10 +90,10 @@ pub trait Tap: Send {
 /// ```
 pub struct Players<'a> {
     pub(crate) joined: &'a BTreeSet<PlayerId>,
-    pub(crate) applied: &'a BTreeMap<PlayerId, Applied>,
-    pub(crate) held: &'a mut BTreeMap<PlayerId, Held>,
+    pub(crate) applied: &'a BTreeMap<PlayerId, InputSpan>,
+    pub(crate) held: &'a mut BTreeMap<PlayerId, HeldInputs>,
     /// Holds let go, their inputs to apply in order.
-    pub(crate) released: &'a mut Vec<(PlayerId, Held)>,
+    pub(crate) released: &'a mut Vec<(PlayerId, HeldInputs)>,
     /// Players to send elsewhere, with their connect tokens.
     pub(crate) redirects: &'a mut Vec<(PlayerId, Vec<u8>)>,
     /// Players to kick, with the reason.
@@ -137,7 +137,7 @@ impl Players<'_> {
         if !self.is_joined(player) || self.is_held(player) {
             return false;
         }
-        self.held.insert(player, Held { since: self.step, inputs: Vec::new() });
+        self.held.insert(player, HeldInputs { since: self.step, inputs: Vec::new() });
         true
     }
 
@@ -231,14 +231,14 @@ pub const MAX_HOLD: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The first and the newest input of a player a world applied since it joined.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Applied {
+pub(crate) struct InputSpan {
     pub first: u32,
     pub newest: u32,
 }
 
 /// A player's held inputs ([`Players::hold`]).
 #[derive(Debug)]
-pub(crate) struct Held {
+pub(crate) struct HeldInputs {
     /// The step the hold began before.
     pub since: u64,
     pub inputs: Vec<HeldInput>,
