@@ -8,6 +8,19 @@
 //! - [`range`]: the adaptive range coder of predicted snapshots.
 //! - [`input`]: the client's newest-wins state: the snapshot it has, its latest inputs.
 //! - [`zone`]: one map split among several servers: which zone owns a position, which see it.
+//!
+//! The types a driver of the protocol names most (a shell, an interop test, a client of its
+//! own) are re-exported here, as quinn-proto does at its root; the modules hold the rest.
+//!
+//! | to | use |
+//! | --- | --- |
+//! | accept connections and move their datagrams | [`Endpoint`], [`EndpointConfig`], [`Received`], [`Connection`] (its [`ReceiveHalf`] and [`SendHalf`]), [`Transmit`] |
+//! | connect as a client | [`Client`], [`ClientState`], [`ConnectToken`], [`TokenParams`], [`Key`] |
+//! | know why a packet or a session ended | [`DropReason`], [`DisconnectReason`], [`PayloadError`], [`SessionEnd`] |
+//! | carry messages | [`Channel`], [`ChannelConfig`] |
+//! | describe, send and read a world | [`Schema`], [`Replicate`], [`SnapshotBuilder`], [`WorldSnapshot`], [`EntityId`], [`EntityRef`], [`Interest`], [`SnapshotSender`], [`SenderConfig`], [`SnapshotReceiver`] |
+//! | agree on a session | [`SessionParams`], [`PROTOCOL_VERSION`] |
+//! | write and read recordings | [`RecordWriter`], [`Recording`], [`Playhead`] |
 
 pub mod bits;
 pub mod input;
@@ -21,6 +34,18 @@ pub mod session;
 pub mod snapshot;
 pub mod system;
 pub mod zone;
+
+pub use netcode::client::{Client, ClientState};
+pub use netcode::server::{Connection, Endpoint, EndpointConfig, ReceiveHalf, Received, SendHalf};
+pub use netcode::token::{ConnectToken, TokenParams};
+pub use netcode::{DisconnectReason, DropReason, Key, PayloadError, Transmit};
+pub use recording::{Playhead, RecordWriter, Recording};
+pub use reliability::{Channel, ChannelConfig};
+pub use session::{PROTOCOL_VERSION, SessionEnd, SessionParams};
+pub use snapshot::{
+    EntityId, EntityRef, Interest, Replicate, Schema, SenderConfig, SnapshotBuilder, SnapshotReceiver, SnapshotSender,
+    WorldSnapshot,
+};
 
 /// A connected player's id on its server: its netcode slot, stable while it is connected
 /// (one type for the server, the recordings and the zones).
