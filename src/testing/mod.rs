@@ -763,9 +763,8 @@ impl<W: World> Stepper<W> {
     fn take_requests(&mut self) {
         for r in self.worlds.take_requests() {
             match r {
-                Request::Spawn(id, options, mut world, parent) => {
+                Request::Spawn { id, options, mut world, parent, stride } => {
                     let server = self.settings.params.tick_rate_hz;
-                    let stride = u32::from(server / options.tick_rate_hz.unwrap_or(server).max(1)).max(1);
                     let columns = world.scoreboard_columns();
                     let (record, kind, stop_when_empty, handle) = (
                         options.record.clone(),

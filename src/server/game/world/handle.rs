@@ -404,9 +404,9 @@ impl Host for StepperHost {
         id: WorldId,
         options: WorldOptions,
         world: Box<dyn World>,
-        _: u32,
+        stride: u32,
     ) -> Result<(), SpawnError> {
-        self.push(Request::Spawn(id, options, world, worlds.me()));
+        self.push(Request::Spawn { id, options, world, parent: worlds.me(), stride });
         Ok(())
     }
     fn stop(&self, id: WorldId) {
@@ -442,8 +442,9 @@ impl Host for StepperHost {
 
 /// What the stepper is asked to do at its next step.
 pub(crate) enum Request {
-    /// Start this world (started by that one, if one did).
-    Spawn(WorldId, WorldOptions, Box<dyn World>, Option<WorldId>),
+    /// Start this world (started by `parent`, if one did), ticking every `stride` server
+    /// ticks ([`Worlds::check`]'s reading of its options, as the actors get it).
+    Spawn { id: WorldId, options: WorldOptions, world: Box<dyn World>, parent: Option<WorldId>, stride: u32 },
     /// Stop a world.
     Stop(WorldId),
     /// Move a player.
