@@ -194,6 +194,50 @@ fn a_narrow_line_keeps_its_nearby_entities_fresh_and_its_queue_short() {
     assert!(fixed.near_p99_ms > 200.0, "{fixed:?}");
 }
 
+/// A client whose downlink breaks keeps sending (its inputs, its acknowledgements of what it
+/// last heard) but acknowledges nothing new: the server's rate for it falls to the least
+/// within a second and a half, what it sends in the next second is no more than that (and a
+/// burst), and when the line mends the rate is back at the most within three seconds, the
+/// session never dropped. Without the silence rule the rate stayed at the most (125 000
+/// bytes a second of full snapshots, nothing acknowledged to delta against).
+#[test]
+fn a_client_that_acknowledges_nothing_is_sent_the_least() {
+    const HZ: u16 = 60;
+    let mut stepper = Stepper::new(Field(0, 1), HZ, 4);
+    let c = stepper.add_client(LinkProfile { latency: Duration::from_millis(20), ..LinkProfile::PERFECT });
+    for _ in 0..2 * HZ {
+        stepper.step();
+    }
+    let before = stepper.send_rate(c).unwrap();
+    assert_eq!(before, RateConfig::default().max_bytes_per_second);
+    // Nothing reaches the client from here.
+    stepper.set_bottleneck(c, Some(Bottleneck { bytes_per_second: 1, queue: Duration::ZERO }));
+    let cut_at = stepper.now;
+    let mut least_after = None;
+    for _ in 0..2 * HZ {
+        stepper.step();
+        if least_after.is_none() && stepper.send_rate(c) == Some(RateConfig::default().min_bytes_per_second) {
+            least_after = Some(stepper.now - cut_at);
+        }
+    }
+    let least_after = least_after.expect("the rate fell to the least");
+    println!("the least after {least_after:?}");
+    assert!(least_after <= Duration::from_millis(1_600), "the least after {least_after:?}");
+    stepper.capture();
+    for _ in 0..HZ {
+        stepper.step();
+    }
+    let sent: usize = stepper.captured().iter().filter(|d| !d.to_server && d.client == c).map(|d| d.len).sum();
+    println!("{sent} bytes sent to the silent client in a second");
+    assert!(sent <= 8_000, "{sent} bytes in a second to a client that hears nothing");
+    stepper.set_bottleneck(c, None);
+    for _ in 0..3 * HZ {
+        stepper.step();
+    }
+    assert_eq!(stepper.players(), 1, "the session held");
+    assert_eq!(stepper.send_rate(c), Some(before), "back at the most once acknowledged again");
+}
+
 /// The budget before send rates: room for a full packet every tick, whatever the line does.
 fn fixed() -> RateConfig {
     RateConfig {

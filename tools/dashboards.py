@@ -206,9 +206,11 @@ def bandwidth():
             "because the packet's budget was full (the priority accumulator picked what went), and changed entities "
             "whose own send rate (Interest::every: far ones less often) skipped the snapshot.", w=6)
     b.panel("Rate cuts", "cps", [q(f"sum(rate(volley_send_rate_cuts_total{{{SEL}}}[{RI}]))", "cuts"),
-                                 q(f"sum(rate(volley_send_rate_path_changes_total{{{SEL}}}[{RI}]))", "path changes")],
-            "Times a player's send rate was cut because its round trip grew (its link queued), and times a rise "
-            "that cutting did not drain was taken for a change of the path's own delay (the rate grew back).", w=6)
+                                 q(f"sum(rate(volley_send_rate_path_changes_total{{{SEL}}}[{RI}]))", "path changes"),
+                                 q(f"sum(rate(volley_send_rate_silences_total{{{SEL}}}[{RI}]))", "silent clients")],
+            "Times a player's send rate was cut because its round trip grew (its link queued), times a rise "
+            "that cutting did not drain was taken for a change of the path's own delay (the rate grew back), and "
+            "times a player acknowledged nothing for a second (a broken downlink: its rate fell to the least).", w=6)
     b.panel("Snapshot pacing", "short",
             [q(f"min(volley_snapshot_rate_ratio{{{SEL}}})", "share of the snapshot rate"),
              q(f"sum(rate(volley_snapshots_paced_total{{{SEL}}}[{RI}]))", "snapshots paced out /s"),

@@ -24,6 +24,13 @@
 //!   path 40 ms longer would hold the rate at its least until the floor's window ran out, up
 //!   to a minute.
 //!
+//! - **a peer that acknowledges nothing** is not a quiet link: when more than two packets'
+//!   bytes were sent and none of them acknowledged for [`ACK_SILENCE`] (or four round trips,
+//!   if longer), the rate halves every 100 ms down to its least, and stays there until
+//!   something is acknowledged again; then it grows back to the rate it had by 25 % every
+//!   100 ms. A broken downlink, or a client that keeps sending but never acknowledges, gets
+//!   the least in under a second and a half instead of the most for as long as it stays.
+//!
 //! Loss alone is not taken for congestion: on the links games run over (Wi-Fi, mobile) most
 //! loss is not a full queue, and a full drop-tail queue shows as delay before it drops. A
 //! window-based controller (QUIC's NewReno or CUBIC) is made for streams that wait for every
@@ -104,6 +111,10 @@ const UNDRAINED: f64 = 0.8;
 /// most in under two seconds).
 const RECOVERY: f64 = 1.25;
 
+/// Sent bytes left unacknowledged this long (or four smoothed round trips, if longer) mean
+/// the peer hears nothing: the rate falls to its least.
+pub const ACK_SILENCE: Duration = Duration::from_secs(1);
+
 /// A run of updates over the target.
 #[derive(Debug, Clone, Copy)]
 struct Rise {
@@ -146,6 +157,14 @@ pub struct SendRate {
     rebased: u64,
     /// After such a change, the rate to grow back to quickly (until the link fills again).
     recover_to: Option<f64>,
+    /// The peer's count of acknowledged bytes when it last grew, and when.
+    acked: (u64, Duration),
+    /// Bytes sent since then.
+    unacked: u64,
+    /// While nothing is acknowledged: the rate before the silence.
+    silenced_from: Option<f64>,
+    /// Times the rate fell for want of acknowledgements.
+    silences: u64,
 }
 
 impl SendRate {
@@ -169,6 +188,10 @@ impl SendRate {
             rise: None,
             rebased: 0,
             recover_to: None,
+            acked: (0, Duration::ZERO),
+            unacked: 0,
+            silenced_from: None,
+            silences: 0,
         }
     }
 
@@ -191,6 +214,18 @@ impl SendRate {
     /// the path's own delay (the floor moved to it and the rate went back).
     pub fn rebased(&self) -> u64 {
         self.rebased
+    }
+
+    /// Times the rate fell to its least because nothing sent was acknowledged for
+    /// [`ACK_SILENCE`].
+    pub fn silences(&self) -> u64 {
+        self.silences
+    }
+
+    /// Whether the peer acknowledges nothing lately (the rate is falling or at its least
+    /// for it).
+    pub fn is_silent(&self) -> bool {
+        self.silenced_from.is_some()
     }
 
     /// The settings.
@@ -222,6 +257,7 @@ impl SendRate {
     /// `bytes` were sent (they may be more than the room: the budget goes into debt).
     pub fn spend(&mut self, bytes: usize) {
         self.tokens -= bytes as f64;
+        self.unacked = self.unacked.saturating_add(bytes as u64);
     }
 
     /// Follows the link: `link`'s round trip and `bytes_acked`, the peer's running count of
@@ -231,6 +267,7 @@ impl SendRate {
         let Some((at, acked_then)) = self.updated else {
             self.updated = Some((now, bytes_acked));
             self.base_since = now;
+            self.acked = (bytes_acked, now);
             return;
         };
         let dt = now.saturating_sub(at);
@@ -244,6 +281,30 @@ impl SendRate {
             None => Some(fresh),
             Some(d) => Some(0.7 * d + 0.3 * fresh),
         };
+        if bytes_acked > self.acked.0 {
+            self.acked = (bytes_acked, now);
+            self.unacked = 0;
+            if let Some(before) = self.silenced_from.take() {
+                // Heard again: back to the rate of before, quickly (as after a new path).
+                self.recover_to = Some(before);
+                self.cut_at = None;
+            }
+        } else {
+            let limit = ACK_SILENCE.max(Duration::from_secs_f64(4.0 * srtt.max(0.0)));
+            let sent = self.unacked > 2 * MAX_PAYLOAD_BYTES as u64;
+            if sent && now.saturating_sub(self.acked.1) >= limit {
+                if self.silenced_from.is_none() {
+                    self.silenced_from = Some(self.rate);
+                    self.silences += 1;
+                }
+                self.rate = self.clamp(self.rate * 0.5);
+                self.tokens = self.tokens.min(Self::burst_of(self.rate));
+                self.recover_to = None;
+                self.rise = None;
+                self.over = 0;
+                return;
+            }
+        }
         if srtt <= 0.0 {
             return; // no round trip measured yet
         }
@@ -477,5 +538,62 @@ mod tests {
         r.spend(usize::MAX / 2);
         assert_eq!(r.room(Duration::from_secs(1)), 0);
         r.update(Duration::ZERO, &link, u64::MAX);
+    }
+
+    #[test]
+    fn a_peer_that_acknowledges_nothing_gets_the_least_then_what_it_had() {
+        let mut r = SendRate::new(RateConfig::default());
+        let mut link = LinkEstimate::default();
+        let ms = Duration::from_millis;
+        let (mut acked, mut at) = (0u64, Duration::ZERO);
+        // Two seconds of a quiet 40 ms link, 30 000 bytes a second sent and acknowledged.
+        for _ in 0..120 {
+            at += ms(16);
+            link.rtt_sample(ms(40));
+            r.spend(500);
+            acked += 500;
+            r.update(at, &link, acked);
+        }
+        assert_eq!(r.bytes_per_second(), 125_000);
+        assert!(!r.is_silent());
+        // Then the peer acknowledges nothing more: within a second and a half, the least.
+        let silent_at = at;
+        let mut least_at = None;
+        while at < silent_at + ms(3_000) {
+            at += ms(16);
+            r.spend(500);
+            r.update(at, &link, acked);
+            if least_at.is_none() && r.bytes_per_second() == 4_000 {
+                least_at = Some(at - silent_at);
+            }
+        }
+        let least_at = least_at.expect("fell to the least");
+        assert!(least_at <= ms(1_600), "the least after {least_at:?}");
+        assert!(least_at >= ACK_SILENCE, "not before the silence is long enough: {least_at:?}");
+        assert!(r.is_silent());
+        assert_eq!(r.silences(), 1);
+        // What the budget lets out in the silence's third second: the least, and a burst.
+        let mut sent = 0;
+        let from = at;
+        while at < from + ms(1_000) {
+            at += ms(16);
+            let room = r.room(at);
+            r.spend(room);
+            sent += room;
+            r.update(at, &link, acked);
+        }
+        assert!(sent <= 4_000 + 2 * MAX_PAYLOAD_BYTES, "{sent} bytes in a silent second");
+        // Acknowledged again: back to the most within two seconds.
+        let heard_at = at;
+        while at < heard_at + ms(2_000) {
+            at += ms(16);
+            link.rtt_sample(ms(40));
+            r.spend(500);
+            acked += 500;
+            r.update(at, &link, acked);
+        }
+        assert!(!r.is_silent());
+        assert_eq!(r.bytes_per_second(), 125_000);
+        assert_eq!(r.silences(), 1);
     }
 }

@@ -70,6 +70,7 @@ struct Figures {
     reliable_queue: u64,
     rate_cuts: u64,
     path_changes: u64,
+    silences: u64,
     connected_at: Option<Instant>,
 }
 
@@ -136,6 +137,8 @@ impl Own {
         self.figures.rate_cuts = rate.cuts();
         m.send_rate_path_changes.fetch_add(rate.rebased().saturating_sub(self.figures.path_changes), Ordering::Relaxed);
         self.figures.path_changes = rate.rebased();
+        m.send_rate_silences.fetch_add(rate.silences().saturating_sub(self.figures.silences), Ordering::Relaxed);
+        self.figures.silences = rate.silences();
         let resends = session.channel().stats().resends;
         m.reliable_resends.fetch_add(resends.saturating_sub(self.figures.resends), Ordering::Relaxed);
         self.figures.resends = resends;

@@ -162,6 +162,9 @@ pub struct Totals {
     /// Times a client's round trip rose without draining and was taken for a change of its
     /// path's own delay ([`SendRate::rebased`](crate::protocol::reliability::SendRate::rebased)).
     pub send_rate_path_changes: u64,
+    /// Times a client's send rate fell to its least because it acknowledged nothing it was
+    /// sent for [`ACK_SILENCE`](crate::protocol::reliability::rate::ACK_SILENCE).
+    pub send_rate_silences: u64,
     /// Snapshots not sent because the server lowered every player's snapshot rate (short
     /// of CPU).
     pub snapshots_paced: u64,
@@ -241,6 +244,7 @@ pub struct ServerMetrics {
     pub(crate) send_rate_cuts: AtomicU64,
     pub(crate) entities_skipped: AtomicU64,
     pub(crate) send_rate_path_changes: AtomicU64,
+    pub(crate) send_rate_silences: AtomicU64,
     /// Snapshots not sent because the server lowered every player's snapshot rate.
     pub(crate) snapshots_paced: AtomicU64,
     /// What the snapshot rate is divided by now.
@@ -404,6 +408,7 @@ impl ServerMetrics {
             send_rate_cuts: AtomicU64::new(0),
             entities_skipped: AtomicU64::new(0),
             send_rate_path_changes: AtomicU64::new(0),
+            send_rate_silences: AtomicU64::new(0),
             snapshots_paced: AtomicU64::new(0),
             snapshot_interval: AtomicU64::new(1),
             inputs_dropped: AtomicU64::new(0),
@@ -512,6 +517,7 @@ impl ServerMetrics {
             send_rate_cuts: get(&self.send_rate_cuts),
             entities_skipped: get(&self.entities_skipped),
             send_rate_path_changes: get(&self.send_rate_path_changes),
+            send_rate_silences: get(&self.send_rate_silences),
             snapshots_paced: get(&self.snapshots_paced),
             snapshot_interval: get(&self.snapshot_interval),
             inputs_dropped: get(&self.inputs_dropped),

@@ -86,6 +86,11 @@ impl ServerMetrics {
             "Times a client's round trip rose without draining: taken for its path's own delay, the rate grew back.",
         );
         d(
+            "volley_send_rate_silences_total",
+            None,
+            "Times a client acknowledged nothing it was sent for a second: its send rate fell to the least.",
+        );
+        d(
             "volley_send_rate_bytes_per_second",
             None,
             "Players' send rate budgets in bytes a second, sampled once a second each.",
@@ -304,6 +309,7 @@ impl ServerMetrics {
         self.counter("volley_send_rate_cuts_total", &[], get(&self.send_rate_cuts));
         self.counter("volley_snapshot_entities_skipped_total", &[], get(&self.entities_skipped));
         self.counter("volley_send_rate_path_changes_total", &[], get(&self.send_rate_path_changes));
+        self.counter("volley_send_rate_silences_total", &[], get(&self.send_rate_silences));
         self.counter("volley_snapshots_paced_total", &[], get(&self.snapshots_paced));
         self.gauge("volley_snapshot_rate_ratio", &[], 1.0 / get(&self.snapshot_interval).max(1) as f64);
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
