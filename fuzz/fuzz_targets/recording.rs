@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use volley::protocol::Audience;
-use volley::protocol::recording::{Event, FrameIn, Header, Playhead, RecordWriter, Recording};
+use volley::protocol::recording::{Event, FrameIn, RecordingHeader, Playhead, RecordWriter, Recording};
 use volley::protocol::session::PROTOCOL_VERSION;
 use volley::protocol::snapshot::SnapshotBuilder;
 
@@ -18,7 +18,7 @@ use thing::{Thing, schema};
 /// A valid recording of a few dozen ticks whose content comes from `seed`.
 fn recording(seed: &[u8]) -> Vec<u8> {
     let schema = schema();
-    let header = Header {
+    let header = RecordingHeader {
         protocol: PROTOCOL_VERSION,
         schema: schema.fingerprint(),
         tick_rate_hz: 60,
