@@ -298,7 +298,6 @@ impl SendRate {
                     self.silences += 1;
                 }
                 self.rate = self.clamp(self.rate * 0.5);
-                self.tokens = self.tokens.min(Self::burst_of(self.rate));
                 self.recover_to = None;
                 self.rise = None;
                 self.over = 0;
