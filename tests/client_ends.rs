@@ -50,12 +50,16 @@ fn a_client_that_disconnects_reads_local() {
 fn a_client_whose_server_goes_silent_reads_timed_out() {
     let s = connected();
     let mut c = s.clients.into_iter().next().unwrap().client;
-    // Nothing more comes from the server: past the token's timeout (5 s) the connection is over.
+    // Nothing more comes from the server: the client tries to resume until the server's
+    // grace (its ticket says 15 s) is over, then the connection is over.
     let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
     let now = s.now;
     c.update(now + Duration::from_secs(2), &mut wire);
     assert_eq!(c.ended(), None, "not yet");
     c.update(now + Duration::from_secs(6), &mut wire);
+    assert_eq!(c.ended(), None, "past the timeout, within the grace: still resuming");
+    assert!(c.is_resuming());
+    c.update(now + Duration::from_secs(16), &mut wire);
     assert_eq!(c.ended(), Some(SessionEnd::TimedOut));
 }
 

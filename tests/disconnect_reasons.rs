@@ -234,3 +234,61 @@ async fn over_udp_a_player_too_far_behind_on_reliable_messages_is_told_so() {
     assert!(disconnects(&server, "too_far_behind") >= 1.0);
     server.shutdown().await;
 }
+
+/// A client that comes back with a fresh token for its client id (a new address, a restarted
+/// program) while its old session lingers is in at once, and the old session ends with
+/// [`SessionEnd::Replaced`]: the world hears the old player leave and the new one join.
+#[test]
+fn a_fresh_token_replaces_a_lingering_session_in_the_stepper() {
+    let world = Bouncer::default();
+    let mut stepper = Stepper::new(world.clone(), 60, 4);
+    stepper.add_client_with(LinkProfile::PERFECT, 7, [0; 256]);
+    stepper.clients[0].input = Some(vec![1]);
+    stepper.run(30);
+    let old = stepper.clients[0].client.client_index().unwrap();
+    stepper.add_client_with(LinkProfile::PERFECT, 7, [0; 256]);
+    stepper.clients[1].input = Some(vec![1]);
+    stepper.run(20);
+    assert!(stepper.clients[1].client.is_ready(), "in within a third of a second");
+    assert_eq!(stepper.clients[0].client.ended(), Some(SessionEnd::Replaced));
+    assert_eq!(*world.left.lock().unwrap(), [old], "the old player left");
+    assert_eq!(stepper.players(), 1);
+    let new = stepper.clients[1].client.client_index().unwrap();
+    let before = world.inputs.lock().unwrap().iter().filter(|p| **p == new).count();
+    stepper.run(10);
+    assert!(world.inputs.lock().unwrap().iter().filter(|p| **p == new).count() >= before + 9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_udp_a_fresh_token_replaces_a_lingering_session_within_a_second() {
+    let key = [13u8; 32];
+    let world = Bouncer::default();
+    let server = start(ServerConfig::new("127.0.0.1:0".parse().unwrap(), key), world.clone()).await.unwrap();
+    let mut old = vec![client(&server, &key, 7, "").await];
+    let mut next = tokio::time::Instant::now();
+    run(&mut old, &mut next, 40).await;
+    assert!(old[0].client.is_ready());
+    // The old client goes silent (its network broke); the same client comes back with a
+    // fresh token from a new socket.
+    let mut new = vec![client(&server, &key, 7, "").await];
+    let since = tokio::time::Instant::now();
+    let mut next = since;
+    while !new[0].client.is_ready() && since.elapsed() < Duration::from_secs(3) {
+        run(&mut new, &mut next, 1).await;
+    }
+    let took = since.elapsed();
+    assert!(new[0].client.is_ready(), "not in after {took:?}");
+    assert!(took < Duration::from_secs(1), "in after {took:?}, not within a second");
+    eprintln!("the fresh token's connection was in after {took:?}");
+    // The old client, heard from again, reads why its session ended.
+    let mut both: Vec<_> = old.into_iter().chain(new).collect();
+    run(&mut both, &mut next, 40).await;
+    assert_eq!(both[0].client.ended(), Some(SessionEnd::Replaced));
+    assert!(both[1].client.is_ready() && both[1].client.ended().is_none());
+    assert_eq!(world.left.lock().unwrap().len(), 1, "the old player left");
+    assert_eq!(disconnects(&server, "replaced"), 1.0);
+    let players =
+        server.metrics().render().lines().find_map(|l| l.strip_prefix("volley_players ")?.trim().parse().ok());
+    assert_eq!(players, Some(1.0), "one player: the new connection");
+    server.shutdown().await;
+}

@@ -51,6 +51,8 @@ mod recording_whole;
 mod reliability;
 #[path = "replay.rs"]
 mod replay;
+#[path = "resume.rs"]
+mod resume;
 #[path = "rtt.rs"]
 mod rtt;
 #[path = "schema_doc.rs"]

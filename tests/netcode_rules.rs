@@ -110,7 +110,10 @@ impl Net {
         let unauthenticated = !matches!(bytes.first().map(|b| b & 0x0f), Some(4..=6));
         let mut dropped = None;
         match self.server.process(self.now, from, &mut bytes, &mut replies) {
-            Received::Connected { client_id, .. } => self.connected.push(client_id),
+            Received::Connected { client_id, replaced, .. } => {
+                self.connected.push(client_id);
+                self.disconnected.extend(replaced);
+            }
             Received::Payload { client_index, data } => self.payloads_at_server.push((client_index, data.to_vec())),
             Received::Disconnected(d) => self.disconnected.push(d),
             Received::Dropped(r) => dropped = Some(r),
@@ -258,8 +261,10 @@ fn a_token_is_accepted_from_one_address_only_and_once() {
     net.add_client(t.clone());
     net.run(Duration::from_millis(200));
     assert_eq!(net.state(0), ClientState::Connected);
-    // From a connected address only that connection's packets are accepted.
-    assert_eq!(net.deliver_to_server(client_addr(0), req.clone()), Some(DropReason::NotAllowed));
+    // A request from a connected address is a new handshake of its client (it resumes or
+    // restarts behind the same address): the spent token is refused there too.
+    assert_eq!(net.deliver_to_server(client_addr(0), req.clone()), Some(DropReason::TokenReused));
+    assert_eq!(net.state(0), ClientState::Connected, "and the connection is untouched");
     let mut wire: Wire = Vec::new();
     net.clients[0].1.disconnect(net.now, &mut wire);
     for (_, b) in wire {
@@ -348,16 +353,26 @@ fn an_ips_oldest_silent_handshake_gives_way_to_a_new_player_of_that_ip() {
     assert_eq!(net.server.tables().pending_ips, 1);
 }
 
+/// A fresh token proves who a client is; an address does not. A client that comes back with
+/// one (from a new address, or restarted) while its old session lingers is in at once, in a
+/// slot of its own, and the old connection is told to go (its disconnect packets).
 #[test]
-fn a_second_connection_with_a_connected_client_id_is_refused() {
+fn a_fresh_token_for_a_connected_client_id_replaces_the_old_connection() {
     let mut net = Net::new(4);
     net.add_client(token(5));
     net.run(Duration::from_millis(200));
-    let other_token_same_id = token(5);
+    assert_eq!(net.state(0), ClientState::Connected);
+    net.add_client(token(5));
+    net.run(Duration::from_millis(200));
+    assert_eq!(net.state(1), ClientState::Connected, "the new connection is in");
+    assert_eq!(net.state(0), ClientState::Disconnected, "the old one was told to go");
+    assert_eq!(net.connected, vec![5, 5]);
     assert_eq!(
-        net.deliver_to_server(client_addr(9), request_for(&other_token_same_id)),
-        Some(DropReason::ClientIdInUse)
+        net.disconnected,
+        vec![Disconnected { client_index: 0, client_id: 5, reason: DisconnectReason::Replaced }]
     );
+    assert_eq!(net.server.connected_clients(), 1);
+    assert_eq!(net.server.client_index(5), Some(1));
 }
 
 #[test]

@@ -426,3 +426,66 @@ async fn a_player_can_be_conditioned_as_soon_as_it_is_connected() {
     server.shutdown().await;
     assert!(at_once, "the player, connected {frames} frames ago, could not be conditioned");
 }
+
+/// A client behind a path MTU black hole (nothing over 100 bytes reaches it: no snapshot, no
+/// handshake answer) stops hearing its server, tries to resume after a second, and its old
+/// connection falls silent: past the connection's timeout the server keeps the player away
+/// (not gone: the grace is 8 s here), sends it nothing, and when the path mends the client's
+/// resume gets through and the player is back, the same player.
+#[test]
+fn a_client_behind_a_black_hole_for_large_datagrams_goes_away_and_comes_back() {
+    struct Presence(Arc<std::sync::Mutex<Vec<bool>>>, Field);
+    impl World for Presence {
+        fn schema(&self) -> Schema {
+            self.1.schema()
+        }
+        fn leave(&mut self, _: PlayerId) {}
+        fn input(&mut self, _: PlayerId, _: &[u8]) {}
+        fn away(&mut self, _: PlayerId) {
+            self.0.lock().unwrap().push(true);
+        }
+        fn back(&mut self, _: PlayerId) {
+            self.0.lock().unwrap().push(false);
+        }
+        fn tick(&mut self, tick: u32, dt: Duration) {
+            self.1.tick(tick, dt);
+        }
+        fn snapshot(&self, out: &mut SnapshotBuilder<'_>) {
+            self.1.snapshot(out);
+        }
+    }
+    const HZ: u16 = 60;
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let world = Presence(heard.clone(), Field(0, 1));
+    let mut stepper = Stepper::new(world, HZ, 4).with_resume_grace(Duration::from_secs(8));
+    let c = stepper.add_client(LinkProfile::PERFECT);
+    for _ in 0..2 * HZ {
+        stepper.step();
+    }
+    let me = stepper.clients[c].client.client_index();
+    stepper.set_largest_datagram(c, Some(100));
+    let cut_at = stepper.now;
+    let mut away_at = None;
+    for _ in 0..7 * HZ {
+        stepper.step();
+        if away_at.is_none() && heard.lock().unwrap().first() == Some(&true) {
+            away_at = Some(stepper.now - cut_at);
+        }
+    }
+    let away_at = away_at.expect("away");
+    println!("away {away_at:?} after the path broke");
+    let client = &stepper.clients[c].client;
+    assert!(client.is_resuming() && client.ended().is_none(), "still trying to resume");
+    assert_eq!(stepper.players(), 1, "kept within the grace");
+    // Its old connection's last packet came about a second after the break (then the client
+    // turned to its resume): away at that plus the timeout (5 s).
+    assert!((Duration::from_secs(5)..Duration::from_secs(7)).contains(&away_at), "away after {away_at:?}");
+    stepper.set_largest_datagram(c, None);
+    for _ in 0..4 * HZ {
+        stepper.step();
+    }
+    let client = &stepper.clients[c].client;
+    assert!(client.is_ready() && client.ended().is_none(), "{:?}", client.ended());
+    assert_eq!(client.client_index(), me, "the same player");
+    assert_eq!(*heard.lock().unwrap(), vec![true, false], "away, then back");
+}

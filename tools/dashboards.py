@@ -147,6 +147,21 @@ def lag():
              q(f"sum(rate(volley_snapshots_replaced_total{{{SEL}}}[{RI}]))", "snapshots skipped by lagging players/s")],
             "Snapshots sent in full (no usable baseline), reliable messages resent after a timeout, and "
             "snapshots a lagging player actor skipped for a newer tick.")
+    b.panel("Sessions resumed and replaced", "cps",
+            [q(f"sum(rate(volley_sessions_resumed_total{{{SEL}}}[{RI}]))", "resumed with a ticket/s"),
+             q(f"sum(rate(volley_resume_refusals_total{{{SEL}}}[{RI}]))", "tickets refused (session over)/s"),
+             q(f"sum(rate(volley_disconnects_total{{reason=\"replaced\",{SEL}}}[{RI}]))", "replaced by a fresh token/s")],
+            "Players whose network broke (a NAT rebinding, a silence) and came back as the same player with "
+            "their resume ticket; tickets refused because the session was over; sessions a fresh token of the "
+            "same client replaced.")
+    gap = f"sum by (le) (rate(volley_resume_gap_seconds_bucket{{{SEL}}}[{RI}]))"
+    b.panel("Players away, time to resume", "s",
+            [q(f"(histogram_quantile(0.5, {gap}) >= 0) or vector(0)", "drop to resumed p50"),
+             q(f"(histogram_quantile(0.95, {gap}) >= 0) or vector(0)", "drop to resumed p95"),
+             q(f"sum(volley_players_away{{{SEL}}})", "players away now (count)")],
+            "From the last packet heard on a player's old connection to its resumed session (0 while none "
+            "resumed), and the players whose client is silent past its timeout, kept for the resume grace "
+            "(their world heard away).")
     applied = f"sum(rate(volley_inputs_applied_total{{{SEL}}}[{RI}]))"
     b.panel("Inputs applied in time", "percentunit",
             [q(f"sum(rate(volley_inputs_next_tick_total{{{SEL}}}[{RI}])) / {applied}", "by the next tick"),

@@ -142,6 +142,11 @@ struct ServerArgs {
     /// Seconds clients get to be told of a shutdown.
     #[arg(long, env = "VOLLEY_SHUTDOWN_GRACE", default_value_t = 3.0)]
     shutdown_grace: f64,
+    /// Seconds a player whose client went silent is kept for it to resume (from its last
+    /// packet; past the 5 s connection timeout its world hears it is away); 0 to 60, at most
+    /// 5 turns it off.
+    #[arg(long, env = "VOLLEY_RESUME_GRACE", default_value_t = 15.0)]
+    resume_grace: f64,
     /// TCP address of the admin listener (/metrics, /healthz, /readyz, /players); "off"
     /// disables it.
     #[arg(long, env = "VOLLEY_ADMIN", default_value = "127.0.0.1:9100")]
@@ -268,6 +273,11 @@ struct LinkArgs {
     /// The line's router buffer, milliseconds of sending.
     #[arg(long, default_value_t = 250.0)]
     line_queue_ms: f64,
+    /// Every this many seconds each bot's socket moves to a new local port, as a NAT
+    /// rebinding moves a player (untold: the bot hears a second of silence and resumes its
+    /// session with its resume ticket); the bots' moves are spread over the period.
+    #[arg(long)]
+    rebind_every: Option<f64>,
 }
 
 /// What the bots' links do: a conditioner both ways, and a narrow line on the way in.
@@ -275,6 +285,7 @@ struct LinkArgs {
 struct BotLink {
     profile: Option<LinkProfile>,
     line: Option<Bottleneck>,
+    rebind_every: Option<Duration>,
 }
 
 impl LinkArgs {
@@ -286,7 +297,12 @@ impl LinkArgs {
             bytes_per_second: self.line_rate,
             queue: Duration::from_secs_f64(self.line_queue_ms / 1e3),
         });
-        Ok(BotLink { profile: self.profile()?, line })
+        let rebind_every = match self.rebind_every {
+            None => None,
+            Some(s) if s.is_finite() && (0.5..=86_400.0).contains(&s) => Some(Duration::from_secs_f64(s)),
+            Some(_) => return Err("link: --rebind-every must be between 0.5 and 86400 seconds".into()),
+        };
+        Ok(BotLink { profile: self.profile()?, line, rebind_every })
     }
 
     fn profile(&self) -> Result<Option<LinkProfile>, String> {
@@ -430,6 +446,7 @@ struct FileConfig {
     min_snapshot_rate: Option<u16>,
     duration: Option<f64>,
     shutdown_grace: Option<f64>,
+    resume_grace: Option<f64>,
     admin: Option<String>,
     admin_token: Option<String>,
     admin_token_file: Option<std::path::PathBuf>,
@@ -506,6 +523,9 @@ fn apply_config_text(a: &mut ServerArgs, text: &str, unset: impl Fn(&str) -> boo
     }
     if let Some(v) = f.shutdown_grace.filter(|_| unset("shutdown_grace")) {
         a.shutdown_grace = v;
+    }
+    if let Some(v) = f.resume_grace.filter(|_| unset("resume_grace")) {
+        a.resume_grace = v;
     }
     if let Some(v) = f.admin.filter(|_| unset("admin")) {
         a.admin = v;
@@ -603,6 +623,7 @@ fn validate(a: &ServerArgs) -> Result<(), String> {
         seconds("--duration", d, 0.0, MAX_RUN_SECONDS)?;
     }
     seconds("--shutdown-grace", a.shutdown_grace, 0.0, 600.0)?;
+    seconds("--resume-grace", a.resume_grace, 0.0, volley::server::MAX_RESUME_GRACE.as_secs_f64())?;
     seconds("--stall-after", a.stall_after, 0.01, 3600.0)?;
     seconds("--match-seconds", a.match_seconds, 0.01, 86_400.0)?;
     seconds("--match-wait", a.match_wait, 0.0, 3600.0)?;
@@ -641,6 +662,7 @@ fn server_config(a: &ServerArgs, key: [u8; 32]) -> Result<ServerConfig, String> 
     c.snapshot_rate_hz = a.snapshot_rate;
     c.min_snapshot_rate_hz = a.min_snapshot_rate;
     c.shutdown_grace = Duration::from_secs_f64(a.shutdown_grace);
+    c.resume_grace = Duration::from_secs_f64(a.resume_grace);
     c.stall_after = Duration::from_secs_f64(a.stall_after);
     c.send_batch = a.send_batch;
     c.socket_buffer_bytes = a.socket_buffer;
@@ -941,6 +963,7 @@ async fn serve_world(
             protocol_id: args.protocol_id,
             link: link.profile,
             line: link.line,
+            rebind_every: link.rebind_every,
             spectators,
             ..SwarmConfig::new(addr, bots, key)
         };
@@ -1117,6 +1140,7 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
         first_client_id: args.first_client_id,
         link: link.profile,
         line: link.line,
+        rebind_every: link.rebind_every,
         churn,
         spectators: args.spectators,
         tokens: backend.clone().map(|b| Arc::new(fleet::SharedTokens(b)) as Arc<dyn volley_arena::bots::TokenSource>),
@@ -1480,7 +1504,7 @@ mod tests {
     }
 
     /// Every key of the config file.
-    const KEYS: [&str; 31] = [
+    const KEYS: [&str; 32] = [
         "bind",
         "public_addr",
         "private_key",
@@ -1491,6 +1515,7 @@ mod tests {
         "min_snapshot_rate",
         "duration",
         "shutdown_grace",
+        "resume_grace",
         "admin",
         "admin_token",
         "admin_token_file",

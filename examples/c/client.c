@@ -185,8 +185,16 @@ int main(int argc, char **argv) {
     int frames = 0;
     Prediction me_predicted;
     memset(&me_predicted, 0, sizeof me_predicted);
+    uint32_t me_before_rebind = 0, me_after = 0;
     for (int f = 0; f < seconds * 60; f++) {
         frames++;
+        /* Half way: the socket moves to a new port, as a NAT rebinding moves a player. Untold,
+           the library hears a second of silence and resumes the session with its ticket. */
+        if (f == seconds * 30 && connected) {
+            me_before_rebind = me;
+            rc = volley_client_rebind(client, 0);
+            if (rc < 0) fail("volley_client_rebind", rc);
+        }
         /* Steer in a circle, aim the way we go, fire now and then. */
         double a = f * 0.05;
         unsigned char input[16];
@@ -269,6 +277,10 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
     double cpu_us = (cpu1.tv_sec - cpu0.tv_sec) * 1e6 + (cpu1.tv_nsec - cpu0.tv_nsec) / 1e3;
     printf("cpu per frame %.1f us over %d frames\n", cpu_us / frames, frames);
+    uint32_t resumes = 0;
+    volley_client_resumes(client, &resumes);
+    volley_client_index(client, &me_after);
+    printf("resumes %u, player %u before the rebind and %u after\n", resumes, me_before_rebind, me_after);
     VolleyStats stats;
     volley_client_stats(client, &stats);
     printf("snapshots %d (decoded %llu, errors %llu), frames drawn %d, rtt %.2f ms\n", snapshots,

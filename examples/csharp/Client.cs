@@ -47,6 +47,8 @@ static class Volley
     [DllImport(Lib)] public static extern int volley_client_input_seq(ulong client, out uint seq);
     [DllImport(Lib)] public static extern int volley_client_applied_input(ulong client, uint tick, out uint seq);
     [DllImport(Lib)] public static extern int volley_client_own_entity(ulong client, out uint id);
+    [DllImport(Lib)] public static extern int volley_client_rebind(ulong client, int resumeNow);
+    [DllImport(Lib)] public static extern int volley_client_resumes(ulong client, out uint resumes);
 
     public static string LastError()
     {
@@ -178,8 +180,16 @@ static class Program
         uint? lastTick = null;
         int snapshots = 0, drawn = 0;
         var prediction = new Prediction();
+        uint meBeforeRebind = 0;
         for (int f = 0; f < seconds * 60; f++)
         {
+            // Half way: the socket moves to a new port, as a NAT rebinding moves a player;
+            // untold, the library hears a second of silence and resumes with its ticket.
+            if (f == seconds * 30 && connected)
+            {
+                meBeforeRebind = me;
+                if (Volley.volley_client_rebind(client, 0) < 0) Console.Error.WriteLine("volley_client_rebind: " + Volley.LastError());
+            }
             double a = f * 0.05;
             uint aim = (uint)((a / (2 * Math.PI)) % 1.0 * 65536) & 0xffff;
             int moveX = (int)(Math.Cos(a) * 127), moveY = (int)(Math.Sin(a) * 127);
@@ -234,6 +244,9 @@ static class Program
                 drawn++;
             Thread.Sleep(16);
         }
+        Volley.volley_client_resumes(client, out uint resumes);
+        Volley.volley_client_index(client, out uint meAfter);
+        Console.WriteLine("resumes " + resumes + ", player " + meBeforeRebind + " before the rebind and " + meAfter + " after");
         Volley.volley_client_stats(client, out Volley.Stats stats);
         Console.WriteLine("snapshots " + snapshots + " (decoded " + stats.Snapshots + ", errors " + stats.SnapshotErrors + "), frames drawn " + drawn);
         double mean = prediction.Reconciled > 0 ? prediction.Corrected / prediction.Reconciled : 0.0;

@@ -273,6 +273,21 @@ int32_t volley_client_snapshot_entities(uint64_t client,
 // `out_index` must be null or writable.
 int32_t volley_client_index(uint64_t client, uint32_t *out_index);
 
+// Moves this client to a new socket on a new local port (as a NAT rebinding moves a
+// player); with `resume_now` nonzero it resumes its session at once with its resume ticket,
+// else it does so by itself after a second without a word from the server. The player stays
+// the same (its id, world and score); returns 1, or 0 when it holds no ticket to resume with
+// yet (`resume_now` only; the socket moved anyway), or a negative error (`VOLLEY_ERR_IO`: no
+// new socket could be bound, the old one is kept).
+int32_t volley_client_rebind(uint64_t client, int32_t resume_now);
+
+// Sessions this client resumed on a new connection with its resume ticket (after a
+// rebinding, or a silence of its link) into `*out_resumes`: returns 1.
+//
+// # Safety
+// `out_resumes` must be null or writable.
+int32_t volley_client_resumes(uint64_t client, uint32_t *out_resumes);
+
 // Prediction: the sequence number of the newest input this client sent (each poll with
 // an input sends one, numbered on from 1) into `*out_seq`: returns 1, or 0 before the
 // first. Record the input under it; a snapshot later says which inputs the server applied

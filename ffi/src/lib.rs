@@ -810,6 +810,41 @@ pub unsafe extern "C" fn volley_client_index(client: u64, out_index: *mut u32) -
     })
 }
 
+/// Moves this client to a new socket on a new local port (as a NAT rebinding moves a
+/// player); with `resume_now` nonzero it resumes its session at once with its resume ticket,
+/// else it does so by itself after a second without a word from the server. The player stays
+/// the same (its id, world and score); returns 1, or 0 when it holds no ticket to resume with
+/// yet (`resume_now` only; the socket moved anyway), or a negative error (`VOLLEY_ERR_IO`: no
+/// new socket could be bound, the old one is kept).
+#[unsafe(no_mangle)]
+pub extern "C" fn volley_client_rebind(client: u64, resume_now: i32) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            e.polled.rebind().or_else(|err| fail(VOLLEY_ERR_IO, format!("rebind: {err}")))?;
+            if resume_now != 0 && !e.polled.client.resume(unix_now()) {
+                return Ok(0);
+            }
+            Ok(1)
+        })
+    })
+}
+
+/// Sessions this client resumed on a new connection with its resume ticket (after a
+/// rebinding, or a silence of its link) into `*out_resumes`: returns 1.
+///
+/// # Safety
+/// `out_resumes` must be null or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn volley_client_resumes(client: u64, out_resumes: *mut u32) -> i32 {
+    guard(|| {
+        with_client(client, |e| {
+            // SAFETY: forwarded from the caller.
+            unsafe { set(out_resumes, e.polled.client.resumes()) };
+            Ok(1)
+        })
+    })
+}
+
 /// Prediction: the sequence number of the newest input this client sent (each poll with
 /// an input sends one, numbered on from 1) into `*out_seq`: returns 1, or 0 before the
 /// first. Record the input under it; a snapshot later says which inputs the server applied

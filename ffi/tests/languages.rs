@@ -128,6 +128,18 @@ fn predicted(name: &str, text: &str) {
     assert!(corrections <= reconciled && mean < 0.25, "{name}: {line}");
 }
 
+/// The client's socket moved half way (a NAT rebinding, untold) and it resumed its session
+/// as the same player: the line it printed ("resumes N, player A before the rebind and B
+/// after").
+fn resumed(name: &str, text: &str) {
+    let line = text.lines().find(|l| l.starts_with("resumes ")).unwrap_or_else(|| panic!("{name}: {text}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let resumes: u32 = words[1].trim_end_matches(',').parse().unwrap();
+    eprintln!("{name}: {line}");
+    assert!(resumes >= 1, "{name} did not resume after its rebind: {line}");
+    assert_eq!(words[3], words[8], "{name} came back as another player: {line}");
+}
+
 /// Whether `tool` runs; under the test command (tests/run.sh) it must.
 fn installed(tool: &str, arg: &str) -> bool {
     let there = Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success());
@@ -198,6 +210,7 @@ async fn a_c_client_plays_against_a_real_server_and_decodes_what_rust_decodes() 
     }
     same_ticks("the C client", &theirs, &mine);
     predicted("the C client", &text);
+    resumed("the C client", &text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,4 +253,5 @@ async fn a_csharp_client_plays_against_a_real_server_and_decodes_what_rust_decod
     assert!(text.contains("welcome: player") && text.contains("ok"), "{text}");
     same_ticks("the C# client", &theirs, &mine);
     predicted("the C# client", &text);
+    resumed("the C# client", &text);
 }

@@ -24,7 +24,7 @@ use crate::protocol::reliability::{Channel, ChannelConfig};
 use crate::protocol::scoreboard::Scoreboard;
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{EntityId, Replicate, Schema, SnapshotReceiver, WorldSnapshot};
-use crate::protocol::system::{Pace, Redirect, SpectatorStatus, WorldNotice};
+use crate::protocol::system::{Pace, Redirect, SpectatorStatus, Ticket, WorldNotice};
 pub use playback::{Playback, PlaybackClock};
 
 /// What a game shows about its connection (the data for a lagometer).
@@ -128,6 +128,20 @@ pub struct GameClient {
     replay: Option<VecDeque<(u32, Vec<u8>)>>,
     /// Redirects followed.
     moves: u32,
+    /// The newest resume ticket the server sent (a connect token for this client's id), and
+    /// the sessions resumed with one so far.
+    ticket: Option<Vec<u8>>,
+    resumes: u32,
+    /// How long the server keeps this client's session once it no longer hears it (the
+    /// newest ticket says; none before one): a resume is tried until then.
+    grace: Duration,
+    /// The ticket a resume under way connects with (tried again, from the same address, when
+    /// a handshake gets no answer before the deadline).
+    resume_token: Option<Vec<u8>>,
+    /// Resuming: a handshake with a ticket is under way, and when it gives up (the old
+    /// connection's timeout after the server was last heard: a server that is gone reads
+    /// [`SessionEnd::TimedOut`] as late as it would have without the attempt).
+    resuming: Option<Duration>,
     /// The old zone's view while the new zone's cannot be played yet (after a redirect).
     before: Option<Box<Before>>,
     /// What is shown of a decoded snapshot where it differs from it (by tick modulo 64):
@@ -155,6 +169,23 @@ impl Before {
 /// Inputs a client keeps to send again after a redirect (two seconds at 60 Hz): a move that
 /// takes longer than that loses the oldest.
 pub const REPLAY_INPUTS: usize = 120;
+
+/// Inputs a client sends a frame while it catches up after a redirect or a resume (half what
+/// a server takes in one tick, so two frames in one tick still fit).
+pub const CATCH_UP_INPUTS: usize = 16;
+
+/// Silence from the server after which a connected client resumes its session with its
+/// ticket ([`GameClient::resume`]): the server sends at least ten packets a second, so a
+/// second of nothing means its packets no longer reach this client.
+pub const RESUME_AFTER_SILENCE: Duration = Duration::from_secs(1);
+
+/// The longest grace a server's ticket is believed for (a hostile server's cannot keep a
+/// client resuming for ever).
+const MAX_GRACE: Duration = Duration::from_secs(60);
+
+/// The least time a resume attempt is given (a client that noticed its silence late still
+/// gets a few handshake round trips).
+pub const RESUME_AT_LEAST: Duration = Duration::from_secs(2);
 
 /// World notices a client keeps until they are taken ([`GameClient::next_notice`]); older ones
 /// give way.
@@ -208,6 +239,11 @@ impl GameClient {
             sent: VecDeque::new(),
             replay: None,
             moves: 0,
+            ticket: None,
+            grace: Duration::ZERO,
+            resume_token: None,
+            resumes: 0,
+            resuming: None,
             before: None,
             shown: (0..64).map(|_| None).collect(),
         }
@@ -264,10 +300,102 @@ impl GameClient {
         *self = fresh;
     }
 
-    /// Sends the inputs waiting since a redirect, oldest first, [`REDUNDANT_INPUTS`] a packet.
+    /// Connects again with the newest resume ticket the server sent, keeping the session:
+    /// the channels, the snapshots and the playback, the inputs (those the server had not
+    /// applied go again, first, with those made meanwhile), the world and the board. The server
+    /// recognises its ticket and resumes the same player on the new connection, wherever this
+    /// client's packets now come from. [`GameClient::update`] does this by itself after
+    /// [`RESUME_AFTER_SILENCE`] without a word from the server; a driver that knows its
+    /// address changed (a new socket) calls it at once. Returns whether there was a ticket to
+    /// resume with (a client without one, or whose session is over, does nothing).
+    pub fn resume(&mut self, now: Duration) -> bool {
+        if self.ended.is_some() || self.leaving || self.resuming.is_some() && !self.netcode.is_connected() {
+            return false;
+        }
+        let Some(ticket) = self.ticket.take() else { return false };
+        let Ok(token) = ConnectToken::from_bytes(&ticket) else { return false };
+        // The server keeps the session for its grace after it last heard this client (about
+        // when this client last heard it), and at least for the connection's timeout.
+        let deadline = match self.netcode.timeout() {
+            Some(t) if self.netcode.is_connected() => self.netcode.last_received() + t.max(self.grace),
+            Some(t) => now + t.max(self.grace),
+            None => Duration::MAX,
+        };
+        let mut netcode = NetcodeClient::new(token, now);
+        netcode.connect(now);
+        // No disconnect on the old connection: the server would end the session.
+        self.netcode = netcode;
+        self.resume_token = Some(ticket);
+        self.resuming = Some(deadline.max(now + RESUME_AT_LEAST));
+        // Inputs wait for the new connection, in order, from the first the server had not
+        // applied (its de-duplication drops any it had after all).
+        if self.replay.is_none() {
+            let newest = self.snapshots.newest_tick().and_then(|t| self.applied_input(t));
+            let unapplied = self
+                .sent
+                .drain(..)
+                .filter(|(seq, _)| newest.is_none_or(|a| seq.wrapping_sub(a).wrapping_sub(1) < 1 << 31));
+            self.replay = Some(unapplied.collect());
+        }
+        true
+    }
+
+    /// Sessions this client resumed on a new connection with a resume ticket
+    /// ([`GameClient::resume`]).
+    pub fn resumes(&self) -> u32 {
+        self.resumes
+    }
+
+    /// Whether it is resuming its session on a new connection now (a handshake with its ticket
+    /// under way).
+    pub fn is_resuming(&self) -> bool {
+        self.resuming.is_some()
+    }
+
+    /// The newest resume ticket, to keep where a restart of this program finds it: a connect
+    /// token for this client's own id, good for one handshake within two minutes of when the
+    /// server sent it (it sends a new one every minute). A program that starts again connects
+    /// with it as with any token (`ConnectToken::from_bytes`, then [`GameClient::new`]) and
+    /// is the same player again, if the server still keeps its session (within its resume
+    /// grace): the same id, world, team and score; its first snapshot is whole, and what the
+    /// old program had not acknowledged is gone with it. Keep it as you would a password: whoever
+    /// holds it can take this player's place until it expires.
+    ///
+    /// ```no_run
+    /// # use volley::client::GameClient;
+    /// # use volley::protocol::netcode::token::ConnectToken;
+    /// # fn f(client: &GameClient, schema: std::sync::Arc<volley::protocol::snapshot::Schema>, now: std::time::Duration) {
+    /// if let Some(ticket) = client.ticket() {
+    ///     std::fs::write("ticket.bin", ticket).ok();
+    /// }
+    /// // ... the program crashes and starts again:
+    /// let saved = std::fs::read("ticket.bin").unwrap();
+    /// let again = GameClient::new(ConnectToken::from_bytes(&saved).unwrap(), schema, now);
+    /// # }
+    /// ```
+    pub fn ticket(&self) -> Option<&[u8]> {
+        self.ticket.as_deref()
+    }
+
+    /// Whether it holds a resume ticket (the server sends one soon after connecting, and a new
+    /// one every minute and after each resume).
+    pub fn has_ticket(&self) -> bool {
+        self.ticket.is_some()
+    }
+
+    /// Sends the oldest [`CATCH_UP_INPUTS`] of the inputs waiting since a redirect or a
+    /// resume, [`REDUNDANT_INPUTS`] a packet: the server takes at most 32 new inputs in a
+    /// tick, so a backlog goes in over a few frames rather than in one burst it would cut.
+    /// Once none waits, inputs go the ordinary way again.
     fn send_replay(&mut self, now: Duration, tx: &mut impl Transmit) {
-        let Some(replay) = self.replay.take() else { return };
-        let items: Vec<(u32, Vec<u8>)> = replay.into_iter().collect();
+        let Some(replay) = &mut self.replay else { return };
+        let n = replay.len().min(CATCH_UP_INPUTS);
+        let items: Vec<(u32, Vec<u8>)> = replay.drain(..n).collect();
+        if replay.is_empty() {
+            self.replay = None;
+            // The ordinary packets' window of inputs starts afresh after the backlog.
+            self.inputs.clear();
+        }
         for chunk in items.chunks(REDUNDANT_INPUTS) {
             let Some((newest, _)) = chunk.last() else { continue };
             let refs: Vec<(&[u8], Option<ViewTime>)> = chunk.iter().rev().map(|(_, b)| (&b[..], None)).collect();
@@ -409,6 +537,10 @@ impl GameClient {
     pub fn ended(&self) -> Option<SessionEnd> {
         if let Some(e) = &self.ended {
             return Some(e.clone());
+        }
+        if self.resuming.is_some() && !matches!(self.netcode.state(), ClientState::ConnectionDenied) {
+            // A resume's handshake that got no answer is tried again until the deadline.
+            return None;
         }
         match self.netcode.state() {
             ClientState::ConnectionDenied => Some(SessionEnd::ServerFull),
@@ -668,7 +800,34 @@ impl GameClient {
             self.netcode.disconnect(now, tx);
             return;
         }
+        let silent = now.saturating_sub(self.netcode.last_received()) >= RESUME_AFTER_SILENCE;
+        if self.netcode.is_connected() && silent && self.ended.is_none() {
+            // Nothing from the server for a while: its packets no longer find this client
+            // (its address changed under a NAT, its network moved). Back in with the ticket.
+            self.resume(now);
+        }
         self.netcode.update(now, tx);
+        if let Some(deadline) = self.resuming {
+            if self.netcode.is_connected() {
+                self.resuming = None;
+                self.resume_token = None;
+                self.resumes += 1;
+            } else if now >= deadline && self.ended.is_none() {
+                self.resuming = None;
+                self.resume_token = None;
+                self.ended = Some(SessionEnd::TimedOut);
+            } else if matches!(
+                self.netcode.state(),
+                ClientState::ConnectionRequestTimedOut | ClientState::ConnectionResponseTimedOut
+            ) && let Some(token) = self.resume_token.as_deref().and_then(|t| ConnectToken::from_bytes(t).ok())
+            {
+                // No answer yet (the network is still down): the same ticket again, until the
+                // server's grace is over. A handshake sends ten requests a second.
+                self.netcode = NetcodeClient::new(token, now);
+                self.netcode.connect(now);
+                self.netcode.update(now, tx);
+            }
+        }
         if std::mem::take(&mut self.system_ack_due)
             && let Some(system) = &mut self.system
         {
@@ -718,6 +877,11 @@ impl GameClient {
                     if let Some(p) = Pace::decode(&message) {
                         self.pace = p.interval;
                         self.pace_inputs = p.max_inputs;
+                        continue;
+                    }
+                    if let Some(t) = Ticket::decode(&message) {
+                        self.ticket = Some(t.token);
+                        self.grace = Duration::from_millis(u64::from(t.grace_ms)).min(MAX_GRACE);
                         continue;
                     }
                     if let Some(r) = Redirect::decode(&message) {
@@ -824,18 +988,19 @@ impl GameClient {
     ) {
         let ready = self.is_ready();
         if let Some(replay) = &mut self.replay {
-            if !ready {
-                // Moving: kept for the new server, in order.
-                if replay.len() >= REPLAY_INPUTS {
-                    replay.pop_front();
-                }
-                self.input_seq = self.input_seq.wrapping_add(1);
-                replay.push_back((self.input_seq, input.to_vec()));
-                return;
+            // Moving or resuming, or catching up since: kept in order behind the inputs the
+            // server has not had yet, and sent from the oldest at a pace it takes.
+            if replay.len() >= REPLAY_INPUTS {
+                replay.pop_front();
             }
-            self.send_replay(now, tx);
+            self.input_seq = self.input_seq.wrapping_add(1);
+            replay.push_back((self.input_seq, input.to_vec()));
+            if ready {
+                self.send_replay(now, tx);
+            }
+            return;
         }
-        if !self.is_ready() {
+        if !ready {
             return;
         }
         // The oldest input's buffer is reused for the newest: no allocation per frame once

@@ -82,6 +82,24 @@ impl PolledClient {
         Ok(Self { client, socket, clock, link: Conditioned::default(), buf: Box::new([0; 2048]), peer: None, stamps })
     }
 
+    /// Moves to a new socket on a new local port of the same address, as a NAT rebinding
+    /// moves a client (see [`UdpClient::rebind`](super::udp::UdpClient::rebind)): untold, the
+    /// client resumes its session after a second of silence; call [`GameClient::resume`]
+    /// after this to resume at once. Returns the new local address.
+    ///
+    /// # Errors
+    /// When no new socket can be bound (the old one is kept).
+    pub fn rebind(&mut self) -> std::io::Result<SocketAddr> {
+        let mut at = self.socket.local_addr()?;
+        at.set_port(0);
+        let socket = UdpSocket::bind(at)?;
+        socket.set_nonblocking(true)?;
+        self.stamps = Stamps::enable(&socket);
+        self.socket = socket;
+        self.peer = None;
+        self.socket.local_addr()
+    }
+
     /// Sends and receives through a conditioned link (each direction with `profile`); held
     /// datagrams move at the first poll after they are due.
     pub fn with_conditioner(mut self, profile: LinkProfile, seed: u64) -> Self {

@@ -49,6 +49,24 @@ impl UdpClient {
         self.link.set_downlink(bottleneck);
     }
 
+    /// Moves to a new socket on a new local port of the same address, as a NAT rebinding
+    /// moves a client: the server's packets to the old port are lost, and its own come from
+    /// the new one. The client is not told (as behind a NAT it would not be): it hears
+    /// nothing for [`RESUME_AFTER_SILENCE`](super::RESUME_AFTER_SILENCE) and resumes its
+    /// session with its ticket. A game that knows its network changed calls
+    /// [`GameClient::resume`] after this to resume at once. Returns the new local address.
+    ///
+    /// # Errors
+    /// When no new socket can be bound (the old one is kept).
+    pub async fn rebind(&mut self) -> std::io::Result<SocketAddr> {
+        let mut at = self.socket.local_addr()?;
+        at.set_port(0);
+        let socket = UdpSocket::bind(at).await?;
+        self.stamps = Stamps::enable(&socket);
+        self.socket = socket;
+        self.socket.local_addr()
+    }
+
     /// The local address.
     ///
     /// # Errors

@@ -240,7 +240,10 @@ pub fn write_input_packet(
 /// Reads an input packet.
 ///
 /// # Errors
-/// When it is truncated, claims more inputs or bytes than allowed, or has a view that no
+/// When it is truncated, claims more inputs or bytes than allowed (over
+/// [`MAX_PACKET_INPUTS`], an input over [`MAX_INPUT_BYTES`], or past the first
+/// [`REDUNDANT_INPUTS`] an input [`write_input_packet`] leaves out for
+/// [`INPUT_BYTES_BUDGET`]), or has a view that no
 /// client writes (one without an ack tick to count from, before tick 0, or a form no
 /// client uses).
 pub fn read_input_packet(b: &[u8]) -> Result<InputPacket<'_>, MalformedInput> {
@@ -255,9 +258,11 @@ pub fn read_input_packet(b: &[u8]) -> Result<InputPacket<'_>, MalformedInput> {
     let mut inputs: [&[u8]; MAX_PACKET_INPUTS] = [&[]; MAX_PACKET_INPUTS];
     let mut views = [None; MAX_PACKET_INPUTS];
     let mut at = 9;
-    for (slot, view) in inputs.iter_mut().zip(&mut views).take(count) {
+    for (k, (slot, view)) in inputs.iter_mut().zip(&mut views).take(count).enumerate() {
         let len = *b.get(at).ok_or(MalformedInput)? as usize;
-        if len > MAX_INPUT_BYTES {
+        // The writer's own rule: past the first REDUNDANT_INPUTS, an input goes only while it
+        // fits the budget with a view of the longest form.
+        if len > MAX_INPUT_BYTES || (k >= REDUNDANT_INPUTS && at + 1 + len + 3 > INPUT_BYTES_BUDGET) {
             return Err(MalformedInput);
         }
         *slot = b.get(at + 1..at + 1 + len).ok_or(MalformedInput)?;
@@ -341,6 +346,14 @@ mod tests {
         let p = read_input_packet(&buf).unwrap();
         assert_eq!(p.inputs().len(), 7);
         assert!(buf.len() <= INPUT_BYTES_BUDGET, "{} bytes", buf.len());
+        // A packet with an eighth that the writer would have left out is refused (what reads
+        // writes back to the same bytes: a fuzzer's finding).
+        let mut over = buf.clone();
+        over[8] = 8;
+        over.push(MAX_INPUT_BYTES as u8);
+        over.extend_from_slice(&big);
+        over.push(NO_VIEW);
+        assert!(read_input_packet(&over).is_err(), "{} bytes", over.len());
     }
 
     #[test]

@@ -91,6 +91,15 @@ pub enum SessionEnd {
     /// connect again with a fresh token.
     #[error("the server failed this player's session")]
     ServerFault,
+    /// The same client connected again (a fresh connect token for its client id, from a new
+    /// address or a restarted program) while this session lingered: the new connection took
+    /// its place, and this one ends.
+    #[error("replaced by a newer connection of the same client")]
+    Replaced,
+    /// The client came back with its resume ticket, but the session it resumes is over (it
+    /// timed out, or the player was removed meanwhile): it connects again with a fresh token.
+    #[error("the session to resume is over")]
+    Gone,
     /// Every slot on the server was taken.
     #[error("the server is full")]
     ServerFull,
@@ -134,6 +143,8 @@ impl SessionEnd {
             Self::Moved => 6,
             Self::Malformed => 7,
             Self::ServerFault => 8,
+            Self::Replaced => 9,
+            Self::Gone => 10,
             _ => 0,
         }
     }
@@ -149,6 +160,8 @@ impl SessionEnd {
             Self::TooFarBehind => "too_far_behind",
             Self::Moved => "moved",
             Self::ServerFault => "server_fault",
+            Self::Replaced => "replaced",
+            Self::Gone => "gone",
             Self::ServerFull => "server_full",
             Self::VersionMismatch { .. } => "version_mismatch",
             Self::TimedOut => "timed_out",
@@ -176,7 +189,7 @@ pub enum Control {
     /// Server → client: the session is over, and why (repeated until the client answers
     /// with its netcode disconnect, or a second has passed). Only the reasons a server
     /// gives travel ([`SessionEnd::Kicked`], `ShuttingDown`, `WorldStopped`, `Flooding`, `Malformed`,
-    /// `TooFarBehind`, `Moved`, `ServerFault`); any other is sent as `ShuttingDown`.
+    /// `TooFarBehind`, `Moved`, `ServerFault`, `Replaced`, `Gone`); any other is sent as `ShuttingDown`.
     Goodbye(SessionEnd),
 }
 
@@ -259,6 +272,8 @@ impl Control {
                     (6, "") => SessionEnd::Moved,
                     (7, "") => SessionEnd::Malformed,
                     (8, "") => SessionEnd::ServerFault,
+                    (9, "") => SessionEnd::Replaced,
+                    (10, "") => SessionEnd::Gone,
                     _ => return Err(Malformed),
                 }))
             }
@@ -361,6 +376,9 @@ mod tests {
             Control::Goodbye(SessionEnd::TooFarBehind),
             Control::Goodbye(SessionEnd::Moved),
             Control::Goodbye(SessionEnd::Malformed),
+            Control::Goodbye(SessionEnd::ServerFault),
+            Control::Goodbye(SessionEnd::Replaced),
+            Control::Goodbye(SessionEnd::Gone),
         ] {
             let n = c.encode(&mut buf);
             assert_eq!(Control::decode(&buf[..n]), Ok(c.clone()));

@@ -19,6 +19,8 @@ pub const SPECTATOR: u8 = 2;
 pub const REDIRECT: u8 = 3;
 /// First byte of a [`Pace`].
 pub const PACE: u8 = 4;
+/// First byte of a [`Ticket`].
+pub const TICKET: u8 = 5;
 
 /// The longest world kind or reason text a notice carries, in bytes.
 pub const MAX_NOTICE_TEXT_BYTES: usize = 64;
@@ -162,6 +164,44 @@ impl Redirect {
     }
 }
 
+/// "Come back with this if the connection breaks": a resume ticket, a connect token for this
+/// client's own client id minted by the server itself, short-lived and renewed before it
+/// expires. A client whose network breaks (a new address, a silence) connects again with it
+/// through the ordinary handshake, and the server recognises the session it resumes: the same
+/// player, world, team and score, and the same channels and snapshot history. A ticket is good
+/// for one handshake (a used one is spent), for its client id only, until it expires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ticket {
+    /// The connect token (its [`CONNECT_TOKEN_BYTES`](crate::protocol::netcode::CONNECT_TOKEN_BYTES)
+    /// bytes).
+    pub token: Vec<u8>,
+    /// How long the server keeps the session of a client it no longer hears, counted from the
+    /// client's last packet, in milliseconds: until then a client can resume. At most the
+    /// token's own timeout: the session ends at the timeout.
+    pub grace_ms: u32,
+}
+
+impl Ticket {
+    /// The ticket as the system channel carries it.
+    pub fn encode(&self) -> bytes::Bytes {
+        let mut out = vec![TICKET];
+        out.extend(postcard::to_allocvec(self).unwrap_or_default());
+        out.into()
+    }
+
+    /// A ticket from the system channel; `None` when the bytes are not one, or its token is
+    /// not a connect token's size.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        match bytes.split_first() {
+            Some((&TICKET, rest)) => {
+                let t: Self = postcard::from_bytes(rest).ok()?;
+                (t.token.len() == crate::protocol::netcode::CONNECT_TOKEN_BYTES).then_some(t)
+            }
+            _ => None,
+        }
+    }
+}
+
 /// What a viewer asks of a replay or spectators' world: sent as an ordinary message
 /// (`client.channel().send_message(&SpectatorControl::Pause)`), each viewer's `Follow` its own,
 /// the rest shared by every viewer of the world.
@@ -254,6 +294,10 @@ mod tests {
         assert_eq!(WorldNotice::decode(&[]), None);
         let r = Redirect { token: vec![7; crate::protocol::netcode::CONNECT_TOKEN_BYTES], last_applied: Some(41) };
         assert_eq!(Redirect::decode(&r.encode()), Some(r));
+        let t = Ticket { token: vec![9; crate::protocol::netcode::CONNECT_TOKEN_BYTES], grace_ms: 15_000 };
+        assert_eq!(Ticket::decode(&t.encode()), Some(t));
+        assert_eq!(Ticket::decode(&Ticket { token: vec![9; 10], grace_ms: 0 }.encode()), None, "not a token's size");
+        assert_eq!(Redirect::decode(&Ticket { token: vec![9; 2048], grace_ms: 0 }.encode()), None);
         let short = Redirect { token: vec![7; 10], last_applied: None };
         assert_eq!(Redirect::decode(&short.encode()), None, "not a token's size");
         assert_eq!(WorldNotice::decode(&short.encode()), None);

@@ -272,7 +272,21 @@ pub struct ServerConfig {
     ///
     /// [`SendRate`]: crate::protocol::reliability::SendRate
     pub send_rate: crate::protocol::reliability::RateConfig,
+    /// How long a player whose client went silent is kept for it to come back
+    /// ([`GameClient::resume`], with the resume ticket the server sent it), counted from the
+    /// last packet heard. Past the connection timeout (five seconds, the token's) its world
+    /// hears [`World::away`]; a client back in time resumes as the same player
+    /// ([`World::back`]), otherwise the player leaves. 15 s by default; at most
+    /// [`MAX_RESUME_GRACE`]; at most the connection timeout turns it off (a silent player
+    /// leaves at the timeout).
+    ///
+    /// [`GameClient::resume`]: crate::client::GameClient::resume
+    pub resume_grace: Duration,
 }
+
+/// The longest [`ServerConfig::resume_grace`]: a client always holds a ticket good for a
+/// minute more (tickets live two minutes and are renewed every minute).
+pub const MAX_RESUME_GRACE: Duration = Duration::from_secs(60);
 
 impl ServerConfig {
     /// Defaults: 60 Hz ticks and snapshots, 1024 players, on `bind`. The admin listener
@@ -303,6 +317,7 @@ impl ServerConfig {
             world_kinds: vec!["main".into()],
             record: None,
             send_rate: crate::protocol::reliability::RateConfig::default(),
+            resume_grace: cores::resume::DEFAULT_GRACE,
         }
     }
 }
@@ -532,6 +547,13 @@ pub async fn start_with<W: World>(
             config.player_queue
         )));
     }
+    if config.resume_grace > MAX_RESUME_GRACE {
+        return Err(StartError::Config(format!(
+            "resume grace must be at most {} s (got {} s)",
+            MAX_RESUME_GRACE.as_secs(),
+            config.resume_grace.as_secs_f64()
+        )));
+    }
     if config.world_kinds.is_empty() || config.world_kinds.len() > 64 {
         return Err(StartError::Config("declare between 1 and 64 world kinds".into()));
     }
@@ -639,6 +661,7 @@ pub async fn start_with<W: World>(
             sender: crate::protocol::snapshot::SenderConfig { predict: config.predict_snapshots, ..Default::default() },
             predictor: config.snapshot_predictor.clone(),
             rate: config.send_rate,
+            resume_grace: config.resume_grace,
         },
         broadcaster: broadcaster.clone(),
         metrics: metrics.clone(),

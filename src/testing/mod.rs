@@ -23,7 +23,8 @@ use crate::server::cores::directory::{Directory, ToWorld, View};
 use crate::server::cores::executor::{Executor, Outlet};
 use crate::server::cores::inlet::{Arrived, Inlet};
 use crate::server::cores::pace::Pacer;
-use crate::server::cores::session::{MessageDrops, PlayerSession, SessionSettings};
+use crate::server::cores::resume::{Judged, TicketHolder, Tickets, refuse_gone, renewal_due};
+use crate::server::cores::session::{Beat, MessageDrops, PlayerSession, SessionSettings};
 use crate::server::cores::simulation::{Simulation, Stepped, TickInput};
 use crate::server::extensions::record::RecordTo;
 pub use crate::server::extensions::record::SharedBuffer;
@@ -53,6 +54,8 @@ pub struct StepClient {
     pub input: Option<Vec<u8>>,
     up: LinkConditioner,
     down: LinkConditioner,
+    /// The largest datagram its downlink carries (a path MTU black hole), if any.
+    largest_down: Option<usize>,
 }
 
 /// The datagrams a player's mailbox holds at most ([`ServerConfig::player_queue`]'s default).
@@ -67,6 +70,10 @@ struct Seat {
     inlet: Inlet,
     session: PlayerSession,
     frames: Frames,
+    /// Who its resume tickets are for, and when the newest was minted (as the socket actor's
+    /// route keeps them).
+    holder: TicketHolder,
+    ticket_at: Duration,
 }
 
 impl Seat {
@@ -191,6 +198,10 @@ pub struct Stepper<W: World> {
     settings: SessionSettings,
     /// The server's endpoint, the same as the socket actor's; it keeps each player's session.
     sessions: Endpoint<Seat>,
+    /// The resume tickets it minted, as the socket actor's (keys from a counter).
+    tickets: Tickets,
+    /// Sessions resumed with a ticket, and tickets refused as gone.
+    resumed: u64,
     in_flight: Vec<InFlight>,
     order: u64,
     /// Client messages dropped (flood, too large), as the server counts them.
@@ -374,6 +385,8 @@ impl<W: World> Stepper<W> {
             server_tick: 0,
             started: false,
             shut_down: false,
+            tickets: Tickets::deterministic(&netcode, crate::server::cores::resume::DEFAULT_GRACE),
+            resumed: 0,
             sessions: Endpoint::with_challenge_key(netcode, [0x77; 32], now),
             in_flight: Vec::new(),
             order: 0,
@@ -390,6 +403,7 @@ impl<W: World> Stepper<W> {
                 sender: SenderConfig::default(),
                 predictor: None,
                 rate: RateConfig::default(),
+                resume_grace: crate::server::cores::resume::DEFAULT_GRACE,
             },
             views: BTreeMap::new(),
             retired_faults: BTreeMap::new(),
@@ -399,6 +413,22 @@ impl<W: World> Stepper<W> {
             pacer: Pacer::new(u32::from(hz), u32::from(hz)),
             world,
         }
+    }
+
+    /// How long a silent client's player is kept for it to resume (as
+    /// [`ServerConfig::resume_grace`](crate::server::ServerConfig::resume_grace), 15 s by
+    /// default; at most the connection timeout: none).
+    pub fn with_resume_grace(mut self, grace: Duration) -> Self {
+        let grace = grace.min(crate::server::MAX_RESUME_GRACE);
+        self.settings.resume_grace = grace;
+        self.tickets.set_grace(grace);
+        self
+    }
+
+    /// The stepper's clock now (Unix time, as a client's `now`): to make a client of one's
+    /// own mid-run (a restarted program).
+    pub fn now(&self) -> Duration {
+        self.now
     }
 
     /// The world kinds the game declares (as
@@ -476,6 +506,22 @@ impl<W: World> Stepper<W> {
         }
     }
 
+    /// Client `i`'s downlink drops every datagram over `most` bytes from now on (`None`:
+    /// none): a path MTU black hole, where keep-alives pass and snapshots do not.
+    pub fn set_largest_datagram(&mut self, i: usize, most: Option<usize>) {
+        if let Some(c) = self.clients.get_mut(i) {
+            c.largest_down = most;
+        }
+    }
+
+    /// Client `i`'s link (both ways) is `profile` from now on (`loss: 1.0` cuts it).
+    pub fn set_link(&mut self, i: usize, profile: LinkProfile) {
+        if let Some(c) = self.clients.get_mut(i) {
+            c.up.set_profile(profile);
+            c.down.set_profile(profile);
+        }
+    }
+
     /// What the links of client `i` did to its datagrams so far: (up, down).
     pub fn link_counts(&self, i: usize) -> Option<(LinkCounts, LinkCounts)> {
         self.clients.get(i).map(|c| (c.up.counts(), c.down.counts()))
@@ -486,6 +532,15 @@ impl<W: World> Stepper<W> {
     pub fn send_rate(&self, i: usize) -> Option<u32> {
         let addr = self.clients.get(i)?.addr;
         self.sessions.iter().find(|(_, o)| o.addr == addr).map(|(_, o)| o.value.send_rate().bytes_per_second())
+    }
+
+    /// What the server holds that client `i` has after the snapshot of `tick`: the merged
+    /// view ([`view_of`](Self::view_of)) less the changes its budget deferred (those keep the
+    /// state the client had, or are not there yet). `None` for a tick it did not send, or
+    /// one that left its history.
+    pub fn client_view(&self, i: usize, tick: u32) -> Option<WorldSnapshot> {
+        let addr = self.clients.get(i)?.addr;
+        self.sessions.iter().find(|(_, o)| o.addr == addr)?.1.value.client_view(tick)
     }
 
     /// Snapshots every `every` ticks (the session tells clients the rate), for the players
@@ -551,6 +606,7 @@ impl<W: World> Stepper<W> {
             input: None,
             up: LinkConditioner::new(profile, seed),
             down: LinkConditioner::new(profile, seed.rotate_left(29)),
+            largest_down: None,
         });
         i
     }
@@ -625,7 +681,12 @@ impl<W: World> Stepper<W> {
     fn send_from_server(&mut self, wire: Vec<(SocketAddr, Vec<u8>)>) {
         for (to, bytes) in wire {
             let now = self.now;
-            let delay = self.clients.iter_mut().find(|c| c.addr == to).map(|c| c.down.pass(now, bytes.len()));
+            let delay = self
+                .clients
+                .iter_mut()
+                .find(|c| c.addr == to)
+                .filter(|c| c.largest_down.is_none_or(|most| bytes.len() <= most))
+                .map(|c| c.down.pass(now, bytes.len()));
             if let Some(delay) = delay {
                 self.post(SERVER, to, bytes, delay);
             }
@@ -691,7 +752,47 @@ impl<W: World> Stepper<W> {
                 }
             }
             Handled::Connected(new) => {
-                let NewConnection { connection, reservation } = *new;
+                let NewConnection { mut connection, reservation, replaces } = *new;
+                // As the socket actor: a ticket resumes its session; a fresh token replaces the
+                // session that lingers, whose client is told why.
+                match self.tickets.judge(&connection, replaces, now) {
+                    Judged::Resume(slot) => {
+                        connection.greet(slot as u32, now, &mut wire);
+                        let (rx, tx) = connection.split();
+                        let mut back = None;
+                        if let Some(o) = self.sessions.rebind(reservation, slot) {
+                            let seat = &mut o.value;
+                            seat.inlet.rebind(rx);
+                            if seat.session.rebind(tx) {
+                                back = Some(seat.session.id());
+                            }
+                            if let Some(ticket) = self.tickets.mint(&seat.holder, now) {
+                                seat.ticket_at = now;
+                                seat.session.send_notice(now, ticket, &mut wire);
+                            }
+                            self.resumed += 1;
+                        }
+                        self.send_from_server(wire);
+                        if let Some(p) = back {
+                            self.presence(p, false);
+                        }
+                        return;
+                    }
+                    Judged::Gone => {
+                        refuse_gone(&mut connection, reservation.slot(), now, &mut wire);
+                        self.sessions.abandon(reservation);
+                        self.send_from_server(wire);
+                        return;
+                    }
+                    Judged::Replace(slot) => {
+                        if let Some(old) = self.sessions.get_mut(slot) {
+                            old.value.session.close(now, SessionEnd::Replaced, &mut wire);
+                        }
+                    }
+                    Judged::Fresh => {}
+                }
+                connection.greet(reservation.slot() as u32, now, &mut wire);
+                let holder = TicketHolder::of(&connection);
                 let who = JoinInfo::new(connection.client_id(), *connection.user_data());
                 let slot = connection.client_index();
                 let (inlet, mut session) = crate::server::cores::inlet::open(&self.settings, connection);
@@ -699,7 +800,11 @@ impl<W: World> Stepper<W> {
                 if self.pacer.interval() > 1 {
                     session.send_notice(now, Pace::new(self.pacer.interval()).encode(), &mut wire);
                 }
-                self.sessions.attach(reservation, Seat { inlet, session, frames: Frames::default() });
+                if let Some(ticket) = self.tickets.mint(&holder, now) {
+                    session.send_notice(now, ticket, &mut wire);
+                }
+                let seat = Seat { inlet, session, frames: Frames::default(), holder, ticket_at: now };
+                self.sessions.attach(reservation, seat);
                 self.send_from_server(wire);
                 let (exec, mut out) = self.parts();
                 exec.add_player(slot, (), who, &mut out);
@@ -716,6 +821,15 @@ impl<W: World> Stepper<W> {
         self.message_drops.flood += drops.flood;
         self.message_drops.too_large += drops.too_large;
         self.message_drops.disconnected += drops.disconnected;
+    }
+
+    /// A player's client went away (silent within the grace) or came back, as the player
+    /// actor tells the broadcaster.
+    fn presence(&mut self, player: PlayerId, away: bool) {
+        let (exec, mut out) = self.parts();
+        exec.presence(player, away, &mut out);
+        let done = out.finish();
+        self.delivered(done);
     }
 
     fn drop_session(&mut self, index: usize) {
@@ -969,6 +1083,7 @@ impl<W: World> Stepper<W> {
 
         let mut wire: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
         let mut gone = Vec::new();
+        let mut presence = Vec::new();
         let mut relevancy_faults = 0;
         // The newest view of this tick for each player (a later world's replaces an earlier).
         let sends: BTreeMap<PlayerId, (Arc<View>, Option<u32>)> =
@@ -977,6 +1092,13 @@ impl<W: World> Stepper<W> {
         let mut drops = MessageDrops::default();
         let mut late_inputs = Vec::new();
         for (index, o) in self.sessions.iter_mut() {
+            // As the socket actor once a second: a ticket a minute old is renewed.
+            if renewal_due(o.value.ticket_at, now)
+                && let Some(ticket) = self.tickets.mint(&o.value.holder, now)
+            {
+                o.value.ticket_at = now;
+                o.value.session.send_notice(now, ticket, &mut wire);
+            }
             // As the player actor at each wake-up: what its socket left first.
             let d = o.value.read(now, round, &mut wire, &mut late_inputs);
             drops.flood += d.flood;
@@ -992,8 +1114,11 @@ impl<W: World> Stepper<W> {
                 }
                 self.views.insert(s.id(), view);
             }
-            if s.heartbeat(now, heard, &mut wire).is_some() {
-                gone.push(index);
+            match s.heartbeat(now, heard, &mut wire) {
+                Some(Beat::Over(_)) => gone.push(index),
+                Some(Beat::Away) => presence.push((s.id(), true)),
+                Some(Beat::Back) => presence.push((s.id(), false)),
+                None => {}
             }
         }
         self.count_message_drops(drops);
@@ -1004,6 +1129,9 @@ impl<W: World> Stepper<W> {
         }
         for _ in 0..relevancy_faults {
             self.sim.record(WorldFault::RelevancyOrder, "a relevancy list out of order; sorted");
+        }
+        for (p, away) in presence {
+            self.presence(p, away);
         }
         for a in gone {
             self.drop_session(a);

@@ -2,7 +2,8 @@
 //! game hands it over ([`ZoneExit::hand_off`]), its client follows the redirect by itself, the
 //! new zone's `join_with` gets the old zone's state, and every input the client sent is
 //! applied once, in order, by one zone or the other. A handoff nobody answers leaves the
-//! player where it is, with the inputs it sent meanwhile applied in order.
+//! player where it is, with the inputs it sent meanwhile applied in order. A player whose
+//! address changes after it crossed resumes, with the new zone's ticket, on the new zone.
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use std::collections::BTreeMap;
@@ -318,4 +319,47 @@ async fn a_handoff_nobody_answers_keeps_the_player_and_its_inputs() {
     assert!(log.left.is_empty());
     let text = a.metrics().render();
     assert!(text.contains("volley_zone_handoffs_total{outcome=\"timed_out\"}"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_player_whose_address_changes_after_a_crossing_resumes_on_the_new_zone() {
+    let Some(path) = tools::require_tool("nats-server", "nats-server", "VOLLEY_SKIP_NATS") else { return };
+    let nats = Nats::start(path);
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (a, _bus_a) = zone(0, 2, &nats.url(), &log).await;
+    let (b, _bus_b) = zone(1, 2, &nats.url(), &log).await;
+    let mut w = Walk::new(&a, 43).await;
+    // Over the border (12 inputs from x = 97), and settled on zone 1 with its ticket.
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(2) || !w.c.client.has_ticket() {
+        assert!(began.elapsed() < Duration::from_secs(10), "no ticket from zone 1");
+        w.step().await;
+    }
+    assert_eq!((w.c.client.moves(), w.c.client.server_addr()), (1, Some(b.addr())));
+    let me = w.c.client.client_index();
+    // Then its NAT rebinds: the client resumes, with zone 1's ticket, on zone 1.
+    w.c.rebind().await.unwrap();
+    let began = Instant::now();
+    while began.elapsed() < Duration::from_secs(3) {
+        w.step().await;
+    }
+    for _ in 0..10 {
+        w.c.client.send_without_input(unix_now(), &mut Vec::new());
+        w.next += Duration::from_millis(16);
+        tokio::time::sleep_until(w.next).await;
+    }
+    let c = &w.c.client;
+    assert!(c.is_ready() && c.ended().is_none(), "{:?}", c.ended());
+    assert_eq!(c.resumes(), 1, "resumed once");
+    assert_eq!((c.server_addr(), c.client_index()), (Some(b.addr()), me), "on zone 1, as the same player");
+    let log = log.lock().unwrap();
+    assert_eq!(log.joins.len(), 2, "joined zone 0, then zone 1, and no more: {:?}", log.joins);
+    assert_eq!(log.left.len(), 1, "only zone 0 saw the player leave");
+    let all: Vec<u32> = applied(&log, 0, 43).iter().chain(&applied(&log, 1, 43)).copied().collect();
+    assert!(all.windows(2).all(|p| p[1] > p[0]), "no input twice, none out of order, across the zones and the resume");
+    // The inputs of the second of silence before the resume go again with it (a client keeps
+    // its last two seconds): every one arrives.
+    assert!(all.len() + 3 >= w.sent.len(), "{} of {} inputs applied", all.len(), w.sent.len());
+    eprintln!("{} of {} inputs applied across the crossing and the resume", all.len(), w.sent.len());
+    assert!(b.metrics().render().contains("volley_sessions_resumed_total 1\n"));
 }

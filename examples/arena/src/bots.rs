@@ -55,6 +55,10 @@ pub struct SwarmConfig {
     pub tokens: Option<Arc<dyn TokenSource>>,
     /// Shown every snapshot every playing bot decodes, if anything is (a test's oracle).
     pub watch: Option<Arc<dyn SnapshotWatch>>,
+    /// Every this long, each bot's socket moves to a new local port (as a NAT rebinding
+    /// moves a player, untold: the bot hears a second of silence and resumes its session
+    /// with its ticket); the bots' moves are spread over the period.
+    pub rebind_every: Option<Duration>,
 }
 
 /// Sees every snapshot the swarm's playing bots decode, as they decode them: an oracle that
@@ -120,6 +124,7 @@ impl SwarmConfig {
             spectators: 0,
             tokens: None,
             watch: None,
+            rebind_every: None,
         }
     }
 }
@@ -180,6 +185,14 @@ pub struct BotReport {
     /// Snapshots a second from its first to its last (0 with fewer than two): what the
     /// server gave this bot, to tell an even rate from an uneven one.
     pub snapshot_rate: f64,
+    /// Times its socket moved to a new port ([`SwarmConfig::rebind_every`]), and sessions it
+    /// resumed with its ticket ([`GameClient::resumes`](volley::client::GameClient::resumes)).
+    pub rebinds: u32,
+    /// See `rebinds`.
+    pub resumes: u32,
+    /// Its player id changed across a resume (it came back as another player): never, when
+    /// resumption works.
+    pub lost_player: bool,
 }
 
 /// One kill-feed message a bot received.
@@ -316,11 +329,22 @@ impl SwarmReport {
                 gaps.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
             )
         };
+        let rebinds: u64 = self.bots.iter().map(|b| u64::from(b.rebinds)).sum();
+        let resumed = if rebinds == 0 {
+            String::new()
+        } else {
+            let resumes: u64 = self.bots.iter().map(|b| u64::from(b.resumes)).sum();
+            let kept = self.bots.iter().filter(|b| b.connected && !b.lost_player).count();
+            format!(
+                "\nresumptions: {resumes} after {rebinds} socket moves; {kept} of {} bots kept their player (the same id, so the same world, team and score) throughout",
+                self.connected()
+            )
+        };
         format!(
             "bots: {} connected of {}; {} saw other players{watchers}\n\
              snapshots: {} ({:.1}/s per bot; each bot's own rate: lowest {:.1}/s, p1 {:.1}/s, p50 {:.1}/s), {} decode errors\n\
              download: {:.1} kbit/s per bot\n\
-             RTT p50 {:.2} ms, p99 {:.2} ms; loss {:.2} %{moved}",
+             RTT p50 {:.2} ms, p99 {:.2} ms; loss {:.2} %{moved}{resumed}",
             self.connected(),
             self.bots.len(),
             saw_others,
@@ -396,6 +420,10 @@ struct Bot {
     /// The world it is in (its number: 0 before the first notice), and its stays so far.
     world: u16,
     stay: u32,
+    /// When its socket moves next ([`SwarmConfig::rebind_every`]), and its player id once
+    /// connected.
+    next_rebind: Option<Instant>,
+    player: Option<u32>,
 }
 
 /// The user data that makes a bot (or any client) a spectator in the rooms.
@@ -455,6 +483,12 @@ impl Bot {
             watched: None,
             world: 0,
             stay: 0,
+            // Spread over the period, so the server sees a steady trickle of resumptions.
+            next_rebind: cfg.rebind_every.map(|every| {
+                let offset = every.mul_f64((index % cfg.bots.max(1)) as f64 / cfg.bots.max(1) as f64);
+                Instant::now() + every + offset
+            }),
+            player: None,
         })
     }
 
@@ -485,6 +519,22 @@ impl Bot {
             first.1 += got as u64;
         }
         let ready = bot.client.is_ready();
+        if let (Some(at), Some(every)) = (self.next_rebind, cfg.rebind_every)
+            && Instant::now() >= at
+        {
+            self.next_rebind = Some(at + every);
+            if bot.rebind().is_ok() {
+                report.rebinds += 1;
+            }
+        }
+        if ready && bot.client.moves() == 0 {
+            let me = bot.client.client_index();
+            match (self.player, me) {
+                (None, Some(me)) => self.player = Some(me),
+                (Some(was), Some(me)) if was != me => report.lost_player = true,
+                _ => {}
+            }
+        }
         if ready != self.was_ready {
             if ready {
                 progress.connected.fetch_add(1, Ordering::Relaxed);
@@ -575,6 +625,7 @@ impl Bot {
         report.bytes_received = s.bytes_received;
         report.latest = bot.client.latest().cloned();
         report.moves = bot.client.moves();
+        report.resumes = bot.client.resumes();
         if let (Some((first, n)), Some(last)) = (self.first_snapshot, self.snapshot_at) {
             let secs = last.duration_since(first).as_secs_f64();
             report.snapshot_rate = if n > 1 && secs > 0.0 { (n - 1) as f64 / secs } else { 0.0 };

@@ -143,6 +143,11 @@ impl Client {
         }
     }
 
+    /// When the last authentic packet from the server arrived (or the attempt began).
+    pub fn last_received(&self) -> Duration {
+        self.last_recv
+    }
+
     /// The current state.
     pub fn state(&self) -> ClientState {
         self.state
@@ -168,7 +173,8 @@ impl Client {
         self.max_clients
     }
 
-    fn timeout(&self) -> Option<Duration> {
+    /// The token's connection timeout (`None`: none).
+    pub fn timeout(&self) -> Option<Duration> {
         u64::try_from(self.token.as_ref()?.timeout_seconds).ok().map(Duration::from_secs)
     }
 

@@ -109,8 +109,6 @@ drop_reasons! {
     TokenReused => "token_reused",
     /// A client is connected from this address already.
     AddressInUse => "address_in_use",
-    /// A client with this id is connected already.
-    ClientIdInUse => "client_id_in_use",
     /// Every slot is taken (a denied packet was sent).
     ServerFull => "server_full",
     /// The challenge token did not authenticate.
@@ -157,6 +155,8 @@ pub enum DisconnectReason {
     ByPeer,
     /// This side ended it.
     Local,
+    /// A newer connection of the same client id took its place (the server's side).
+    Replaced,
 }
 
 impl DisconnectReason {
@@ -166,6 +166,7 @@ impl DisconnectReason {
             Self::TimedOut => "timed_out",
             Self::ByPeer => "by_peer",
             Self::Local => "local",
+            Self::Replaced => "replaced",
         }
     }
 }

@@ -110,7 +110,9 @@ fn pending_capacity(max_clients: usize) -> usize {
 pub trait Occupancy {
     /// A client is connected from `addr`.
     fn addr_connected(&self, addr: &SocketAddr) -> bool;
-    /// A client with `client_id` is connected.
+    /// The client id connected from `addr`, if any.
+    fn client_at(&self, addr: &SocketAddr) -> Option<u64>;
+    /// A client with `client_id` is connected (a new handshake of it replaces it).
     fn id_connected(&self, client_id: u64) -> bool;
     /// No slot is free.
     fn is_full(&self) -> bool;
@@ -271,12 +273,14 @@ impl Handshake {
         if !token.server_addresses.as_slice().iter().any(|a| self.public_addresses.contains(a)) {
             return Err(DropReason::NotForThisServer);
         }
-        if slots.addr_connected(&from) {
+        // A client connected from this address may connect again from it (it resumes or
+        // restarts); another may not.
+        if slots.client_at(&from).is_some_and(|id| id != token.client_id) {
             return Err(DropReason::AddressInUse);
         }
-        if slots.id_connected(token.client_id) {
-            return Err(DropReason::ClientIdInUse);
-        }
+        // A client id that is connected already goes on: a fresh token proves who the client
+        // is (an address does not), and its completed handshake replaces the session that
+        // lingers ([`NewConnection::replaces`]).
         if !self.history.record(&mac, from, req.expire_timestamp, now_secs) {
             return Err(DropReason::TokenReused);
         }
@@ -366,11 +370,8 @@ impl Handshake {
         let mut r = Reader::new(&challenge[..len]);
         let (client_id, user_data) =
             (|| Some((r.u64()?, r.array::<USER_DATA_BYTES>()?)))().ok_or(DropReason::ChallengeInvalid)?;
-        if slots.addr_connected(&from) {
+        if slots.client_at(&from).is_some_and(|id| id != client_id) {
             return Err(DropReason::AddressInUse);
-        }
-        if slots.id_connected(client_id) {
-            return Err(DropReason::ClientIdInUse);
         }
         if slots.is_full() {
             self.send(from, &Packet::Denied, &pending.send_key, tx);
@@ -498,6 +499,17 @@ impl Connection {
         &self.tx.user_data
     }
 
+    /// The token's connection timeout in seconds (negative: none).
+    pub fn timeout_seconds(&self) -> i32 {
+        self.tx.timeout.map_or(-1, |t| i32::try_from(t.as_secs()).unwrap_or(i32::MAX))
+    }
+
+    /// Whether the client's packets are sealed with `key`: the token it connected with
+    /// carried it (how a server recognises a resume ticket it minted).
+    pub fn uses_key(&self, key: &Key) -> bool {
+        self.rx.recv_key == *key
+    }
+
     /// Whether the client has shown it knows it is connected (sent a keep-alive or payload).
     pub fn is_confirmed(&self) -> bool {
         self.rx.confirmed
@@ -510,6 +522,15 @@ impl Connection {
 
     /// Sends a keep-alive now (the first one tells the client it is connected).
     pub fn keep_alive(&mut self, now: Duration, tx: &mut impl Transmit) {
+        self.tx.keep_alive(now, tx);
+    }
+
+    /// Tells the client it is connected, in slot `client_index`: the first keep-alive, which
+    /// the caller of [`Endpoint::handle`] sends once it knows the slot (the reserved one, or
+    /// the slot of the session a resume ticket resumes).
+    pub fn greet(&mut self, client_index: u32, now: Duration, tx: &mut impl Transmit) {
+        self.rx.client_index = client_index;
+        self.tx.client_index = client_index;
         self.tx.keep_alive(now, tx);
     }
 
@@ -653,6 +674,12 @@ impl SendHalf {
         Ok(())
     }
 
+    /// Whether a client last heard at `last_received` has timed out by `now` (never, for a
+    /// token without a timeout).
+    pub fn timed_out(&self, now: Duration, last_received: Duration) -> bool {
+        self.timeout.is_some_and(|t| now.saturating_sub(last_received) >= t)
+    }
+
     /// Sends a keep-alive when nothing was sent for 100 ms; reports a timeout, judged from
     /// `last_received`, when the client was last heard.
     pub fn update(
@@ -661,7 +688,7 @@ impl SendHalf {
         last_received: Duration,
         tx: &mut impl Transmit,
     ) -> Option<DisconnectReason> {
-        if self.timeout.is_some_and(|t| now.saturating_sub(last_received) >= t) {
+        if self.timed_out(now, last_received) {
             return Some(DisconnectReason::TimedOut);
         }
         if now.saturating_sub(self.last_send) >= KEEP_ALIVE_INTERVAL {
@@ -692,9 +719,10 @@ pub enum Handled {
     /// From the address of the connection in this slot: the caller hands the datagram to it
     /// (its [`Connection::receive`] authenticates it; the endpoint has not looked inside).
     Route(usize),
-    /// A client answered its challenge: here is its connection (the first keep-alive already
-    /// sent), its slot reserved. Attach what you keep for it with [`Endpoint::attach`], or give
-    /// the slot back with [`Endpoint::abandon`].
+    /// A client answered its challenge: here is its connection, its slot reserved. Greet the
+    /// client ([`Connection::greet`], its first keep-alive), and attach what you keep for it
+    /// with [`Endpoint::attach`] (or move it into the session it resumes with
+    /// [`Endpoint::rebind`]), or give the slot back with [`Endpoint::abandon`].
     Connected(Box<NewConnection>),
     /// A valid handshake packet, answered; nothing for the caller.
     Handled,
@@ -706,10 +734,18 @@ pub enum Handled {
 /// abandoned.
 #[derive(Debug)]
 pub struct NewConnection {
-    /// The new connection (it has sent its first keep-alive).
+    /// The new connection (not yet greeted: [`Connection::greet`]).
     pub connection: Connection,
     /// The reserved slot.
     pub reservation: Reservation,
+    /// The slot of a session of the same client id that was still connected (its client came
+    /// back with a fresh token from a new address, or restarted): this connection replaces it.
+    /// The caller ends that session ([`SessionEnd::Replaced`] tells its client why) and
+    /// releases its slot; until then datagrams from its address still reach it, while the
+    /// client id is this connection's. `None`: the client id was not connected.
+    ///
+    /// [`SessionEnd::Replaced`]: crate::protocol::session::SessionEnd::Replaced
+    pub replaces: Option<usize>,
 }
 
 /// A reserved slot: pass it to [`Endpoint::attach`] or [`Endpoint::abandon`]. Not `Clone`, so
@@ -746,6 +782,9 @@ pub enum Received<'a> {
         client_index: usize,
         /// Its id.
         client_id: u64,
+        /// The connection of the same client id it replaced (sent its disconnect packets and
+        /// removed; [`DisconnectReason::Replaced`]), if one was still connected.
+        replaced: Option<Disconnected>,
     },
     /// A client said it is leaving.
     Disconnected(Disconnected),
@@ -820,7 +859,13 @@ impl<C> Endpoint<C> {
         tx: &mut impl Transmit,
     ) -> Result<Handled, DropReason> {
         if let Some(slot) = self.slots.slot_of(&from) {
-            return Ok(Handled::Route(slot));
+            // A connected client sends keep-alives, payloads and disconnects; a request or a
+            // response from its address is a new handshake of it (it resumes or restarts
+            // behind the same address), which goes through the handshake as any other.
+            let prefix = buf.first().map_or(0xff, |b| b & 0x0f);
+            if prefix != PacketKind::Request as u8 && prefix != PacketKind::Response as u8 {
+                return Ok(Handled::Route(slot));
+            }
         }
         let kind = packet::read_header(buf)?.kind;
         if !matches!(kind, PacketKind::Request | PacketKind::Response) {
@@ -834,18 +879,28 @@ impl<C> Endpoint<C> {
             return Ok(Handled::Handled);
         }
         let accepted = self.handshake.on_response(now, from, buf, &self.slots, tx)?;
+        let replaces = self.slots.slot_of_id(accepted.client_id);
         let slot = self.slots.reserve().ok_or(DropReason::ServerFull)?;
         let c = &self.config;
-        let mut connection =
+        let connection =
             Connection::new(&accepted, slot as u32, c.max_clients as u32, c.protocol_id, c.connection_rate, now);
-        connection.keep_alive(now, tx);
         let reservation = Reservation { slot, addr: accepted.addr, client_id: accepted.client_id };
-        Ok(Handled::Connected(Box::new(NewConnection { connection, reservation })))
+        Ok(Handled::Connected(Box::new(NewConnection { connection, reservation, replaces })))
     }
 
     /// Fills a reserved slot: from now on datagrams from its address are routed to it.
     pub fn attach(&mut self, reservation: Reservation, value: C) {
         self.slots.fill(reservation.slot, reservation.addr, reservation.client_id, value);
+    }
+
+    /// Resumes the session in `slot` with a new connection of its client (a resume ticket's
+    /// handshake, [`NewConnection::replaces`]): the reserved slot goes back unfilled, and the
+    /// session's slot is routed from the new connection's address from now on (the old address
+    /// routes nowhere). The caller moves the new connection's halves into what it keeps there.
+    pub fn rebind(&mut self, reservation: Reservation, slot: usize) -> Option<&mut Occupant<C>> {
+        self.slots.unreserve(reservation.slot);
+        let held = self.slots.get(slot).is_some_and(|o| o.client_id == reservation.client_id);
+        if held { self.slots.readdress(slot, reservation.addr) } else { None }
     }
 
     /// Gives a reserved slot back unfilled (the caller could not start its connection).
@@ -966,10 +1021,16 @@ impl Endpoint<Connection> {
         let slot = match self.handle(now, from, buf, tx) {
             Handled::Route(slot) => slot,
             Handled::Connected(new) => {
-                let NewConnection { connection, reservation } = *new;
+                let NewConnection { mut connection, reservation, replaces } = *new;
                 let (client_index, client_id) = (reservation.slot, reservation.client_id);
+                connection.greet(client_index as u32, now, tx);
+                let replaced = replaces.and_then(|old| {
+                    let mut conn = self.slots.remove(old)?.value;
+                    conn.disconnect(now, tx);
+                    Some(Disconnected { client_index: old, client_id, reason: DisconnectReason::Replaced })
+                });
                 self.attach(reservation, connection);
-                return Received::Connected { client_index, client_id };
+                return Received::Connected { client_index, client_id, replaced };
             }
             Handled::Handled => return Received::Handled,
             Handled::Dropped(reason) => return Received::Dropped(reason),

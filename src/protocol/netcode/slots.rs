@@ -24,6 +24,7 @@ pub struct SlotTable<T> {
     by_addr: HashMap<SocketAddr, usize>,
     by_id: HashMap<u64, usize>,
     free: Vec<usize>,
+    filled: usize,
 }
 
 impl<T> SlotTable<T> {
@@ -36,6 +37,7 @@ impl<T> SlotTable<T> {
             by_addr: HashMap::new(),
             by_id: HashMap::new(),
             free: (0..capacity).rev().collect(),
+            filled: 0,
         }
     }
 
@@ -51,21 +53,44 @@ impl<T> SlotTable<T> {
         }
     }
 
-    /// Fills a reserved slot.
+    /// Fills a reserved slot. A client id another slot holds is this one's from now on (the
+    /// newer connection of that client); the other keeps its address until it is removed.
     pub fn fill(&mut self, index: usize, addr: SocketAddr, client_id: u64, value: T) {
         if let Some(e) = self.entries.get_mut(index) {
+            if e.is_none() {
+                self.filled += 1;
+            }
             *e = Some(Occupant { addr, client_id, value });
             self.by_addr.insert(addr, index);
             self.by_id.insert(client_id, index);
         }
     }
 
-    /// Empties a slot.
+    /// Moves a filled slot to `addr` (its client's connection came back from there): from now
+    /// on datagrams from `addr` are routed to it, and none from its old address.
+    pub fn readdress(&mut self, index: usize, addr: SocketAddr) -> Option<&mut Occupant<T>> {
+        let o = self.entries.get_mut(index)?.as_mut()?;
+        if self.by_addr.get(&o.addr) == Some(&index) {
+            self.by_addr.remove(&o.addr);
+        }
+        o.addr = addr;
+        self.by_addr.insert(addr, index);
+        self.by_id.insert(o.client_id, index);
+        Some(o)
+    }
+
+    /// Empties a slot. Its client id stays with another slot that took it over (a newer
+    /// connection of the same client, filled before this one was removed).
     pub fn remove(&mut self, index: usize) -> Option<Occupant<T>> {
         let o = self.entries.get_mut(index)?.take()?;
-        self.by_addr.remove(&o.addr);
-        self.by_id.remove(&o.client_id);
+        if self.by_addr.get(&o.addr) == Some(&index) {
+            self.by_addr.remove(&o.addr);
+        }
+        if self.by_id.get(&o.client_id) == Some(&index) {
+            self.by_id.remove(&o.client_id);
+        }
         self.free.push(index);
+        self.filled -= 1;
         Some(o)
     }
 
@@ -89,9 +114,9 @@ impl<T> SlotTable<T> {
         self.entries.get_mut(index)?.as_mut()
     }
 
-    /// Filled slots.
+    /// Filled slots (a replaced connection still ending counts beside its replacement).
     pub fn len(&self) -> usize {
-        self.by_id.len()
+        self.filled
     }
 
     /// Addresses routed to a filled slot (as many as filled slots, unless a leak).
@@ -101,7 +126,7 @@ impl<T> SlotTable<T> {
 
     /// Whether no slot is filled.
     pub fn is_empty(&self) -> bool {
-        self.by_id.is_empty()
+        self.filled == 0
     }
 
     /// All slots, filled or not.
@@ -123,6 +148,9 @@ impl<T> SlotTable<T> {
 impl<T> Occupancy for SlotTable<T> {
     fn addr_connected(&self, addr: &SocketAddr) -> bool {
         self.by_addr.contains_key(addr)
+    }
+    fn client_at(&self, addr: &SocketAddr) -> Option<u64> {
+        self.get(*self.by_addr.get(addr)?).map(|o| o.client_id)
     }
     fn id_connected(&self, client_id: u64) -> bool {
         self.by_id.contains_key(&client_id)
@@ -154,5 +182,8 @@ mod tests {
         let k = t.reserve().unwrap();
         t.unreserve(k);
         assert_eq!(t.reserve(), Some(0), "an unfilled reservation goes back");
+        let c: SocketAddr = "127.0.0.1:3".parse().unwrap();
+        assert_eq!(t.readdress(1, c).map(|o| o.value), Some("y"));
+        assert_eq!((t.slot_of(&c), t.slot_of(&b), t.slot_of_id(8)), (Some(1), None, Some(1)));
     }
 }

@@ -335,6 +335,16 @@ impl SnapshotSender {
         }
     }
 
+    /// The client has lost every snapshot it had (a restarted program on the same session):
+    /// nothing it acknowledged before serves as a baseline, so the next snapshot is whole,
+    /// and deltas follow from the first one it acknowledges again.
+    pub fn forget_acks(&mut self) {
+        self.acked = None;
+        for v in &mut self.ring {
+            v.acked = false;
+        }
+    }
+
     /// The ring slot `k` places after the oldest (the cursor's), for `k` below the ring's
     /// length.
     fn slot_at(&self, k: usize) -> usize {

@@ -142,6 +142,8 @@ pub(crate) enum ToWorld {
     Leave(PlayerId),
     /// A world it started stopped, and why (`world_stopped`).
     Stopped(WorldId, String),
+    /// One of its players' client went silent (`away`, true) or was heard again (`back`).
+    Presence(PlayerId, bool),
 }
 
 /// What a player's session is told by the directory.
@@ -192,6 +194,8 @@ struct Member<P> {
     watching: Vec<WorldId>,
     who: JoinInfo,
     team: Option<u16>,
+    /// Its client is away (silent, within the resume grace): a world it enters hears so.
+    away: bool,
     handle: P,
 }
 
@@ -271,12 +275,12 @@ impl<P: Clone> Directory<P> {
     /// everyone. Its session ends at once if the entry world is gone.
     pub(crate) fn add_player(&mut self, player: PlayerId, handle: P, who: JoinInfo) -> Vec<Effect> {
         if !self.worlds.contains_key(&WorldId::ENTRY) {
-            let m = Member { home: WorldId::ENTRY, watching: Vec::new(), who, team: None, handle };
+            let m = Member { home: WorldId::ENTRY, watching: Vec::new(), who, team: None, away: false, handle };
             self.players.insert(player, m);
             return vec![Effect::close(player)];
         }
         let watching = self.everyone_watches(WorldId::ENTRY);
-        let m = Member { home: WorldId::ENTRY, watching, who: who.clone(), team: None, handle };
+        let m = Member { home: WorldId::ENTRY, watching, who: who.clone(), team: None, away: false, handle };
         self.players.insert(player, m);
         self.group_insert(player);
         let notice = self.notice(WorldId::ENTRY, EnterReason::Connected);
@@ -288,6 +292,18 @@ impl<P: Clone> Directory<P> {
         self.group_remove(player);
         match self.players.remove(&player) {
             Some(m) if self.worlds.contains_key(&m.home) => vec![Effect::leave(m.home, player)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// `player`'s client went silent (`away`) or was heard again: its world hears it, once
+    /// for each change (nothing for a player not here, or no change).
+    pub(crate) fn presence(&mut self, player: PlayerId, away: bool) -> Vec<Effect> {
+        match self.players.get_mut(&player) {
+            Some(m) if m.away != away => {
+                m.away = away;
+                vec![Effect::World(m.home, ToWorld::Presence(player, away))]
+            }
             _ => Vec::new(),
         }
     }
@@ -322,8 +338,12 @@ impl<P: Clone> Directory<P> {
         }
         m.watching.sort_unstable();
         let who = JoinInfo { origin, ..m.who.clone() };
+        let away = m.away;
         self.group_insert(player);
         effects.push(Effect::join(to, player, who));
+        if away {
+            effects.push(Effect::World(to, ToWorld::Presence(player, true)));
+        }
         let notice = self.notice(to, reason);
         effects.push(Effect::enter(player, to, notice));
     }

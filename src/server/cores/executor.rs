@@ -127,6 +127,12 @@ impl<P: Clone> Executor<P> {
         self.apply(effects, out);
     }
 
+    /// A player's client went silent (`away`) or was heard again: its world hears it.
+    pub(crate) fn presence(&mut self, player: PlayerId, away: bool, out: &mut impl Outlet<P>) {
+        let effects = self.dir.presence(player, away);
+        self.apply(effects, out);
+    }
+
     /// Moves a player to a world (`by`: only if it is in that world, the one asking).
     pub(crate) fn move_player(&mut self, by: Option<WorldId>, player: PlayerId, to: WorldId, out: &mut impl Outlet<P>) {
         if by.is_none_or(|w| self.dir.home(player) == Some(w)) {

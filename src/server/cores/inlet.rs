@@ -82,6 +82,10 @@ pub(crate) struct Inlet {
     malformed_run: u32,
     /// Where a compressed payload is read.
     scratch: Vec<u8>,
+    /// Resumed on a new connection, and neither an input nor a Hello on it yet: a Hello now is
+    /// a client program that restarted (one that resumes sends its inputs at once and never
+    /// says Hello again), whose inputs count from the start again.
+    rebound: bool,
 }
 
 impl Inlet {
@@ -95,7 +99,17 @@ impl Inlet {
             refused_inputs: 0,
             malformed_run: 0,
             scratch: Vec::new(),
+            rebound: false,
         }
+    }
+
+    /// The client resumed its session on a new connection (a resume ticket's handshake): its
+    /// packets are read with the new receive half from now on; the inputs' de-duplication and
+    /// counts carry on (an input the old connection brought is not taken twice).
+    pub(crate) fn rebind(&mut self, rx: ReceiveHalf) {
+        self.rx = rx;
+        self.malformed_run = 0;
+        self.rebound = true;
     }
 
     /// The receive half (when the client was last heard, whether it confirmed).
@@ -125,6 +139,12 @@ impl Inlet {
         }
         if first == CONTROL_FRAME {
             return match Control::decode(payload) {
+                Ok(Control::Hello { .. }) if self.rebound => {
+                    // A restarted client program (the session restarts too, on this frame).
+                    self.rebound = false;
+                    self.dedup = InputDedup::default();
+                    readable(&mut self.malformed_run, payload, none, true)
+                }
                 Ok(_) => readable(&mut self.malformed_run, payload, none, true),
                 Err(_) => unreadable(&mut self.malformed_run, PacketDrop::Malformed, None),
             };
@@ -138,6 +158,8 @@ impl Inlet {
             Some(Err(_)) => return unreadable(&mut self.malformed_run, PacketDrop::Malformed, None),
             Some(Ok(input)) => input,
         };
+        // A client that resumed (a restarted one sends no input before its Hello).
+        self.rebound = false;
         let mut fresh = self.dedup.fresh(&input);
         if round != self.input_round {
             self.input_round = round;

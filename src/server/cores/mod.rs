@@ -12,6 +12,7 @@
 //! | `executor` | a tick's commands and the directory's effects, behind one seam for both shells |
 //! | `board` | the scoreboard's rows and pings |
 //! | `pace` | the fan-out's snapshot interval under load |
+//! | `resume` | resume tickets: minting, renewing, and what a completed handshake resumes |
 
 pub(crate) mod board;
 pub(crate) mod directory;
@@ -19,5 +20,6 @@ pub(crate) mod executor;
 pub(crate) mod inlet;
 pub(crate) mod inputs;
 pub(crate) mod pace;
+pub(crate) mod resume;
 pub(crate) mod session;
 pub(crate) mod simulation;

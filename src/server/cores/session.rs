@@ -15,7 +15,9 @@ use crate::protocol::reliability::channel::SYSTEM_FRAME_TAG;
 use crate::protocol::reliability::{Channel, ChannelConfig, Mark, RateConfig, SendRate};
 use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::{CONTROL_FRAME, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams, answer_hello};
-use crate::protocol::snapshot::{EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender};
+use crate::protocol::snapshot::{
+    EncodeStats, Interest, Predictor, Schema, SenderConfig, SnapshotSender, WorldSnapshot,
+};
 use crate::protocol::system::WorldNotice;
 use crate::server::game::world::{PlayerId, Relevancy};
 
@@ -249,6 +251,39 @@ pub(crate) struct PlayerSession {
     /// The notice on the framework's channel, not yet acknowledged: the point after it
     /// there, and its place in the game's channel.
     notice_sent: Option<(Mark, Mark)>,
+    /// How long it waits for a silent client to resume ([`SessionSettings::resume_grace`]).
+    resume_grace: Duration,
+    /// The client was silent for its connection timeout: nothing goes out until it resumes
+    /// ([`PlayerSession::rebind`]) or is heard again, or the grace runs out.
+    away: bool,
+    /// Resumed on a new connection, and not yet known how: a client that resumes sends its
+    /// inputs at once and never says Hello again, a client program that restarted says Hello
+    /// first ([`PlayerSession::restart`]) and sends nothing on the channels before it is
+    /// welcomed. Until one or the other, nothing goes out on the channels (a restarted
+    /// program would take the old channels' packets for its own).
+    rebound: bool,
+    /// The world it is in, as its client was told (told again after a restart).
+    world: Option<WorldNotice>,
+    /// The newest ticket and pace sent on the framework's channel (sent again after a
+    /// restart).
+    kept_system: [Option<Bytes>; 2],
+}
+
+/// A session's channel for the game's messages, as it starts.
+fn game_channel() -> Channel {
+    Channel::new(ChannelConfig { receive_bytes: GAME_CHANNEL_RECEIVE_BYTES, ..ChannelConfig::default() })
+}
+
+/// What [`PlayerSession::heartbeat`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Beat {
+    /// The client has not been heard from for its connection timeout, and the resume grace is
+    /// longer: the session waits for it, sending nothing (its world hears `away`).
+    Away,
+    /// An away client was heard again on its connection (its world hears `back`).
+    Back,
+    /// The connection is over.
+    Over(DisconnectReason),
 }
 
 /// The framework's channel beside the game's.
@@ -289,6 +324,9 @@ pub(crate) struct SessionSettings {
     pub predictor: Option<Arc<dyn Predictor>>,
     /// Each client's send rate: its bounds and the queueing it allows.
     pub rate: RateConfig,
+    /// How long a session waits for a silent client to resume it (counted from the last
+    /// packet heard); at most the connection timeout: none.
+    pub resume_grace: Duration,
 }
 
 impl std::fmt::Debug for SessionSettings {
@@ -310,7 +348,8 @@ impl SessionSettings {
 impl PlayerSession {
     /// A session for an accepted connection.
     pub(crate) fn new(connection: SendHalf, settings: &SessionSettings) -> Self {
-        let SessionSettings { schema, params, snapshot_every, sender, predictor, rate } = settings.clone();
+        let SessionSettings { schema, params, snapshot_every, sender, predictor, rate, resume_grace } =
+            settings.clone();
         let mut sender = SnapshotSender::new(schema, sender);
         if let Some(p) = predictor {
             sender.set_predictor(p);
@@ -318,10 +357,7 @@ impl PlayerSession {
         Self {
             id: connection.client_index(),
             out: connection,
-            channel: Channel::new(ChannelConfig {
-                receive_bytes: GAME_CHANNEL_RECEIVE_BYTES,
-                ..ChannelConfig::default()
-            }),
+            channel: game_channel(),
             sender,
             rate: SendRate::new(rate),
             held_for_rate: 0,
@@ -341,12 +377,59 @@ impl PlayerSession {
             system: None,
             notices: std::collections::VecDeque::new(),
             notice_sent: None,
+            resume_grace,
+            away: false,
+            rebound: false,
+            world: None,
+            kept_system: [None, None],
         }
     }
 
     /// The player's id (its slot).
     pub(crate) fn id(&self) -> PlayerId {
         self.id
+    }
+
+    /// The client resumed this session on a new connection (a resume ticket's handshake, from
+    /// wherever its network now is): what the session sends goes out through the new send
+    /// half (new keys, sequences from zero, the new address); the channels, the snapshot
+    /// history and the send rate carry on, so what the client had not acknowledged goes again
+    /// and snapshots go on against the baselines both sides hold.
+    ///
+    /// Returns whether the session was away (its world then hears `back`).
+    pub(crate) fn rebind(&mut self, out: SendHalf) -> bool {
+        self.out = out;
+        self.rebound = true;
+        std::mem::take(&mut self.away)
+    }
+
+    /// The client program restarted and resumed with a ticket it had saved: its first word on
+    /// the resumed connection is a Hello, and it holds none of the session's state. The player
+    /// stays (its id, world, team, score and watched worlds); the channels start afresh (what
+    /// the old program had not acknowledged went with it), the next snapshot is whole, and
+    /// the world it is in, its newest ticket and its pace are told again once it is welcomed.
+    fn restart(&mut self, now: Duration) {
+        tracing::debug!(player = self.id, "the client restarted: its session starts afresh");
+        self.channel = game_channel();
+        self.sender.forget_acks();
+        self.system = None;
+        self.notices.clear();
+        self.notice_sent = None;
+        self.welcomed = false;
+        if let Some(notice) = self.world.clone() {
+            let at = self.channel.mark();
+            self.system_channel(now);
+            self.notices.push_back((notice.encode(), at, true));
+        }
+        for kept in self.kept_system.clone().into_iter().flatten() {
+            let at = self.channel.mark();
+            self.notices.push_back((kept, at, false));
+        }
+    }
+
+    /// Whether the client is away ([`Beat::Away`]).
+    pub(crate) fn is_away(&self) -> bool {
+        self.away
     }
 
     /// The send half of its netcode connection (who the client is).
@@ -417,6 +500,9 @@ impl PlayerSession {
         if payload.first() == Some(&CONTROL_FRAME) {
             match Control::decode(payload) {
                 Ok(Control::Hello { protocol_version }) => {
+                    if std::mem::take(&mut self.rebound) && self.welcomed {
+                        self.restart(now);
+                    }
                     let answer = answer_hello(protocol_version, self.params);
                     let mut b = [0u8; MAX_CONTROL_BYTES];
                     let n = answer.encode(&mut b);
@@ -439,7 +525,11 @@ impl PlayerSession {
             return Ok(());
         }
         let state = match self.channel.receive(at, payload) {
-            Ok(Some(state)) => state,
+            Ok(Some(state)) => {
+                // A client that resumed: what waited for it goes on.
+                self.rebound = false;
+                state
+            }
             Ok(None) => return Ok(()),
             Err(_) => return Err(PacketDrop::Malformed),
         };
@@ -465,6 +555,12 @@ impl PlayerSession {
     /// The send rate its snapshots follow.
     pub(crate) fn send_rate(&self) -> &SendRate {
         &self.rate
+    }
+
+    /// What its client holds after the snapshot of `tick`, by the sender's record (the
+    /// merged view less what the budget deferred).
+    pub(crate) fn client_view(&self, tick: u32) -> Option<WorldSnapshot> {
+        self.sender.client_view(tick)
     }
 
     /// Snapshots held back by the send rate since the last call.
@@ -543,7 +639,12 @@ impl PlayerSession {
             // world notice go (its datagram before this snapshot's).
             self.advance_notices(now, tx);
         }
-        if !self.welcomed || self.closed || self.closing.is_some() || !world.tick().is_multiple_of(self.snapshot_every)
+        if !self.welcomed
+            || self.closed
+            || self.away
+            || self.rebound
+            || self.closing.is_some()
+            || !world.tick().is_multiple_of(self.snapshot_every)
         {
             return None;
         }
@@ -604,20 +705,37 @@ impl PlayerSession {
         }
     }
 
-    /// Keep-alives and timeouts, and a goodbye's repeats; `Some` when the connection is
-    /// over: it timed out, or the goodbye went unanswered for [`GOODBYE_TIMEOUT`] (the
-    /// netcode disconnect packets then went out).
-    /// `heard`: when the client was last heard (its receive half says).
-    pub(crate) fn heartbeat(
-        &mut self,
-        now: Duration,
-        heard: Duration,
-        tx: &mut impl Transmit,
-    ) -> Option<DisconnectReason> {
+    /// Keep-alives and timeouts, and a goodbye's repeats. [`Beat::Over`] when the connection
+    /// is over: it timed out (after the resume grace, when there is one), or the goodbye went
+    /// unanswered for [`GOODBYE_TIMEOUT`] (the netcode disconnect packets then went out);
+    /// [`Beat::Away`] and [`Beat::Back`] when a client goes silent within the grace and when
+    /// it is heard again. `heard`: when the client was last heard (its receive half says).
+    pub(crate) fn heartbeat(&mut self, now: Duration, heard: Duration, tx: &mut impl Transmit) -> Option<Beat> {
         if self.closed {
             return None;
         }
+        let silence = now.saturating_sub(heard);
+        if self.away {
+            // Nothing goes to an address that does not answer. A session closed meanwhile (a
+            // kick, its world gone) has nobody to tell: it ends at once.
+            if self.closing.is_some() || silence >= self.resume_grace {
+                self.closed = true;
+                let why = if self.closing.is_some() { DisconnectReason::Local } else { DisconnectReason::TimedOut };
+                return Some(Beat::Over(why));
+            }
+            if !self.out.timed_out(now, heard) {
+                // Heard again on this connection (the network came back before the client
+                // gave up on it).
+                self.away = false;
+                return Some(Beat::Back);
+            }
+            return None;
+        }
         let mut reason = self.out.update(now, heard, tx);
+        if reason == Some(DisconnectReason::TimedOut) && self.closing.is_none() && silence < self.resume_grace {
+            self.away = true;
+            return Some(Beat::Away);
+        }
         if let Some(s) = &mut self.system
             && s.channel.unacked_messages() > 0
             && now.saturating_sub(s.last_sent) >= SYSTEM_RESEND
@@ -637,7 +755,7 @@ impl PlayerSession {
             }
         }
         self.closed |= reason.is_some();
-        reason
+        reason.map(Beat::Over)
     }
 
     /// Carries out what the directory told this player (every shell delivers it here: the
@@ -684,6 +802,10 @@ impl PlayerSession {
     }
 
     fn send_system(&mut self, now: Duration, tx: &mut impl Transmit) {
+        if self.rebound {
+            // Resumed or restarted: not known yet (the heartbeat sends it again later).
+            return;
+        }
         let Some(s) = &mut self.system else { return };
         s.last_sent = now;
         let mut packet = [0u8; MAX_PAYLOAD_BYTES];
@@ -723,6 +845,7 @@ impl PlayerSession {
         // The framework's channel exists from the first notice on (what a client sends there
         // is read, and counted, from then on).
         self.system_channel(now);
+        self.world = Some(notice.clone());
         self.notices.push_back((notice.encode(), at, true));
         self.advance_notices(now, tx);
     }
@@ -766,6 +889,11 @@ impl PlayerSession {
     pub(crate) fn send_notice(&mut self, now: Duration, data: Bytes, tx: &mut impl Transmit) {
         if self.closed || self.closing.is_some() {
             return;
+        }
+        match data.first() {
+            Some(&crate::protocol::system::TICKET) => self.kept_system[0] = Some(data.clone()),
+            Some(&crate::protocol::system::PACE) => self.kept_system[1] = Some(data.clone()),
+            _ => {}
         }
         if !self.notices.is_empty() {
             let at = self.channel.mark();

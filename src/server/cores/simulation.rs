@@ -289,6 +289,20 @@ impl Simulation {
             ToWorld::Join(player, who) => self.join(world, player, &who),
             ToWorld::Leave(player) => self.leave(world, player),
             ToWorld::Stopped(stopped, why) => self.world_stopped(world, stopped, &why),
+            ToWorld::Presence(player, away) => self.presence(world, player, away),
+        }
+    }
+
+    /// A player's client went away or came back (only a joined player's, not after the
+    /// shutdown).
+    fn presence<W: World + ?Sized>(&mut self, world: &mut W, player: PlayerId, away: bool) {
+        if self.shut_down || !self.joined.contains(&player) {
+            return;
+        }
+        if away {
+            self.guard(WorldFault::PanicInPresence, || world.away(player));
+        } else {
+            self.guard(WorldFault::PanicInPresence, || world.back(player));
         }
     }
 

@@ -476,6 +476,7 @@ impl Actor for Broadcaster {
                 }
             }
             BroadcastMsg::Remove(p) => exec.remove_player(p, links),
+            BroadcastMsg::Presence(p, away) => exec.presence(p, away, links),
             BroadcastMsg::AddWorld(w) => {
                 let NewWorld { id, parent, options, relevancy, inputs, board_columns } = *w;
                 links.worlds.insert(id, WorldLink { inputs, actor: Err(Vec::new()) });

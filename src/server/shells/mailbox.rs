@@ -26,6 +26,7 @@ use ractor::{ActorId, ActorRef};
 use tokio::time::Instant;
 
 use super::batcher::{BatchTx, SnapshotBatcher};
+use crate::protocol::netcode::server::SendHalf;
 use crate::protocol::scoreboard::BoardUpdates;
 use crate::protocol::session::SessionEnd;
 use crate::server::cores::directory::{ToPlayer, ToWorld, View};
@@ -72,8 +73,12 @@ pub(crate) enum PlayerMsg {
     /// A message from the world: (bytes, reliable, how many message batches to everyone
     /// the broadcaster had left in the inbox before it).
     Message(Bytes, bool, u64),
-    /// A message for the client on the framework's channel (a playback status).
+    /// A message for the client on the framework's channel (a playback status, a resume
+    /// ticket).
     System(Bytes),
+    /// The client resumed the session on a new connection (its resume ticket): the session
+    /// sends through this send half from now on.
+    Rebind(Box<SendHalf>),
 }
 
 impl PlayerMsg {
@@ -90,6 +95,8 @@ pub(crate) enum BroadcastMsg {
     Add(PlayerId, Arc<PlayerRef>, Box<JoinInfo>),
     /// A player that left.
     Remove(PlayerId),
+    /// A player's client went silent within the resume grace (true), or is back.
+    Presence(PlayerId, bool),
     /// Holds every player's snapshot interval at this many ticks, or lets the pacer decide
     /// ([`ServerHandle::pin_snapshot_interval`](crate::server::ServerHandle::pin_snapshot_interval)).
     PinPace(Option<u8>),
@@ -173,10 +180,8 @@ pub(crate) enum WorldMsg {
 pub(crate) enum SocketCtl {
     /// A player actor ended: free its address, id and slot.
     Release {
-        /// Its address.
-        addr: SocketAddr,
-        /// Its netcode client id.
-        client_id: u64,
+        /// The actor.
+        actor: ActorId,
         /// Its slot.
         slot: u32,
     },
@@ -212,9 +217,10 @@ impl PlayerRef {
 /// What the other tasks leave for one player actor besides its ractor mailbox, none of it
 /// the session: the session is the actor's alone (see the module docs).
 pub(crate) struct Mailbox {
-    /// Its slot (also its world id), address and netcode client id, fixed at connect.
+    /// Its slot (also its world id) and netcode client id, fixed at connect, and its address
+    /// (a resumed session's moves with its client).
     id: PlayerId,
-    addr: SocketAddr,
+    addr: Mutex<SocketAddr>,
     client_id: u64,
     /// Payloads left for the session, and whether a wake-up for them is on its way.
     post: Post,
@@ -366,7 +372,7 @@ impl Default for PlayerFigures {
 
 impl std::fmt::Debug for Mailbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Mailbox").field("id", &self.id).field("addr", &self.addr).finish_non_exhaustive()
+        f.debug_struct("Mailbox").field("id", &self.id).field("addr", &self.addr()).finish_non_exhaustive()
     }
 }
 
@@ -408,7 +414,7 @@ impl Mailbox {
     pub(crate) fn new(id: PlayerId, addr: SocketAddr, client_id: u64, at: Duration) -> Arc<Self> {
         Arc::new(Self {
             id,
-            addr,
+            addr: Mutex::new(addr),
             client_id,
             post: Post::default(),
             heard: Heard { at_us: AtomicU64::new(micros(at)), ..Heard::default() },
@@ -443,7 +449,19 @@ impl Mailbox {
 
     /// Its address.
     pub(crate) fn addr(&self) -> SocketAddr {
-        self.addr
+        self.addr.lock().map_or_else(|e| *e.into_inner(), |a| *a)
+    }
+
+    /// Its client resumed the session on a new connection from `addr`: not confirmed on it
+    /// until heard there (so payloads go after a keep-alive until then).
+    pub(crate) fn rebound(&self, addr: SocketAddr, now: Duration) {
+        if let Ok(mut a) = self.addr.lock() {
+            *a = addr;
+        }
+        // Its handshake was heard just now (as the new receive half says): a heartbeat before
+        // its next packet must not judge the new connection by the old one's silence.
+        self.heard.at_us.store(micros(now), Ordering::Relaxed);
+        self.heard.confirmed.store(false, Ordering::Relaxed);
     }
 
     /// Its netcode client id.

@@ -25,7 +25,7 @@ use crate::protocol::netcode::DisconnectReason;
 use crate::protocol::session::SessionEnd;
 use crate::server::cores::directory::ToPlayer;
 use crate::server::cores::inputs::ClientInput;
-use crate::server::cores::session::PlayerSession;
+use crate::server::cores::session::{Beat, PlayerSession};
 use crate::server::game::world::JoinInfo;
 use crate::server::ops::metrics::{EndReason, PlayerStats, ServerMetrics, Wakeup};
 use crate::transport::udp::UdpTx;
@@ -120,7 +120,8 @@ fn wakeup(msg: &PlayerMsg) -> Wakeup {
         | PlayerMsg::Board(_)
         | PlayerMsg::Told(_)
         | PlayerMsg::Message(..)
-        | PlayerMsg::System(_) => Wakeup::World,
+        | PlayerMsg::System(_)
+        | PlayerMsg::Rebind(_) => Wakeup::World,
     }
 }
 
@@ -277,6 +278,13 @@ impl Actor for PlayerActor {
             }
             PlayerMsg::Board(updates) => session.queue_board(now, &updates, &mut tx),
             PlayerMsg::System(data) => session.send_notice(now, data, &mut tx),
+            PlayerMsg::Rebind(out) => {
+                tracing::debug!(player = session.id(), addr = %out.addr(), "session resumed");
+                if session.rebind(*out) {
+                    args.metrics.away.fetch_sub(1, Ordering::Relaxed);
+                    let _ = args.broadcaster.cast(BroadcastMsg::Presence(session.id(), false));
+                }
+            }
             PlayerMsg::Told(told) => {
                 if let ToPlayer::Close(end) = &told {
                     tracing::debug!(player = session.id(), reason = end.label(), "saying goodbye");
@@ -296,9 +304,21 @@ impl Actor for PlayerActor {
             }
             let (session, shared) = (&mut s.session, &*s.shared);
             session.confirm(shared.confirmed());
-            if let Some(reason) = session.heartbeat(now, shared.last_heard(), &mut tx) {
-                s.reason = EndReason::of(reason, session.ending());
-                myself.stop(Some("connection over".into()));
+            match session.heartbeat(now, shared.last_heard(), &mut tx) {
+                None => {}
+                Some(Beat::Away) => {
+                    tracing::debug!(player = session.id(), "client silent: away until it resumes");
+                    args.metrics.away.fetch_add(1, Ordering::Relaxed);
+                    let _ = args.broadcaster.cast(BroadcastMsg::Presence(session.id(), true));
+                }
+                Some(Beat::Back) => {
+                    args.metrics.away.fetch_sub(1, Ordering::Relaxed);
+                    let _ = args.broadcaster.cast(BroadcastMsg::Presence(session.id(), false));
+                }
+                Some(Beat::Over(reason)) => {
+                    s.reason = EndReason::of(reason, session.ending());
+                    myself.stop(Some("connection over".into()));
+                }
             }
         }
         if s.session.ending().is_some() {
@@ -312,20 +332,23 @@ impl Actor for PlayerActor {
         Ok(())
     }
 
-    async fn post_stop(&self, _: ActorRef<PlayerMsg>, state: &mut PlayerState) -> Result<(), ActorProcessingErr> {
+    async fn post_stop(&self, myself: ActorRef<PlayerMsg>, state: &mut PlayerState) -> Result<(), ActorProcessingErr> {
         let PlayerState { args, own: s } = state;
         let m = &args.metrics;
         m.record_end(s.reason);
+        if s.session.is_away() {
+            m.away.fetch_sub(1, Ordering::Relaxed);
+        }
         m.replace_rtt(s.shared.figures.rtt_us.swap(0, Ordering::Relaxed), 0);
         m.replace_received_held(s.shared.figures.received_held.swap(0, Ordering::Relaxed), 0);
         m.reliable_queue.fetch_sub(s.figures.reliable_queue, Ordering::Relaxed);
         s.shared.strand_frames();
-        let (id, addr, client_id) = (s.shared.id(), s.shared.addr(), s.shared.client_id());
+        let (id, addr) = (s.shared.id(), s.shared.addr());
         m.remove_player(id);
         tracing::debug!(player = id, %addr, reason = s.reason.label(), "player left");
         // The broadcaster has its world call `leave`.
         let _ = args.broadcaster.cast(BroadcastMsg::Remove(id));
-        let _ = args.socket_ctl.send(SocketCtl::Release { addr, client_id, slot: id });
+        let _ = args.socket_ctl.send(SocketCtl::Release { actor: myself.get_id(), slot: id });
         Ok(())
     }
 }

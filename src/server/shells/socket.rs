@@ -27,11 +27,14 @@ use super::broadcaster::FanOut;
 use super::mailbox::{BroadcastMsg, Left, Mailbox, PlayerMsg, PlayerRef, RouteCache, SnapshotEnv, SocketCtl};
 use super::player::{PlayerActor, PlayerArgs, PlayerShell};
 use crate::protocol::input::FreshInputs;
-use crate::protocol::netcode::server::{Endpoint, EndpointConfig, Handled, NewConnection, SendHalf};
+use crate::protocol::netcode::server::{
+    Connection, Endpoint, EndpointConfig, Handled, NewConnection, Reservation, SendHalf,
+};
 use crate::protocol::netcode::slots::Occupant;
 use crate::protocol::session::SessionEnd;
 use crate::server::cores::inlet::{Arrived, Inlet};
 use crate::server::cores::inputs::{ClientInput, InputQueue};
+use crate::server::cores::resume::{Judged, TicketHolder, Tickets, refuse_gone, renewal_due};
 use crate::server::cores::session::SessionSettings;
 use crate::server::ops::metrics::{DatagramDrop, DeliveryPath, EndReason, ReceivedKind, ServerMetrics, count_control};
 use crate::transport::batch::{BATCH, RecvBatch};
@@ -96,6 +99,9 @@ struct Route {
     inputs: RouteCache,
     /// Says goodbye to the client if its player actor fails.
     farewell: SendHalf,
+    /// Who its resume tickets are for, and when the newest was minted.
+    holder: TicketHolder,
+    ticket_at: Duration,
 }
 
 /// The receive loop's state: the endpoint (handshake, limits, and each connected slot's
@@ -103,6 +109,7 @@ struct Route {
 struct Slots {
     endpoint: Endpoint<Route>,
     by_actor: HashMap<ActorId, usize>,
+    tickets: Tickets,
 }
 
 impl Slots {
@@ -191,7 +198,8 @@ async fn receive_loop(
             return;
         }
     };
-    let mut hs = Slots { endpoint, by_actor: HashMap::new() };
+    let tickets = Tickets::new(&args.netcode, args.sessions.resume_grace);
+    let mut hs = Slots { endpoint, by_actor: HashMap::new(), tickets };
     let mut batch = RecvBatch::default();
     let mut tables = tokio::time::interval(Duration::from_secs(1));
     tables.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -204,6 +212,7 @@ async fn receive_loop(
             biased;
             _ = tables.tick() => {
                 args.metrics.set_socket_tables(hs.endpoint.tables(), hs.by_actor.len());
+                renew_tickets(&args, &mut hs);
                 let waiting: usize = hs.endpoint.iter().map(|(_, o)| o.value.player.mailbox.waiting()).sum();
                 args.metrics.player_backlog.store(waiting as u64, Ordering::Relaxed);
             }
@@ -219,9 +228,11 @@ async fn receive_loop(
                 None | Some(SocketCtl::Stop) => break,
                 #[cfg(feature = "test-hooks")]
                 Some(SocketCtl::InjectFault) => panic!("injected fault in the receive loop"),
-                Some(SocketCtl::Release { addr, client_id, slot }) => {
-                    if let Some(o) = hs.endpoint.release(slot as usize, addr, client_id) {
-                        hs.by_actor.remove(&o.value.player.actor.get_id());
+                Some(SocketCtl::Release { actor, slot }) => {
+                    // Only the actor that holds the slot frees it (a late release of a slot
+                    // since given to someone else does nothing).
+                    if hs.by_actor.get(&actor) == Some(&(slot as usize)) {
+                        hs.release(slot as usize);
                     }
                 }
                 Some(SocketCtl::Failed(actor)) => {
@@ -308,8 +319,35 @@ async fn on_datagram(
         Handled::Connected(new) => new,
     };
     args.metrics.record_received(ReceivedKind::Control, datagram.len() as u64);
+    // (The handshake sent nothing for it: its first keep-alive goes once its slot is known.)
+    let NewConnection { mut connection, reservation, replaces } = *new;
+    match hs.tickets.judge(&connection, replaces, now) {
+        Judged::Resume(slot) => {
+            connection.greet(slot as u32, now, &mut tx);
+            count_control(&args.metrics, &tx);
+            return resume(args, hs, connection, reservation, slot, now);
+        }
+        Judged::Gone => {
+            // A ticket of a session that is over: told why on the new connection, then gone.
+            refuse_gone(&mut connection, reservation.slot(), now, &mut tx);
+            count_control(&args.metrics, &tx);
+            args.metrics.resume_refusals.fetch_add(1, Ordering::Relaxed);
+            hs.endpoint.abandon(reservation);
+            return;
+        }
+        Judged::Replace(slot) => {
+            // The same client came back with a fresh token (a new address, a restart) while
+            // its old session lingered: that one ends now, its client told why, and releases
+            // its slot as any ending session does.
+            if let Some(old) = hs.endpoint.get(slot) {
+                old.value.player.tell(PlayerMsg::close(SessionEnd::Replaced));
+            }
+        }
+        Judged::Fresh => {}
+    }
+    connection.greet(reservation.slot() as u32, now, &mut tx);
     count_control(&args.metrics, &tx);
-    let NewConnection { connection, reservation } = *new;
+    let holder = TicketHolder::of(&connection);
     let farewell = connection.farewell_copy();
     let mailbox = Mailbox::new(connection.client_index(), connection.addr(), connection.client_id(), now);
     let (inlet, session) = crate::server::cores::inlet::open(&args.sessions, connection);
@@ -327,11 +365,56 @@ async fn on_datagram(
         Ok((actor, _)) => {
             hs.by_actor.insert(actor.get_id(), reservation.slot());
             let player = PlayerRef { actor, mailbox };
-            hs.endpoint.attach(reservation, Route { player, inlet, inputs: RouteCache::default(), farewell });
+            if let Some(ticket) = hs.tickets.mint(&holder, now) {
+                player.tell(PlayerMsg::System(ticket));
+            }
+            let route = Route { player, inlet, inputs: RouteCache::default(), farewell, holder, ticket_at: now };
+            hs.endpoint.attach(reservation, route);
         }
         Err(e) => {
             tracing::error!(error = %e, "could not start a player actor");
             hs.endpoint.abandon(reservation);
+        }
+    }
+}
+
+/// A resume ticket's handshake: the session in `slot` goes on over the new connection (its
+/// receive half into the route's inlet, its send half to the player actor), from the new
+/// address; the client gets a new ticket for next time (this one is spent).
+fn resume(
+    args: &SocketArgs,
+    hs: &mut Slots,
+    connection: Connection,
+    reservation: Reservation,
+    slot: usize,
+    now: Duration,
+) {
+    let farewell = connection.farewell_copy();
+    let (rx, tx) = connection.split();
+    let Some(o) = hs.endpoint.rebind(reservation, slot) else { return };
+    let route = &mut o.value;
+    let gap = now.saturating_sub(route.inlet.receive_half().last_received());
+    route.inlet.rebind(rx);
+    route.farewell = farewell;
+    route.player.mailbox.rebound(o.addr, now);
+    route.player.tell(PlayerMsg::Rebind(Box::new(tx)));
+    if let Some(ticket) = hs.tickets.mint(&route.holder, now) {
+        route.ticket_at = now;
+        route.player.tell(PlayerMsg::System(ticket));
+    }
+    args.metrics.record_resumed(gap);
+}
+
+/// Once a second: each player whose ticket is a minute old gets a new one.
+fn renew_tickets(args: &SocketArgs, hs: &mut Slots) {
+    let now = (args.clock)();
+    for (_, o) in hs.endpoint.iter_mut() {
+        let r = &mut o.value;
+        if renewal_due(r.ticket_at, now)
+            && let Some(ticket) = hs.tickets.mint(&r.holder, now)
+        {
+            r.ticket_at = now;
+            r.player.tell(PlayerMsg::System(ticket));
         }
     }
 }

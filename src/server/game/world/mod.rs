@@ -63,6 +63,8 @@ pub enum WorldFault {
     PanicInSnapshot,
     /// [`World::world_stopped`] panicked.
     PanicInWorldStopped,
+    /// [`World::away`] or [`World::back`] panicked.
+    PanicInPresence,
     /// A [`Tap`] panicked taking a frame or a join: it is dropped, the world goes on.
     PanicInTap,
     /// [`World::snapshot`] inserted two entities with the same id.
@@ -73,7 +75,7 @@ pub enum WorldFault {
 
 impl WorldFault {
     /// Every kind, in label order.
-    pub const ALL: [WorldFault; 12] = [
+    pub const ALL: [WorldFault; 13] = [
         Self::PanicInJoin,
         Self::PanicInLeave,
         Self::PanicInInput,
@@ -83,6 +85,7 @@ impl WorldFault {
         Self::PanicInShutdown,
         Self::PanicInSnapshot,
         Self::PanicInWorldStopped,
+        Self::PanicInPresence,
         Self::PanicInTap,
         Self::DuplicateEntity,
         Self::RelevancyOrder,
@@ -100,6 +103,7 @@ impl WorldFault {
             Self::PanicInShutdown => "panic_in_shutdown",
             Self::PanicInSnapshot => "panic_in_snapshot",
             Self::PanicInWorldStopped => "panic_in_world_stopped",
+            Self::PanicInPresence => "panic_in_presence",
             Self::PanicInTap => "panic_in_tap",
             Self::DuplicateEntity => "duplicate_entity",
             Self::RelevancyOrder => "relevancy_order",
@@ -418,8 +422,44 @@ pub trait World: Send + 'static {
         let _ = who;
         self.join(player);
     }
-    /// A player left (disconnected or timed out).
+    /// A player left: its client disconnected, was kicked, or was not heard from for the
+    /// resume grace ([`ServerConfig::resume_grace`](crate::server::ServerConfig::resume_grace)).
     fn leave(&mut self, player: PlayerId);
+    /// A player's client has not been heard from for its connection timeout (five seconds by
+    /// default): its network broke, its laptop slept, its program crashed. The player stays
+    /// (its [`PlayerId`], world, team and score row) for the resume grace: if the client
+    /// resumes its session within it, [`World::back`] follows, otherwise [`World::leave`].
+    /// No input arrives meanwhile. Nothing by default (the avatar stands where it was); a
+    /// game may freeze it, hand it to a bot, or [`Outbox::kick`] it at once.
+    ///
+    /// ```
+    /// # use volley::prelude::*;
+    /// # use std::collections::HashSet;
+    /// # #[derive(Default)] struct Arena { frozen: HashSet<PlayerId> }
+    /// # impl World for Arena {
+    /// # fn schema(&self) -> Schema { Schema::default() }
+    /// # fn leave(&mut self, _: PlayerId) {}
+    /// # fn input(&mut self, _: PlayerId, _: &[u8]) {}
+    /// # fn tick(&mut self, _: u32, _: std::time::Duration) {}
+    /// # fn snapshot(&self, _: &mut SnapshotBuilder<'_>) {}
+    /// fn away(&mut self, player: PlayerId) {
+    ///     // Out of harm's way until its client is back.
+    ///     self.frozen.insert(player);
+    /// }
+    /// fn back(&mut self, player: PlayerId) {
+    ///     self.frozen.remove(&player);
+    /// }
+    /// # }
+    /// ```
+    fn away(&mut self, player: PlayerId) {
+        let _ = player;
+    }
+    /// A player's client that was [`World::away`] is back: it resumed its session (from a new
+    /// address, perhaps), and its inputs flow again, those it made meanwhile first. Nothing
+    /// by default.
+    fn back(&mut self, player: PlayerId) {
+        let _ = player;
+    }
     /// One input from a player, as the client sent it (decode it with your own type).
     fn input(&mut self, player: PlayerId, input: &[u8]);
     /// One input with the view the client reported making it with: which snapshots it was

@@ -225,6 +225,7 @@ pub(super) struct Histograms {
     pub(super) jitter: Histogram,
     pub(super) loss: Histogram,
     pub(super) send_rate: Histogram,
+    pub(super) resume_gap: Histogram,
 }
 
 impl std::fmt::Debug for Histograms {

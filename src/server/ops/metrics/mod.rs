@@ -71,6 +71,9 @@ pub const RTT_BUCKETS: &[f64] = &[0.001, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 
 pub const JITTER_BUCKETS: &[f64] = &[0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.035, 0.05, 0.1, 0.2];
 /// Buckets for loss ratios.
 pub const LOSS_BUCKETS: &[f64] = &[0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 1.0];
+/// Buckets for the time from a drop to its resumption, in seconds (a quick NAT rebind, a
+/// second, to a long grace).
+pub const RESUME_GAP_BUCKETS: &[f64] = &[0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0];
 /// Buckets for send rates, in bytes a second (32 kbit/s to 1 Mbit/s and beyond).
 pub const RATE_BUCKETS: &[f64] =
     &[4_000.0, 8_000.0, 16_000.0, 24_000.0, 32_000.0, 48_000.0, 64_000.0, 96_000.0, 124_999.0, 250_000.0];
@@ -165,6 +168,12 @@ pub struct Totals {
     /// Times a client's send rate fell to its least because it acknowledged nothing it was
     /// sent for [`ACK_SILENCE`](crate::protocol::reliability::rate::ACK_SILENCE).
     pub send_rate_silences: u64,
+    /// Sessions resumed on a new connection with a resume ticket (a new address, a silence).
+    pub sessions_resumed: u64,
+    /// Resume tickets refused because their session was over.
+    pub resume_refusals: u64,
+    /// Players whose client is silent now, kept for the resume grace.
+    pub players_away: u64,
     /// Snapshots not sent because the server lowered every player's snapshot rate (short
     /// of CPU).
     pub snapshots_paced: u64,
@@ -245,6 +254,12 @@ pub struct ServerMetrics {
     pub(crate) entities_skipped: AtomicU64,
     pub(crate) send_rate_path_changes: AtomicU64,
     pub(crate) send_rate_silences: AtomicU64,
+    /// Sessions resumed with a resume ticket.
+    pub(crate) resumed: AtomicU64,
+    /// Players whose client is silent, kept for it to resume.
+    pub(crate) away: AtomicU64,
+    /// Resume tickets refused: their session was over.
+    pub(crate) resume_refusals: AtomicU64,
     /// Snapshots not sent because the server lowered every player's snapshot rate.
     pub(crate) snapshots_paced: AtomicU64,
     /// What the snapshot rate is divided by now.
@@ -353,6 +368,7 @@ impl ServerMetrics {
         b = buckets(b, "volley_jitter_seconds", JITTER_BUCKETS);
         b = buckets(b, "volley_packet_loss_ratio", LOSS_BUCKETS);
         b = buckets(b, "volley_send_rate_bytes_per_second", RATE_BUCKETS);
+        b = buckets(b, "volley_resume_gap_seconds", RESUME_GAP_BUCKETS);
         let recorder = b.build_recorder();
         let handle = recorder.handle();
         let h = |name: &'static str, labels: &[(&'static str, &'static str)]| {
@@ -365,6 +381,7 @@ impl ServerMetrics {
             jitter: h("volley_jitter_seconds", &[]),
             loss: h("volley_packet_loss_ratio", &[]),
             send_rate: h("volley_send_rate_bytes_per_second", &[]),
+            resume_gap: h("volley_resume_gap_seconds", &[]),
         };
         let hot = HotHistograms {
             baseline_age: HotHistogram::new("volley_snapshot_baseline_age_seconds", "", &baseline),
@@ -409,6 +426,9 @@ impl ServerMetrics {
             entities_skipped: AtomicU64::new(0),
             send_rate_path_changes: AtomicU64::new(0),
             send_rate_silences: AtomicU64::new(0),
+            resumed: AtomicU64::new(0),
+            away: AtomicU64::new(0),
+            resume_refusals: AtomicU64::new(0),
             snapshots_paced: AtomicU64::new(0),
             snapshot_interval: AtomicU64::new(1),
             inputs_dropped: AtomicU64::new(0),
@@ -518,6 +538,9 @@ impl ServerMetrics {
             entities_skipped: get(&self.entities_skipped),
             send_rate_path_changes: get(&self.send_rate_path_changes),
             send_rate_silences: get(&self.send_rate_silences),
+            sessions_resumed: get(&self.resumed),
+            resume_refusals: get(&self.resume_refusals),
+            players_away: get(&self.away),
             snapshots_paced: get(&self.snapshots_paced),
             snapshot_interval: get(&self.snapshot_interval),
             inputs_dropped: get(&self.inputs_dropped),

@@ -49,6 +49,12 @@ impl ServerMetrics {
         self.hist.loss.record(loss.clamp(0.0, 1.0));
     }
 
+    /// A session resumed on a new connection `gap` after its client was last heard.
+    pub(crate) fn record_resumed(&self, gap: Duration) {
+        self.resumed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.hist.resume_gap.record(gap.as_secs_f64());
+    }
+
     /// Replaces one player's figures (the player actor calls this about once a second).
     pub(crate) fn set_player(&self, stats: PlayerStats) {
         if let Ok(mut m) = self.per_player.lock() {

@@ -158,6 +158,16 @@ impl ServerMetrics {
         d("volley_received_bytes_total", None, "Bytes received, by what they carried.");
         d("volley_received_packets_total", None, "Datagrams received, by what they carried.");
         d("volley_players", None, "Players connected.");
+        d(
+            "volley_players_away",
+            None,
+            "Players whose client has not been heard for its connection timeout, kept for the resume grace.",
+        );
+        d(
+            "volley_resume_gap_seconds",
+            Some(Unit::Seconds),
+            "Time from the last packet heard on a session's old connection to its resumption on a new one.",
+        );
         d("volley_client_messages_total", None, "Messages from clients handed to the world.");
         d("volley_recorded_frames_total", None, "World ticks written to recordings.");
         d(
@@ -252,6 +262,12 @@ impl ServerMetrics {
         );
         d("volley_player_slots", None, "Player slots (the most players the server accepts).");
         d("volley_connects_total", None, "Connections accepted.");
+        d("volley_sessions_resumed_total", None, "Sessions resumed on a new connection with a resume ticket.");
+        d(
+            "volley_resume_refusals_total",
+            None,
+            "Resume tickets refused, by reason (gone: the session was over; forged, stale and replayed tickets are handshake rejections).",
+        );
         d("volley_disconnects_total", None, "Connections ended, by reason.");
         d("volley_handshake_rejections_total", None, "Handshake packets rejected, by reason.");
         d(
@@ -310,6 +326,8 @@ impl ServerMetrics {
         self.counter("volley_snapshot_entities_skipped_total", &[], get(&self.entities_skipped));
         self.counter("volley_send_rate_path_changes_total", &[], get(&self.send_rate_path_changes));
         self.counter("volley_send_rate_silences_total", &[], get(&self.send_rate_silences));
+        self.counter("volley_sessions_resumed_total", &[], get(&self.resumed));
+        self.counter("volley_resume_refusals_total", &[("reason", "gone")], get(&self.resume_refusals));
         self.counter("volley_snapshots_paced_total", &[], get(&self.snapshots_paced));
         self.gauge("volley_snapshot_rate_ratio", &[], 1.0 / get(&self.snapshot_interval).max(1) as f64);
         self.counter("volley_snapshot_full_total", &[], get(&self.full_snapshots));
@@ -337,6 +355,7 @@ impl ServerMetrics {
             self.counter("volley_received_bytes_total", &[("kind", kind)], get(&self.received[i][1]));
         }
         self.gauge("volley_players", &[], get(&self.players) as f64);
+        self.gauge("volley_players_away", &[], get(&self.away) as f64);
         let rows = self.per_player.lock().map_or(0, |p| p.len());
         self.tables[5].store(rows as u64, Ordering::Relaxed);
         self.counter("volley_client_messages_total", &[], get(&self.client_messages));

@@ -68,6 +68,8 @@ pub(crate) enum EndReason {
     Moved = 9,
     /// It sent only malformed payloads.
     Malformed = 10,
+    /// A newer connection of the same client took its place.
+    Replaced = 11,
 }
 
 impl EndReason {
@@ -82,6 +84,7 @@ impl EndReason {
             Some(SessionEnd::TooFarBehind) => Self::TooFarBehind,
             Some(SessionEnd::Moved) => Self::Moved,
             Some(SessionEnd::Malformed) => Self::Malformed,
+            Some(SessionEnd::Replaced) => Self::Replaced,
             _ => netcode.into(),
         }
     }
@@ -98,11 +101,12 @@ impl From<DisconnectReason> for EndReason {
             DisconnectReason::TimedOut => Self::TimedOut,
             DisconnectReason::ByPeer => Self::ByPeer,
             DisconnectReason::Local => Self::Local,
+            DisconnectReason::Replaced => Self::Replaced,
         }
     }
 }
 
-pub(super) const END_REASONS: [&str; 11] = [
+pub(super) const END_REASONS: [&str; 12] = [
     "timed_out",
     "by_peer",
     "local",
@@ -114,6 +118,7 @@ pub(super) const END_REASONS: [&str; 11] = [
     "too_far_behind",
     "moved",
     "malformed",
+    "replaced",
 ];
 
 /// Why a datagram was dropped by the server.
