@@ -420,11 +420,10 @@ impl Checker {
     }
 
     /// The newest state of `zone` at or before `unix_micros` that holds entity `id`, looking
-    /// back a second at most (a frame may be late, the entity gone since).
-    fn held(&self, zone: ZoneId, id: u32, unix_micros: u64) -> Option<Rc<ZoneState>> {
+    /// back to `from` at most (a frame may be late, the entity gone since).
+    fn held(&self, zone: ZoneId, id: u32, from: u64, unix_micros: u64) -> Option<Rc<ZoneState>> {
         let list = self.states.get(usize::from(zone))?;
         let n = list.partition_point(|s| s.unix_micros <= unix_micros);
-        let from = unix_micros.saturating_sub(1_000_000);
         list.range(..n).rev().take_while(|s| s.unix_micros >= from).find(|s| s.get(id).is_some()).cloned()
     }
 
@@ -510,7 +509,11 @@ impl Checker {
                 }
                 None => {
                     rest.push((zone, id));
-                    let older = if group == 0 { None } else { self.held(zone, id, own.unix_micros) };
+                    let older = if group == 0 {
+                        None
+                    } else {
+                        self.held(zone, id, tracks.across[group - 1].since, own.unix_micros)
+                    };
                     older.and_then(|s| s.get(id).map(|e| (s.tick, e.client)))
                 }
             };
@@ -705,7 +708,16 @@ impl Checker {
                     }
                     Some(i)
                 });
-                let last = to.checked_sub(1).map(|t| list[t].clone()).filter(|s| s.unix_micros >= a_second_before);
+                // The newest: none when the neighbour has been quiet a second, unless the zone
+                // says its views still held a frame of it (a frame late on the bus fades a
+                // while after it came, not after it was made).
+                let last = to
+                    .checked_sub(1)
+                    .map(|t| list[t].clone())
+                    .filter(|s| held.is_some() || s.unix_micros >= a_second_before);
+                // How far back an entity gone since may have been held: a second, or the
+                // oldest frame held when that is older.
+                let since = held.map_or(a_second_before, |h| list[h].unix_micros.min(a_second_before));
                 let first = match (from.checked_sub(1), held) {
                     (Some(f), Some(h)) if h < f => {
                         late = true;
@@ -728,7 +740,7 @@ impl Checker {
                 };
                 let marks = last.as_ref().map_or(0, |s| s.entities.len());
                 offsets.push(offsets[offsets.len() - 1] + marks);
-                Across::new(n, last, tracks)
+                Across::new(n, last, tracks, since)
             })
             .collect();
         let marks = offsets.pop().unwrap_or(0);
@@ -761,8 +773,12 @@ struct Tracks {
 /// A neighbour's entities for the snapshots of one state.
 struct Across {
     zone: ZoneId,
-    /// Its newest state by the snapshot's time (none within a second before).
+    /// Its newest state by the snapshot's time (none within a second before, unless the zone
+    /// held one of its frames).
     last: Option<Rc<ZoneState>>,
+    /// The wall-clock time back to which an entity of it may have been held (a second before
+    /// the snapshot, or the oldest frame the zone held when older).
+    since: u64,
     /// Its entities held all along over the window (the newest of whose states is `last`).
     tracks: Vec<Track>,
     /// A box around every place of `tracks` (empty: min above max).
@@ -771,11 +787,11 @@ struct Across {
 }
 
 impl Across {
-    fn new(zone: ZoneId, last: Option<Rc<ZoneState>>, tracks: Vec<Track>) -> Self {
+    fn new(zone: ZoneId, last: Option<Rc<ZoneState>>, tracks: Vec<Track>, since: u64) -> Self {
         let (min, max) = tracks.iter().fold((Vec2::INFINITY, Vec2::NEG_INFINITY), |(min, max), t| {
             (min.min(t.center - t.spread), max.max(t.center + t.spread))
         });
-        Self { zone, last, tracks, min, max }
+        Self { zone, last, since, tracks, min, max }
     }
 
     /// Whether any of its tracks may stand within the view radius of a viewer (when not, none
@@ -1032,5 +1048,40 @@ mod tests {
         // all along the window of the last five snapshots, and the frames held had it.
         let near = run_late(&own, false, 10);
         assert_eq!((near.missing_across, near.late), (5, 0), "{}", near.line());
+    }
+
+    /// A bus stalled over a second: zone 0's views still hold zone 1's frame of its first
+    /// tick (the zone fades a frame a while after it came, not after it was made), which alone
+    /// had player 3. Shown from that frame, 3 is held, not unknown; a ghost still is.
+    #[test]
+    fn a_frame_held_past_a_second_is_judged_by_what_it_held() {
+        let run = |shown: &[(u32, u32)]| {
+            let layout = crate::zones::layout(2).unwrap();
+            let schema = Arc::new(volley_arena::schema());
+            let oracle = Oracle::start(layout, "127.0.0.1:1000".parse().unwrap());
+            let feed = oracle.states();
+            for k in 0..130u32 {
+                let t = 1_000_000 + u64::from(k) * 16_667;
+                feed(state(&schema, 0, 100 + k, t, &[(1, -5.0, 0.0), (2, -5.0, 10.0)], false, &[(1, 500, 500)]));
+                let zone1: &[(u32, f32, f32)] =
+                    if k < 10 { &[(3, 5.0, 0.0), (4, 45.0, 40.0)] } else { &[(4, 45.0, 40.0)] };
+                feed(state(&schema, 1, 500 + k, t - 10, zone1, false, &[(0, 100, 100)]));
+            }
+            let w = oracle.watch();
+            for tick in 170..170 + SETTLE + 10 {
+                let mut b = SnapshotBuilder::new(&schema, tick);
+                for &(world, id) in shown {
+                    b.insert(merged_id(world, id), &avatar(0.0, 0.0)).unwrap();
+                }
+                w.snapshot(0, "127.0.0.1:1000".parse().unwrap(), 1, &b.finish().unwrap());
+            }
+            drop((w, feed));
+            oracle.finish()
+        };
+        let stale = run(&[(0, 1), (0, 2), (1, border_id(0, 3))]);
+        assert_eq!((stale.unknown, stale.twice), (0, 0), "{}", stale.line());
+        assert!(stale.checked >= 40, "{}", stale.line());
+        let ghost = run(&[(0, 1), (0, 2), (1, border_id(0, 9))]);
+        assert_eq!(ghost.unknown, 40, "{}", ghost.line());
     }
 }
