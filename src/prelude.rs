@@ -46,7 +46,7 @@
 pub use crate::DEFAULT_PROTOCOL_ID;
 pub use crate::client::polled::PolledClient;
 pub use crate::client::udp::UdpClient;
-pub use crate::client::{GameClient, ViewMode};
+pub use crate::client::{GameClient, LinkStatus, ViewMode};
 pub use crate::protocol::input::ViewTime;
 pub use crate::protocol::netcode::token::{ConnectToken, TokenParams};
 pub use crate::protocol::netcode::{Key, generate_key};

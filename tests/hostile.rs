@@ -336,6 +336,8 @@ struct Raw {
     socket: UdpSocket,
     /// The goodbye the server said, if it did.
     goodbye: Option<volley::protocol::session::SessionEnd>,
+    /// Datagrams from the server it took.
+    received: u64,
 }
 
 impl Raw {
@@ -349,7 +351,7 @@ impl Raw {
         client.connect(unix_now());
         let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
         socket.set_nonblocking(true).unwrap();
-        let mut raw = Self { client, socket, goodbye: None };
+        let mut raw = Self { client, socket, goodbye: None, received: 0 };
         let start = Instant::now();
         while !raw.client.is_connected() && start.elapsed() < Duration::from_secs(5) {
             raw.frame(&[]);
@@ -364,6 +366,7 @@ impl Raw {
         use volley::protocol::session::{CONTROL_FRAME, Control};
         let mut buf = [0u8; 2048];
         while let Ok((n, from)) = self.socket.recv_from(&mut buf) {
+            self.received += 1;
             if let Ok(Some(p)) = self.client.process(unix_now(), from, &mut buf[..n])
                 && p.first() == Some(&CONTROL_FRAME)
                 && let Ok(Control::Goodbye(end)) = Control::decode(p)
@@ -609,5 +612,65 @@ async fn what_one_client_sends_is_held_within_its_budget() {
     assert!(t.inputs_dropped > 0, "the excess inputs were dropped and counted");
     assert_eq!(hostile_goodbye, None, "flow control is not misbehaviour: the client is not cut off for it");
     assert!(applied * 10 >= frames * 8, "the other player kept playing: {applied} inputs of {frames} frames");
+    server.shutdown().await;
+}
+
+/// Issue 56: a client that keeps sending (keep-alives, here) but acknowledges nothing it is
+/// sent (a broken downlink, or on purpose) was kept as healthy for as long as it sent, and sent
+/// snapshots all along. Acknowledgements missing for the connection timeout (5 s) are now a
+/// drop: the player is away (sent nothing at all) for the resume grace (8 s here), then gone,
+/// told so; an honest player beside it plays on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_acknowledges_is_taken_for_a_drop() {
+    use volley::protocol::session::{Control, MAX_CONTROL_BYTES, PROTOCOL_VERSION};
+
+    let mut config = ServerConfig::new("127.0.0.1:0".parse().unwrap(), KEY);
+    config.resume_grace = Duration::from_secs(8);
+    let inputs = Counter::default();
+    let server = volley::server::start(config, inputs.clone()).await.unwrap();
+    let addr = server.addr();
+    let metrics = server.metrics().clone();
+    let seen = tokio::task::spawn_blocking(move || {
+        let mut honest = Player::connect(addr, 1);
+        let mut deaf = Raw::connect(addr, 2);
+        let mut hello = [0u8; MAX_CONTROL_BYTES];
+        let n = Control::Hello { protocol_version: PROTOCOL_VERSION }.encode(&mut hello);
+        deaf.frame(&[&hello[..n]]);
+        let start = Instant::now();
+        // (seconds from the Hello: away first seen; datagrams in the second after that;
+        // told it is over).
+        let (mut away_at, mut after_away, mut over_at) = (None, None, None);
+        while start.elapsed() < Duration::from_secs(16) && over_at.is_none() {
+            honest.frame(1);
+            deaf.frame(&[]);
+            let t = start.elapsed();
+            if away_at.is_none() && metrics.totals().players_away == 1 {
+                away_at = Some(t);
+                deaf.received = 0;
+            }
+            if let Some(a) = away_at
+                && after_away.is_none()
+                && t >= a + Duration::from_secs(1)
+            {
+                after_away = Some(deaf.received);
+            }
+            if deaf.client.state() != ClientState::Connected {
+                over_at = Some(t);
+            }
+            std::thread::sleep(Duration::from_millis(16));
+        }
+        (away_at, after_away, over_at, honest.client.is_ready(), metrics.totals().players)
+    })
+    .await
+    .unwrap();
+    println!("away, datagrams in the second after, over, honest ready, players: {seen:?}");
+    let (away_at, after_away, over_at, honest_ready, players) = seen;
+    let away_at = away_at.expect("the deaf client went away");
+    assert!((Duration::from_secs(4)..Duration::from_secs(8)).contains(&away_at), "away at {away_at:?}");
+    assert_eq!(after_away, Some(0), "nothing goes to a client away");
+    let over_at = over_at.expect("told it is over");
+    assert!(over_at >= away_at + Duration::from_secs(2), "kept for the grace: over at {over_at:?}");
+    assert!(honest_ready && players == 1, "the honest player plays on ({players} players)");
+    assert!(inputs.0.load(Ordering::Relaxed) > 300, "the honest player's inputs applied");
     server.shutdown().await;
 }

@@ -175,6 +175,7 @@ fn in_the_stepper_a_silence_past_the_timeout_but_within_the_grace_keeps_the_play
     play(&mut stepper, &mut counters, 60);
     messages(&mut stepper.clients[0].client, &mut got);
     let me = stepper.clients[0].client.client_index().unwrap();
+    assert_eq!(stepper.clients[0].client.link_status(), LinkStatus::Ready);
     // Both ways cut for eight seconds: past the connection's timeout (5 s), within the
     // server's resume grace (15 s by default). The world hears the player went away.
     stepper.set_link(0, LinkProfile { loss: 1.0, ..LinkProfile::PERFECT });
@@ -184,6 +185,7 @@ fn in_the_stepper_a_silence_past_the_timeout_but_within_the_grace_keeps_the_play
     assert!(world.left.lock().unwrap().is_empty());
     let c = &stepper.clients[0].client;
     assert!(c.is_resuming() && c.ended().is_none(), "still trying: {:?}", c.ended());
+    assert_eq!(c.link_status(), LinkStatus::Resuming, "the game is told it is reconnecting");
     // The link comes back: the client's handshake (tried again and again) gets through.
     stepper.set_link(0, LinkProfile::PERFECT);
     for _ in 0..120 {
@@ -193,6 +195,7 @@ fn in_the_stepper_a_silence_past_the_timeout_but_within_the_grace_keeps_the_play
     let c = &stepper.clients[0].client;
     assert!(c.is_ready() && c.ended().is_none(), "{:?}", c.ended());
     assert_eq!((c.resumes(), c.client_index()), (1, Some(me)), "the same player, resumed once");
+    assert_eq!(c.link_status(), LinkStatus::Ready, "and that it is back");
     assert_eq!(*world.presence.lock().unwrap(), vec![(me, true), (me, false)], "away, then back");
     assert!(world.left.lock().unwrap().is_empty(), "nobody left");
     assert_eq!(world.joins.lock().unwrap().len(), 1, "nobody joined again");
@@ -222,6 +225,7 @@ fn in_the_stepper_a_client_silent_past_the_grace_leaves_and_reads_timed_out() {
     assert_eq!(*world.left.lock().unwrap(), vec![me]);
     assert_eq!(*world.presence.lock().unwrap(), vec![(me, true)], "away, then no back");
     assert_eq!(stepper.clients[0].client.ended(), Some(SessionEnd::TimedOut));
+    assert_eq!(stepper.clients[0].client.link_status(), LinkStatus::Ended(SessionEnd::TimedOut));
 }
 
 #[test]

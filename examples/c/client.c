@@ -186,6 +186,7 @@ int main(int argc, char **argv) {
     Prediction me_predicted;
     memset(&me_predicted, 0, sizeof me_predicted);
     uint32_t me_before_rebind = 0, me_after = 0;
+    int resuming_frames = 0; /* frames the library said it was resuming (the game's "reconnecting…") */
     for (int f = 0; f < seconds * 60; f++) {
         frames++;
         /* Half way: the socket moves to a new port, as a NAT rebinding moves a player. Untold,
@@ -218,6 +219,7 @@ int main(int argc, char **argv) {
             volley_client_index(client, &me);
             printf("connected as player %u\n", me);
         }
+        if (status == VOLLEY_RESUMING) resuming_frames++;
         if (status == VOLLEY_ENDED) {
             char why[256];
             volley_client_end_reason(client, why, sizeof why);
@@ -280,7 +282,8 @@ int main(int argc, char **argv) {
     uint32_t resumes = 0;
     volley_client_resumes(client, &resumes);
     volley_client_index(client, &me_after);
-    printf("resumes %u, player %u before the rebind and %u after\n", resumes, me_before_rebind, me_after);
+    printf("resumes %u, player %u before the rebind and %u after, %d frames resuming\n", resumes, me_before_rebind,
+           me_after, resuming_frames);
     VolleyStats stats;
     volley_client_stats(client, &stats);
     printf("snapshots %d (decoded %llu, errors %llu), frames drawn %d, rtt %.2f ms\n", snapshots,

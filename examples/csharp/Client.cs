@@ -22,7 +22,7 @@ using System.Threading;
 static class Volley
 {
     const string Lib = "volley_ffi";
-    public const int Ok = 0, ErrHandle = -2, Connected = 1, Ended = 2;
+    public const int Ok = 0, ErrHandle = -2, Connected = 1, Ended = 2, Resuming = 3;
 
     [StructLayout(LayoutKind.Sequential)]
     public struct Stats
@@ -181,6 +181,7 @@ static class Program
         int snapshots = 0, drawn = 0;
         var prediction = new Prediction();
         uint meBeforeRebind = 0;
+        int resumingFrames = 0; // frames the library said it was resuming (the game's "reconnecting…")
         for (int f = 0; f < seconds * 60; f++)
         {
             // Half way: the socket moves to a new port, as a NAT rebinding moves a player;
@@ -208,6 +209,7 @@ static class Program
                 Volley.volley_client_index(client, out me);
                 Console.WriteLine("connected as player " + me);
             }
+            if (status == Volley.Resuming) resumingFrames++;
             if (status == Volley.Ended) { Console.WriteLine("ended"); break; }
             // The arena's messages: variant 1 is a welcome (player id), 0 a kill.
             while (Volley.volley_client_next_message(client, message, (UIntPtr)message.Length, out UIntPtr len, out bool reliable) == 1)
@@ -246,7 +248,7 @@ static class Program
         }
         Volley.volley_client_resumes(client, out uint resumes);
         Volley.volley_client_index(client, out uint meAfter);
-        Console.WriteLine("resumes " + resumes + ", player " + meBeforeRebind + " before the rebind and " + meAfter + " after");
+        Console.WriteLine("resumes " + resumes + ", player " + meBeforeRebind + " before the rebind and " + meAfter + " after, " + resumingFrames + " frames resuming");
         Volley.volley_client_stats(client, out Volley.Stats stats);
         Console.WriteLine("snapshots " + snapshots + " (decoded " + stats.Snapshots + ", errors " + stats.SnapshotErrors + "), frames drawn " + drawn);
         double mean = prediction.Reconciled > 0 ? prediction.Corrected / prediction.Reconciled : 0.0;

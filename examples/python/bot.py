@@ -20,7 +20,7 @@ import sys
 import time
 
 OK, ERR_HANDLE, ERR_TOO_SMALL = 0, -2, -5
-CONNECTED, ENDED = 1, 2
+CONNECTED, ENDED, RESUMING = 1, 2, 3
 
 
 class Stats(C.Structure):
@@ -48,6 +48,8 @@ def load(path):
         "volley_client_free": (i32, [u64]),
         "volley_client_poll": (i32, [u64, C.c_char_p, size]),
         "volley_client_status": (i32, [u64]),
+        "volley_client_rebind": (i32, [u64, i32]),
+        "volley_client_resumes": (i32, [u64, C.POINTER(u32)]),
         "volley_client_index": (i32, [u64, C.POINTER(u32)]),
         "volley_client_end_reason": (i32, [u64, C.c_char_p, size]),
         "volley_client_kind": (i32, [u64, C.c_char_p, C.POINTER(u16), C.POINTER(u32)]),
@@ -168,7 +170,14 @@ def main():
     connected = welcomed = too_small_seen = False
     snapshots = drawn = 0
     prediction, seq, own, applied = Prediction(), C.c_uint32(), C.c_uint32(), C.c_uint32()
+    me_before_rebind, resuming_frames = 0, 0
     for f in range(seconds * 60):
+        # Half way: the socket moves to a new port, as a NAT rebinding moves a player; untold,
+        # the library hears a second of silence and resumes with its ticket.
+        if f == seconds * 30 and connected:
+            me_before_rebind = me.value
+            if lib.volley_client_rebind(client, 0) < 0:
+                print(f"volley_client_rebind: {last_error(lib)}", file=sys.stderr)
         a = f * 0.05
         aim = int((a / (2 * math.pi)) % 1.0 * 65536) & 0xFFFF
         move_x, move_y = int(math.cos(a) * 127), int(math.sin(a) * 127)
@@ -187,6 +196,8 @@ def main():
             connected = True
             lib.volley_client_index(client, C.byref(me))
             print(f"connected as player {me.value}")
+        if status == RESUMING:
+            resuming_frames += 1
         if status == ENDED:
             why = C.create_string_buffer(256)
             lib.volley_client_end_reason(client, why, len(why))
@@ -223,6 +234,11 @@ def main():
             assert lib.volley_client_entities(client, kind, None, None, 0, C.byref(count)) == ERR_TOO_SMALL
             assert count.value >= 1
         time.sleep(1 / 60)
+    resumes, me_after = C.c_uint32(), C.c_uint32()
+    lib.volley_client_resumes(client, C.byref(resumes))
+    lib.volley_client_index(client, C.byref(me_after))
+    print(f"resumes {resumes.value}, player {me_before_rebind} before the rebind and {me_after.value} after, "
+          f"{resuming_frames} frames resuming")
     stats = Stats()
     lib.volley_client_stats(client, C.byref(stats))
     print(f"snapshots {snapshots} (decoded {stats.snapshots}, errors {stats.snapshot_errors}), "

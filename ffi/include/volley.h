@@ -63,6 +63,12 @@
 // [`volley_client_status`]: the session ended ([`volley_client_end_reason`] says why).
 #define VOLLEY_ENDED 2
 
+// [`volley_client_status`]: the connection dropped (the server silent for a second, or the
+// socket moved) and the client is resuming its session with its resume ticket, the same
+// player; [`VOLLEY_CONNECTED`] again once it is back ([`volley_client_resumes`] counts), or
+// [`VOLLEY_ENDED`] when the server's grace ran out.
+#define VOLLEY_RESUMING 3
+
 // [`volley_client_next_notice`]: the player connected and the server put it in its entry
 // world.
 #define VOLLEY_ENTERED_CONNECTED 0
@@ -161,7 +167,8 @@ int32_t volley_client_poll_watching(uint64_t client);
 // [`volley_client_poll_watching`] at the game's own time (see [`volley_client_poll_at`]).
 int32_t volley_client_poll_watching_at(uint64_t client, uint64_t now_us);
 
-// Where the client is: [`VOLLEY_CONNECTING`], [`VOLLEY_CONNECTED`] or [`VOLLEY_ENDED`].
+// Where the client is: [`VOLLEY_CONNECTING`], [`VOLLEY_CONNECTED`], [`VOLLEY_RESUMING`] or
+// [`VOLLEY_ENDED`] (`GameClient::link_status`).
 int32_t volley_client_status(uint64_t client);
 
 // Why the session ended, as text ("kicked: camping", "the server is shutting down"), into

@@ -31,8 +31,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use volley::client::GameClient;
 use volley::client::polled::PolledClient;
+use volley::client::{GameClient, LinkStatus};
 use volley::protocol::netcode::token::ConnectToken;
 use volley::protocol::snapshot::{EntityId, KindId, Schema};
 use volley::server::unix_now;
@@ -69,6 +69,11 @@ pub const VOLLEY_CONNECTING: i32 = 0;
 pub const VOLLEY_CONNECTED: i32 = 1;
 /// [`volley_client_status`]: the session ended ([`volley_client_end_reason`] says why).
 pub const VOLLEY_ENDED: i32 = 2;
+/// [`volley_client_status`]: the connection dropped (the server silent for a second, or the
+/// socket moved) and the client is resuming its session with its resume ticket, the same
+/// player; [`VOLLEY_CONNECTED`] again once it is back ([`volley_client_resumes`] counts), or
+/// [`VOLLEY_ENDED`] when the server's grace ran out.
+pub const VOLLEY_RESUMING: i32 = 3;
 
 /// A client's figures, as [`volley_client_stats`] writes them.
 #[repr(C)]
@@ -444,18 +449,17 @@ pub extern "C" fn volley_client_poll_watching_at(client: u64, now_us: u64) -> i3
     })
 }
 
-/// Where the client is: [`VOLLEY_CONNECTING`], [`VOLLEY_CONNECTED`] or [`VOLLEY_ENDED`].
+/// Where the client is: [`VOLLEY_CONNECTING`], [`VOLLEY_CONNECTED`], [`VOLLEY_RESUMING`] or
+/// [`VOLLEY_ENDED`] (`GameClient::link_status`).
 #[unsafe(no_mangle)]
 pub extern "C" fn volley_client_status(client: u64) -> i32 {
     guard(|| {
         with_client(client, |e| {
-            let c = &e.polled.client;
-            Ok(if c.ended().is_some() {
-                VOLLEY_ENDED
-            } else if c.is_ready() {
-                VOLLEY_CONNECTED
-            } else {
-                VOLLEY_CONNECTING
+            Ok(match e.polled.client.link_status() {
+                LinkStatus::Connecting => VOLLEY_CONNECTING,
+                LinkStatus::Ready => VOLLEY_CONNECTED,
+                LinkStatus::Resuming => VOLLEY_RESUMING,
+                LinkStatus::Ended(_) => VOLLEY_ENDED,
             })
         })
     })

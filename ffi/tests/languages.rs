@@ -129,8 +129,8 @@ fn predicted(name: &str, text: &str) {
 }
 
 /// The client's socket moved half way (a NAT rebinding, untold) and it resumed its session
-/// as the same player: the line it printed ("resumes N, player A before the rebind and B
-/// after").
+/// as the same player, told meanwhile that it was resuming: the line it printed ("resumes N,
+/// player A before the rebind and B after, F frames resuming").
 fn resumed(name: &str, text: &str) {
     let line = text.lines().find(|l| l.starts_with("resumes ")).unwrap_or_else(|| panic!("{name}: {text}"));
     let words: Vec<&str> = line.split_whitespace().collect();
@@ -138,6 +138,9 @@ fn resumed(name: &str, text: &str) {
     eprintln!("{name}: {line}");
     assert!(resumes >= 1, "{name} did not resume after its rebind: {line}");
     assert_eq!(words[3], words[8], "{name} came back as another player: {line}");
+    // The library told the game it was reconnecting meanwhile (VOLLEY_RESUMING).
+    let resuming: u32 = words.get(10).and_then(|w| w.parse().ok()).unwrap_or(0);
+    assert!(resuming >= 1, "{name} was never told it was resuming: {line}");
 }
 
 /// Whether `tool` runs; under the test command (tests/run.sh) it must.
@@ -197,6 +200,9 @@ async fn a_c_client_plays_against_a_real_server_and_decodes_what_rust_decodes() 
             Command::new(&exe)
         };
         cmd.arg(token).arg(schema).arg("6").arg(out);
+        // The library just built, not another on cargo's search path (a stale
+        // target/debug/libvolley_ffi.so from a `cargo build` comes first there).
+        cmd.env("LD_LIBRARY_PATH", &lib);
         cmd
     })
     .await;
@@ -226,6 +232,7 @@ async fn a_python_bot_plays_against_a_real_server_and_decodes_what_rust_decodes(
     assert!(text.contains("welcome: player") && text.contains("ok"), "{text}");
     same_ticks("the Python bot", &theirs, &mine);
     predicted("the Python bot", &text);
+    resumed("the Python bot", &text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

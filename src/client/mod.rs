@@ -75,6 +75,41 @@ pub enum ViewMode {
     Off,
 }
 
+/// Where a client's session is, for a game to show ([`GameClient::link_status`]): what to
+/// draw over the game while it connects, while it comes back after a network blip, and when it
+/// is over.
+///
+/// ```
+/// # use volley::prelude::*;
+/// # fn overlay(client: &GameClient, resumes_seen: &mut u32) {
+/// match client.link_status() {
+///     LinkStatus::Connecting => println!("connecting…"),
+///     LinkStatus::Resuming => println!("connection lost, reconnecting…"),
+///     LinkStatus::Ready if client.resumes() > *resumes_seen => {
+///         *resumes_seen = client.resumes();
+///         println!("back in the game");
+///     }
+///     LinkStatus::Ready => {}
+///     LinkStatus::Ended(why) => println!("disconnected: {why}"),
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkStatus {
+    /// Connecting for the first time (the handshake, then the session's Hello).
+    Connecting,
+    /// Connected and the session agreed: inputs go, snapshots come. After a resume it is
+    /// `Ready` again, the same player; [`GameClient::resumes`] counts the resumes.
+    Ready,
+    /// The connection dropped (the server silent for
+    /// [`RESUME_AFTER_SILENCE`], or the driver moved to a new address) and the client is
+    /// resuming its session with its resume ticket, until the server's grace runs out. The
+    /// game keeps its state; inputs made meanwhile go when it is back.
+    Resuming,
+    /// The session is over, for this reason ([`GameClient::ended`]).
+    Ended(SessionEnd),
+}
+
 /// A connection to a volley server.
 #[derive(Debug)]
 pub struct GameClient {
@@ -126,6 +161,9 @@ pub struct GameClient {
     /// Moving to another zone's server: inputs wait here (oldest first) until it is
     /// connected, then go first.
     replay: Option<VecDeque<(u32, Vec<u8>)>>,
+    /// The catch-up's pace: when its current server tick's worth of time began, and the
+    /// inputs sent in it (at most [`CATCH_UP_INPUTS`], however many frames fall in it).
+    catch_up: (Duration, usize),
     /// Redirects followed.
     moves: u32,
     /// The newest resume ticket the server sent (a connect token for this client's id), and
@@ -170,8 +208,8 @@ impl Before {
 /// takes longer than that loses the oldest.
 pub const REPLAY_INPUTS: usize = 120;
 
-/// Inputs a client sends a frame while it catches up after a redirect or a resume (half what
-/// a server takes in one tick, so two frames in one tick still fit).
+/// Inputs a client sends a server tick while it catches up after a redirect or a resume (half
+/// what a server takes in one tick, so two ticks' worth arriving in one still fit).
 pub const CATCH_UP_INPUTS: usize = 16;
 
 /// Silence from the server after which a connected client resumes its session with its
@@ -238,6 +276,7 @@ impl GameClient {
             unsent: 0,
             sent: VecDeque::new(),
             replay: None,
+            catch_up: (Duration::ZERO, 0),
             moves: 0,
             ticket: None,
             grace: Duration::ZERO,
@@ -383,13 +422,27 @@ impl GameClient {
         self.ticket.is_some()
     }
 
-    /// Sends the oldest [`CATCH_UP_INPUTS`] of the inputs waiting since a redirect or a
-    /// resume, [`REDUNDANT_INPUTS`] a packet: the server takes at most 32 new inputs in a
-    /// tick, so a backlog goes in over a few frames rather than in one burst it would cut.
+    /// Sends the oldest of the inputs waiting since a redirect or a resume, at most
+    /// [`CATCH_UP_INPUTS`] a server tick, [`REDUNDANT_INPUTS`] a packet: the server takes at
+    /// most 32 new inputs in a tick, so a backlog goes in over a few ticks rather than in one
+    /// burst it would cut.
     /// Once none waits, inputs go the ordinary way again.
     fn send_replay(&mut self, now: Duration, tx: &mut impl Transmit) {
         let Some(replay) = &mut self.replay else { return };
-        let n = replay.len().min(CATCH_UP_INPUTS);
+        // At most CATCH_UP_INPUTS a server tick of time, not a frame: frames that bunch (a
+        // loaded machine runs three in a moment) must not bunch the backlog into one tick.
+        let tick = self
+            .session
+            .params()
+            .map_or(Duration::from_millis(16), |p| Duration::from_secs_f64(1.0 / f64::from(p.tick_rate_hz.max(1))));
+        if now.saturating_sub(self.catch_up.0) >= tick {
+            self.catch_up = (now, 0);
+        }
+        let n = replay.len().min(CATCH_UP_INPUTS - self.catch_up.1.min(CATCH_UP_INPUTS));
+        if n == 0 && !replay.is_empty() {
+            return;
+        }
+        self.catch_up.1 += n;
         let items: Vec<(u32, Vec<u8>)> = replay.drain(..n).collect();
         if replay.is_empty() {
             self.replay = None;
@@ -472,6 +525,20 @@ impl GameClient {
     /// by sending a [`SpectatorControl`](crate::protocol::system::SpectatorControl) as a message.
     pub fn spectator(&self) -> Option<&SpectatorStatus> {
         self.spectator.as_ref()
+    }
+
+    /// Where the session is, in one value: connecting, ready, resuming after a drop, or ended
+    /// with the reason ([`LinkStatus`]).
+    pub fn link_status(&self) -> LinkStatus {
+        if let Some(why) = self.ended() {
+            LinkStatus::Ended(why)
+        } else if self.is_resuming() {
+            LinkStatus::Resuming
+        } else if self.is_ready() {
+            LinkStatus::Ready
+        } else {
+            LinkStatus::Connecting
+        }
     }
 
     /// The connection state (netcode's, with its error states).

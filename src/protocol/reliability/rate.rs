@@ -228,6 +228,13 @@ impl SendRate {
         self.silenced_from.is_some()
     }
 
+    /// While the peer acknowledges nothing ([`is_silent`](Self::is_silent)): when it last
+    /// acknowledged something (the first update, when it never has). A session whose client
+    /// has acknowledged nothing for its connection timeout takes it for a drop.
+    pub fn deaf_since(&self) -> Option<Duration> {
+        self.silenced_from.map(|_| self.acked.1)
+    }
+
     /// The settings.
     pub fn config(&self) -> &RateConfig {
         &self.config

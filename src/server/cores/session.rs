@@ -256,6 +256,13 @@ pub(crate) struct PlayerSession {
     /// The client was silent for its connection timeout: nothing goes out until it resumes
     /// ([`PlayerSession::rebind`]) or is heard again, or the grace runs out.
     away: bool,
+    /// Away for want of acknowledgements (it kept sending): since when the grace counts (its
+    /// last acknowledgement). Only a resume brings it back, as nothing goes out to acknowledge.
+    deaf: Option<Duration>,
+    /// When the session began waiting for acknowledgements on this connection (its first
+    /// heartbeat after it started or was rebound): acknowledgements missing for the
+    /// connection timeout since the later of this and the last one are a drop.
+    acks_from: Option<Duration>,
     /// Resumed on a new connection, and not yet known how: a client that resumes sends its
     /// inputs at once and never says Hello again, a client program that restarted says Hello
     /// first ([`PlayerSession::restart`]) and sends nothing on the channels before it is
@@ -277,8 +284,9 @@ fn game_channel() -> Channel {
 /// What [`PlayerSession::heartbeat`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Beat {
-    /// The client has not been heard from for its connection timeout, and the resume grace is
-    /// longer: the session waits for it, sending nothing (its world hears `away`).
+    /// The client has not been heard from, or has acknowledged nothing, for its connection
+    /// timeout, and the resume grace is longer: the session waits for it, sending nothing
+    /// (its world hears `away`).
     Away,
     /// An away client was heard again on its connection (its world hears `back`).
     Back,
@@ -379,6 +387,8 @@ impl PlayerSession {
             notice_sent: None,
             resume_grace,
             away: false,
+            deaf: None,
+            acks_from: None,
             rebound: false,
             world: None,
             kept_system: [None, None],
@@ -400,6 +410,8 @@ impl PlayerSession {
     pub(crate) fn rebind(&mut self, out: SendHalf) -> bool {
         self.out = out;
         self.rebound = true;
+        self.deaf = None;
+        self.acks_from = None;
         std::mem::take(&mut self.away)
     }
 
@@ -714,16 +726,21 @@ impl PlayerSession {
         if self.closed {
             return None;
         }
-        let silence = now.saturating_sub(heard);
+        let acks_from = *self.acks_from.get_or_insert(now);
+        let silence = now.saturating_sub(self.deaf.unwrap_or(heard));
         if self.away {
             // Nothing goes to an address that does not answer. A session closed meanwhile (a
             // kick, its world gone) has nobody to tell: it ends at once.
             if self.closing.is_some() || silence >= self.resume_grace {
                 self.closed = true;
+                if self.deaf.is_some() {
+                    // It still sends: it can be told.
+                    self.out.disconnect(now, tx);
+                }
                 let why = if self.closing.is_some() { DisconnectReason::Local } else { DisconnectReason::TimedOut };
                 return Some(Beat::Over(why));
             }
-            if !self.out.timed_out(now, heard) {
+            if self.deaf.is_none() && !self.out.timed_out(now, heard) {
                 // Heard again on this connection (the network came back before the client
                 // gave up on it).
                 self.away = false;
@@ -735,6 +752,24 @@ impl PlayerSession {
         if reason == Some(DisconnectReason::TimedOut) && self.closing.is_none() && silence < self.resume_grace {
             self.away = true;
             return Some(Beat::Away);
+        }
+        // A client that keeps sending but has acknowledged nothing for its connection timeout
+        // (a broken downlink, or on purpose) is as good as gone: away for the grace counted
+        // from its last acknowledgement (a resume brings it back), or timed out without one.
+        if reason.is_none()
+            && self.closing.is_none()
+            && let Some(since) = self.rate.deaf_since().map(|t| t.max(acks_from))
+            && self.out.timed_out(now, since)
+        {
+            tracing::info!(player = self.id, "acknowledged nothing for its connection timeout: taken for a drop");
+            if now.saturating_sub(since) < self.resume_grace {
+                self.away = true;
+                self.deaf = Some(since);
+                return Some(Beat::Away);
+            }
+            // It is still there to be told.
+            self.out.disconnect(now, tx);
+            reason = Some(DisconnectReason::TimedOut);
         }
         if let Some(s) = &mut self.system
             && s.channel.unacked_messages() > 0
