@@ -956,15 +956,22 @@ mod tests {
             feed(state(&schema, 1, 500 + k, t - 10, zone1, twin, &[(0, 100 + k.max(1) - 1, 100 + k.max(1) - 1)]));
         }
         // The bot's snapshots of ticks 100 to 139: the first SETTLE judged apart.
+        drop(feed);
+        watch_from(oracle, &schema, 100, shown)
+    }
+
+    /// The bot (zone 0's player 1, client 1) decodes SETTLE + 10 snapshots from tick `first`
+    /// on, each showing `shown` (world, id); the oracle's report on them.
+    fn watch_from(oracle: Oracle, schema: &Arc<Schema>, first: u32, shown: &[(u32, u32)]) -> OracleReport {
         let w = oracle.watch();
-        for tick in 100..100 + SETTLE + 10 {
-            let mut b = SnapshotBuilder::new(&schema, tick);
+        for tick in first..first + SETTLE + 10 {
+            let mut b = SnapshotBuilder::new(schema, tick);
             for &(world, id) in shown {
                 b.insert(merged_id(world, id), &avatar(0.0, 0.0)).unwrap();
             }
             w.snapshot(0, "127.0.0.1:1000".parse().unwrap(), 1, &b.finish().unwrap());
         }
-        drop((w, feed));
+        drop(w);
         oracle.finish()
     }
 
@@ -1067,16 +1074,8 @@ mod tests {
                     if k < 10 { &[(3, 5.0, 0.0), (4, 45.0, 40.0)] } else { &[(4, 45.0, 40.0)] };
                 feed(state(&schema, 1, 500 + k, t - 10, zone1, false, &[(0, 100, 100)]));
             }
-            let w = oracle.watch();
-            for tick in 170..170 + SETTLE + 10 {
-                let mut b = SnapshotBuilder::new(&schema, tick);
-                for &(world, id) in shown {
-                    b.insert(merged_id(world, id), &avatar(0.0, 0.0)).unwrap();
-                }
-                w.snapshot(0, "127.0.0.1:1000".parse().unwrap(), 1, &b.finish().unwrap());
-            }
-            drop((w, feed));
-            oracle.finish()
+            drop(feed);
+            watch_from(oracle, &schema, 170, shown)
         };
         let stale = run(&[(0, 1), (0, 2), (1, border_id(0, 3))]);
         assert_eq!((stale.unknown, stale.twice), (0, 0), "{}", stale.line());
