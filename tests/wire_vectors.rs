@@ -494,3 +494,20 @@ fn the_vectors_in_docs_are_what_the_code_writes_and_reads() {
         "docs/vectors/{stale:?}.json differ from what the code writes: run `VOLLEY_BLESS=1 cargo test --test it wire_vectors`, check the change, and commit it"
     );
 }
+
+/// The browser's client (web/client/volley.js) reads every vector as the Rust code does:
+/// `node web/test/vectors.mjs` checks each file's decoded values, the schema's fingerprint,
+/// and that its input writer writes the vector's bytes. Node is on every machine.
+#[test]
+fn the_javascript_client_reads_every_vector() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("node")
+        .arg(root.join("web/test/vectors.mjs"))
+        .arg(root.join("docs/vectors"))
+        .output()
+        .unwrap_or_else(|e| panic!("node (every machine has it): {e}"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "web/test/vectors.mjs: {}{said}", String::from_utf8_lossy(&out.stderr));
+    let checks: u32 = said.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
+    assert!(checks >= 50, "only {checks} checks ran: {said}");
+}
