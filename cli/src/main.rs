@@ -191,6 +191,23 @@ struct ServerArgs {
     /// Write one line of figures per second to this CSV file (for `volley plot`).
     #[arg(long)]
     csv: Option<std::path::PathBuf>,
+    /// Players in a browser: serve the arena's page at http://ADDR/ (TCP), WebTransport on
+    /// ADDR's port (UDP) and the WebSocket fallback at ws://ADDR/ws, each browser relayed to
+    /// this server as a client like any other (see the README, "Players in a browser").
+    #[arg(long, env = "VOLLEY_WEB")]
+    web: Option<SocketAddr>,
+    /// With --web: the WebTransport certificate chain (PEM) for production, with --web-key;
+    /// reloaded when it changes. Default: a self-signed certificate, renewed every 6½ days,
+    /// whose hash the page fetches.
+    #[arg(long, env = "VOLLEY_WEB_CERT", requires = "web_key")]
+    web_cert: Option<std::path::PathBuf>,
+    /// With --web-cert: its private key (PEM).
+    #[arg(long, env = "VOLLEY_WEB_KEY", requires = "web_cert")]
+    web_key: Option<std::path::PathBuf>,
+    /// With --web: mint connect tokens for pages at /token (default: only without
+    /// --private-key, that is in development; in a fleet pages get tokens from the backend).
+    #[arg(long, env = "VOLLEY_WEB_TOKENS")]
+    web_tokens: Option<bool>,
     /// Players per arena match: the server runs a lobby, a global world every player
     /// watches, and a match for every this many queued players (0: one arena world for
     /// everyone, no lobby).
@@ -468,6 +485,10 @@ struct FileConfig {
     zone: Option<u16>,
     zones: Option<u16>,
     nats: Option<String>,
+    web: Option<SocketAddr>,
+    web_cert: Option<std::path::PathBuf>,
+    web_key: Option<std::path::PathBuf>,
+    web_tokens: Option<bool>,
 }
 
 /// A small text file a setting names (a config file, a token file): a regular file of at
@@ -517,6 +538,18 @@ fn apply_config_text(a: &mut ServerArgs, text: &str, unset: impl Fn(&str) -> boo
     }
     if let Some(v) = f.min_snapshot_rate.filter(|_| unset("min_snapshot_rate")) {
         a.min_snapshot_rate = v;
+    }
+    if let Some(v) = f.web.filter(|_| unset("web")) {
+        a.web = Some(v);
+    }
+    if let Some(v) = f.web_cert.filter(|_| unset("web_cert")) {
+        a.web_cert = Some(v);
+    }
+    if let Some(v) = f.web_key.filter(|_| unset("web_key")) {
+        a.web_key = Some(v);
+    }
+    if let Some(v) = f.web_tokens.filter(|_| unset("web_tokens")) {
+        a.web_tokens = Some(v);
     }
     if let Some(v) = f.duration.filter(|_| unset("duration")) {
         a.duration = Some(v);
@@ -591,6 +624,58 @@ fn apply_config_text(a: &mut ServerArgs, text: &str, unset: impl Fn(&str) -> boo
         a.nats = v;
     }
     Ok(())
+}
+
+/// The browser side (`--web`): the arena's page, WebTransport and the WebSocket fallback,
+/// relaying to the server at `server`; tokens for pages minted here in development.
+async fn start_web(
+    args: &ServerArgs,
+    at: SocketAddr,
+    server: SocketAddr,
+    public: SocketAddr,
+    key: [u8; 32],
+) -> Result<volley_web::WebHandle, String> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let mut cfg = volley_web::WebConfig::new(at, server);
+    if let (Some(cert), Some(key)) = (&args.web_cert, &args.web_key) {
+        cfg.certificates = volley_web::Certificates::Files { cert: cert.clone(), key: key.clone() };
+    }
+    cfg.max_sessions = args.max_players;
+    cfg.schema_json = volley::server::World::schema(&Arena::new()).to_json();
+    let file = |path: &str, content_type, body: &str| volley_web::PageFile {
+        path: path.into(),
+        content_type,
+        body: Arc::from(body.as_bytes()),
+    };
+    cfg.page = vec![
+        file("/index.html", "text/html; charset=utf-8", volley_arena::page::INDEX_HTML),
+        file("/arena.js", "text/javascript", volley_arena::page::ARENA_JS),
+    ];
+    if args.web_tokens.unwrap_or(args.private_key.is_none()) {
+        let protocol_id = args.protocol_id;
+        // Pages' client ids start far above the bots' (1, 2, ...), at a random place.
+        let next = Arc::new(AtomicU64::new((1 << 40) + u64::from(u32::from_le_bytes([key[0], key[1], key[2], key[3]]))));
+        cfg.tokens = Some(Arc::new(move |ask: &volley_web::TokenAsk| {
+            let mut params = TokenParams::new(protocol_id, next.fetch_add(1, Ordering::Relaxed), public, unix_secs());
+            params.expire_seconds = 30;
+            params.timeout_seconds = 10;
+            if ask.watch {
+                params.user_data[..volley_arena::bots::SPECTATOR.len()].copy_from_slice(volley_arena::bots::SPECTATOR);
+            }
+            ConnectToken::generate(&params, &key).ok().map(|t| t.to_bytes().to_vec())
+        }));
+    }
+    let web = volley_web::serve(cfg).await.map_err(|e| format!("--web: {e}"))?;
+    println!(
+        "web: http://{}/ (WebTransport on udp {}, WebSocket fallback at /ws)",
+        web.http_addr(),
+        web.webtransport_addr()
+    );
+    Ok(web)
+}
+
+fn unix_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn key_or_random(hex_key: Option<&str>) -> Result<[u8; 32], String> {
@@ -933,6 +1018,10 @@ async fn serve_world(
     }
     .map_err(|e| e.to_string())?;
     let addr = server.addr();
+    let _web = match args.web {
+        Some(at) => Some(start_web(&args, at, addr, public.unwrap_or(addr), key).await?),
+        None => None,
+    };
     let _bus = match zone_link {
         Some(link) => Some(zones::start_bus(&args, public.unwrap_or(addr), link).await?),
         None => None,
@@ -1537,6 +1626,10 @@ mod tests {
         "zone",
         "zones",
         "nats",
+        "web",
+        "web_cert",
+        "web_key",
+        "web_tokens",
     ];
 
     /// The server's settings as `volley server` starts with them, then `text` as its config
