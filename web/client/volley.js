@@ -670,7 +670,6 @@ export class Channel {
     this.remoteBits = 0;
     this.nextDeliver = 0;
     this.early = new Map();
-    this.fragments = new Map();
     this.delivered = [];
     this.sentAt = new Map(); // sequence -> [time ms, reliable ids]
     this.outbox = []; // [id, bytes] not yet acknowledged
@@ -695,17 +694,10 @@ export class Channel {
     }
     if (p.ackDelay !== 0xffff) this.acknowledge(nowMs, p);
     for (const [id, body] of p.reliable) this.offer(id, body);
+    // A fragmented message takes one id a fragment, consecutive, in fragment order.
     for (const [id, index, count, body] of p.fragments) {
       if (count === 0 || count > 256 || index >= count) continue;
-      const f = this.fragments.get(id) || { count, parts: new Map() };
-      f.parts.set(index, body);
-      this.fragments.set(id, f);
-      if (f.parts.size === f.count) {
-        const whole = [];
-        for (let k = 0; k < f.count; k++) whole.push(...f.parts.get(k));
-        this.fragments.delete(id);
-        this.offer(id, new Uint8Array(whole));
-      }
+      this.offer(id, { index, count, body });
     }
     this.events.push(...p.events);
     if (p.state && (this.stateSeq === null || seqNewer(p.sequence, this.stateSeq))) {
@@ -716,13 +708,31 @@ export class Channel {
   }
   offer(id, body) {
     const ahead = (id - this.nextDeliver + SEQ) % SEQ;
-    if (ahead >= SEQ / 2) return; // delivered before
-    if (ahead > 1024) return;
+    if (ahead >= SEQ / 2 || ahead > 1024) return; // delivered before, or too far ahead
     this.early.set(id, body);
-    while (this.early.has(this.nextDeliver)) {
-      this.delivered.push(this.early.get(this.nextDeliver));
-      this.early.delete(this.nextDeliver);
-      this.nextDeliver = (this.nextDeliver + 1) % SEQ;
+    for (;;) {
+      const next = this.early.get(this.nextDeliver);
+      if (next === undefined) return;
+      if (next instanceof Uint8Array) {
+        this.delivered.push(next);
+        this.early.delete(this.nextDeliver);
+        this.nextDeliver = (this.nextDeliver + 1) % SEQ;
+        continue;
+      }
+      // The first fragment of a message: delivered whole once all its fragments are here.
+      if (next.index !== 0) { this.early.delete(this.nextDeliver); return; }
+      const parts = [];
+      for (let k = 0; k < next.count; k++) {
+        const f = this.early.get((this.nextDeliver + k) % SEQ);
+        if (!f || f instanceof Uint8Array || f.index !== k || f.count !== next.count) return;
+        parts.push(f.body);
+      }
+      const whole = new Uint8Array(parts.reduce((n, b) => n + b.length, 0));
+      let at = 0;
+      for (const b of parts) { whole.set(b, at); at += b.length; }
+      for (let k = 0; k < next.count; k++) this.early.delete((this.nextDeliver + k) % SEQ);
+      this.delivered.push(whole);
+      this.nextDeliver = (this.nextDeliver + next.count) % SEQ;
     }
   }
   acknowledge(nowMs, p) {

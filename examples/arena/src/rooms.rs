@@ -82,8 +82,9 @@ pub struct Lobby {
     clock: Duration,
     /// Spectators waiting for a match to watch.
     watchers: Vec<PlayerId>,
-    /// The newest match.
+    /// The newest match, and how many players the lobby has sent it.
     newest: Option<WorldId>,
+    newest_players: usize,
     /// A match's spectators' world, once a spectator came.
     stands: Option<(WorldId, WorldId)>,
 }
@@ -99,6 +100,7 @@ impl Lobby {
             clock: Duration::ZERO,
             watchers: Vec::new(),
             newest: None,
+            newest_players: 0,
             stands: None,
         }
     }
@@ -173,10 +175,27 @@ impl World for Lobby {
                         out.move_to(p, id);
                     }
                     self.newest = Some(id);
+                    self.newest_players = take;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "no match started");
                     return;
+                }
+            }
+        }
+        // Joining in progress: a player who has waited `match_wait` with too few others for a
+        // match of their own joins the newest match while it has seats (a player arriving
+        // after everyone else does not wait for that match to end).
+        let waited = |q: &[(PlayerId, Duration)]| {
+            q.first().is_some_and(|(_, since)| self.clock.saturating_sub(*since) >= self.rooms.match_wait)
+        };
+        if self.newest_players < size && waited(&self.queue) {
+            let running = worlds.running();
+            if let Some(m) = self.newest.filter(|m| running.contains(m)) {
+                while self.newest_players < size && waited(&self.queue) {
+                    let (p, _) = self.queue.remove(0);
+                    out.move_to(p, m);
+                    self.newest_players += 1;
                 }
             }
         }

@@ -118,11 +118,19 @@ function draw(client, entities, self) {
   ctx.fillText(`${client.world ? client.world.kind + " " + client.world.world : "…"} · ${client.link.kind}`, 8, 16);
 }
 
-function drawBoard(client) {
+// The framework's scoreboard when the world keeps one; the arena's avatars carry their
+// kills and deaths, so without one the board is read off the snapshot.
+function drawBoard(client, entities) {
   const b = client.scoreboard;
-  document.querySelector("#board thead").innerHTML = `<tr><th>player</th>${b.columns.map((c) => `<th>${c}</th>`).join("")}<th>ms</th></tr>`;
-  const rows = [...b.rows.values()].sort((x, y) => (y.fields[0] || 0) - (x.fields[0] || 0)).slice(0, 20);
-  document.querySelector("#board tbody").innerHTML = rows
+  let columns = b.columns, rows = [...b.rows.values()];
+  if (!columns.length) {
+    columns = ["kills", "deaths"];
+    rows = entities.filter((e) => e.kindName === "Avatar")
+      .map((e) => ({ player: e.id % WORLD_SHIFT, name: `player ${e.id % WORLD_SHIFT}`, fields: [e.fields.score[0], e.fields.deaths[0]], pingMs: "" }));
+  }
+  document.querySelector("#board thead").innerHTML = `<tr><th>player</th>${columns.map((c) => `<th>${c}</th>`).join("")}<th>ms</th></tr>`;
+  rows.sort((x, y) => (y.fields[0] || 0) - (x.fields[0] || 0));
+  document.querySelector("#board tbody").innerHTML = rows.slice(0, 12)
     .map((r) => `<tr${r.player === me ? ' style="color:#4df"' : ""}><td>${r.name || r.player}</td>${r.fields.map((f) => `<td>${f}</td>`).join("")}<td>${r.pingMs}</td></tr>`)
     .join("");
 }
@@ -162,6 +170,7 @@ async function main() {
       }
     } catch (_) { /* not the arena's */ }
   };
+  window.volleyClient = client; // for the console and tests
   client.onEnded = (why) => showStatus({ state: "ended", ended: why });
   const tickMs = () => 1000 / (client.params ? client.params.tickRate : 60);
   let next = performance.now();
@@ -187,7 +196,7 @@ async function main() {
     const entities = client.entities(performance.now());
     const self = own(client, entities);
     const others = entities.filter((e) => e.kindName === "Avatar" && e !== self).map((e) => e.id % WORLD_SHIFT);
-    drawBoard(client);
+    drawBoard(client, entities);
     // The status a test reads: "playing" once we have our avatar and the server applies our inputs.
     const playing = !client.ended && (watch ? client.stats.snapshots > 0 : self !== null && client.appliedInput !== null);
     showStatus({
