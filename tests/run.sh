@@ -4,7 +4,8 @@
 # from Debian's `prometheus` package (the observability tests run a real Prometheus),
 # Debian's `nats-server` (the zone tests run a real NATS), and for the C library's clients in
 # other languages (ffi/tests/languages.rs) `valgrind` (the C client runs under it) and Mono's
-# C# compiler and runtime (`mono-mcs`, `mono-runtime`). No protoc: nothing may need one (the
+# C# compiler and runtime (`mono-mcs`, `mono-runtime`), and Debian's `chromium` (the arena's
+# page is tested in it, examples/arena/tests/browser.rs). No protoc: nothing may need one (the
 # Agones SDK's gRPC code is kept generated), and every build here runs with PROTOC pointing at
 # nothing, so a build that needed one fails.
 set -euo pipefail
@@ -35,7 +36,7 @@ if [ "$FUZZ_SECONDS" -gt 0 ] && ! command -v cargo-fuzz >/dev/null; then
   FUZZ_INSTALL=$!
 fi
 missing=""
-for tool in promtool:prometheus prometheus:prometheus nats-server:nats-server valgrind:valgrind mcs:mono-mcs mono:mono-runtime; do
+for tool in promtool:prometheus prometheus:prometheus nats-server:nats-server valgrind:valgrind mcs:mono-mcs mono:mono-runtime chromium:chromium; do
   command -v "${tool%%:*}" >/dev/null || missing="$missing ${tool##*:}"
 done
 if [ -n "$missing" ]; then
@@ -49,6 +50,7 @@ prometheus --version 2>&1 | head -n 1
 nats-server --version
 valgrind --version
 mono --version | head -n 1
+chromium --version
 # The tests that use them fail, rather than skip, when one is missing.
 export VOLLEY_REQUIRE_TOOLS=1
 # The program's build runs no protobuf compiler: no build script among its dependencies

@@ -635,36 +635,12 @@ async fn start_web(
     public: SocketAddr,
     key: [u8; 32],
 ) -> Result<volley_web::WebHandle, String> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    let mut cfg = volley_web::WebConfig::new(at, server);
+    let mint = args.web_tokens.unwrap_or(args.private_key.is_none()).then_some((public, key, args.protocol_id));
+    let mut cfg = volley_arena::web::config(at, server, mint);
     if let (Some(cert), Some(key)) = (&args.web_cert, &args.web_key) {
         cfg.certificates = volley_web::Certificates::Files { cert: cert.clone(), key: key.clone() };
     }
     cfg.max_sessions = args.max_players;
-    cfg.schema_json = volley::server::World::schema(&Arena::new()).to_json();
-    let file = |path: &str, content_type, body: &str| volley_web::PageFile {
-        path: path.into(),
-        content_type,
-        body: Arc::from(body.as_bytes()),
-    };
-    cfg.page = vec![
-        file("/index.html", "text/html; charset=utf-8", volley_arena::page::INDEX_HTML),
-        file("/arena.js", "text/javascript", volley_arena::page::ARENA_JS),
-    ];
-    if args.web_tokens.unwrap_or(args.private_key.is_none()) {
-        let protocol_id = args.protocol_id;
-        // Pages' client ids start far above the bots' (1, 2, ...), at a random place.
-        let next = Arc::new(AtomicU64::new((1 << 40) + u64::from(u32::from_le_bytes([key[0], key[1], key[2], key[3]]))));
-        cfg.tokens = Some(Arc::new(move |ask: &volley_web::TokenAsk| {
-            let mut params = TokenParams::new(protocol_id, next.fetch_add(1, Ordering::Relaxed), public, unix_secs());
-            params.expire_seconds = 30;
-            params.timeout_seconds = 10;
-            if ask.watch {
-                params.user_data[..volley_arena::bots::SPECTATOR.len()].copy_from_slice(volley_arena::bots::SPECTATOR);
-            }
-            ConnectToken::generate(&params, &key).ok().map(|t| t.to_bytes().to_vec())
-        }));
-    }
     let web = volley_web::serve(cfg).await.map_err(|e| format!("--web: {e}"))?;
     println!(
         "web: http://{}/ (WebTransport on udp {}, WebSocket fallback at /ws)",
@@ -672,10 +648,6 @@ async fn start_web(
         web.webtransport_addr()
     );
     Ok(web)
-}
-
-fn unix_secs() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn key_or_random(hex_key: Option<&str>) -> Result<[u8; 32], String> {
@@ -1593,7 +1565,7 @@ mod tests {
     }
 
     /// Every key of the config file.
-    const KEYS: [&str; 32] = [
+    const KEYS: [&str; 36] = [
         "bind",
         "public_addr",
         "private_key",

@@ -1173,14 +1173,19 @@ export class Client {
 
 /**
  * Connects: WebTransport first (unless `transport: "websocket"`), the WebSocket where it
- * fails. `token` is the 2048-byte connect token (Uint8Array). Resolves to a Client whose
- * link, should it break, is opened again with the session's resume ticket.
+ * fails. `token` is the 2048-byte connect token (Uint8Array); `hashes` the certificate
+ * hashes to trust (hex SHA-256, from the server's `/web.json`), or an async function giving
+ * them, asked before each connection. Resolves to a Client whose link, should it break, is
+ * opened again with the session's resume ticket while the server keeps the session.
  */
 export async function connect({ token, schema, webtransport, hashes, websocket, transport, onLink }) {
   const client = new Client(schema);
   const open = async (tok) => {
     if (transport !== "websocket" && webtransport && typeof WebTransport !== "undefined") {
-      try { return await openWebTransport(webtransport, hashes, tok); } catch (e) { if (transport === "webtransport") throw e; }
+      // Hashes may be a function: asked again for each connection, so that a page that
+      // reconnects after the server renewed its certificate trusts the new one.
+      const trusted = typeof hashes === "function" ? await hashes() : hashes;
+      try { return await openWebTransport(webtransport, trusted, tok); } catch (e) { if (transport === "webtransport") throw e; }
     }
     return openWebSocket(websocket, tok);
   };

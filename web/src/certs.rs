@@ -169,7 +169,8 @@ impl Rotation {
                     return Ok(false);
                 }
                 let next = self_signed(names, now, *lifetime)?;
-                let until = self.current.made.checked_sub(Duration::from_secs(3600)).unwrap_or(self.current.made) + *lifetime;
+                let until =
+                    self.current.made.checked_sub(Duration::from_secs(3600)).unwrap_or(self.current.made) + *lifetime;
                 self.previous = Some((std::mem::replace(&mut self.current, next).hash, until));
                 Ok(true)
             }

@@ -214,7 +214,8 @@ pub async fn serve(cfg: WebConfig) -> Result<WebHandle, WebError> {
     let now = (cfg.clock)();
     let mut rotation = certs::Rotation::start(cfg.certificates.clone(), now).await?;
     let wt_addr = cfg.webtransport.unwrap_or(cfg.http);
-    let endpoint = Endpoint::server(quic_config(wt_addr, &rotation.current.identity)).map_err(|e| WebError::Bind(wt_addr, e))?;
+    let endpoint =
+        Endpoint::server(quic_config(wt_addr, &rotation.current.identity)).map_err(|e| WebError::Bind(wt_addr, e))?;
     let wt_bound = endpoint.local_addr().map_err(|e| WebError::Bind(wt_addr, e))?;
     let listener = TcpListener::bind(cfg.http).await.map_err(|e| WebError::Bind(cfg.http, e))?;
     let http_bound = listener.local_addr().map_err(|e| WebError::Bind(cfg.http, e))?;
@@ -235,7 +236,8 @@ pub async fn serve(cfg: WebConfig) -> Result<WebHandle, WebError> {
                 let now = (cfg.clock)();
                 match rotation.poll(now).await {
                     Ok(true) => {
-                        if let Err(e) = endpoint.reload_config(quic_config(wt_bound, &rotation.current.identity), false) {
+                        if let Err(e) = endpoint.reload_config(quic_config(wt_bound, &rotation.current.identity), false)
+                        {
                             tracing::warn!(error = %e, "could not present the new certificate");
                         } else {
                             tracing::info!(hash = %rotation.current.hash, "WebTransport certificate renewed");
@@ -303,7 +305,7 @@ impl BrowserSide for WtSide {
     async fn send(&mut self, payload: &[u8]) -> bool {
         // A payload larger than the path's datagrams goes on a stream of its own.
         if self.conn.max_datagram_size().is_some_and(|m| payload.len() <= m) {
-            return self.conn.send_datagram(payload.to_vec()).is_ok();
+            return self.conn.send_datagram(payload).is_ok();
         }
         let (conn, payload) = (self.conn.clone(), payload.to_vec());
         tokio::spawn(async move {

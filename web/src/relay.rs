@@ -89,7 +89,8 @@ pub async fn run(mut side: impl BrowserSide, token: &[u8], server: SocketAddr) {
         return;
     }
     let target = local_target(server);
-    let bind: SocketAddr = if target.is_ipv4() { (Ipv4Addr::LOCALHOST, 0).into() } else { (Ipv6Addr::LOCALHOST, 0).into() };
+    let bind: SocketAddr =
+        if target.is_ipv4() { (Ipv4Addr::LOCALHOST, 0).into() } else { (Ipv6Addr::LOCALHOST, 0).into() };
     let socket = match UdpSocket::bind(bind).await {
         Ok(s) if s.connect(target).await.is_ok() => s,
         _ => {

@@ -12,12 +12,4 @@ pub mod rooms;
 
 pub use game::*;
 
-/// The arena in a browser: the page `volley run --web ADDR` serves (it loads the framework's
-/// JavaScript client from `/volley.js`).
-pub mod page {
-    /// `/index.html`: the canvas, the scoreboard, the kill feed and `#volley-status`.
-    pub const INDEX_HTML: &str = include_str!("../web/index.html");
-    /// `/arena.js`: joins as a player (`?bot=1` plays by itself, `?watch=1` watches a match),
-    /// draws, and reports in `#volley-status`.
-    pub const ARENA_JS: &str = include_str!("../web/arena.js");
-}
+pub mod web;

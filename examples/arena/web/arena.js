@@ -147,7 +147,8 @@ async function main() {
   const client = await connect({
     token, schema,
     webtransport: `https://${location.hostname}:${web.webtransport_port}${web.webtransport_path}`,
-    hashes: web.certificate_hashes,
+    // Asked again before each reconnection: the server renews its certificate every week.
+    hashes: async () => (await json("/web.json")).certificate_hashes,
     websocket: `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}${web.websocket_path}`,
     transport: params.get("transport") || undefined,
     onLink: (link) => showStatus({ transport: link.kind, state: "connected" }),
