@@ -25,6 +25,10 @@ use volley::protocol::netcode::{MAX_PAYLOAD_BYTES, Transmit};
 /// A connect token's size, the first thing a browser sends.
 pub const TOKEN_BYTES: usize = 2048;
 
+/// A payload of this one byte (no session payload starts with it) asks the relay to
+/// disconnect: the page leaves.
+pub const LEAVE: u8 = 0;
+
 /// How long a browser has to send its token once its connection is open.
 pub const TOKEN_WAIT: Duration = Duration::from_secs(5);
 
@@ -108,6 +112,16 @@ pub async fn run(mut side: impl BrowserSide, token: &[u8], server: SocketAddr) {
         tokio::select! {
             from_browser = side.recv() => {
                 let Some(payload) = from_browser else { return };
+                if payload == [LEAVE] {
+                    // The page leaves (or answers a goodbye): netcode's disconnect, so the
+                    // server frees the seat now rather than keep it for a resume.
+                    client.disconnect(now(), &mut out);
+                    for packet in out.0.drain(..) {
+                        let _ = socket.try_send(&packet);
+                    }
+                    side.status(&Status::Ended("left".into())).await;
+                    return;
+                }
                 if payload.is_empty() || payload.len() > MAX_PAYLOAD_BYTES {
                     continue;
                 }
