@@ -511,3 +511,23 @@ fn the_javascript_client_reads_every_vector() {
     let checks: u32 = said.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
     assert!(checks >= 50, "only {checks} checks ran: {said}");
 }
+
+/// The browser's client against garbage: random bytes and vectors with bytes changed go
+/// through each of its decoders (`node web/test/garbage.mjs`), which may throw only its
+/// `BadPacket`; anything else would stop a page.
+#[test]
+fn the_javascript_client_turns_garbage_into_bad_packets_only() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("node")
+        .arg(root.join("web/test/garbage.mjs"))
+        .arg(root.join("docs/vectors"))
+        .arg("5000")
+        .output()
+        .unwrap_or_else(|e| panic!("node (every machine has it): {e}"));
+    assert!(
+        out.status.success(),
+        "web/test/garbage.mjs: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
