@@ -500,12 +500,7 @@ fn the_vectors_in_docs_are_what_the_code_writes_and_reads() {
 /// and that its input writer writes the vector's bytes. Node is on every machine.
 #[test]
 fn the_javascript_client_reads_every_vector() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new("node")
-        .arg(root.join("web/test/vectors.mjs"))
-        .arg(root.join("docs/vectors"))
-        .output()
-        .unwrap_or_else(|e| panic!("node (every machine has it): {e}"));
+    let out = node("vectors.mjs", &[]);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "web/test/vectors.mjs: {}{said}", String::from_utf8_lossy(&out.stderr));
     let checks: u32 = said.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);
@@ -517,17 +512,22 @@ fn the_javascript_client_reads_every_vector() {
 /// `BadPacket`; anything else would stop a page.
 #[test]
 fn the_javascript_client_turns_garbage_into_bad_packets_only() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let out = std::process::Command::new("node")
-        .arg(root.join("web/test/garbage.mjs"))
-        .arg(root.join("docs/vectors"))
-        .arg("5000")
-        .output()
-        .unwrap_or_else(|e| panic!("node (every machine has it): {e}"));
+    let out = node("garbage.mjs", &["5000"]);
     assert!(
         out.status.success(),
         "web/test/garbage.mjs: {}{}",
         String::from_utf8_lossy(&out.stderr),
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+/// Runs `web/test/SCRIPT` under node with the vectors' folder and `args`.
+fn node(script: &str, args: &[&str]) -> std::process::Output {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::process::Command::new("node")
+        .arg(root.join("web/test").join(script))
+        .arg(root.join("docs/vectors"))
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("node (every machine has it): {e}"))
 }
