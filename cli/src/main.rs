@@ -383,6 +383,15 @@ struct RunArgs {
     link: LinkArgs,
 }
 
+/// How bots connect ([`BotsArgs::transport`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Transport {
+    /// netcode.io over UDP.
+    Udp,
+    /// WebTransport through the server's web front, as a browser.
+    Webtransport,
+}
+
 #[derive(Debug, clap::Args)]
 struct BotsArgs {
     /// The server's address (host:port; a name is resolved).
@@ -428,6 +437,15 @@ struct BotsArgs {
     /// The bearer token the server's /metrics requires, if any.
     #[arg(long, env = "VOLLEY_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// How the bots connect: `udp` (netcode, the default) or `webtransport` (as a browser
+    /// does, through the server's web front given by --web: load runs then measure what a
+    /// browser player costs the server).
+    #[arg(long, value_enum, default_value_t = Transport::Udp)]
+    transport: Transport,
+    /// The server's web front (its --web HTTP address), for --transport webtransport: the
+    /// bots read /web.json there for the WebTransport port and the certificates to trust.
+    #[arg(long, env = "VOLLEY_WEB", default_value = "127.0.0.1:8080")]
+    web: String,
     /// Churn: this percentage of the live bots leave every --churn-every seconds, and as
     /// many new bots join.
     #[arg(long, default_value_t = 0.0)]
@@ -1196,12 +1214,25 @@ async fn bots(args: BotsArgs) -> Result<(), String> {
     within("--bots", args.bots, 0, MAX_BOTS)?;
     let churn = (args.churn_percent > 0.0)
         .then(|| Churn { every: Duration::from_secs_f64(args.churn_every), fraction: args.churn_percent / 100.0 });
+    let webtransport = match args.transport {
+        Transport::Udp => None,
+        Transport::Webtransport => {
+            if link.profile.is_some() || link.line.is_some() || link.rebind_every.is_some() {
+                return Err("--transport webtransport: the link options (conditioner, line, rebind) are UDP's".into());
+            }
+            let web = resolve("--web", &args.web).await?;
+            let found = volley_web::client::discover(web).await.map_err(|e| format!("--web: {e}"))?;
+            println!("bots over WebTransport to {} (certificates {})", found.addr, found.certificate_hashes.len());
+            Some(volley_arena::bots::WebTarget { addr: found.addr, certificate_hashes: found.certificate_hashes })
+        }
+    };
     let cfg = SwarmConfig {
         protocol_id: args.protocol_id,
         first_client_id: args.first_client_id,
         link: link.profile,
         line: link.line,
         rebind_every: link.rebind_every,
+        webtransport,
         churn,
         spectators: args.spectators,
         tokens: backend.clone().map(|b| Arc::new(fleet::SharedTokens(b)) as Arc<dyn volley_arena::bots::TokenSource>),

@@ -4,6 +4,7 @@
 //! [`Transmit`] sink. [`udp`] drives one over a real UDP socket from a task of its own;
 //! [`polled`] from the game's frame loop.
 
+mod carrier;
 mod link;
 pub mod playback;
 pub mod polled;
@@ -25,6 +26,8 @@ use crate::protocol::scoreboard::Scoreboard;
 use crate::protocol::session::{CONTROL_FRAME, ClientSession, Control, MAX_CONTROL_BYTES, SessionEnd, SessionParams};
 use crate::protocol::snapshot::{EntityId, Replicate, Schema, SnapshotReceiver, WorldSnapshot};
 use crate::protocol::system::{Pace, Redirect, SpectatorStatus, Ticket, WorldNotice};
+use carrier::Carrier;
+pub use carrier::RELAY_LEAVE;
 pub use playback::{Playback, PlaybackClock};
 
 /// What a game shows about its connection (the data for a lagometer).
@@ -113,7 +116,7 @@ pub enum LinkStatus {
 /// A connection to a volley server.
 #[derive(Debug)]
 pub struct GameClient {
-    netcode: NetcodeClient,
+    netcode: Carrier,
     session: ClientSession,
     channel: Channel,
     snapshots: SnapshotReceiver,
@@ -232,14 +235,14 @@ pub const MAX_NOTICES: usize = 64;
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
 /// but cannot happen for sizes we control).
 struct Via<'a, T: Transmit> {
-    netcode: &'a mut NetcodeClient,
+    netcode: &'a mut Carrier,
     now: Duration,
     tx: &'a mut T,
 }
 
 impl<T: Transmit> Via<'_, T> {
     fn payload(&mut self, bytes: &[u8]) {
-        let _ = self.netcode.send_payload(self.now, bytes, self.tx);
+        self.netcode.send_payload(self.now, bytes, self.tx);
     }
 }
 
@@ -248,6 +251,42 @@ impl GameClient {
     pub fn new(token: ConnectToken, schema: Arc<Schema>, now: Duration) -> Self {
         let mut netcode = NetcodeClient::new(token, now);
         netcode.connect(now);
+        Self::with_carrier(Carrier::Netcode(netcode), schema)
+    }
+
+    /// A client whose connection a relay makes for it: the WebTransport client of
+    /// `volley-web` gives the connect token to the server's relay, which is the server's
+    /// netcode client, and QUIC encrypts. Everything above the connection is the same code as
+    /// [`GameClient::new`]'s: the session, its channels, inputs, snapshots and framework
+    /// messages. The payloads it hands to the [`Transmit`] sink go to `relay` as they are
+    /// (each one datagram for the relay), and the shell hands it the relay's payloads with
+    /// [`GameClient::receive`], tells it when the relay connected
+    /// ([`GameClient::relay_connected`]) and when the connection ended
+    /// ([`GameClient::relay_ended`]). [`GameClient::disconnect`] sends the one-byte
+    /// [`RELAY_LEAVE`].
+    ///
+    /// A relayed client neither resumes by itself nor follows a redirect: its shell reconnects
+    /// (with [`GameClient::ticket`] as the token, to resume), and a redirect ends it with
+    /// [`SessionEnd::Moved`].
+    pub fn relayed(relay: SocketAddr, schema: Arc<Schema>, now: Duration) -> Self {
+        Self::with_carrier(Carrier::relayed(relay, now), schema)
+    }
+
+    /// The relay connected ([`GameClient::relayed`]); the server gave this client the slot
+    /// `client_index`. The session's hello goes at the next [`GameClient::update`].
+    pub fn relay_connected(&mut self, client_index: u32, now: Duration) {
+        self.netcode.relay_connected(client_index, now);
+    }
+
+    /// The relay's connection ended ([`GameClient::relayed`]), in this netcode state (say
+    /// [`ClientState::ConnectionTimedOut`] when the connection was lost,
+    /// [`ClientState::Disconnected`] when the relay closed it): [`GameClient::ended`] then
+    /// says why, unless the server said so first.
+    pub fn relay_ended(&mut self, state: ClientState) {
+        self.netcode.relay_ended(state);
+    }
+
+    fn with_carrier(netcode: Carrier, schema: Arc<Schema>) -> Self {
         Self {
             netcode,
             session: ClientSession::default(),
@@ -301,6 +340,12 @@ impl GameClient {
 
     /// Follows a redirect: leaves the old server, connects to the new one with the token.
     fn follow(&mut self, now: Duration, r: Redirect, tx: &mut impl Transmit) {
+        if self.netcode.is_relayed() {
+            // Its shell connected it; another server's web address is not in a redirect.
+            self.ended = Some(SessionEnd::Moved);
+            self.netcode.disconnect(now, tx);
+            return;
+        }
         let token = match ConnectToken::from_bytes(&r.token) {
             Ok(t) => t,
             Err(_) => {
@@ -348,7 +393,11 @@ impl GameClient {
     /// address changed (a new socket) calls it at once. Returns whether there was a ticket to
     /// resume with (a client without one, or whose session is over, does nothing).
     pub fn resume(&mut self, now: Duration) -> bool {
-        if self.ended.is_some() || self.leaving || self.resuming.is_some() && !self.netcode.is_connected() {
+        if self.ended.is_some()
+            || self.leaving
+            || self.netcode.is_relayed()
+            || self.resuming.is_some() && !self.netcode.is_connected()
+        {
             return false;
         }
         let Some(ticket) = self.ticket.take() else { return false };
@@ -363,7 +412,7 @@ impl GameClient {
         let mut netcode = NetcodeClient::new(token, now);
         netcode.connect(now);
         // No disconnect on the old connection: the server would end the session.
-        self.netcode = netcode;
+        self.netcode = Carrier::Netcode(netcode);
         self.resume_token = Some(ticket);
         self.resuming = Some(deadline.max(now + RESUME_AT_LEAST));
         // Inputs wait for the new connection, in order, from the first the server had not
@@ -890,9 +939,10 @@ impl GameClient {
             {
                 // No answer yet (the network is still down): the same ticket again, until the
                 // server's grace is over. A handshake sends ten requests a second.
-                self.netcode = NetcodeClient::new(token, now);
-                self.netcode.connect(now);
-                self.netcode.update(now, tx);
+                let mut netcode = NetcodeClient::new(token, now);
+                netcode.connect(now);
+                netcode.update(now, tx);
+                self.netcode = Carrier::Netcode(netcode);
             }
         }
         if std::mem::take(&mut self.system_ack_due)
@@ -915,7 +965,7 @@ impl GameClient {
 
     /// Takes one datagram; returns the tick of a newly decoded snapshot.
     pub fn receive(&mut self, now: Duration, from: SocketAddr, buf: &mut [u8]) -> Option<u32> {
-        let payload = self.netcode.process(now, from, buf).ok()??;
+        let payload = self.netcode.process(now, from, buf)?;
         self.stats.packets_received += 1;
         self.stats.bytes_received += payload.len() as u64;
         if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {

@@ -25,6 +25,7 @@
 //! ```
 
 pub mod certs;
+pub mod client;
 pub mod relay;
 
 use std::collections::HashMap;

@@ -27,7 +27,7 @@ pub const TOKEN_BYTES: usize = 2048;
 
 /// A payload of this one byte (no session payload starts with it) asks the relay to
 /// disconnect: the page leaves.
-pub const LEAVE: u8 = 0;
+pub const LEAVE: u8 = volley::client::RELAY_LEAVE;
 
 /// How long a browser has to send its token once its connection is open.
 pub const TOKEN_WAIT: Duration = Duration::from_secs(5);

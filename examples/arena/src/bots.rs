@@ -19,6 +19,7 @@ use volley::protocol::netcode::token::{ConnectToken, TokenParams};
 use volley::protocol::snapshot::{Schema, WorldSnapshot};
 use volley::server::unix_now;
 use volley::transport::conditioner::{Bottleneck, LinkProfile};
+use volley_web::client::WebTransportClient;
 
 /// Swarm settings.
 #[derive(Debug, Clone)]
@@ -59,6 +60,20 @@ pub struct SwarmConfig {
     /// moves a player, untold: the bot hears a second of silence and resumes its session
     /// with its ticket); the bots' moves are spread over the period.
     pub rebind_every: Option<Duration>,
+    /// Connect over WebTransport, as a browser does, to this endpoint of the server's
+    /// `volley_web` front instead of over UDP (the tokens still name the server's netcode
+    /// address: the web front relays to it). `None`: UDP.
+    pub webtransport: Option<WebTarget>,
+}
+
+/// A WebTransport endpoint to connect the bots to ([`SwarmConfig::webtransport`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebTarget {
+    /// The endpoint's UDP address (`/web.json`'s `webtransport_port` on the web host).
+    pub addr: SocketAddr,
+    /// The hex SHA-256 hashes of the certificates to trust (`/web.json`'s
+    /// `certificate_hashes`); empty: the system's roots.
+    pub certificate_hashes: Vec<String>,
 }
 
 /// Sees every snapshot the swarm's playing bots decode, as they decode them: an oracle that
@@ -125,6 +140,7 @@ impl SwarmConfig {
             tokens: None,
             watch: None,
             rebind_every: None,
+            webtransport: None,
         }
     }
 }
@@ -397,9 +413,61 @@ pub fn think(me: u32, world: &WorldSnapshot, schema: &Schema, tick: u64) -> (Are
     (input, others)
 }
 
+/// A bot's connection: UDP, or WebTransport as a browser's.
+#[derive(Debug)]
+enum Conn {
+    Udp(PolledClient),
+    Web(Box<WebTransportClient>),
+}
+
+impl Conn {
+    fn game(&self) -> &GameClient {
+        match self {
+            Conn::Udp(c) => &c.client,
+            Conn::Web(c) => &c.client,
+        }
+    }
+
+    fn game_mut(&mut self) -> &mut GameClient {
+        match self {
+            Conn::Udp(c) => &mut c.client,
+            Conn::Web(c) => &mut c.client,
+        }
+    }
+
+    fn poll(&mut self, input: &[u8]) -> usize {
+        match self {
+            Conn::Udp(c) => c.poll(input),
+            Conn::Web(c) => c.poll(input),
+        }
+    }
+
+    fn poll_watching(&mut self) -> usize {
+        match self {
+            Conn::Udp(c) => c.poll_watching(),
+            Conn::Web(c) => c.poll_watching(),
+        }
+    }
+
+    /// A new local port (UDP only: a WebTransport session's QUIC migrates by itself).
+    fn rebind(&mut self) -> bool {
+        match self {
+            Conn::Udp(c) => c.rebind().is_ok(),
+            Conn::Web(_) => false,
+        }
+    }
+
+    fn disconnect(&mut self) {
+        match self {
+            Conn::Udp(c) => c.disconnect(),
+            Conn::Web(c) => c.disconnect(),
+        }
+    }
+}
+
 /// One bot between frames.
 struct Bot {
-    client: PolledClient,
+    client: Conn,
     report: BotReport,
     started: Instant,
     tick: u64,
@@ -458,16 +526,27 @@ impl Bot {
     /// Binds its socket; `None` if it cannot (it reports as never connected).
     fn start(cfg: &SwarmConfig, index: usize, token: ConnectToken, schema: &Arc<Schema>) -> Option<Self> {
         let spectator = index >= cfg.bots.saturating_sub(cfg.spectators);
-        let mut client = GameClient::new(token, schema.clone(), unix_now());
         // The bots aim at what the newest snapshot shows: their rail is judged there.
-        client.set_view_mode(ViewMode::Newest);
-        let mut client = PolledClient::bind(client, cfg.bind, unix_now).ok()?;
-        if let Some(link) = cfg.link {
-            client = client.with_conditioner(link, 0x9e37_79b9 ^ (index as u64).wrapping_mul(0x2545_f491));
-        }
-        if cfg.line.is_some() {
-            client.set_downlink(cfg.line);
-        }
+        let client = match &cfg.webtransport {
+            Some(web) => {
+                let mut c =
+                    WebTransportClient::connect(web.addr, &web.certificate_hashes, &token, schema.clone(), unix_now);
+                c.client.set_view_mode(ViewMode::Newest);
+                Conn::Web(Box::new(c))
+            }
+            None => {
+                let mut client = GameClient::new(token, schema.clone(), unix_now());
+                client.set_view_mode(ViewMode::Newest);
+                let mut client = PolledClient::bind(client, cfg.bind, unix_now).ok()?;
+                if let Some(link) = cfg.link {
+                    client = client.with_conditioner(link, 0x9e37_79b9 ^ (index as u64).wrapping_mul(0x2545_f491));
+                }
+                if cfg.line.is_some() {
+                    client.set_downlink(cfg.line);
+                }
+                Conn::Udp(client)
+            }
+        };
         Some(Self {
             client,
             report: BotReport { spectator, ..BotReport::default() },
@@ -497,10 +576,10 @@ impl Bot {
     fn frame(&mut self, cfg: &SwarmConfig, progress: &SwarmProgress, schema: &Schema) -> bool {
         let bot = &mut self.client;
         let report = &mut self.report;
-        let moves = bot.client.moves();
+        let moves = bot.game().moves();
         let got = if self.spectator { bot.poll_watching() } else { bot.poll(&self.input) };
         self.tick += 1;
-        if bot.client.moves() != moves {
+        if bot.game().moves() != moves {
             self.moving_since = self.snapshot_at;
         }
         if got > 0
@@ -518,17 +597,17 @@ impl Bot {
             let first = self.first_snapshot.get_or_insert((now, 0));
             first.1 += got as u64;
         }
-        let ready = bot.client.is_ready();
+        let ready = bot.game().is_ready();
         if let (Some(at), Some(every)) = (self.next_rebind, cfg.rebind_every)
             && Instant::now() >= at
         {
             self.next_rebind = Some(at + every);
-            if bot.rebind().is_ok() {
+            if bot.rebind() {
                 report.rebinds += 1;
             }
         }
-        if ready && bot.client.moves() == 0 {
-            let me = bot.client.client_index();
+        if ready && bot.game().moves() == 0 {
+            let me = bot.game().client_index();
             match (self.player, me) {
                 (None, Some(me)) => self.player = Some(me),
                 (Some(was), Some(me)) if was != me => report.lost_player = true,
@@ -548,12 +627,12 @@ impl Bot {
             progress.inputs.fetch_add(1, Ordering::Relaxed);
         }
         // Another world, or another server (a zone's handoff): another numbering.
-        let world = bot.client.world().map_or(0, |n| n.world);
-        if world != self.world || bot.client.moves() != moves {
+        let world = bot.game().world().map_or(0, |n| n.world);
+        if world != self.world || bot.game().moves() != moves {
             self.world = world;
             self.stay += 1;
         }
-        while let Some(msg) = bot.client.channel().recv_message::<ArenaEvent>() {
+        while let Some(msg) = bot.game_mut().channel().recv_message::<ArenaEvent>() {
             if let Ok(ArenaEvent::Kill { seq, .. }) = msg {
                 report.kill_feed.push(Heard { stay: self.stay, world, seq });
             }
@@ -564,33 +643,33 @@ impl Bot {
         }
         if got > 0 && self.spectator {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
-            progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
+            progress.snapshot_bytes.fetch_add(bot.game().stats().last_snapshot_bytes as u64, Ordering::Relaxed);
             // Avatars only (the global world's beacons are seen from the lobby too).
             let avatar = schema.kind_of::<Avatar>();
-            let seen = bot.client.latest().map_or(0, |w| w.iter().filter(|e| Some(e.kind) == avatar).count());
+            let seen = bot.game().latest().map_or(0, |w| w.iter().filter(|e| Some(e.kind) == avatar).count());
             report.max_others_seen = report.max_others_seen.max(seen);
         } else if got > 0 && !idle {
             progress.snapshots.fetch_add(got as u64, Ordering::Relaxed);
-            progress.snapshot_bytes.fetch_add(bot.client.stats().last_snapshot_bytes as u64, Ordering::Relaxed);
+            progress.snapshot_bytes.fetch_add(bot.game().stats().last_snapshot_bytes as u64, Ordering::Relaxed);
             // Its avatar's id (in a match world it carries the world's number).
-            if let (Some(world), Some(me)) = (bot.client.latest(), bot.client.own_entity()) {
+            if let (Some(world), Some(me)) = (bot.game().latest(), bot.game().own_entity()) {
                 let (i, others) = think(me, world, schema, self.tick);
                 report.max_others_seen = report.max_others_seen.max(others);
                 self.input = i.to_bytes();
             }
         }
-        if bot.client.state() == ClientState::Disconnected {
+        if bot.game().state() == ClientState::Disconnected {
             progress.disconnected_by_server.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        !bot.client.state().is_error()
+        !bot.game().state().is_error()
     }
 }
 
 /// Shows `watch` every snapshot bot `index` decoded since the last it was shown (`watched`;
 /// ticks follow one another; after a move to another server, from the new server's first).
-fn show(bot: &PolledClient, index: usize, watched: &mut Option<(SocketAddr, u32)>, watch: &dyn SnapshotWatch) {
-    let c = &bot.client;
+fn show(bot: &Conn, index: usize, watched: &mut Option<(SocketAddr, u32)>, watch: &dyn SnapshotWatch) {
+    let c = bot.game();
     let (Some(server), Some(me), Some(newest)) = (c.server_addr(), c.client_index(), c.latest().map(|l| l.tick()))
     else {
         return;
@@ -615,22 +694,22 @@ impl Bot {
             progress.connected.fetch_sub(1, Ordering::Relaxed);
         }
         let bot = &mut self.client;
-        let s = bot.client.stats();
+        let s = bot.game().stats();
         let report = &mut self.report;
-        report.state = Some(bot.client.state());
+        report.state = Some(bot.game().state());
         report.snapshots = s.snapshots;
         report.snapshot_errors = s.snapshot_errors;
         report.rtt = s.rtt;
         report.loss = s.loss;
         report.bytes_received = s.bytes_received;
-        report.latest = bot.client.latest().cloned();
-        report.moves = bot.client.moves();
-        report.resumes = bot.client.resumes();
+        report.latest = bot.game().latest().cloned();
+        report.moves = bot.game().moves();
+        report.resumes = bot.game().resumes();
         if let (Some((first, n)), Some(last)) = (self.first_snapshot, self.snapshot_at) {
             let secs = last.duration_since(first).as_secs_f64();
             report.snapshot_rate = if n > 1 && secs > 0.0 { (n - 1) as f64 / secs } else { 0.0 };
         }
-        if bot.client.state() == ClientState::Connected {
+        if bot.game().state() == ClientState::Connected {
             bot.disconnect();
         }
         self.report
