@@ -12,15 +12,23 @@
 # logs and says where. On a machine where the server is short of CPU, its pacer lowers the
 # snapshot rate for part of a run and the CPU per player-tick follows that, not the binary:
 # to compare binaries' CPU, hold the rate with SERVER_ARGS="... --min-snapshot-rate 60".
+# TRANSPORT=webtransport connects the bots as browsers do: the server also runs its web
+# front (--web 127.0.0.1:8080, its relays in the server's process, so counted in its CPU)
+# and the bots go over WebTransport to it (`volley bots --transport webtransport`).
 set -euo pipefail
 BIN=${1:?usage: tools/load_run.sh BIN [PLAYERS]}
 N=${2:-1000}
 KEY=0101010101010101010101010101010101010101010101010101010101010101
 LOG=$(mktemp -d)
-"$BIN" server --private-key "$KEY" --max-players $((N * 2)) --duration 46 ${SERVER_ARGS:-} >"$LOG/server.log" 2>&1 &
+WEB_SERVER=() WEB_BOTS=()
+if [ "${TRANSPORT:-udp}" = webtransport ]; then
+    WEB_SERVER=(--web 127.0.0.1:8080)
+    WEB_BOTS=(--transport webtransport --web 127.0.0.1:8080)
+fi
+"$BIN" server --private-key "$KEY" --max-players $((N * 2)) --duration 46 "${WEB_SERVER[@]}" ${SERVER_ARGS:-} >"$LOG/server.log" 2>&1 &
 SERVER=$!
 sleep 2
-"${BOTS_BIN:-$BIN}" bots --private-key "$KEY" --bots "$N" --duration 40 --admin 127.0.0.1:9100 >"$LOG/bots.log" 2>&1 || true
+"${BOTS_BIN:-$BIN}" bots --private-key "$KEY" --bots "$N" --duration 40 --admin 127.0.0.1:9100 "${WEB_BOTS[@]}" >"$LOG/bots.log" 2>&1 || true
 wait "$SERVER" || true
 grep -E '^(bots:|snapshots:|RTT|server figures|server \(its|process:|server:|inputs applied)' "$LOG/bots.log" "$LOG/server.log" | sed "s|$LOG/||"
 [ -n "${KEEP_LOG:-}" ] && echo "logs in $LOG" || rm -rf "$LOG"

@@ -28,8 +28,9 @@ pub struct BackendArgs {
     /// The game's protocol id.
     #[arg(long, env = "VOLLEY_PROTOCOL_ID", default_value_t = volley::DEFAULT_PROTOCOL_ID)]
     protocol_id: u64,
-    /// A game server, as PUBLIC_ADDR@ADMIN_ADDR (the UDP address clients use, the admin
-    /// listener polled for /readyz); repeat, or comma-separate in the environment. Names are
+    /// A game server, as PUBLIC_ADDR@ADMIN_ADDR[@WEB_URL] (the UDP address clients use, the
+    /// admin listener polled for /readyz, and the server's web front as a browser reaches it,
+    /// named in its token grants); repeat, or comma-separate in the environment. Names are
     /// resolved at start.
     #[arg(long = "server", env = "VOLLEY_BACKEND_SERVERS", value_delimiter = ',', required = true)]
     servers: Vec<String>,
@@ -53,16 +54,27 @@ pub struct BackendArgs {
     /// HTTP connections served at once.
     #[arg(long, default_value_t = 1024)]
     max_connections: usize,
+    /// Origins of pages that may ask for tokens from a browser (CORS), comma-separated, as
+    /// the browser sends them (https://game.example.com); `*` for any page.
+    #[arg(long = "cors-origin", env = "VOLLEY_BACKEND_CORS_ORIGINS", value_delimiter = ',')]
+    cors_origins: Vec<String>,
     /// Stop after this many seconds (default: until Ctrl-C or SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
 }
 
 async fn resolve_spec(s: &str) -> Result<ServerSpec, String> {
-    let (public, admin) = s.split_once('@').ok_or_else(|| format!("--server {s:?}: give PUBLIC_ADDR@ADMIN_ADDR"))?;
+    let (public, rest) =
+        s.split_once('@').ok_or_else(|| format!("--server {s:?}: give PUBLIC_ADDR@ADMIN_ADDR[@WEB_URL]"))?;
+    let (admin, web) = match rest.split_once('@') {
+        Some((admin, web)) => {
+            (admin, Some(volley_fleet::backend::pool::check_web(web).map_err(|e| format!("--server: {e}"))?))
+        }
+        None => (rest, None),
+    };
     let public = crate::resolve("--server", public).await?;
     let admin = crate::resolve("--server", admin).await?;
-    Ok(ServerSpec { public, admin })
+    Ok(ServerSpec { public, admin, web })
 }
 
 /// `volley backend`.
@@ -84,7 +96,13 @@ pub async fn run_backend(a: BackendArgs) -> Result<(), String> {
     desk.per_address = (a.per_address_rate, (a.per_address_rate * 5.0).max(1.0));
     desk.token_expire_secs = a.token_expire;
     let listener = tokio::net::TcpListener::bind(a.bind).await.map_err(|e| format!("--bind {}: {e}", a.bind))?;
-    let config = BackendConfig { desk, servers: servers.clone(), private_key: key, max_connections: a.max_connections };
+    let config = BackendConfig {
+        desk,
+        servers: servers.clone(),
+        private_key: key,
+        max_connections: a.max_connections,
+        cors_origins: a.cors_origins.into_iter().filter(|o| !o.is_empty()).collect(),
+    };
     let handle = backend::start(listener, config).map_err(|e| e.to_string())?;
     println!("backend: {} (POST /v1/token, GET /metrics /healthz /readyz) for {} servers", handle.url(), servers.len());
     for s in &servers {

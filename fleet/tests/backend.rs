@@ -26,13 +26,14 @@ async fn setup(tune: impl FnOnce(&mut BackendConfig)) -> (ServerHandle, BackendH
     config.admin_addr = Some("127.0.0.1:0".parse().unwrap());
     config.max_players = 1000;
     let server = volley::server::start(config, volley::testing::EmptyWorld).await.unwrap();
-    let spec = ServerSpec { public: server.addr(), admin: server.admin_addr().unwrap() };
+    let spec = ServerSpec { public: server.addr(), admin: server.admin_addr().unwrap(), web: None };
     let auth = Auth { secret: Some(SECRET.to_vec()), api_keys: vec!["trusted-key".into()] };
     let mut config = BackendConfig {
         desk: DeskConfig::new(auth, DEFAULT_PROTOCOL_ID),
         servers: vec![spec],
         private_key: KEY,
         max_connections: 64,
+        cors_origins: Vec::new(),
     };
     tune(&mut config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -183,4 +184,48 @@ async fn metric_after_close(held: &mut Vec<tokio::net::TcpStream>, backend: &Bac
     held.clear();
     tokio::time::sleep(Duration::from_millis(200)).await;
     metric(backend, "volley_backend_connections_refused_total").await
+}
+
+/// Sends `request` as it is; the whole answer, head and body.
+async fn raw_all(addr: SocketAddr, request: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let _ = s.write_all(request.as_bytes()).await;
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).to_ascii_lowercase()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_an_allowed_origin_gets_a_token_naming_the_server_s_web_front() {
+    let (_server, backend) = setup(|c| {
+        c.cors_origins = vec!["https://game.example".into()];
+        c.servers[0].web = Some("https://play1.example:8080".into());
+    })
+    .await;
+    let preflight = |origin: &str| {
+        format!(
+            "OPTIONS /v1/token HTTP/1.1\r\nHost: x\r\nOrigin: {origin}\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: authorization, content-type\r\nConnection: close\r\n\r\n"
+        )
+    };
+    let ok = raw_all(backend.addr(), &preflight("https://game.example")).await;
+    assert!(ok.starts_with("http/1.1 204"), "{ok}");
+    assert!(ok.contains("access-control-allow-origin: https://game.example"), "{ok}");
+    assert!(ok.contains("access-control-allow-headers: authorization, content-type"), "{ok}");
+    let other = raw_all(backend.addr(), &preflight("https://evil.example")).await;
+    assert!(other.starts_with("http/1.1 403") && !other.contains("access-control-allow-origin"), "{other}");
+
+    // The page's POST, with a bearer (an API key here; a page would carry a signed request).
+    let body = r#"{"player":"carol"}"#;
+    let with_origin = |origin: &str| {
+        post(body)
+            .replace("Host: x\r\n", &format!("Host: x\r\nOrigin: {origin}\r\nAuthorization: Bearer trusted-key\r\n"))
+    };
+    let answer = raw_all(backend.addr(), &with_origin("https://game.example")).await;
+    assert!(answer.starts_with("http/1.1 200"), "{answer}");
+    assert!(answer.contains("access-control-allow-origin: https://game.example"), "{answer}");
+    let grant: volley_fleet::backend::desk::TokenGrant =
+        serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(grant.web.as_deref(), Some("https://play1.example:8080"), "the grant names the web front");
+    let other = raw_all(backend.addr(), &with_origin("https://evil.example")).await;
+    assert!(!other.contains("access-control-allow-origin"), "no CORS for another page: {other}");
 }

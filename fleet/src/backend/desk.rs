@@ -43,6 +43,11 @@ pub struct TokenGrant {
     pub servers: Vec<SocketAddr>,
     /// When it can no longer be used to start connecting, Unix seconds.
     pub expires_unix: u64,
+    /// The first server's web front, for a page (`http://…` or `https://…`: it reads
+    /// `/web.json` there and connects over WebTransport or WebSocket with this token), when
+    /// the backend knows one ([`ServerSpec::web`](super::pool::ServerSpec::web)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub web: Option<String>,
 }
 
 /// Why a request got no token. Each has its HTTP status and a metric label.
@@ -244,6 +249,7 @@ pub fn mint(params: &TokenParams, key: &Key) -> Result<TokenGrant, String> {
         client_id: params.client_id,
         servers: params.server_addresses.clone(),
         expires_unix: params.now_unix_secs + params.expire_seconds,
+        web: None,
     })
 }
 

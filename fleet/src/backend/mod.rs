@@ -13,7 +13,7 @@
 //!
 //! | path | what |
 //! | --- | --- |
-//! | `POST /v1/token` | a [`desk::TokenRequest`] in, a [`desk::TokenGrant`] out (200), or `{"error": "..."}` with 400, 401, 429 or 503 |
+//! | `POST /v1/token` | a [`desk::TokenRequest`] in, a [`desk::TokenGrant`] out (200), or `{"error": "..."}` with 400, 401, 429 or 503; from a page of an allowed origin ([`BackendConfig::cors_origins`]) with CORS headers, and its preflight `OPTIONS` answered |
 //! | `GET /metrics` | Prometheus text: `volley_backend_requests_total{outcome}`, `volley_backend_request_duration_seconds`, `volley_backend_servers_with_room`, `volley_backend_free_seats`, `volley_backend_rate_limiter_entries`, `volley_backend_connections_refused_total` |
 //! | `GET /healthz` | 200 while it runs |
 //! | `GET /readyz` | 200 when some server has room, else 503 |
@@ -58,6 +58,11 @@ pub struct BackendConfig {
     pub private_key: PrivateKey,
     /// Connections served at once; more are closed at once.
     pub max_connections: usize,
+    /// The origins of pages that may ask for tokens from a browser (CORS: `POST /v1/token`
+    /// answers them with `Access-Control-Allow-Origin`, and its preflight `OPTIONS` is
+    /// answered), exactly as the browser sends them (`https://game.example.com`); `*` lets
+    /// any page. Empty: no page (a browser refuses to show it the answer).
+    pub cors_origins: Vec<String>,
 }
 
 impl std::fmt::Debug for BackendConfig {
@@ -66,6 +71,7 @@ impl std::fmt::Debug for BackendConfig {
             .field("desk", &self.desk)
             .field("servers", &self.servers)
             .field("max_connections", &self.max_connections)
+            .field("cors_origins", &self.cors_origins)
             .finish_non_exhaustive()
     }
 }
@@ -147,6 +153,9 @@ impl Figures {
 struct Shared {
     desk: Mutex<Desk>,
     key: PrivateKey,
+    /// Each server's web front, by its public address.
+    web: std::collections::HashMap<SocketAddr, String>,
+    cors_origins: Vec<String>,
     figures: Figures,
     started: Instant,
 }
@@ -170,6 +179,36 @@ impl Shared {
 fn json_error(status: u16, message: &str) -> Response {
     let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (code, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+/// The `Access-Control-Allow-Origin` a request's `Origin` gets, if it may have one.
+fn allowed_origin(headers: &HeaderMap, origins: &[String]) -> Option<header::HeaderValue> {
+    let origin = headers.get(header::ORIGIN)?;
+    let text = origin.to_str().ok()?;
+    origins.iter().any(|o| o == "*" || o == text).then(|| origin.clone())
+}
+
+/// Adds the CORS headers for a request from an allowed page.
+fn with_cors(mut response: Response, origin: Option<header::HeaderValue>) -> Response {
+    if let Some(origin) = origin {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(header::VARY, header::HeaderValue::from_static("Origin"));
+    }
+    response
+}
+
+/// The preflight a browser sends before a page's `POST /v1/token` with JSON or a bearer.
+async fn preflight(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    let Some(origin) = allowed_origin(&headers, &shared.cors_origins) else {
+        return StatusCode::FORBIDDEN.into_response();
+    };
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    let h = response.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_METHODS, header::HeaderValue::from_static("POST"));
+    h.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, header::HeaderValue::from_static("authorization, content-type"));
+    h.insert(header::ACCESS_CONTROL_MAX_AGE, header::HeaderValue::from_static("600"));
+    with_cors(response, Some(origin))
 }
 
 async fn token(
@@ -199,8 +238,10 @@ async fn token(
             Refusal::Internal(e)
         })
     });
+    let origin = allowed_origin(&headers, &shared.cors_origins);
     let response = match minted {
-        Ok(grant) => {
+        Ok(mut grant) => {
+            grant.web = grant.servers.first().and_then(|first| shared.web.get(first).cloned());
             shared.figures.count("minted");
             (StatusCode::OK, axum::Json(grant)).into_response()
         }
@@ -211,7 +252,7 @@ async fn token(
         }
     };
     shared.figures.duration.record(began.elapsed().as_secs_f64());
-    response
+    with_cors(response, origin)
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
@@ -272,11 +313,13 @@ pub fn start(listener: TcpListener, config: BackendConfig) -> std::io::Result<Ba
     let shared = Arc::new(Shared {
         desk: Mutex::new(Desk::new(config.desk, Pool::new(config.servers))),
         key: config.private_key,
+        web: specs.iter().filter_map(|s| Some((s.public, s.web.clone()?))).collect(),
+        cors_origins: config.cors_origins,
         figures: Figures::new(),
         started: Instant::now(),
     });
     let app = Router::new()
-        .route("/v1/token", post(token))
+        .route("/v1/token", post(token).options(preflight))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))

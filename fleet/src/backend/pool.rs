@@ -24,20 +24,45 @@ pub struct ServerSpec {
     pub public: SocketAddr,
     /// Its admin listener (polled for `/readyz`).
     pub admin: SocketAddr,
+    /// Its web front as a browser reaches it (`http://…` or `https://…`, the server's
+    /// `--web` address or the proxy before it), if it has one: a token grant for this server
+    /// names it ([`TokenGrant::web`](super::desk::TokenGrant::web)), where the page reads
+    /// `/web.json` and connects.
+    pub web: Option<String>,
+}
+
+/// Checks a web front's address for a [`ServerSpec`]: an `http://` or `https://` URL of at
+/// most 200 characters, without spaces, quotes or angle brackets.
+///
+/// # Errors
+/// When it is not one.
+pub fn check_web(web: &str) -> Result<String, String> {
+    let scheme = web.starts_with("http://") || web.starts_with("https://");
+    let clean = web.len() <= 200 && !web.chars().any(|c| c.is_whitespace() || c.is_control() || "\"'<>\\".contains(c));
+    if scheme && clean {
+        Ok(web.trim_end_matches('/').to_owned())
+    } else {
+        Err(format!("{web:?}: give the web front as http://HOST:PORT or https://HOST:PORT"))
+    }
 }
 
 impl std::str::FromStr for ServerSpec {
     type Err = String;
 
-    /// `PUBLIC@ADMIN`: the UDP address clients use and the admin listener, e.g.
-    /// `10.0.0.5:40000@10.0.0.5:9100`.
+    /// `PUBLIC@ADMIN[@WEB]`: the UDP address clients use, the admin listener and, for a
+    /// server with a web front, its URL, e.g.
+    /// `10.0.0.5:40000@10.0.0.5:9100@https://play1.example.com:8080`.
     fn from_str(s: &str) -> Result<Self, String> {
-        let (public, admin) = s
+        let (public, rest) = s
             .split_once('@')
             .ok_or_else(|| format!("{s:?}: give PUBLIC_ADDR@ADMIN_ADDR, e.g. 10.0.0.5:40000@10.0.0.5:9100"))?;
+        let (admin, web) = match rest.split_once('@') {
+            Some((admin, web)) => (admin, Some(check_web(web)?)),
+            None => (rest, None),
+        };
         let public = public.parse().map_err(|e| format!("{public:?}: {e}"))?;
         let admin = admin.parse().map_err(|e| format!("{admin:?}: {e}"))?;
-        Ok(Self { public, admin })
+        Ok(Self { public, admin, web })
     }
 }
 
