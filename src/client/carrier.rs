@@ -29,6 +29,9 @@ pub(super) struct Relayed {
 }
 
 /// netcode's client, or a relay's connection.
+// netcode's client inline: it is nearly every client's, and a relayed client's 2.6 KB unused
+// is nothing beside its QUIC connection.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(super) enum Carrier {
     Netcode(NetcodeClient),
