@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use volley::protocol::Audience;
-use volley::protocol::recording::{Event, FrameIn, RecordingHeader, Playhead, RecordWriter, Recording};
+use volley::protocol::recording::{Event, FrameIn, Playhead, RecordWriter, Recording, RecordingHeader};
 use volley::protocol::session::PROTOCOL_VERSION;
 use volley::protocol::snapshot::SnapshotBuilder;
 

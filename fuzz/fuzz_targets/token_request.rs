@@ -16,7 +16,8 @@ const NOW: u64 = 1_800_000_000;
 
 fn desk() -> Desk {
     let auth = Auth { secret: Some(SECRET.to_vec()), api_keys: vec!["fuzz-key".into()] };
-    let spec = ServerSpec { public: "127.0.0.1:40000".parse().unwrap(), admin: "127.0.0.1:9100".parse().unwrap() };
+    let spec =
+        ServerSpec { public: "127.0.0.1:40000".parse().unwrap(), admin: "127.0.0.1:9100".parse().unwrap(), web: None };
     let mut pool = Pool::new(vec![spec]);
     pool.polled(0, Readiness::Ready { players: 0, slots: 1_000_000 }, Duration::ZERO);
     let mut config = DeskConfig::new(auth, 1);
