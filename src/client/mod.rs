@@ -116,7 +116,7 @@ pub enum LinkStatus {
 /// A connection to a volley server.
 #[derive(Debug)]
 pub struct GameClient {
-    netcode: Carrier,
+    carrier: Carrier,
     session: ClientSession,
     channel: Channel,
     snapshots: SnapshotReceiver,
@@ -235,14 +235,14 @@ pub const MAX_NOTICES: usize = 64;
 /// Sends through the netcode client; collects failures silently (they are counted nowhere
 /// but cannot happen for sizes we control).
 struct Via<'a, T: Transmit> {
-    netcode: &'a mut Carrier,
+    carrier: &'a mut Carrier,
     now: Duration,
     tx: &'a mut T,
 }
 
 impl<T: Transmit> Via<'_, T> {
     fn payload(&mut self, bytes: &[u8]) {
-        self.netcode.send_payload(self.now, bytes, self.tx);
+        self.carrier.send_payload(self.now, bytes, self.tx);
     }
 }
 
@@ -275,7 +275,7 @@ impl GameClient {
     /// The relay connected ([`GameClient::relayed`]); the server gave this client the slot
     /// `client_index`. The session's hello goes at the next [`GameClient::update`].
     pub fn relay_connected(&mut self, client_index: u32, now: Duration) {
-        self.netcode.relay_connected(client_index, now);
+        self.carrier.relay_connected(client_index, now);
     }
 
     /// The relay's connection ended ([`GameClient::relayed`]), in this netcode state (say
@@ -283,12 +283,12 @@ impl GameClient {
     /// [`ClientState::Disconnected`] when the relay closed it): [`GameClient::ended`] then
     /// says why, unless the server said so first.
     pub fn relay_ended(&mut self, state: ClientState) {
-        self.netcode.relay_ended(state);
+        self.carrier.relay_ended(state);
     }
 
-    fn with_carrier(netcode: Carrier, schema: Arc<Schema>) -> Self {
+    fn with_carrier(carrier: Carrier, schema: Arc<Schema>) -> Self {
         Self {
-            netcode,
+            carrier,
             session: ClientSession::default(),
             channel: Channel::new(ChannelConfig::default()),
             snapshots: SnapshotReceiver::new(schema, 64),
@@ -340,10 +340,10 @@ impl GameClient {
 
     /// Follows a redirect: leaves the old server, connects to the new one with the token.
     fn follow(&mut self, now: Duration, r: Redirect, tx: &mut impl Transmit) {
-        if self.netcode.is_relayed() {
+        if self.carrier.is_relayed() {
             // Its shell connected it; another server's web address is not in a redirect.
             self.ended = Some(SessionEnd::Moved);
-            self.netcode.disconnect(now, tx);
+            self.carrier.disconnect(now, tx);
             return;
         }
         let token = match ConnectToken::from_bytes(&r.token) {
@@ -354,7 +354,7 @@ impl GameClient {
                 return;
             }
         };
-        self.netcode.disconnect(now, tx);
+        self.carrier.disconnect(now, tx);
         // A client for the new server, as new, keeping what is the game's or the player's:
         // the decoder's predictor (its snapshots forgotten: the new server's ticks are its
         // own), the view mode, the figures, the input numbering and the moves.
@@ -395,8 +395,8 @@ impl GameClient {
     pub fn resume(&mut self, now: Duration) -> bool {
         if self.ended.is_some()
             || self.leaving
-            || self.netcode.is_relayed()
-            || self.resuming.is_some() && !self.netcode.is_connected()
+            || self.carrier.is_relayed()
+            || self.resuming.is_some() && !self.carrier.is_connected()
         {
             return false;
         }
@@ -404,15 +404,15 @@ impl GameClient {
         let Ok(token) = ConnectToken::from_bytes(&ticket) else { return false };
         // The server keeps the session for its grace after it last heard this client (about
         // when this client last heard it), and at least for the connection's timeout.
-        let deadline = match self.netcode.timeout() {
-            Some(t) if self.netcode.is_connected() => self.netcode.last_received() + t.max(self.grace),
+        let deadline = match self.carrier.timeout() {
+            Some(t) if self.carrier.is_connected() => self.carrier.last_received() + t.max(self.grace),
             Some(t) => now + t.max(self.grace),
             None => Duration::MAX,
         };
         let mut netcode = NetcodeClient::new(token, now);
         netcode.connect(now);
         // No disconnect on the old connection: the server would end the session.
-        self.netcode = Carrier::Netcode(netcode);
+        self.carrier = Carrier::Netcode(netcode);
         self.resume_token = Some(ticket);
         self.resuming = Some(deadline.max(now + RESUME_AT_LEAST));
         // Inputs wait for the new connection, in order, from the first the server had not
@@ -506,7 +506,7 @@ impl GameClient {
             let mut out = [0u8; MAX_PAYLOAD_BYTES];
             let n = self.channel.build_packet(now, Some(&state), &mut out);
             self.scratch = state;
-            Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+            Via { carrier: &mut self.carrier, now, tx }.payload(&out[..n]);
         }
         for (seq, bytes) in items {
             self.remember(seq, &bytes);
@@ -592,12 +592,12 @@ impl GameClient {
 
     /// The connection state (netcode's, with its error states).
     pub fn state(&self) -> ClientState {
-        self.netcode.state()
+        self.carrier.state()
     }
 
     /// Connected and the session agreed.
     pub fn is_ready(&self) -> bool {
-        self.netcode.is_connected() && self.session.params().is_some()
+        self.carrier.is_connected() && self.session.params().is_some()
     }
 
     /// The session parameters, once agreed.
@@ -607,12 +607,12 @@ impl GameClient {
 
     /// The server's address.
     pub fn server_addr(&self) -> Option<SocketAddr> {
-        self.netcode.server_addr()
+        self.carrier.server_addr()
     }
 
     /// The slot the server gave us (our player id, as the world knows it), once connected.
     pub fn client_index(&self) -> Option<u32> {
-        self.netcode.is_connected().then(|| self.netcode.client_index())
+        self.carrier.is_connected().then(|| self.carrier.client_index())
     }
 
     /// The id of this player's own entity in its snapshots, for a game whose worlds give each
@@ -654,11 +654,11 @@ impl GameClient {
         if let Some(e) = &self.ended {
             return Some(e.clone());
         }
-        if self.resuming.is_some() && !matches!(self.netcode.state(), ClientState::ConnectionDenied) {
+        if self.resuming.is_some() && !matches!(self.carrier.state(), ClientState::ConnectionDenied) {
             // A resume's handshake that got no answer is tried again until the deadline.
             return None;
         }
-        match self.netcode.state() {
+        match self.carrier.state() {
             ClientState::ConnectionDenied => Some(SessionEnd::ServerFull),
             ClientState::ConnectionTimedOut => Some(SessionEnd::TimedOut),
             ClientState::ConnectionRequestTimedOut | ClientState::ConnectionResponseTimedOut => {
@@ -913,18 +913,18 @@ impl GameClient {
             self.follow(now, r, tx);
         }
         if std::mem::take(&mut self.leaving) {
-            self.netcode.disconnect(now, tx);
+            self.carrier.disconnect(now, tx);
             return;
         }
-        let silent = now.saturating_sub(self.netcode.last_received()) >= RESUME_AFTER_SILENCE;
-        if self.netcode.is_connected() && silent && self.ended.is_none() {
+        let silent = now.saturating_sub(self.carrier.last_received()) >= RESUME_AFTER_SILENCE;
+        if self.carrier.is_connected() && silent && self.ended.is_none() {
             // Nothing from the server for a while: its packets no longer find this client
             // (its address changed under a NAT, its network moved). Back in with the ticket.
             self.resume(now);
         }
-        self.netcode.update(now, tx);
+        self.carrier.update(now, tx);
         if let Some(deadline) = self.resuming {
-            if self.netcode.is_connected() {
+            if self.carrier.is_connected() {
                 self.resuming = None;
                 self.resume_token = None;
                 self.resumes += 1;
@@ -933,7 +933,7 @@ impl GameClient {
                 self.resume_token = None;
                 self.ended = Some(SessionEnd::TimedOut);
             } else if matches!(
-                self.netcode.state(),
+                self.carrier.state(),
                 ClientState::ConnectionRequestTimedOut | ClientState::ConnectionResponseTimedOut
             ) && let Some(token) = self.resume_token.as_deref().and_then(|t| ConnectToken::from_bytes(t).ok())
             {
@@ -942,7 +942,7 @@ impl GameClient {
                 let mut netcode = NetcodeClient::new(token, now);
                 netcode.connect(now);
                 netcode.update(now, tx);
-                self.netcode = Carrier::Netcode(netcode);
+                self.carrier = Carrier::Netcode(netcode);
             }
         }
         if std::mem::take(&mut self.system_ack_due)
@@ -950,22 +950,22 @@ impl GameClient {
         {
             let mut out = [0u8; MAX_PAYLOAD_BYTES];
             let n = system.build_packet(now, None, &mut out);
-            Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+            Via { carrier: &mut self.carrier, now, tx }.payload(&out[..n]);
         }
-        if let Some(hello) = self.netcode.is_connected().then(|| self.session.poll_hello(now)).flatten() {
+        if let Some(hello) = self.carrier.is_connected().then(|| self.session.poll_hello(now)).flatten() {
             let hello = match hello {
                 Control::Hello { .. } => Control::Hello { protocol_version: self.protocol_version },
                 other => other,
             };
             let mut b = [0u8; MAX_CONTROL_BYTES];
             let n = hello.encode(&mut b);
-            Via { netcode: &mut self.netcode, now, tx }.payload(&b[..n]);
+            Via { carrier: &mut self.carrier, now, tx }.payload(&b[..n]);
         }
     }
 
     /// Takes one datagram; returns the tick of a newly decoded snapshot.
     pub fn receive(&mut self, now: Duration, from: SocketAddr, buf: &mut [u8]) -> Option<u32> {
-        let payload = self.netcode.process(now, from, buf)?;
+        let payload = self.carrier.process(now, from, buf)?;
         self.stats.packets_received += 1;
         self.stats.bytes_received += payload.len() as u64;
         if payload.first().is_some_and(|b| b & 0xF0 == SYSTEM_FRAME_TAG) {
@@ -1148,7 +1148,7 @@ impl GameClient {
         let mut out = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.channel.build_packet(now, Some(&state), &mut out);
         self.scratch = state;
-        Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+        Via { carrier: &mut self.carrier, now, tx }.payload(&out[..n]);
     }
 
     /// Whether this call sends its packet, at the server's [`Pace`]: one call in
@@ -1190,7 +1190,7 @@ impl GameClient {
         let mut out = [0u8; MAX_PAYLOAD_BYTES];
         let n = self.channel.build_packet(now, Some(&state), &mut out);
         self.scratch = state;
-        Via { netcode: &mut self.netcode, now, tx }.payload(&out[..n]);
+        Via { carrier: &mut self.carrier, now, tx }.payload(&out[..n]);
     }
 
     /// Disconnects, telling the server ([`GameClient::ended`] then says
@@ -1200,7 +1200,7 @@ impl GameClient {
             self.ended = Some(SessionEnd::Local);
         }
         self.leaving = false;
-        self.netcode.disconnect(now, tx);
+        self.carrier.disconnect(now, tx);
     }
 }
 
